@@ -1,0 +1,305 @@
+#!/usr/bin/env python3
+"""Helpers for the kmerdb benchmark scripts (bench/heldout.sh, bench/mock.sh).
+
+Subcommands
+  relatives MANIFEST NODES.dmp.gz LEFT_OUT_IDS...
+        For each left-out genome: its species/genus/family and how many genomes of the index
+        (the manifest less the left-out ones) share each; prints a TSV and the deepest shared rank.
+  merge --sim art|dwgsim --out PREFIX --seed N GENOME_ID:FASTA:R1:R2 ...
+        Reads the per-genome simulator output, shuffles all pairs deterministically, renames them
+        r0000000.. and writes PREFIX_R1.fq.gz, PREFIX_R2.fq.gz and PREFIX.truth.tsv
+        (read_id, genome_id, taxid, seq_id: the format of shared/data/reads/mock.truth.tsv).
+        Taxids come from --manifest.
+  record --out JSON --tool T --set S --truth TRUTH --nodes NODES --calls CALLS
+         [--time TIME_V_FILE] [--build-time TIME_V_FILE] [--index-bytes N] [--groups TSV]
+         [--kreport FILE]
+        Scores CALLS with shared/tools/score.py (--json), adds wall time and peak RSS parsed from
+        /usr/bin/time -v output, and, with --groups (genome_id<TAB>group), the score of each group.
+  table JSON...   Markdown tables of the recorded results.
+  timev FILE      Prints "wall_s peak_rss_kb" from /usr/bin/time -v output.
+"""
+import argparse, gzip, json, os, random, re, subprocess, sys, tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SHARED = os.environ.get('SHARED', os.path.join(HERE, '..', '..', 'shared'))
+SCORE = os.path.join(SHARED, 'tools', 'score.py')
+
+
+def opener(p):
+    return gzip.open(p, 'rt') if p.endswith('.gz') else open(p)
+
+
+def read_manifest(path):
+    rows = {}
+    with open(path) as f:
+        head = f.readline().rstrip('\n').split('\t')
+        for l in f:
+            x = dict(zip(head, l.rstrip('\n').split('\t')))
+            rows[x['genome_id']] = x
+    return rows
+
+
+def read_nodes(path):
+    parent, rank = {}, {}
+    with opener(path) as f:
+        for l in f:
+            x = l.split('\t|\t')
+            parent[x[0]] = x[1]; rank[x[0]] = x[2]
+    return parent, rank
+
+
+def ancestor(parent, rank, t, R):
+    while True:
+        if rank.get(t) == R:
+            return t
+        if t not in parent or parent[t] == t:
+            return None
+        t = parent[t]
+
+
+# ---------------------------------------------------------------- relatives
+def cmd_relatives(a):
+    man = read_manifest(a.manifest)
+    parent, rank = read_nodes(a.nodes)
+    left = set(a.ids)
+    missing = left - set(man)
+    if missing:
+        sys.exit(f'benchlib relatives: not in manifest: {sorted(missing)}')
+    index = [g for g in man if g not in left]
+    print('genome_id\ttaxid\tspecies_rel\tgenus_rel\tfamily_rel\tdeepest_shared_rank')
+    for g in a.ids:
+        t = man[g]['taxid']
+        n = {}
+        for R in ('species', 'genus', 'family'):
+            A = ancestor(parent, rank, t, R)
+            n[R] = sum(1 for h in index if A is not None and ancestor(parent, rank, man[h]['taxid'], R) == A)
+        deepest = next((R for R in ('species', 'genus', 'family') if n[R]), 'none')
+        print(f"{g}\t{t}\t{n['species']}\t{n['genus']}\t{n['family']}\t{deepest}")
+
+
+# ---------------------------------------------------------------- merge
+def fastq_records(path):
+    with opener(path) as f:
+        while True:
+            h = f.readline()
+            if not h:
+                return
+            s = f.readline().rstrip('\n'); f.readline(); q = f.readline().rstrip('\n')
+            yield h[1:].rstrip('\n').split()[0], s, q
+
+
+def fasta_ids(path):
+    with opener(path) as f:
+        return [l[1:].split()[0] for l in f if l.startswith('>')]
+
+
+def cmd_merge(a):
+    man = read_manifest(a.manifest)
+    pairs, counts = [], []
+    for spec in a.inputs:
+        gid, fasta, r1, r2 = spec.split(':')
+        seqids = sorted(fasta_ids(fasta), key=len, reverse=True)
+        n = 0
+        for (n1, s1, q1), (n2, s2, q2) in zip(fastq_records(r1), fastq_records(r2)):
+            b1, b2 = n1[:-2] if n1[-2:] in ('/1', '/2') else n1, n2[:-2] if n2[-2:] in ('/1', '/2') else n2
+            if b1 != b2:
+                sys.exit(f'benchlib merge: mates out of step in {r1}: {n1} vs {n2}')
+            if a.sim == 'art':           # <seqid>-<n>/1
+                sid = b1.rsplit('-', 1)[0]
+            else:                        # dwgsim: <seqid>_<pos1>_<pos2>_..._<n>/1
+                sid = next((s for s in seqids if b1.startswith(s + '_')), None)
+            if sid not in seqids:
+                sys.exit(f'benchlib merge: cannot tell the sequence of read {n1} ({gid})')
+            pairs.append((gid, sid, s1, q1, s2, q2)); n += 1
+        counts.append((gid, n))
+    random.Random(a.seed).shuffle(pairs)
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    tmp = a.out + '.tmp'
+    with gzip.GzipFile(tmp + '_R1.fq.gz', 'wb', mtime=0) as o1, \
+         gzip.GzipFile(tmp + '_R2.fq.gz', 'wb', mtime=0) as o2, open(tmp + '.truth.tsv', 'w') as t:
+        t.write('read_id\tgenome_id\ttaxid\tseq_id\n')
+        for i, (gid, sid, s1, q1, s2, q2) in enumerate(pairs):
+            rid = f'r{i:07d}'
+            o1.write(f'@{rid}/1\n{s1}\n+\n{q1}\n'.encode())
+            o2.write(f'@{rid}/2\n{s2}\n+\n{q2}\n'.encode())
+            t.write(f"{rid}\t{gid}\t{man[gid]['taxid']}\t{sid}\n")
+    # truth last: its presence marks a complete read set
+    for suf in ('_R1.fq.gz', '_R2.fq.gz', '.truth.tsv'):
+        os.replace(tmp + suf, a.out + suf)
+    for gid, n in counts:
+        print(f'  {a.sim:7s} {gid:22s} {n:6d} pairs')
+    print(f'  {a.sim:7s} {"total":22s} {len(pairs):6d} pairs -> {a.out}_R{{1,2}}.fq.gz')
+
+
+# ---------------------------------------------------------------- record
+def parse_timev(path):
+    wall = rss = None
+    with open(path) as f:
+        for l in f:
+            l = l.strip()
+            if l.startswith('Elapsed (wall clock) time'):
+                v = l.rsplit(': ', 1)[1].split(':')
+                wall = sum(float(x) * 60 ** i for i, x in enumerate(reversed(v)))
+            elif l.startswith('Maximum resident set size'):
+                rss = int(l.rsplit(': ', 1)[1])
+    return wall, rss
+
+
+def run_score(truth, nodes, calls):
+    out = subprocess.run([sys.executable, SCORE, truth, nodes, calls, '--json'],
+                         capture_output=True, text=True)
+    if out.returncode:
+        sys.exit(f'score.py failed on {calls}: {out.stderr.strip()}')
+    return json.loads(out.stdout)
+
+
+def check_kreport(path):
+    """Light check of the kreport format (REFERENCE.md section 4); returns a list of problems."""
+    probs = []
+    try:
+        lines = open(path).read().splitlines()
+    except OSError as e:
+        return [f'cannot read: {e}']
+    if not lines:
+        return ['empty']
+    mq = re.compile(r'^\s{0,2}(\d{1,3}\.\d{1,2})\t(\d+)\t(\d+)\t((\d+)\t(\d+)\t)?([URDKPCOFGS-]\d{0,2})\t(\d+)(\s+)[root|unclassified]')
+    if not any(mq.match(l) for l in lines[:2]):
+        probs.append('no MultiQC-recognised line among the first two')
+    if any(len(l.split('\t')) not in (6, 8) for l in lines):
+        probs.append('lines without 6 (or 8) tab-separated columns')
+    x = [l.split('\t') for l in lines[:2]]
+    if not (len(x) >= 1 and x[0][3:5] == ['U', '0']) and not (len(x) >= 1 and x[0][3:5] == ['R', '1']):
+        probs.append('first line is neither unclassified (U, 0) nor root (R, 1)')
+    return probs
+
+
+def cmd_record(a):
+    res = {'tool': a.tool, 'set': a.set}
+    if a.index:
+        res['index'] = a.index
+    res['score'] = run_score(a.truth, a.nodes, a.calls)
+    if a.time:
+        res['wall_s'], res['rss_kb'] = parse_timev(a.time)
+    if a.build_time:
+        res['build_wall_s'], res['build_rss_kb'] = parse_timev(a.build_time)
+    if a.build_wall is not None:
+        res['build_wall_s'] = a.build_wall
+    if a.build_rss_kb is not None:
+        res['build_rss_kb'] = a.build_rss_kb
+    if a.index_bytes is not None:
+        res['index_bytes'] = a.index_bytes
+    if a.kreport:
+        res['kreport_problems'] = check_kreport(a.kreport)
+    if a.groups:
+        groups = {}
+        with open(a.groups) as f:
+            for l in f:
+                g, grp = l.rstrip('\n').split('\t')[:2]
+                groups[g] = grp
+        truth = {}
+        with open(a.truth) as f:
+            head = f.readline()
+            for l in f:
+                x = l.split('\t'); truth[x[0]] = (groups.get(x[1], 'other'), l)
+        calls = {}
+        with opener(a.calls) as f:
+            for l in f:
+                x = l.split('\t')
+                rid = x[1] if len(x) > 2 else x[0]
+                if rid[-2:] in ('/1', '/2'): rid = rid[:-2]
+                calls.setdefault(truth.get(rid, ('?',))[0], []).append(l)
+        res['groups'] = {}
+        with tempfile.TemporaryDirectory() as d:
+            order = ['species', 'genus', 'family', 'none']
+            for grp in sorted(set(g for g, _ in truth.values()), key=lambda g: (order.index(g) if g in order else 9, g)):
+                tp, cp = os.path.join(d, 't.tsv'), os.path.join(d, 'c.txt')
+                with open(tp, 'w') as f:
+                    f.write(head); f.writelines(l for g, l in truth.values() if g == grp)
+                with open(cp, 'w') as f:
+                    f.writelines(calls.get(grp, []))
+                res['groups'][grp] = run_score(tp, a.nodes, cp)
+    with open(a.out, 'w') as f:
+        json.dump(res, f, indent=1)
+
+
+# ---------------------------------------------------------------- table
+def fmt(v, nd=4):
+    return '-' if v is None else f'{v:.{nd}f}'
+
+
+def mb(kb):  # /usr/bin/time reports KiB
+    return '-' if kb is None else f'{kb / 1024:.0f} MiB'
+
+
+def cmd_table(a):
+    rs = [json.load(open(p)) for p in a.results if os.path.exists(p)]
+    if not rs:
+        print('(no results)'); return
+    print('| tool | read set | reads | classified | species sens | species prec | species F1 | '
+          'genus sens | genus prec | genus F1 | family sens | family prec | family F1 | '
+          'classify wall | classify peak RSS |')
+    print('|---|---|---:|---:|' + '---:|' * 11)
+    for r in rs:
+        s = r['score']; k = s['ranks']
+        cells = [r['tool'], r['set'], str(s['reads']), f"{100 * s['called'] / max(1, s['reads']):.2f}%"]
+        for R in ('species', 'genus', 'family'):
+            cells += [fmt(k[R]['sensitivity']), fmt(k[R]['precision']), fmt(k[R]['f1'])]
+        cells += [fmt(r.get('wall_s'), 2) + ' s' if r.get('wall_s') is not None else '-', mb(r.get('rss_kb'))]
+        print('| ' + ' | '.join(cells) + ' |')
+    if any('build_wall_s' in r or 'index_bytes' in r for r in rs):
+        print()
+        print('| tool | index | build wall | build peak RSS | index size |')
+        print('|---|---|---:|---:|---:|')
+        seen = set()
+        for r in rs:
+            key = (r['tool'], r.get('index', ''))
+            if key in seen or not ('build_wall_s' in r or 'index_bytes' in r):
+                continue
+            seen.add(key)
+            ib = r.get('index_bytes')
+            print(f"| {r['tool']} | {r.get('index', '-')} | "
+                  f"{fmt(r.get('build_wall_s'), 1) + ' s' if r.get('build_wall_s') is not None else '-'} | "
+                  f"{mb(r.get('build_rss_kb'))} | {'-' if ib is None else f'{ib / 2**20:.1f} MiB'} |")
+    if any('groups' in r for r in rs):
+        print()
+        print('Per group of left-out genomes (fractions of the group\'s reads: correct / vague / wrong / '
+              'unclassified; "wrong" at a rank the index cannot know is a false positive):')
+        print()
+        print('| tool | read set | group | reads | species c/v/w/u | genus c/v/w/u | family c/v/w/u |')
+        print('|---|---|---|---:|---|---|---|')
+        for r in rs:
+            for grp, s in r.get('groups', {}).items():
+                cells = [r['tool'], r['set'], grp, str(s['reads'])]
+                for R in ('species', 'genus', 'family'):
+                    c = s['ranks'][R]; n = max(1, c['reads'])
+                    cells.append('/'.join(f"{c[x] / n:.3f}" for x in ('correct', 'vague', 'wrong', 'unclassified'))
+                                 if c['reads'] else '-')
+                print('| ' + ' | '.join(cells) + ' |')
+    for r in rs:
+        if r.get('kreport_problems'):
+            print(f"\nwarning: {r['tool']} {r['set']} kreport: {'; '.join(r['kreport_problems'])}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sp = ap.add_subparsers(dest='cmd', required=True)
+    p = sp.add_parser('relatives'); p.add_argument('manifest'); p.add_argument('nodes'); p.add_argument('ids', nargs='+')
+    p = sp.add_parser('merge'); p.add_argument('--sim', required=True, choices=['art', 'dwgsim'])
+    p.add_argument('--out', required=True); p.add_argument('--seed', type=int, required=True)
+    p.add_argument('--manifest', required=True); p.add_argument('inputs', nargs='+')
+    p = sp.add_parser('record')
+    for o in ('out', 'tool', 'set', 'truth', 'nodes', 'calls'):
+        p.add_argument('--' + o, required=True)
+    for o in ('time', 'build-time', 'groups', 'kreport', 'index'):
+        p.add_argument('--' + o)
+    p.add_argument('--index-bytes', type=int); p.add_argument('--build-wall', type=float)
+    p.add_argument('--build-rss-kb', type=int)
+    p = sp.add_parser('table'); p.add_argument('results', nargs='+')
+    p = sp.add_parser('timev'); p.add_argument('file')
+    a = ap.parse_args()
+    if a.cmd == 'timev':
+        w, r = parse_timev(a.file); print(w, r); return
+    {'record': cmd_record, 'relatives': cmd_relatives, 'merge': cmd_merge, 'table': cmd_table}[a.cmd](a)
+
+
+main()

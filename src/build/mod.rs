@@ -1,0 +1,332 @@
+//! `kmerdb build` on the CPU: reference genomes to an index file.
+//!
+//! Three stages, each in its own module:
+//! 1. [`sketching`]: read FASTA files in parallel and sketch every window into per-shard bins of
+//!    (feature, target, window) triples (the NCBI taxonomy loads on another thread meanwhile);
+//! 2. [`targets`]: order targets by name, give them taxa, prune the taxonomy;
+//! 3. [`condense`]: per shard, in parallel, sort the triples, drop overpopulated features, lay out
+//!    location lists and the key index.
+//!
+//! Then `index::write_index` writes the file atomically. Peak memory is the bins (12 bytes per
+//! location) plus the growing index plus one input batch per reading thread.
+//!
+//! Determinism: targets are numbered by name and every list is sorted, so the index bytes depend
+//! on neither the order of the inputs nor the thread count.
+
+pub mod condense;
+pub mod sketching;
+pub mod targets;
+
+use crate::index::format::{
+    Counts, DEFAULT_SHARD_BITS, Header, IndexError, KeyIndexParams, Provenance, TaxonomySource,
+};
+use crate::index::{LocationLayout, bcht, write_index};
+use crate::input::{InputError, Source};
+use crate::sketch::{HASH_FUNCTION_ID, SketchParams};
+use crate::taxonomy::{NcbiTaxonomy, SeqIdMap, TaxonomyError};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Checked settings of one build.
+#[derive(Debug, Clone)]
+pub struct BuildConfig {
+    pub sources: Vec<Source>,
+    pub db: PathBuf,
+    pub taxonomy: Option<PathBuf>,
+    pub seqid_maps: Vec<PathBuf>,
+    pub sketch: SketchParams,
+    pub max_locations_per_feature: u32,
+    pub threads: usize,
+    pub strict: bool,
+    /// Draw a progress bar (the caller decides: stderr is a terminal and not `--quiet`).
+    pub progress: bool,
+}
+
+impl BuildConfig {
+    /// The command line that made this index, normalised so that it does not depend on input
+    /// order or thread count: it is stored in the index, which must be reproducible.
+    pub fn normalized_command_line(&self) -> Vec<String> {
+        let p = &self.sketch;
+        let mut args: Vec<String> = ["kmerdb", "build"].map(String::from).to_vec();
+        let mut opt = |name: &str, value: String| {
+            args.push(name.into());
+            args.push(value);
+        };
+        opt("-k", p.k.to_string());
+        opt("--window", p.window.to_string());
+        opt("--stride", p.stride.to_string());
+        opt("--sketch-size", p.sketch_size.to_string());
+        opt(
+            "--max-locations-per-feature",
+            self.max_locations_per_feature.to_string(),
+        );
+        if let Some(t) = &self.taxonomy {
+            opt("--taxonomy", t.display().to_string());
+        }
+        for m in &self.seqid_maps {
+            opt("--seqid2taxid", m.display().to_string());
+        }
+        if self.strict {
+            args.push("--strict".into());
+        }
+        let mut inputs: Vec<String> = self.sources.iter().map(|s| s.to_string()).collect();
+        inputs.sort();
+        args.extend(inputs);
+        args
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error(transparent)]
+    Taxonomy(#[from] TaxonomyError),
+    #[error(transparent)]
+    Index(#[from] IndexError),
+    #[error("sequence id '{id}' appears twice: {first} and {second}; sequence ids must be unique")]
+    DuplicateSequence {
+        id: String,
+        first: String,
+        second: String,
+    },
+    #[error(
+        "{file} record {record} ('{id}'): taxid {taxid} is not in the taxonomy (nor in merged.dmp)"
+    )]
+    UnknownTaxid {
+        file: String,
+        record: u64,
+        id: String,
+        taxid: u32,
+    },
+    #[error("{count} sequences have no taxid (from a header tag or --seqid2taxid): {examples}")]
+    MissingTaxids { count: usize, examples: String },
+    #[error("nothing to index: {reason}")]
+    NothingToIndex { reason: String },
+    #[error("more than 2^32 - 1 sequences")]
+    TooManyTargets,
+    #[error("sequence '{id}' has {windows} windows; at most 2^32 fit a location")]
+    SequenceTooLong { id: String, windows: u64 },
+    #[error("cannot write the index to {path}: {reason}")]
+    Output { path: PathBuf, reason: String },
+    #[error("cannot start {threads} threads: {reason}")]
+    Threads { threads: usize, reason: String },
+}
+
+/// What a build did, for the summary line and for tests.
+#[derive(Debug, Clone)]
+pub struct BuildSummary {
+    pub db: PathBuf,
+    pub counts: Counts,
+    pub index_bytes: u64,
+    pub without_taxid: Vec<String>,
+    pub elapsed: Duration,
+    pub taxonomy_load: Option<Duration>,
+}
+
+/// Checks before any work that the index can be written where asked.
+pub fn check_output(db: &std::path::Path) -> Result<(), BuildError> {
+    let err = |reason: String| BuildError::Output {
+        path: db.to_path_buf(),
+        reason,
+    };
+    if db.is_dir() {
+        return Err(err("it is a directory".into()));
+    }
+    let dir = match db.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => std::path::Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(err(format!("directory {} does not exist", dir.display())));
+    }
+    tempfile::Builder::new()
+        .prefix(".kmerdb-write-test")
+        .tempfile_in(dir)
+        .map(drop)
+        .map_err(|e| err(format!("directory {} is not writable ({e})", dir.display())))
+}
+
+/// Runs a whole build. `on_progress` is called about every 100 ms from a helper thread while the
+/// inputs are read, with (bases read, bytes of input files finished).
+pub fn build(
+    config: &BuildConfig,
+    on_progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<BuildSummary, BuildError> {
+    let start = Instant::now();
+    check_output(&config.db)?;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(config.threads)
+        .build()
+        .map_err(|e| BuildError::Threads {
+            threads: config.threads,
+            reason: e.to_string(),
+        })?;
+    pool.install(|| build_in_pool(config, start, on_progress))
+}
+
+fn build_in_pool(
+    config: &BuildConfig,
+    start: Instant,
+    on_progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<BuildSummary, BuildError> {
+    let shard_bits = DEFAULT_SHARD_BITS;
+    let progress = sketching::Progress::default();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (taxonomy, seqid_map, sketched) = std::thread::scope(|scope| {
+        let taxonomy = scope.spawn(|| {
+            config.taxonomy.as_ref().map(|dir| {
+                let t = Instant::now();
+                NcbiTaxonomy::load_dir(dir).map(|tax| (tax, t.elapsed()))
+            })
+        });
+        let seqid_map = scope.spawn(|| SeqIdMap::load(&config.seqid_maps));
+        let (done, progress) = (&done, &progress);
+        let ticker = scope.spawn(move || {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                on_progress(
+                    progress.bases.load(std::sync::atomic::Ordering::Relaxed),
+                    progress
+                        .file_bytes_done
+                        .load(std::sync::atomic::Ordering::Relaxed),
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let sketched =
+            sketching::sketch_sources(&config.sources, &config.sketch, shard_bits, &progress);
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = ticker.join();
+        let taxonomy = taxonomy
+            .join()
+            .expect("the taxonomy loader does not panic")
+            .transpose();
+        let seqid_map = seqid_map
+            .join()
+            .expect("the seqid map loader does not panic");
+        (taxonomy, seqid_map, sketched)
+    });
+    // Input errors come first: they are what the user most likely has to fix.
+    let sketched = sketched?;
+    let seqid_map = seqid_map?;
+    let (taxonomy, taxonomy_load) = match taxonomy? {
+        Some((t, d)) => (Some(t), Some(d)),
+        None => (None, None),
+    };
+
+    let resolved = targets::resolve(
+        &sketched.targets,
+        &config.sources,
+        taxonomy.as_ref(),
+        &seqid_map,
+        config.strict,
+    )?;
+    drop(taxonomy);
+    if let Some(t) = resolved
+        .targets
+        .iter()
+        .find(|t| t.windows > u32::MAX as u64)
+    {
+        return Err(BuildError::SequenceTooLong {
+            id: t.name.clone(),
+            windows: t.windows,
+        });
+    }
+    let max_windows = resolved
+        .targets
+        .iter()
+        .map(|t| t.windows)
+        .max()
+        .unwrap_or(1);
+    let layout = LocationLayout::for_counts(
+        resolved.targets.len() as u64,
+        max_windows,
+        config.max_locations_per_feature,
+    );
+
+    use rayon::prelude::*;
+    let condensed: Vec<_> = sketched
+        .bins
+        .into_par_iter()
+        .map(|bin| {
+            condense::condense_shard(
+                bin,
+                &resolved.final_id,
+                &layout,
+                config.max_locations_per_feature,
+            )
+        })
+        .collect::<Result<_, _>>()
+        .map_err(|source| IndexError::ShardOverflow {
+            path: config.db.clone(),
+            source,
+        })?;
+    let mut stats = condense::ShardStats::default();
+    let mut shards = Vec::with_capacity(condensed.len());
+    for (shard, s) in condensed {
+        stats += s;
+        shards.push(shard);
+    }
+
+    let counts = Counts {
+        targets: resolved.targets.len() as u64,
+        taxa: resolved.taxa.len() as u64,
+        bases: resolved.targets.iter().map(|t| t.length).sum(),
+        windows: resolved.targets.iter().map(|t| t.windows).sum(),
+        features: stats.features,
+        locations: stats.locations,
+        dropped_features: stats.dropped_features,
+        dropped_locations: stats.dropped_locations,
+        buckets: shards
+            .iter()
+            .map(|s| s.slots.len() as u64 / bcht::BUCKET_SLOTS as u64)
+            .sum(),
+    };
+    let header = Header {
+        sketch: config.sketch,
+        hash_function: HASH_FUNCTION_ID,
+        max_locations_per_feature: config.max_locations_per_feature,
+        shard_bits,
+        key_index: KeyIndexParams {
+            bucket_slots: bcht::BUCKET_SLOTS as u32,
+            hash_functions: bcht::HASH_FUNCTIONS as u32,
+            seeds: bcht::BUCKET_SEEDS,
+        },
+        layout,
+        taxonomy: if config.taxonomy.is_some() {
+            TaxonomySource::Ncbi
+        } else {
+            TaxonomySource::PerSequence
+        },
+        counts: counts.clone(),
+        provenance: Provenance {
+            kmerdb_version: env!("CARGO_PKG_VERSION").into(),
+            created_unix: creation_time(),
+            command_line: config.normalized_command_line(),
+        },
+        sections: Vec::new(),
+    };
+    let index_bytes = write_index(
+        &config.db,
+        header,
+        &shards,
+        &resolved.targets,
+        &resolved.taxa,
+    )?;
+    Ok(BuildSummary {
+        db: config.db.clone(),
+        counts,
+        index_bytes,
+        without_taxid: resolved.without_taxid,
+        elapsed: start.elapsed(),
+        taxonomy_load,
+    })
+}
+
+/// Seconds since the epoch, or `SOURCE_DATE_EPOCH` when set (reproducible builds).
+fn creation_time() -> i64 {
+    std::env::var("SOURCE_DATE_EPOCH")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| chrono::Utc::now().timestamp())
+}

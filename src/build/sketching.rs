@@ -1,0 +1,201 @@
+//! Stage 1 of the CPU build: read reference sequences and sketch their windows into per-shard
+//! bins of (feature, target, window) triples.
+//!
+//! Files are read in parallel, each one batch after batch; while one batch is sketched the next is
+//! read (`rayon::join`), and long sequences are split into chunks of windows sketched in parallel.
+//! Targets get provisional ids in the order they happen to be read; `targets` renumbers them, so
+//! nothing here needs to be ordered.
+
+use crate::build::BuildError;
+use crate::input::{Format, SeqReader, Source};
+use crate::sketch::{Feature, SketchParams, Sketcher};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Windows sketched as one task: about 230 kbp with the default stride.
+const CHUNK_WINDOWS: u64 = 2048;
+/// Bases read from one file before its batch is handed to the sketchers.
+const BATCH_BASES: usize = 8 << 20;
+
+/// A feature at a location, with the target's provisional id. 12 bytes, sorted in place later.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Pair {
+    pub feature: Feature,
+    pub target: u32,
+    pub window: u32,
+}
+
+/// A sequence as read, before targets are ordered and given taxa.
+#[derive(Debug, Clone)]
+pub struct RawTarget {
+    pub name: String,
+    pub header: String,
+    pub length: u64,
+    pub windows: u64,
+    /// Index into the build's sources, and the record's number in that source (from 1).
+    pub source: usize,
+    pub record: u64,
+}
+
+/// Everything stage 1 produces.
+pub struct Sketched {
+    pub bins: Vec<Vec<Pair>>,
+    pub targets: Vec<RawTarget>,
+}
+
+/// Progress shared with the progress bar.
+#[derive(Default)]
+pub struct Progress {
+    pub bases: AtomicU64,
+    pub file_bytes_done: AtomicU64,
+}
+
+pub fn sketch_sources(
+    sources: &[Source],
+    params: &SketchParams,
+    shard_bits: u32,
+    progress: &Progress,
+) -> Result<Sketched, BuildError> {
+    let bins: Vec<Mutex<Vec<Pair>>> = (0..1usize << shard_bits)
+        .map(|_| Mutex::new(Vec::new()))
+        .collect();
+    let targets = Mutex::new(Vec::new());
+    let ctx = Context {
+        params,
+        shard_bits,
+        bins: &bins,
+        targets: &targets,
+        progress,
+    };
+    use rayon::prelude::*;
+    sources
+        .par_iter()
+        .enumerate()
+        .try_for_each(|(i, source)| ctx.read_source(i, source))?;
+    Ok(Sketched {
+        bins: bins
+            .into_iter()
+            .map(|b| b.into_inner().expect("no sketcher panicked"))
+            .collect(),
+        targets: targets.into_inner().expect("no sketcher panicked"),
+    })
+}
+
+struct Context<'a> {
+    params: &'a SketchParams,
+    shard_bits: u32,
+    bins: &'a [Mutex<Vec<Pair>>],
+    targets: &'a Mutex<Vec<RawTarget>>,
+    progress: &'a Progress,
+}
+
+/// A record waiting to be sketched.
+struct Pending {
+    target: u32,
+    seq: Vec<u8>,
+}
+
+impl Context<'_> {
+    fn read_source(&self, index: usize, source: &Source) -> Result<(), BuildError> {
+        let mut reader = SeqReader::open(source)?;
+        let mut batch = self.read_batch(index, &mut reader)?;
+        while !batch.is_empty() {
+            let (next, ()) = rayon::join(
+                || self.read_batch(index, &mut reader),
+                || self.sketch_batch(&batch),
+            );
+            batch = next?;
+        }
+        if reader.records() == 0 {
+            return Err(crate::input::InputError::Empty {
+                file: source.clone(),
+            }
+            .into());
+        }
+        if let Source::File(p) = source {
+            let size = std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+            self.progress
+                .file_bytes_done
+                .fetch_add(size, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    fn read_batch(&self, index: usize, reader: &mut SeqReader) -> Result<Vec<Pending>, BuildError> {
+        let mut batch = Vec::new();
+        let mut bases = 0;
+        while bases < BATCH_BASES {
+            let Some(rec) = reader.next_record() else {
+                break;
+            };
+            let rec = rec?;
+            if rec.format == Format::Fastq {
+                return Err(reader
+                    .wrong_format(
+                        Format::Fastq,
+                        Format::Fasta,
+                        " (kmerdb build indexes reference genomes in FASTA)",
+                    )
+                    .into());
+            }
+            let seq = rec.seq().into_owned();
+            let name = String::from_utf8_lossy(rec.id()).into_owned();
+            let header = String::from_utf8_lossy(rec.header()).into_owned();
+            let target = {
+                let mut targets = self.targets.lock().expect("no sketcher panicked");
+                targets.push(RawTarget {
+                    name,
+                    header,
+                    length: seq.len() as u64,
+                    windows: self.params.window_count(seq.len()),
+                    source: index,
+                    record: reader.records(),
+                });
+                u32::try_from(targets.len() - 1).map_err(|_| BuildError::TooManyTargets)?
+            };
+            bases += seq.len();
+            self.progress
+                .bases
+                .fetch_add(seq.len() as u64, Ordering::Relaxed);
+            batch.push(Pending { target, seq });
+        }
+        Ok(batch)
+    }
+
+    fn sketch_batch(&self, batch: &[Pending]) {
+        use rayon::prelude::*;
+        let chunks: Vec<(&Pending, u64)> = batch
+            .iter()
+            .flat_map(|p| {
+                let n = self.params.window_count(p.seq.len());
+                (0..n.div_ceil(CHUNK_WINDOWS)).map(move |c| (p, c * CHUNK_WINDOWS))
+            })
+            .collect();
+        chunks.par_iter().for_each_init(
+            || (Sketcher::new(*self.params), Vec::new()),
+            |(sketcher, pairs), &(p, first)| {
+                pairs.clear();
+                sketcher.sketch_windows(&p.seq, first..first + CHUNK_WINDOWS, |w, sketch| {
+                    pairs.extend(sketch.iter().map(|&feature| Pair {
+                        feature,
+                        target: p.target,
+                        window: w as u32,
+                    }));
+                });
+                self.deposit(pairs);
+            },
+        );
+    }
+
+    /// Moves a chunk's pairs into the shard bins, taking each shard's lock once.
+    fn deposit(&self, pairs: &mut [Pair]) {
+        let shard = |p: &Pair| (((p.feature as u64) << self.shard_bits) >> 32) as usize;
+        pairs.sort_unstable_by_key(shard);
+        for run in pairs.chunk_by(|a, b| shard(a) == shard(b)) {
+            self.bins[shard(&run[0])]
+                .lock()
+                .expect("no sketcher panicked")
+                .extend_from_slice(run);
+        }
+    }
+}

@@ -1,0 +1,222 @@
+//! The static key index of one shard: a bucketed cuckoo hash table (BCHT, Awad et al. 2022).
+//!
+//! Buckets of [`BUCKET_SLOTS`] slots, one 128-byte line each; a slot is a (feature, value) pair.
+//! A key may live in any of its [`HASH_FUNCTIONS`] candidate buckets ([`bucket_of`]).
+//!
+//! Invariants that lookups (CPU and GPU alike) rely on:
+//! - slots of a bucket fill from the front and never empty again, so empty slots form a suffix;
+//! - a key stored in its `j`-th candidate bucket implies its candidates `0..j` are full.
+//!
+//! So a lookup reads candidate buckets in order and stops at the key or at the first empty slot:
+//! at most 3 bucket reads, and usually 1 for a feature that is not in the index.
+//!
+//! The table is built once, from keys in ascending order, by a sequential cuckoo walk whose
+//! choices come from a fixed-seed generator: the same keys always give the same bytes.
+
+use crate::sketch::{Feature, NO_FEATURE};
+
+/// Slots per bucket: 16 slots of 8 bytes fill one 128-byte cache line.
+pub const BUCKET_SLOTS: usize = 16;
+/// Candidate buckets per key.
+pub const HASH_FUNCTIONS: usize = 3;
+/// Seeds of the bucket hash functions (part of the index format).
+pub const BUCKET_SEEDS: [u32; HASH_FUNCTIONS] = [0x9e37_79b9, 0x85eb_ca6b, 0xc2b2_ae35];
+/// Key of an empty slot.
+pub const EMPTY_KEY: Feature = NO_FEATURE;
+/// Load factor the builder aims at; it grows the table when a cuckoo walk fails.
+pub const TARGET_LOAD: f64 = 0.98;
+/// Evictions one insertion may cause before the builder gives up on this table size.
+const MAX_EVICTIONS: usize = 2_000;
+
+/// One slot: a feature and its value (an inline location or an offset, see `index::shard`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct Slot {
+    pub key: Feature,
+    pub value: u32,
+}
+
+pub const EMPTY_SLOT: Slot = Slot {
+    key: EMPTY_KEY,
+    value: 0,
+};
+
+/// murmur3's 32-bit finalizer.
+#[inline]
+pub fn fmix32(mut h: u32) -> u32 {
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85eb_ca6b);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xc2b2_ae35);
+    h ^ (h >> 16)
+}
+
+/// The `j`-th candidate bucket of `key` in a table of `n_buckets` buckets.
+#[inline]
+pub fn bucket_of(key: Feature, j: usize, n_buckets: usize) -> usize {
+    ((fmix32(key ^ BUCKET_SEEDS[j]) as u64 * n_buckets as u64) >> 32) as usize
+}
+
+/// The value stored for `key`, if any. `slots` holds whole buckets.
+#[inline]
+pub fn lookup(slots: &[Slot], key: Feature) -> Option<u32> {
+    let n_buckets = slots.len() / BUCKET_SLOTS;
+    if n_buckets == 0 {
+        return None;
+    }
+    for j in 0..HASH_FUNCTIONS {
+        let b = bucket_of(key, j, n_buckets);
+        for slot in &slots[b * BUCKET_SLOTS..(b + 1) * BUCKET_SLOTS] {
+            if slot.key == key {
+                return Some(slot.value);
+            }
+            if slot.key == EMPTY_KEY {
+                return None;
+            }
+        }
+    }
+    None
+}
+
+/// Builds the table for `entries`: (key, value) pairs with distinct keys, none of them [`EMPTY_KEY`],
+/// in ascending key order. An empty input gives an empty table.
+pub fn build(entries: &[Slot]) -> Vec<Slot> {
+    if entries.is_empty() {
+        return Vec::new();
+    }
+    let mut n_buckets =
+        (entries.len() as f64 / (BUCKET_SLOTS as f64 * TARGET_LOAD)).ceil() as usize;
+    loop {
+        if let Some(table) = try_build(entries, n_buckets.max(1)) {
+            return table;
+        }
+        n_buckets += n_buckets / 32 + 1;
+    }
+}
+
+fn try_build(entries: &[Slot], n_buckets: usize) -> Option<Vec<Slot>> {
+    let mut slots = vec![EMPTY_SLOT; n_buckets * BUCKET_SLOTS];
+    let mut fill = vec![0u8; n_buckets];
+    let mut rng = XorShift64(0x2545_f491_4f6c_dd1d ^ n_buckets as u64);
+    for &entry in entries {
+        let mut cur = entry;
+        // The bucket `cur` was just evicted from, which it must not go back to.
+        let mut from = usize::MAX;
+        let mut placed = false;
+        for _ in 0..MAX_EVICTIONS {
+            let candidates: [usize; HASH_FUNCTIONS] =
+                std::array::from_fn(|j| bucket_of(cur.key, j, n_buckets));
+            if let Some(&b) = candidates
+                .iter()
+                .find(|&&b| b != from && (fill[b] as usize) < BUCKET_SLOTS)
+            {
+                slots[b * BUCKET_SLOTS + fill[b] as usize] = cur;
+                fill[b] += 1;
+                placed = true;
+                break;
+            }
+            // Every candidate is full: swap `cur` with a random slot of a random other candidate.
+            let others: Vec<usize> = candidates.iter().copied().filter(|&b| b != from).collect();
+            if others.is_empty() {
+                return None;
+            }
+            let b = others[(rng.next() % others.len() as u64) as usize];
+            let s = b * BUCKET_SLOTS + (rng.next() % BUCKET_SLOTS as u64) as usize;
+            std::mem::swap(&mut slots[s], &mut cur);
+            from = b;
+        }
+        if !placed {
+            return None;
+        }
+    }
+    Some(slots)
+}
+
+/// A small fixed-seed generator: the builder's choices must be the same on every run.
+struct XorShift64(u64);
+
+impl XorShift64 {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng, rngs::StdRng};
+
+    fn random_entries(n: usize, seed: u64) -> Vec<Slot> {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut keys: Vec<u32> = (0..n).map(|_| rng.random_range(0..EMPTY_KEY)).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        keys.iter()
+            .map(|&k| Slot {
+                key: k,
+                value: k.wrapping_mul(3),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_key_is_found_and_absent_keys_are_not() {
+        for n in [0, 1, 15, 16, 17, 1000, 100_000] {
+            let entries = random_entries(n, n as u64);
+            let table = build(&entries);
+            assert_eq!(table.len() % BUCKET_SLOTS, 0);
+            for e in &entries {
+                assert_eq!(lookup(&table, e.key), Some(e.value));
+            }
+            let present: std::collections::HashSet<u32> = entries.iter().map(|e| e.key).collect();
+            let mut rng = StdRng::seed_from_u64(99);
+            for _ in 0..10_000 {
+                let k = rng.random_range(0..EMPTY_KEY);
+                if !present.contains(&k) && !table.is_empty() {
+                    assert_eq!(lookup(&table, k), None);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn reaches_the_target_load() {
+        let entries = random_entries(200_000, 4);
+        let table = build(&entries);
+        let load = entries.len() as f64 / table.len() as f64;
+        assert!(load > 0.9, "load {load}");
+    }
+
+    #[test]
+    fn empty_slots_form_a_suffix_of_each_bucket() {
+        let table = build(&random_entries(50_000, 5));
+        for bucket in table.chunks(BUCKET_SLOTS) {
+            let first_empty = bucket
+                .iter()
+                .position(|s| s.key == EMPTY_KEY)
+                .unwrap_or(BUCKET_SLOTS);
+            assert!(bucket[first_empty..].iter().all(|s| s.key == EMPTY_KEY));
+        }
+    }
+
+    #[test]
+    fn deterministic() {
+        let entries = random_entries(30_000, 6);
+        assert_eq!(build(&entries), build(&entries));
+    }
+
+    /// Regression: a table of a single bucket whose 3 candidates coincide must grow, not loop.
+    #[test]
+    fn regression_single_bucket_overflow_grows_the_table() {
+        let entries = random_entries(17, 8);
+        assert_eq!(entries.len(), 17);
+        let table = build(&entries);
+        assert!(table.len() >= 2 * BUCKET_SLOTS);
+        for e in &entries {
+            assert_eq!(lookup(&table, e.key), Some(e.value));
+        }
+    }
+}

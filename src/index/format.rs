@@ -1,0 +1,213 @@
+//! The index file format, version [`FORMAT_VERSION`].
+//!
+//! ```text
+//! offset 0     preamble, 64 bytes: magic (8), format version (u32), flags (u32, 0),
+//!              header length (u64), header xxh3-64 checksum (u64), 32 zero bytes
+//! offset 64    header: bincode (fixed-width integers) of [`Header`]
+//! 4 KiB-aligned sections, in this order, each with its xxh3-64 checksum in the header:
+//!   shards     per shard 4 x u64: first bucket, bucket count, first location word, word count
+//!   buckets    every shard's key index, 16 slots of (feature u32, value u32) per bucket
+//!   locations  every shard's location words (see `index::locations`)
+//!   targets    bincode Vec<TargetInfo>, ordered by target id (= sequence name order)
+//!   taxonomy   bincode Vec<Taxon>: the lineages of the targets' taxa, ordered by taxid
+//! ```
+//! Everything is little-endian; the large sections are memory-mapped and cast in place.
+//! Features are split into `1 << shard_bits` shards by their top bits, so shard `i` holds a
+//! contiguous range of hash values and several GPUs can each take a contiguous group of shards.
+
+use crate::index::locations::LocationLayout;
+use crate::sketch::SketchParams;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+#[cfg(target_endian = "big")]
+compile_error!(
+    "kmerdb memory-maps little-endian index files and does not support big-endian hosts"
+);
+
+/// First bytes of every index: a non-ASCII byte, the name, and a CR-LF that text-mode copies break.
+pub const MAGIC: [u8; 8] = *b"\x89KMERDB\n";
+/// Bumped whenever the bytes of an index change meaning.
+pub const FORMAT_VERSION: u32 = 1;
+pub const PREAMBLE_LEN: usize = 64;
+pub const SECTION_ALIGN: u64 = 4096;
+/// Features are split into 2^6 = 64 shards.
+pub const DEFAULT_SHARD_BITS: u32 = 6;
+
+/// bincode settings of the header and metadata sections.
+pub(crate) fn bincode_config() -> impl bincode::config::Config {
+    bincode::config::standard()
+        .with_fixed_int_encoding()
+        .with_little_endian()
+}
+
+/// Every parameter that shapes the index, the counts, provenance and the section table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Header {
+    pub sketch: SketchParams,
+    /// Id of the k-mer hash function (`sketch::HASH_FUNCTION_ID`).
+    pub hash_function: u32,
+    pub max_locations_per_feature: u32,
+    pub shard_bits: u32,
+    pub key_index: KeyIndexParams,
+    pub layout: LocationLayout,
+    pub taxonomy: TaxonomySource,
+    pub counts: Counts,
+    pub provenance: Provenance,
+    pub sections: Vec<SectionEntry>,
+}
+
+impl Header {
+    pub fn shard_count(&self) -> usize {
+        1 << self.shard_bits
+    }
+
+    pub fn section(&self, kind: SectionKind) -> Option<&SectionEntry> {
+        self.sections.iter().find(|s| s.kind == kind)
+    }
+}
+
+/// Shape of each shard's bucketed cuckoo key index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyIndexParams {
+    pub bucket_slots: u32,
+    pub hash_functions: u32,
+    pub seeds: [u32; 3],
+}
+
+/// Where the targets' taxa came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TaxonomySource {
+    /// An NCBI taxonomy dump, pruned to the targets' lineages.
+    Ncbi,
+    /// No taxonomy given: every sequence is its own taxon directly under the root.
+    PerSequence,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    pub targets: u64,
+    pub taxa: u64,
+    pub bases: u64,
+    pub windows: u64,
+    /// Distinct features kept in the index.
+    pub features: u64,
+    pub locations: u64,
+    /// Features with more locations than the cap, left out of the index whole.
+    pub dropped_features: u64,
+    pub dropped_locations: u64,
+    pub buckets: u64,
+}
+
+/// How the index was made. The command line is the normalised one (inputs sorted, no
+/// `--threads`), and the date honours `SOURCE_DATE_EPOCH`, so rebuilding is reproducible.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Provenance {
+    pub kmerdb_version: String,
+    pub created_unix: i64,
+    pub command_line: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SectionKind {
+    Shards,
+    Buckets,
+    Locations,
+    Targets,
+    Taxonomy,
+}
+
+impl SectionKind {
+    pub const ALL: [SectionKind; 5] = [
+        SectionKind::Shards,
+        SectionKind::Buckets,
+        SectionKind::Locations,
+        SectionKind::Targets,
+        SectionKind::Taxonomy,
+    ];
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            SectionKind::Shards => "shards",
+            SectionKind::Buckets => "buckets",
+            SectionKind::Locations => "locations",
+            SectionKind::Targets => "targets",
+            SectionKind::Taxonomy => "taxonomy",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SectionEntry {
+    pub kind: SectionKind,
+    pub offset: u64,
+    pub len: u64,
+    pub checksum: u64,
+}
+
+/// One reference sequence.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetInfo {
+    pub name: String,
+    pub taxid: u32,
+    pub length: u64,
+    pub windows: u64,
+}
+
+/// Where one shard's arrays lie, in slots (buckets section) and words (locations section).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct ShardEntry {
+    pub first_bucket: u64,
+    pub buckets: u64,
+    pub first_word: u64,
+    pub words: u64,
+}
+
+/// Errors reading or writing an index. Every one names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is not a kmerdb index (its first bytes are not the kmerdb magic)")]
+    NotAnIndex { path: PathBuf },
+    #[error(
+        "{path} is a kmerdb index of format version {found}, but this kmerdb reads version {supported}; rebuild it with this version"
+    )]
+    FormatVersion {
+        path: PathBuf,
+        found: u32,
+        supported: u32,
+    },
+    #[error("{path} is truncated: {what} needs {needed} bytes but the file has {len}")]
+    Truncated {
+        path: PathBuf,
+        what: String,
+        needed: u64,
+        len: u64,
+    },
+    #[error(
+        "{path} is corrupted: the checksum of its {what} does not match (rebuild or re-copy the index)"
+    )]
+    Checksum { path: PathBuf, what: String },
+    #[error("{path} is corrupted: {what}")]
+    Corrupt { path: PathBuf, what: String },
+    #[error("{path}: cannot encode the {what}: {source}")]
+    Encode {
+        path: PathBuf,
+        what: &'static str,
+        source: bincode::error::EncodeError,
+    },
+    #[error("{path}: {source}")]
+    ShardOverflow {
+        path: PathBuf,
+        source: crate::index::locations::ShardOverflow,
+    },
+}
+
+pub(crate) fn align_up(x: u64) -> u64 {
+    x.div_ceil(SECTION_ALIGN) * SECTION_ALIGN
+}

@@ -1,0 +1,280 @@
+//! The persisted index: what `kmerdb build` writes and `kmerdb classify` memory-maps.
+//!
+//! The index maps each feature (a k-mer hash kept in some window's sketch) to the sorted list of
+//! its locations (target, window). Its parts:
+//! - [`format`]: the file layout, header and errors; the one place that defines the bytes;
+//! - [`locations`]: how locations are packed and how a feature's list is stored;
+//! - [`bcht`]: each shard's static bucketed cuckoo key index, feature → list;
+//! - [`write`]: the atomic writer; [`Index`] (here): the memory-mapped reader.
+//!
+//! Opening an index builds nothing: the key index and the location words are used in place from
+//! the mapped file. Only the target list and the small pruned taxonomy are decoded.
+
+pub mod bcht;
+pub mod format;
+pub mod locations;
+pub mod write;
+
+pub use format::{Header, IndexError, SectionKind, TargetInfo};
+pub use locations::{LocationLayout, LocationList};
+pub use write::{ShardData, write_index};
+
+use crate::sketch::Feature;
+use crate::taxonomy::{Taxon, TaxonTree};
+use bcht::Slot;
+use format::{FORMAT_VERSION, MAGIC, PREAMBLE_LEN, SectionEntry, ShardEntry, bincode_config};
+use memmap2::Mmap;
+use std::path::{Path, PathBuf};
+
+/// How much of the file to check against its checksums when opening.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verify {
+    /// Every section: reads the whole file once (xxh3 runs at several GB/s; I/O dominates).
+    All,
+    /// The header and the small metadata sections only.
+    Metadata,
+}
+
+/// An opened, memory-mapped index.
+pub struct Index {
+    path: PathBuf,
+    mmap: Mmap,
+    header: Header,
+    shards: Vec<ShardEntry>,
+    targets: Vec<TargetInfo>,
+    taxonomy: TaxonTree,
+    buckets_at: usize,
+    locations_at: usize,
+}
+
+impl Index {
+    pub fn open(path: &Path, verify: Verify) -> Result<Self, IndexError> {
+        let p = || path.to_path_buf();
+        let file =
+            std::fs::File::open(path).map_err(|source| IndexError::Io { path: p(), source })?;
+        // SAFETY: the map is read-only; kmerdb never writes an index in place (it writes a new file
+        // and renames it), so the mapped bytes do not change under us unless another program
+        // truncates the file, which is outside what any index reader can guard against.
+        let mmap =
+            unsafe { Mmap::map(&file) }.map_err(|source| IndexError::Io { path: p(), source })?;
+        let len = mmap.len() as u64;
+        if mmap.len() < MAGIC.len() || mmap[..MAGIC.len()] != MAGIC {
+            return Err(IndexError::NotAnIndex { path: p() });
+        }
+        let truncated = |what: &str, needed: u64| IndexError::Truncated {
+            path: p(),
+            what: what.into(),
+            needed,
+            len,
+        };
+        if mmap.len() < PREAMBLE_LEN {
+            return Err(truncated("the preamble", PREAMBLE_LEN as u64));
+        }
+        let u32_at = |o: usize| u32::from_le_bytes(mmap[o..o + 4].try_into().unwrap());
+        let u64_at = |o: usize| u64::from_le_bytes(mmap[o..o + 8].try_into().unwrap());
+        let version = u32_at(8);
+        if version != FORMAT_VERSION {
+            return Err(IndexError::FormatVersion {
+                path: p(),
+                found: version,
+                supported: FORMAT_VERSION,
+            });
+        }
+        let header_len = u64_at(16);
+        let header_end = (PREAMBLE_LEN as u64).saturating_add(header_len);
+        if header_end > len {
+            return Err(truncated("the header", header_end));
+        }
+        let header_bytes = &mmap[PREAMBLE_LEN..header_end as usize];
+        if xxhash_rust::xxh3::xxh3_64(header_bytes) != u64_at(24) {
+            return Err(IndexError::Checksum {
+                path: p(),
+                what: "header".into(),
+            });
+        }
+        let header: Header = decode(path, "header", header_bytes)?;
+        for kind in SectionKind::ALL {
+            let s = header.section(kind).ok_or_else(|| IndexError::Corrupt {
+                path: p(),
+                what: format!("no {} section", kind.name()),
+            })?;
+            if s.offset.saturating_add(s.len) > len {
+                return Err(truncated(
+                    &format!("the {} section", kind.name()),
+                    s.offset + s.len,
+                ));
+            }
+        }
+        let mut index = Index {
+            path: p(),
+            mmap,
+            header,
+            shards: Vec::new(),
+            targets: Vec::new(),
+            taxonomy: TaxonTree::new(vec![Taxon {
+                taxid: 1,
+                parent: 1,
+                rank: "no rank".into(),
+                name: "root".into(),
+            }])
+            .expect("a lone root is a valid tree"),
+            buckets_at: 0,
+            locations_at: 0,
+        };
+        let kinds: &[SectionKind] = match verify {
+            Verify::All => &SectionKind::ALL,
+            Verify::Metadata => &[
+                SectionKind::Shards,
+                SectionKind::Targets,
+                SectionKind::Taxonomy,
+            ],
+        };
+        for &kind in kinds {
+            index.verify_section(kind)?;
+        }
+        index.shards = bytemuck::pod_collect_to_vec(index.section_bytes(SectionKind::Shards));
+        index.targets = decode(path, "targets", index.section_bytes(SectionKind::Targets))?;
+        let taxa: Vec<Taxon> =
+            decode(path, "taxonomy", index.section_bytes(SectionKind::Taxonomy))?;
+        index.taxonomy = TaxonTree::new(taxa).map_err(|e| IndexError::Corrupt {
+            path: p(),
+            what: format!("its taxonomy is invalid: {e}"),
+        })?;
+        index.buckets_at = index.entry(SectionKind::Buckets).offset as usize;
+        index.locations_at = index.entry(SectionKind::Locations).offset as usize;
+        index.check_shard_table()?;
+        Ok(index)
+    }
+
+    fn entry(&self, kind: SectionKind) -> &SectionEntry {
+        self.header
+            .section(kind)
+            .expect("sections were checked when opening")
+    }
+
+    /// The raw bytes of a section, as stored.
+    pub fn section_bytes(&self, kind: SectionKind) -> &[u8] {
+        let s = self.entry(kind);
+        &self.mmap[s.offset as usize..(s.offset + s.len) as usize]
+    }
+
+    fn verify_section(&self, kind: SectionKind) -> Result<(), IndexError> {
+        if xxhash_rust::xxh3::xxh3_64(self.section_bytes(kind)) != self.entry(kind).checksum {
+            return Err(IndexError::Checksum {
+                path: self.path.clone(),
+                what: format!("{} section", kind.name()),
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks every section against its checksum.
+    pub fn verify_all(&self) -> Result<(), IndexError> {
+        SectionKind::ALL
+            .iter()
+            .try_for_each(|&k| self.verify_section(k))
+    }
+
+    /// The shard table must cover the sections exactly: a lookup never reads outside them.
+    fn check_shard_table(&self) -> Result<(), IndexError> {
+        let corrupt = |what: String| IndexError::Corrupt {
+            path: self.path.clone(),
+            what,
+        };
+        if self.shards.len() != self.header.shard_count() {
+            return Err(corrupt(format!(
+                "{} shards listed, {} expected",
+                self.shards.len(),
+                self.header.shard_count()
+            )));
+        }
+        let (mut buckets, mut words) = (0u64, 0u64);
+        for s in &self.shards {
+            if s.first_bucket != buckets || s.first_word != words {
+                return Err(corrupt("the shard table is inconsistent".into()));
+            }
+            buckets += s.buckets;
+            words += s.words;
+        }
+        if buckets * 128 != self.entry(SectionKind::Buckets).len
+            || words * 4 != self.entry(SectionKind::Locations).len
+        {
+            return Err(corrupt(
+                "the shard table does not match the section sizes".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    pub fn file_size(&self) -> u64 {
+        self.mmap.len() as u64
+    }
+
+    pub fn targets(&self) -> &[TargetInfo] {
+        &self.targets
+    }
+
+    pub fn taxonomy(&self) -> &TaxonTree {
+        &self.taxonomy
+    }
+
+    pub fn layout(&self) -> &LocationLayout {
+        &self.header.layout
+    }
+
+    #[inline]
+    pub fn shard_of(&self, feature: Feature) -> usize {
+        (((feature as u64) << self.header.shard_bits) >> 32) as usize
+    }
+
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// A shard's key index, whole buckets of 16 slots.
+    pub fn shard_slots(&self, shard: usize) -> &[Slot] {
+        let s = &self.shards[shard];
+        let at = self.buckets_at + s.first_bucket as usize * 128;
+        bytemuck::cast_slice(&self.mmap[at..at + s.buckets as usize * 128])
+    }
+
+    /// A shard's location words.
+    pub fn shard_words(&self, shard: usize) -> &[u32] {
+        let s = &self.shards[shard];
+        let at = self.locations_at + s.first_word as usize * 4;
+        bytemuck::cast_slice(&self.mmap[at..at + s.words as usize * 4])
+    }
+
+    /// The locations of `feature`, if the index holds it.
+    #[inline]
+    pub fn lookup(&self, feature: Feature) -> Option<LocationList<'_>> {
+        let shard = self.shard_of(feature);
+        let value = bcht::lookup(self.shard_slots(shard), feature)?;
+        Some(LocationList::decode(
+            value,
+            self.shard_words(shard),
+            &self.header.layout,
+        ))
+    }
+}
+
+fn decode<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    what: &str,
+    bytes: &[u8],
+) -> Result<T, IndexError> {
+    bincode::serde::decode_from_slice(bytes, bincode_config())
+        .map(|(v, _)| v)
+        .map_err(|e| IndexError::Corrupt {
+            path: path.to_path_buf(),
+            what: format!("cannot decode its {what}: {e}"),
+        })
+}

@@ -1,0 +1,146 @@
+//! `kmerdb info`: what an index holds, as text for people or JSON for scripts.
+
+use crate::index::format::FORMAT_VERSION;
+use crate::index::{Index, SectionKind, TargetInfo};
+use crate::resources::human_bytes;
+use serde::Serialize;
+use std::fmt::Write;
+
+#[derive(Debug, Serialize)]
+pub struct IndexInfo {
+    pub path: String,
+    pub file_bytes: u64,
+    pub format_version: u32,
+    pub header: crate::index::Header,
+    pub key_index_load_factor: f64,
+    pub bytes_per_reference_base: f64,
+    pub sections: Vec<SectionInfo>,
+    pub targets: Vec<TargetInfo>,
+    /// `Some(true)` when `--verify` checked every section's checksum.
+    pub verified: Option<bool>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SectionInfo {
+    pub name: &'static str,
+    pub offset: u64,
+    pub bytes: u64,
+    pub checksum: String,
+}
+
+pub fn describe(index: &Index, verified: Option<bool>) -> IndexInfo {
+    let h = index.header();
+    let slots = h.counts.buckets * h.key_index.bucket_slots as u64;
+    IndexInfo {
+        path: index.path().display().to_string(),
+        file_bytes: index.file_size(),
+        format_version: FORMAT_VERSION,
+        header: h.clone(),
+        key_index_load_factor: if slots == 0 {
+            0.0
+        } else {
+            h.counts.features as f64 / slots as f64
+        },
+        bytes_per_reference_base: index.file_size() as f64 / h.counts.bases.max(1) as f64,
+        sections: SectionKind::ALL
+            .iter()
+            .filter_map(|&k| h.section(k))
+            .map(|s| SectionInfo {
+                name: s.kind.name(),
+                offset: s.offset,
+                bytes: s.len,
+                checksum: format!("{:016x}", s.checksum),
+            })
+            .collect(),
+        targets: index.targets().to_vec(),
+        verified,
+    }
+}
+
+/// Text shown for at most this many targets.
+const TARGETS_SHOWN: usize = 20;
+
+pub fn render_text(info: &IndexInfo) -> String {
+    let h = &info.header;
+    let p = &h.sketch;
+    let c = &h.counts;
+    let mut s = String::new();
+    let _ = writeln!(s, "index            {}", info.path);
+    let _ = writeln!(s, "format version   {}", info.format_version);
+    let _ = writeln!(
+        s,
+        "built            kmerdb {} at {} ({})",
+        h.provenance.kmerdb_version,
+        chrono::DateTime::from_timestamp(h.provenance.created_unix, 0)
+            .map(|d| d.to_rfc3339())
+            .unwrap_or_default(),
+        h.provenance.command_line.join(" ")
+    );
+    let _ = writeln!(
+        s,
+        "parameters       k={} window={} stride={} sketch-size={} hash-function={} seed={} max-locations-per-feature={} shards={}",
+        p.k,
+        p.window,
+        p.stride,
+        p.sketch_size,
+        h.hash_function,
+        p.hash_seed,
+        h.max_locations_per_feature,
+        h.shard_count()
+    );
+    let _ = writeln!(
+        s,
+        "locations        {} bits = {} target bits + {} window bits, lists of {}-bit entries",
+        h.layout.bits(),
+        h.layout.target_bits,
+        h.layout.window_bits,
+        h.layout.entry_bits
+    );
+    let _ = writeln!(s, "taxonomy         {:?}, {} taxa", h.taxonomy, c.taxa);
+    let _ = writeln!(
+        s,
+        "targets          {} ({} bases, {} windows)",
+        c.targets, c.bases, c.windows
+    );
+    let _ = writeln!(
+        s,
+        "features         {} kept, {} dropped as overpopulated ({} locations)",
+        c.features, c.dropped_features, c.dropped_locations
+    );
+    let _ = writeln!(s, "locations        {}", c.locations);
+    let _ = writeln!(
+        s,
+        "key index        {} buckets of {} slots, load factor {:.3}",
+        c.buckets, h.key_index.bucket_slots, info.key_index_load_factor
+    );
+    let _ = writeln!(
+        s,
+        "size             {} ({:.3} bytes per reference base)",
+        human_bytes(info.file_bytes),
+        info.bytes_per_reference_base
+    );
+    for sec in &info.sections {
+        let _ = writeln!(
+            s,
+            "  section {:<10} {:>12} bytes at {:>12}  xxh3 {}",
+            sec.name, sec.bytes, sec.offset, sec.checksum
+        );
+    }
+    match info.verified {
+        Some(true) => s.push_str("checksums        all sections verified\n"),
+        Some(false) => s.push_str("checksums        FAILED\n"),
+        None => s.push_str("checksums        not checked (use --verify)\n"),
+    }
+    let _ = writeln!(s, "targets (name, taxid, length, windows):");
+    for t in info.targets.iter().take(TARGETS_SHOWN) {
+        let _ = writeln!(s, "  {}\t{}\t{}\t{}", t.name, t.taxid, t.length, t.windows);
+    }
+    if info.targets.len() > TARGETS_SHOWN {
+        let _ = writeln!(
+            s,
+            "  ... {} more (--json lists all)",
+            info.targets.len() - TARGETS_SHOWN
+        );
+    }
+    s
+}

@@ -1,0 +1,454 @@
+//! Reading sequences: finding FASTA/FASTQ files, opening them (plain, gz, bz2, xz or zst, detected
+//! from the content; stdin as `-`), and turning parser failures into errors that name the file
+//! and the record.
+//!
+//! Parsing itself is needletail's; this module adds the paths, record numbers and checks
+//! (empty files, wrong format) a user needs to find what is wrong.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// Extensions of FASTA files picked up when a directory is given (each optionally compressed).
+pub const FASTA_EXTENSIONS: [&str; 5] = ["fa", "fasta", "fna", "ffn", "fas"];
+const COMPRESSED_EXTENSIONS: [&str; 4] = ["gz", "bz2", "xz", "zst"];
+
+/// A place sequences come from.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Source {
+    File(PathBuf),
+    Stdin,
+}
+
+impl Source {
+    /// `-` is stdin, anything else a path.
+    pub fn from_arg(arg: &Path) -> Self {
+        if arg.as_os_str() == "-" {
+            Source::Stdin
+        } else {
+            Source::File(arg.to_path_buf())
+        }
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::File(p) => write!(f, "{}", p.display()),
+            Source::Stdin => f.write_str("<stdin>"),
+        }
+    }
+}
+
+/// Sequence formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Fasta,
+    Fastq,
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Format::Fasta => "FASTA",
+            Format::Fastq => "FASTQ",
+        })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    #[error("{0}: no such file or directory")]
+    NotFound(PathBuf),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "directory {0} holds no FASTA files (.fa .fasta .fna .ffn .fas, optionally .gz .bz2 .xz .zst)"
+    )]
+    EmptyDirectory(PathBuf),
+    #[error("stdin (-) is given more than once")]
+    StdinTwice,
+    #[error("{file}: the file is empty (no sequence records)")]
+    Empty { file: Source },
+    #[error("{file}: not a FASTA or FASTQ file: {detail}")]
+    UnknownFormat { file: Source, detail: String },
+    #[error("{file}: {what}: {detail}")]
+    Parse {
+        file: Source,
+        what: String,
+        detail: String,
+    },
+    #[error("{file}: record {record} ('{id}') is {found}, but {expected} is expected here{hint}")]
+    WrongFormat {
+        file: Source,
+        record: u64,
+        id: String,
+        found: Format,
+        expected: Format,
+        hint: &'static str,
+    },
+}
+
+/// Expands the command-line inputs: files as given, directories searched recursively for FASTA
+/// files (sorted by path), `-` as stdin. Each path must exist; a directory must hold FASTA files.
+pub fn discover_fasta(args: &[PathBuf]) -> Result<Vec<Source>, InputError> {
+    let mut sources = Vec::new();
+    for arg in args {
+        match Source::from_arg(arg) {
+            Source::Stdin => {
+                if sources.contains(&Source::Stdin) {
+                    return Err(InputError::StdinTwice);
+                }
+                sources.push(Source::Stdin);
+            }
+            Source::File(path) => {
+                let meta = std::fs::metadata(&path).map_err(|e| match e.kind() {
+                    std::io::ErrorKind::NotFound => InputError::NotFound(path.clone()),
+                    _ => InputError::Io {
+                        path: path.clone(),
+                        source: e,
+                    },
+                })?;
+                if meta.is_dir() {
+                    let found = fasta_files_in(&path)?;
+                    if found.is_empty() {
+                        return Err(InputError::EmptyDirectory(path));
+                    }
+                    sources.extend(found.into_iter().map(Source::File));
+                } else {
+                    sources.push(Source::File(path));
+                }
+            }
+        }
+    }
+    // The same file named twice (directly and through its directory, say) is read once.
+    let mut seen = std::collections::HashSet::new();
+    sources.retain(|s| match s {
+        Source::File(p) => seen.insert(std::fs::canonicalize(p).unwrap_or_else(|_| p.clone())),
+        Source::Stdin => true,
+    });
+    Ok(sources)
+}
+
+fn fasta_files_in(dir: &Path) -> Result<Vec<PathBuf>, InputError> {
+    let mut files = Vec::new();
+    for entry in walkdir::WalkDir::new(dir)
+        .follow_links(true)
+        .sort_by_file_name()
+    {
+        let entry = entry.map_err(|e| {
+            let path = e.path().unwrap_or(dir).to_path_buf();
+            InputError::Io {
+                path,
+                source: e.into(),
+            }
+        })?;
+        if entry.file_type().is_file() && is_fasta_name(entry.path()) {
+            files.push(entry.into_path());
+        }
+    }
+    Ok(files)
+}
+
+/// Whether a file name ends in a FASTA extension, optionally followed by a compression one.
+pub fn is_fasta_name(path: &Path) -> bool {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let mut parts = name.rsplit('.');
+    let mut ext = parts.next().unwrap_or("");
+    if COMPRESSED_EXTENSIONS.contains(&ext) {
+        ext = parts.next().unwrap_or("");
+    }
+    name.contains('.') && FASTA_EXTENSIONS.contains(&ext)
+}
+
+/// One parsed record, borrowed from the reader.
+pub struct Record<'a> {
+    inner: needletail::parser::SequenceRecord<'a>,
+    pub format: Format,
+}
+
+impl Record<'_> {
+    /// The whole header line after `>` or `@`.
+    pub fn header(&self) -> &[u8] {
+        self.inner.id()
+    }
+
+    /// The sequence id: the header's first whitespace-separated word.
+    pub fn id(&self) -> &[u8] {
+        first_word(self.inner.id())
+    }
+
+    /// The sequence, line breaks removed.
+    pub fn seq(&self) -> std::borrow::Cow<'_, [u8]> {
+        self.inner.seq()
+    }
+
+    pub fn qual(&self) -> Option<&[u8]> {
+        self.inner.qual()
+    }
+}
+
+/// The first whitespace-separated word of a header line.
+pub fn first_word(header: &[u8]) -> &[u8] {
+    let end = header
+        .iter()
+        .position(|b| b.is_ascii_whitespace())
+        .unwrap_or(header.len());
+    &header[..end]
+}
+
+/// A sequence file being read, counting records so that errors can say where they happened.
+pub struct SeqReader {
+    source: Source,
+    inner: Box<dyn needletail::FastxReader>,
+    records: u64,
+    last_id: String,
+}
+
+impl SeqReader {
+    /// Opens a source. An empty file or one that is neither FASTA nor FASTQ is an error here.
+    pub fn open(source: &Source) -> Result<Self, InputError> {
+        let opened = match source {
+            Source::File(path) => {
+                let file = std::fs::File::open(path).map_err(|e| match e.kind() {
+                    std::io::ErrorKind::NotFound => InputError::NotFound(path.clone()),
+                    _ => InputError::Io {
+                        path: path.clone(),
+                        source: e,
+                    },
+                })?;
+                needletail::parse_fastx_reader(file)
+            }
+            Source::Stdin => needletail::parse_fastx_reader(std::io::stdin()),
+        };
+        let inner = opened.map_err(|e| open_error(source, e))?;
+        Ok(Self {
+            source: source.clone(),
+            inner,
+            records: 0,
+            last_id: String::new(),
+        })
+    }
+
+    pub fn source(&self) -> &Source {
+        &self.source
+    }
+
+    /// Records read so far.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// The next record, `None` at the end of the input.
+    pub fn next_record(&mut self) -> Option<Result<Record<'_>, InputError>> {
+        let source = &self.source;
+        let records = self.records;
+        let last_id = &self.last_id;
+        match self.inner.next()? {
+            Err(e) => Some(Err(record_error(source, records, last_id, e))),
+            Ok(rec) => {
+                self.records += 1;
+                self.last_id.clear();
+                self.last_id
+                    .push_str(&String::from_utf8_lossy(first_word(rec.id())));
+                let format = match rec.format() {
+                    needletail::parser::Format::Fasta => Format::Fasta,
+                    needletail::parser::Format::Fastq => Format::Fastq,
+                };
+                Some(Ok(Record { inner: rec, format }))
+            }
+        }
+    }
+
+    /// An error for the record just read, naming it.
+    pub fn wrong_format(&self, found: Format, expected: Format, hint: &'static str) -> InputError {
+        InputError::WrongFormat {
+            file: self.source.clone(),
+            record: self.records,
+            id: self.last_id.clone(),
+            found,
+            expected,
+            hint,
+        }
+    }
+}
+
+fn open_error(source: &Source, e: needletail::errors::ParseError) -> InputError {
+    use needletail::errors::ParseErrorKind as K;
+    match e.kind {
+        K::EmptyFile => InputError::Empty {
+            file: source.clone(),
+        },
+        K::UnknownFormat => InputError::UnknownFormat {
+            file: source.clone(),
+            detail: e.msg,
+        },
+        _ => InputError::Parse {
+            file: source.clone(),
+            what: "cannot read the start of the file".into(),
+            detail: io_hint(&e),
+        },
+    }
+}
+
+fn record_error(
+    source: &Source,
+    records: u64,
+    last_id: &str,
+    e: needletail::errors::ParseError,
+) -> InputError {
+    use needletail::errors::ParseErrorKind as K;
+    let line = e.position.line;
+    let what = if records == 0 {
+        "in the first record".to_string()
+    } else {
+        format!("after record {records} ('{last_id}')")
+    };
+    let what = if matches!(e.kind, K::Io) {
+        what
+    } else {
+        format!("{what}, line {line}")
+    };
+    let detail = match e.kind {
+        K::UnexpectedEnd => "the file ends in the middle of a record".to_string(),
+        K::InvalidSeparator => format!("malformed FASTQ record: {}", e.msg),
+        K::UnequalLengths => format!("malformed FASTQ record: {}", e.msg),
+        K::InvalidStart => format!("malformed record: {}", e.msg),
+        _ => io_hint(&e),
+    };
+    InputError::Parse {
+        file: source.clone(),
+        what,
+        detail,
+    }
+}
+
+fn io_hint(e: &needletail::errors::ParseError) -> String {
+    let msg = e.msg.to_lowercase();
+    if msg.contains("unexpected end of file") || msg.contains("corrupt") || msg.contains("invalid")
+    {
+        format!("{} (is the compressed file truncated or corrupt?)", e.msg)
+    } else {
+        e.msg.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fasta_names() {
+        for ok in [
+            "a.fa",
+            "b.FASTA",
+            "c.fna.gz",
+            "d.ffn.zst",
+            "e.fas.xz",
+            "f.fa.bz2",
+        ] {
+            assert!(is_fasta_name(Path::new(ok)), "{ok}");
+        }
+        for no in ["a.fq", "b.txt", "fa", "c.gz", "d.fa.zip", "seqid2taxid.map"] {
+            assert!(!is_fasta_name(Path::new(no)), "{no}");
+        }
+    }
+
+    #[test]
+    fn first_word_splits_on_any_whitespace() {
+        assert_eq!(first_word(b"NC_1.1 Escherichia coli"), b"NC_1.1");
+        assert_eq!(first_word(b"x\ty"), b"x");
+        assert_eq!(first_word(b"lone"), b"lone");
+    }
+
+    fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p
+    }
+
+    #[test]
+    fn errors_name_file_and_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let empty = write(dir.path(), "empty.fa", b"");
+        let err = SeqReader::open(&Source::File(empty)).err().unwrap();
+        assert!(
+            err.to_string().contains("empty.fa: the file is empty"),
+            "{err}"
+        );
+
+        let text = write(dir.path(), "notes.fa", b"hello world\n");
+        let err = SeqReader::open(&Source::File(text)).err().unwrap();
+        assert!(
+            err.to_string()
+                .contains("notes.fa: not a FASTA or FASTQ file"),
+            "{err}"
+        );
+
+        let bad = write(
+            dir.path(),
+            "bad.fq",
+            b"@r1\nACGT\n+\nIIII\n@r2\nACGT\n+\nII\n",
+        );
+        let mut r = SeqReader::open(&Source::File(bad)).unwrap();
+        assert!(r.next_record().unwrap().is_ok());
+        let err = r.next_record().unwrap().err().unwrap().to_string();
+        assert!(
+            err.contains("bad.fq: after record 1 ('r1')") && err.contains("quality"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn truncated_gzip_is_an_error() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        for i in 0..2000 {
+            writeln!(enc, ">s{i}\n{}", "ACGTTGCA".repeat(20)).unwrap();
+        }
+        let bytes = enc.finish().unwrap();
+        let p = write(dir.path(), "cut.fa.gz", &bytes[..bytes.len() / 2]);
+        let mut r = SeqReader::open(&Source::File(p)).unwrap();
+        let err = loop {
+            match r.next_record() {
+                Some(Ok(_)) => continue,
+                Some(Err(e)) => break e.to_string(),
+                None => panic!("a truncated file must not read as complete"),
+            }
+        };
+        assert!(
+            err.contains("cut.fa.gz") && err.contains("truncated"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn directories_are_searched_recursively_and_sorted() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        write(dir.path(), "b.fa", b">b\nACGT\n");
+        write(&dir.path().join("sub"), "a.fna.gz", b"");
+        write(dir.path(), "readme.txt", b"");
+        let found = discover_fasta(&[dir.path().to_path_buf(), dir.path().join("b.fa")]).unwrap();
+        let names: Vec<String> = found.iter().map(|s| s.to_string()).collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+        assert!(
+            names[0].ends_with("b.fa") && names[1].ends_with("sub/a.fna.gz"),
+            "{names:?}"
+        );
+        let missing = discover_fasta(&[dir.path().join("nope")]).err().unwrap();
+        assert!(matches!(missing, InputError::NotFound(_)));
+        let empty_dir = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            discover_fasta(&[empty_dir.path().into()]),
+            Err(InputError::EmptyDirectory(_))
+        ));
+    }
+}

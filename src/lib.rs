@@ -1,0 +1,18 @@
+//! kmerdb: a metagenomic k-mer index and read classifier.
+//!
+//! The library holds every stage; `main.rs` only parses the command line and reports errors.
+//! Stages, one module each:
+//! - [`input`]: finding and reading FASTA/FASTQ files;
+//! - [`taxonomy`]: NCBI dumps, sequence → taxid maps, the pruned tree and its LCA;
+//! - [`sketch`]: k-mers, windows and minhash sketches (the specification GPU kernels follow);
+//! - [`index`]: the index file: format, key index, location lists, writer and reader;
+//! - [`build`]: the CPU build, genomes → index;
+//! - [`info`]: describing an index.
+
+pub mod build;
+pub mod index;
+pub mod info;
+pub mod input;
+pub mod resources;
+pub mod sketch;
+pub mod taxonomy;

@@ -1,0 +1,904 @@
+//! The full NCBI taxonomy, loaded from a `taxdump` directory, and pruning it to what an index needs.
+//!
+//! Input: `nodes.dmp` and `names.dmp` (required) and `merged.dmp` (optional), each plain or gzip
+//! (detected from magic bytes) and each found as `NAME` or `NAME.gz`. Fields are separated by
+//! `\t|\t` and lines end with `\t|`. Only names of class `scientific name` are kept.
+//!
+//! Speed matters (2.6 M taxa, ~250 MB of text once inflated): `nodes.dmp` and `names.dmp` are
+//! decompressed and parsed on two threads, fields are split at the byte level, and nothing is
+//! allocated per line except the kept name, appended to one shared buffer. Taxa are stored as
+//! parallel arrays in file order ("rows"), reached through a [`TaxIndex`].
+//!
+//! Invariants checked at load, so that every later walk up the tree terminates: taxid 1 exists and
+//! is its own parent, no other taxon is, no taxid is defined twice, every parent is defined, and
+//! every taxon reaches the root.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use super::index::{TaxIndex, TaxidMap};
+use super::lines::{for_each_line, parse_u32, quote_field};
+use super::{ROOT, TaxId, Taxon, TaxonomyError};
+
+/// The separator between fields of a `.dmp` line.
+const SEP: &[u8] = b"\t|\t";
+
+/// Row sentinel meaning "no scientific name".
+const NO_NAME: u32 = u32::MAX;
+
+/// The NCBI taxonomy as read from `nodes.dmp`, `names.dmp` and `merged.dmp`.
+#[derive(Debug)]
+pub struct NcbiTaxonomy {
+    /// Taxid of each row.
+    taxids: Vec<TaxId>,
+    /// Row of each row's parent (the root is its own parent).
+    parent_rows: Vec<u32>,
+    /// Index into `ranks` of each row's rank.
+    rank_ids: Vec<u16>,
+    /// Distinct rank strings, in order of first appearance.
+    ranks: Vec<String>,
+    /// Start and length of each row's scientific name in `names`; start [`NO_NAME`] if none.
+    name_spans: Vec<(u32, u32)>,
+    /// All scientific names, concatenated.
+    names: String,
+    /// Taxid → row.
+    index: TaxIndex,
+    /// Retired taxid → its replacement, from `merged.dmp`.
+    merged: TaxidMap<TaxId>,
+}
+
+/// `nodes.dmp` as parsed, before names are attached.
+struct Nodes {
+    taxids: Vec<TaxId>,
+    parent_rows: Vec<u32>,
+    rank_ids: Vec<u16>,
+    ranks: Vec<String>,
+    index: TaxIndex,
+}
+
+/// Scientific names as parsed from `names.dmp`, not yet matched to rows.
+struct Names {
+    path: PathBuf,
+    /// `(taxid, start, len, line)` per scientific name.
+    records: Vec<(TaxId, u32, u32, u32)>,
+    buffer: String,
+}
+
+impl NcbiTaxonomy {
+    /// Loads `nodes.dmp`, `names.dmp` and, if present, `merged.dmp` (each plain or `.gz`) from `dir`.
+    ///
+    /// ```no_run
+    /// # use kmerdb::taxonomy::NcbiTaxonomy;
+    /// let tax = NcbiTaxonomy::load_dir(std::path::Path::new("taxonomy"))?;
+    /// assert_eq!(tax.name(562), "Escherichia coli");
+    /// # Ok::<(), kmerdb::taxonomy::TaxonomyError>(())
+    /// ```
+    pub fn load_dir(dir: &Path) -> Result<Self, TaxonomyError> {
+        let start = Instant::now();
+        let nodes_path = find_dump(dir, "nodes.dmp")?.ok_or_else(|| missing(dir, "nodes.dmp"))?;
+        let names_path = find_dump(dir, "names.dmp")?.ok_or_else(|| missing(dir, "names.dmp"))?;
+        let merged_path = find_dump(dir, "merged.dmp")?;
+
+        let (nodes, names) = std::thread::scope(|scope| {
+            let names = scope.spawn(|| {
+                let t = Instant::now();
+                let r = parse_names(&names_path);
+                eprintln!("TIMING names thread {:.3}", t.elapsed().as_secs_f64());
+                r
+            });
+            // nodes.dmp is the smaller file: its thread also reads merged.dmp and validates.
+            let t = Instant::now();
+            let nodes = parse_nodes(&nodes_path).and_then(|nodes| {
+                eprintln!(
+                    "TIMING nodes parse+validate {:.3}",
+                    t.elapsed().as_secs_f64()
+                );
+                let merged = match &merged_path {
+                    Some(path) => parse_merged(path)?,
+                    None => TaxidMap::default(),
+                };
+                Ok((nodes, merged))
+            });
+            let names = names
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (nodes, names)
+        });
+        let (nodes, merged) = nodes?;
+        let names = names?;
+
+        let mut tax = NcbiTaxonomy {
+            name_spans: vec![(NO_NAME, 0); nodes.taxids.len()],
+            taxids: nodes.taxids,
+            parent_rows: nodes.parent_rows,
+            rank_ids: nodes.rank_ids,
+            ranks: nodes.ranks,
+            names: String::new(),
+            index: nodes.index,
+            merged,
+        };
+        let t = Instant::now();
+        tax.attach_names(names)?;
+        eprintln!("TIMING attach {:.3}", t.elapsed().as_secs_f64());
+        log::info!(
+            "loaded {} taxa ({} merged ids) from {} in {:.2} s",
+            tax.len(),
+            tax.merged.len(),
+            dir.display(),
+            start.elapsed().as_secs_f64()
+        );
+        Ok(tax)
+    }
+
+    /// Number of taxa (not counting merged ids).
+    pub fn len(&self) -> usize {
+        self.taxids.len()
+    }
+
+    /// True if no taxa were loaded (never the case after a successful [`NcbiTaxonomy::load_dir`]).
+    pub fn is_empty(&self) -> bool {
+        self.taxids.is_empty()
+    }
+
+    /// True if `taxid` is a current taxon (merged ids are not).
+    pub fn contains(&self, taxid: TaxId) -> bool {
+        self.index.get(taxid).is_some()
+    }
+
+    /// The current taxid for `taxid`: itself if current, its replacement if it was merged into
+    /// another taxon (`merged.dmp`), `None` if unknown.
+    pub fn resolve(&self, taxid: TaxId) -> Option<TaxId> {
+        let mut current = taxid;
+        // merged.dmp points at current ids, but follow a short chain in case a dump does not.
+        for _ in 0..8 {
+            if self.contains(current) {
+                return Some(current);
+            }
+            current = *self.merged.get(&current)?;
+        }
+        None
+    }
+
+    /// The parent of `taxid`; `None` for the root (whose stored parent is itself) and for unknown
+    /// taxids.
+    pub fn parent(&self, taxid: TaxId) -> Option<TaxId> {
+        let row = self.index.get(taxid)? as usize;
+        let parent = self.taxids[self.parent_rows[row] as usize];
+        (parent != taxid).then_some(parent)
+    }
+
+    /// The rank of `taxid` (`"species"`, `"no rank"`, ...); `""` if unknown.
+    pub fn rank(&self, taxid: TaxId) -> &str {
+        match self.index.get(taxid) {
+            Some(row) => &self.ranks[self.rank_ids[row as usize] as usize],
+            None => "",
+        }
+    }
+
+    /// The scientific name of `taxid`; `""` if unknown or if `names.dmp` gives it none.
+    pub fn name(&self, taxid: TaxId) -> &str {
+        match self.index.get(taxid) {
+            Some(row) => self.row_name(row as usize),
+            None => "",
+        }
+    }
+
+    /// `taxid` as a [`Taxon`], if known.
+    pub fn taxon(&self, taxid: TaxId) -> Option<Taxon> {
+        self.index
+            .get(taxid)
+            .map(|row| self.row_taxon(row as usize))
+    }
+
+    /// The taxids from `taxid` up to the root, root first; empty if unknown.
+    pub fn lineage(&self, taxid: TaxId) -> Vec<TaxId> {
+        let mut out = Vec::new();
+        if let Some(mut row) = self.index.get(taxid).map(|r| r as usize) {
+            loop {
+                out.push(self.taxids[row]);
+                let parent = self.parent_rows[row] as usize;
+                if parent == row {
+                    break;
+                }
+                row = parent;
+            }
+        }
+        out.reverse();
+        out
+    }
+
+    /// The union of the lineages of `keep` (up to and including the root, taxid 1, whose parent is
+    /// 1), sorted by taxid. The root is always included, so the result is a valid input to
+    /// [`super::TaxonTree::new`] even for an empty `keep`.
+    ///
+    /// `keep` should hold current taxids (see [`NcbiTaxonomy::resolve`]); unknown ones are skipped
+    /// with a warning. Use [`NcbiTaxonomy::try_prune`] to have them rejected instead.
+    pub fn prune(&self, keep: &[TaxId]) -> Vec<Taxon> {
+        let mut unknown = 0usize;
+        let rows = self.lineage_rows(keep, |taxid| {
+            if unknown < 5 {
+                log::warn!("prune: taxid {taxid} is not in the taxonomy; skipped");
+            }
+            unknown += 1;
+        });
+        if unknown > 0 {
+            log::warn!("prune: {unknown} taxids not in the taxonomy were skipped");
+        }
+        rows.into_iter().map(|row| self.row_taxon(row)).collect()
+    }
+
+    /// Like [`NcbiTaxonomy::prune`], but fails on the first taxid that is not a current taxon.
+    pub fn try_prune(&self, keep: &[TaxId]) -> Result<Vec<Taxon>, TaxonomyError> {
+        if let Some(&taxid) = keep.iter().find(|&&t| !self.contains(t)) {
+            return Err(TaxonomyError::UnknownTaxid { taxid });
+        }
+        Ok(self.prune(keep))
+    }
+
+    /// Rows of the union of the lineages of `keep`, sorted by taxid.
+    fn lineage_rows(&self, keep: &[TaxId], mut on_unknown: impl FnMut(TaxId)) -> Vec<usize> {
+        let root = self.index.get(ROOT).map(|r| r as usize);
+        let mut seen: TaxidMap<()> = TaxidMap::default();
+        let mut rows = Vec::new();
+        for &row in root.iter() {
+            seen.insert(row as u32, ());
+            rows.push(row);
+        }
+        for &taxid in keep {
+            let Some(mut row) = self.index.get(taxid).map(|r| r as usize) else {
+                on_unknown(taxid);
+                continue;
+            };
+            // Stops at the first row already collected; the root is collected up front.
+            while seen.insert(row as u32, ()).is_none() {
+                rows.push(row);
+                row = self.parent_rows[row] as usize;
+            }
+        }
+        rows.sort_unstable_by_key(|&row| self.taxids[row]);
+        rows
+    }
+
+    fn row_name(&self, row: usize) -> &str {
+        let (start, len) = self.name_spans[row];
+        if start == NO_NAME {
+            return "";
+        }
+        &self.names[start as usize..(start + len) as usize]
+    }
+
+    fn row_taxon(&self, row: usize) -> Taxon {
+        Taxon {
+            taxid: self.taxids[row],
+            parent: self.taxids[self.parent_rows[row] as usize],
+            rank: self.ranks[self.rank_ids[row] as usize].clone(),
+            name: self.row_name(row).to_owned(),
+        }
+    }
+
+    /// Matches parsed scientific names to rows. A taxid named twice is an error; names of taxids
+    /// absent from `nodes.dmp` are counted and reported as a warning.
+    fn attach_names(&mut self, names: Names) -> Result<(), TaxonomyError> {
+        let mut orphans = 0usize;
+        for &(taxid, start, len, line) in &names.records {
+            let Some(row) = self.index.get(taxid) else {
+                orphans += 1;
+                continue;
+            };
+            let span = &mut self.name_spans[row as usize];
+            if span.0 != NO_NAME {
+                return Err(TaxonomyError::malformed(
+                    &names.path,
+                    line as usize,
+                    format!("second scientific name for taxid {taxid}"),
+                ));
+            }
+            *span = (start, len);
+        }
+        self.names = names.buffer;
+        if orphans > 0 {
+            log::warn!(
+                "{}: {orphans} scientific names belong to taxids absent from nodes.dmp",
+                names.path.display()
+            );
+        }
+        let unnamed = self.name_spans.iter().filter(|s| s.0 == NO_NAME).count();
+        if unnamed > 0 {
+            log::warn!(
+                "{}: {unnamed} taxa have no scientific name",
+                names.path.display()
+            );
+        }
+        Ok(())
+    }
+}
+
+/// `dir/name` if it exists, else `dir/name.gz` if it exists, else `None`.
+fn find_dump(dir: &Path, name: &str) -> Result<Option<PathBuf>, TaxonomyError> {
+    for candidate in [dir.join(name), dir.join(format!("{name}.gz"))] {
+        match candidate.try_exists() {
+            Ok(true) => return Ok(Some(candidate)),
+            Ok(false) => {}
+            Err(e) => return Err(TaxonomyError::io(candidate, e)),
+        }
+    }
+    Ok(None)
+}
+
+fn missing(dir: &Path, name: &str) -> TaxonomyError {
+    TaxonomyError::MissingFile {
+        dir: dir.to_path_buf(),
+        name: name.to_owned(),
+    }
+}
+
+/// Removes the `\t|` that ends every `.dmp` line (the line terminator is already gone).
+fn strip_dmp_end(line: &[u8]) -> &[u8] {
+    line.strip_suffix(b"\t|").unwrap_or(line)
+}
+
+/// Splits the first `N` fields off a `.dmp` line; `Err(found)` if it has fewer.
+#[inline]
+fn leading_fields<const N: usize>(line: &[u8]) -> Result<[&[u8]; N], usize> {
+    let mut out: [&[u8]; N] = [&[]; N];
+    let mut rest = line;
+    for (i, slot) in out.iter_mut().enumerate() {
+        match find_sep(rest) {
+            Some(at) => {
+                *slot = &rest[..at];
+                rest = &rest[at + SEP.len()..];
+            }
+            None if i + 1 == N => {
+                *slot = rest;
+            }
+            None => return Err(i + 1),
+        }
+    }
+    Ok(out)
+}
+
+/// Position of the next `\t|\t` in `bytes`.
+#[inline]
+fn find_sep(bytes: &[u8]) -> Option<usize> {
+    let mut from = 0;
+    while let Some(p) = bytes[from..].iter().position(|&b| b == b'\t') {
+        let at = from + p;
+        if bytes[at..].starts_with(SEP) {
+            return Some(at);
+        }
+        from = at + 1;
+    }
+    None
+}
+
+fn too_few_fields(path: &Path, line: usize, expected: usize, found: usize) -> TaxonomyError {
+    TaxonomyError::malformed(
+        path,
+        line,
+        format!("expected at least {expected} fields separated by \"\\t|\\t\", found {found}"),
+    )
+}
+
+fn number_field(
+    path: &Path,
+    line: usize,
+    what: &str,
+    field: &[u8],
+) -> Result<TaxId, TaxonomyError> {
+    parse_u32(field).ok_or_else(|| {
+        TaxonomyError::malformed(
+            path,
+            line,
+            format!("expected a numeric {what}, found {}", quote_field(field)),
+        )
+    })
+}
+
+/// Parses `nodes.dmp` (fields: taxid, parent taxid, rank, ...) and validates the tree shape.
+/// Every line is a taxon, so row `i` is line `i + 1`.
+fn parse_nodes(path: &Path) -> Result<Nodes, TaxonomyError> {
+    let mut taxids = Vec::with_capacity(1 << 16);
+    let mut parents = Vec::with_capacity(1 << 16);
+    let mut rank_ids = Vec::with_capacity(1 << 16);
+    let mut ranks: Vec<String> = Vec::new();
+    for_each_line(path, |line_no, line| {
+        let [taxid, parent, rank] = leading_fields::<3>(strip_dmp_end(line))
+            .map_err(|found| too_few_fields(path, line_no, 3, found))?;
+        taxids.push(number_field(path, line_no, "taxid", taxid)?);
+        parents.push(number_field(path, line_no, "parent taxid", parent)?);
+        // Few distinct ranks (~50), most lines "species": a linear scan beats hashing.
+        let id = match ranks.iter().position(|r| r.as_bytes() == rank) {
+            Some(id) => id,
+            None => {
+                let text = std::str::from_utf8(rank).map_err(|_| {
+                    TaxonomyError::malformed(path, line_no, "rank is not valid UTF-8")
+                })?;
+                ranks.push(text.to_owned());
+                ranks.len() - 1
+            }
+        };
+        let id = u16::try_from(id).map_err(|_| {
+            TaxonomyError::malformed(path, line_no, "more than 65535 distinct ranks")
+        })?;
+        rank_ids.push(id);
+        Ok(())
+    })?;
+
+    let index = TaxIndex::build(&taxids).map_err(|row| {
+        TaxonomyError::malformed(
+            path,
+            row + 1,
+            format!("taxid {} is defined a second time", taxids[row]),
+        )
+    })?;
+    let mut parent_rows = Vec::with_capacity(taxids.len());
+    for (row, (&taxid, &parent)) in taxids.iter().zip(&parents).enumerate() {
+        let Some(parent_row) = index.get(parent) else {
+            return Err(TaxonomyError::malformed(
+                path,
+                row + 1,
+                format!("parent taxid {parent} of taxid {taxid} is not defined in this file"),
+            ));
+        };
+        if parent == taxid && taxid != ROOT {
+            return Err(TaxonomyError::malformed(
+                path,
+                row + 1,
+                format!("taxid {taxid} is its own parent, but only the root (taxid 1) may be"),
+            ));
+        }
+        parent_rows.push(parent_row);
+    }
+    match index.get(ROOT) {
+        Some(row) if parents[row as usize] == ROOT => {}
+        Some(row) => {
+            return Err(TaxonomyError::malformed(
+                path,
+                row as usize + 1,
+                "the root, taxid 1, must be its own parent",
+            ));
+        }
+        None => {
+            return Err(TaxonomyError::malformed(
+                path,
+                taxids.len(),
+                "no root: taxid 1 is not defined",
+            ));
+        }
+    }
+    if let Some(row) = find_cycle(&parent_rows) {
+        return Err(TaxonomyError::malformed(
+            path,
+            row + 1,
+            format!(
+                "taxid {} does not reach the root: its parents form a cycle",
+                taxids[row]
+            ),
+        ));
+    }
+    Ok(Nodes {
+        taxids,
+        parent_rows,
+        rank_ids,
+        ranks,
+        index,
+    })
+}
+
+/// Returns a row whose chain of parents loops without reaching a self-parented row, if any.
+/// Linear time: each row is walked over at most once before being marked done.
+fn find_cycle(parent_rows: &[u32]) -> Option<usize> {
+    const UNSEEN: u8 = 0;
+    const ON_PATH: u8 = 1;
+    const DONE: u8 = 2;
+    let mut state = vec![UNSEEN; parent_rows.len()];
+    let mut path = Vec::new();
+    for start in 0..parent_rows.len() {
+        let mut row = start;
+        while state[row] == UNSEEN {
+            state[row] = ON_PATH;
+            path.push(row);
+            let parent = parent_rows[row] as usize;
+            if parent == row {
+                break;
+            }
+            row = parent;
+        }
+        if state[row] == ON_PATH && parent_rows[row] as usize != row {
+            return Some(row);
+        }
+        for &r in &path {
+            state[r] = DONE;
+        }
+        path.clear();
+    }
+    None
+}
+
+/// Parses `names.dmp` (fields: taxid, name, unique name, name class), keeping scientific names.
+fn parse_names(path: &Path) -> Result<Names, TaxonomyError> {
+    let mut records = Vec::with_capacity(1 << 16);
+    let mut buffer = String::with_capacity(1 << 20);
+    for_each_line(path, |line_no, line| {
+        let [taxid, name, _unique, class] = leading_fields::<4>(strip_dmp_end(line))
+            .map_err(|found| too_few_fields(path, line_no, 4, found))?;
+        let taxid = number_field(path, line_no, "taxid", taxid)?;
+        if class != b"scientific name" {
+            return Ok(());
+        }
+        let name = std::str::from_utf8(name)
+            .map_err(|_| TaxonomyError::malformed(path, line_no, "name is not valid UTF-8"))?;
+        let start = u32::try_from(buffer.len())
+            .ok()
+            .filter(|s| s.checked_add(name.len() as u32).is_some())
+            .ok_or_else(|| {
+                TaxonomyError::malformed(path, line_no, "scientific names exceed 4 GiB in total")
+            })?;
+        buffer.push_str(name);
+        records.push((taxid, start, name.len() as u32, line_no as u32));
+        Ok(())
+    })?;
+    Ok(Names {
+        path: path.to_path_buf(),
+        records,
+        buffer,
+    })
+}
+
+/// Parses `merged.dmp` (fields: old taxid, new taxid).
+fn parse_merged(path: &Path) -> Result<TaxidMap<TaxId>, TaxonomyError> {
+    let mut merged = TaxidMap::default();
+    for_each_line(path, |line_no, line| {
+        let [old, new] = leading_fields::<2>(strip_dmp_end(line))
+            .map_err(|found| too_few_fields(path, line_no, 2, found))?;
+        let old = number_field(path, line_no, "old taxid", old)?;
+        let new = number_field(path, line_no, "new taxid", new)?;
+        merged.insert(old, new);
+        Ok(())
+    })?;
+    Ok(merged)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// root → cellular organisms → Bacteria → Pseudomonadota → Gammaproteobacteria
+    /// → Enterobacterales → Enterobacteriaceae → Escherichia → E. coli → K-12 → MG1655,
+    /// plus Salmonella and Viruses.
+    const NODES: &str = "\
+1\t|\t1\t|\tno rank\t|\t\t|\t8\t|\t0\t|\t1\t|\t0\t|\t0\t|\t0\t|\t0\t|\t0\t|\t\t|
+131567\t|\t1\t|\tno rank\t|\t\t|\t8\t|\t0\t|\t1\t|\t0\t|\t0\t|\t0\t|\t0\t|\t0\t|\t\t|
+2\t|\t131567\t|\tsuperkingdom\t|\t\t|\t0\t|\t0\t|\t11\t|\t0\t|\t0\t|\t0\t|\t0\t|\t0\t|\t\t|
+1224\t|\t2\t|\tphylum\t|\t\t|\t0\t|\t1\t|\t11\t|\t1\t|\t0\t|\t1\t|\t0\t|\t0\t|\t\t|
+1236\t|\t1224\t|\tclass\t|\t\t|\t0\t|\t1\t|\t11\t|\t1\t|\t0\t|\t1\t|\t0\t|\t0\t|\t\t|
+91347\t|\t1236\t|\torder\t|\t\t|\t0\t|\t1\t|\t11\t|\t1\t|\t0\t|\t1\t|\t0\t|\t0\t|\t\t|
+543\t|\t91347\t|\tfamily\t|\t\t|\t0\t|\t1\t|\t11\t|\t1\t|\t0\t|\t1\t|\t0\t|\t0\t|\t\t|
+561\t|\t543\t|\tgenus\t|\t\t|\t0\t|\t1\t|\t11\t|\t1\t|\t0\t|\t1\t|\t0\t|\t0\t|\t\t|
+562\t|\t561\t|\tspecies\t|\tEC\t|\t0\t|\t1\t|\t11\t|\t1\t|\t0\t|\t1\t|\t1\t|\t0\t|\t\t|
+83333\t|\t562\t|\tstrain\t|\t\t|\t0\t|\t1\t|\t11\t|\t1\t|\t0\t|\t1\t|\t1\t|\t0\t|\t\t|
+511145\t|\t83333\t|\tstrain\t|\t\t|\t0\t|\t1\t|\t11\t|\t1\t|\t0\t|\t1\t|\t1\t|\t0\t|\t\t|
+590\t|\t543\t|\tgenus\t|\t\t|\t0\t|\t1\t|\t11\t|\t1\t|\t0\t|\t1\t|\t0\t|\t0\t|\t\t|
+28901\t|\t590\t|\tspecies\t|\t\t|\t0\t|\t1\t|\t11\t|\t1\t|\t0\t|\t1\t|\t0\t|\t0\t|\t\t|
+10239\t|\t1\t|\tsuperkingdom\t|\t\t|\t9\t|\t0\t|\t1\t|\t0\t|\t0\t|\t0\t|\t0\t|\t0\t|\t\t|
+";
+
+    const NAMES: &str = "\
+1\t|\tall\t|\t\t|\tsynonym\t|
+1\t|\troot\t|\t\t|\tscientific name\t|
+131567\t|\tcellular organisms\t|\t\t|\tscientific name\t|
+2\t|\tBacteria\t|\tBacteria <bacteria>\t|\tscientific name\t|
+2\t|\teubacteria\t|\t\t|\tgenbank common name\t|
+1224\t|\tPseudomonadota\t|\t\t|\tscientific name\t|
+1236\t|\tGammaproteobacteria\t|\t\t|\tscientific name\t|
+91347\t|\tEnterobacterales\t|\t\t|\tscientific name\t|
+543\t|\tEnterobacteriaceae\t|\t\t|\tscientific name\t|
+561\t|\tEscherichia\t|\t\t|\tscientific name\t|
+562\t|\tEscherichia coli\t|\t\t|\tscientific name\t|
+562\t|\tBacillus coli\t|\t\t|\tsynonym\t|
+83333\t|\tEscherichia coli K-12\t|\t\t|\tscientific name\t|
+511145\t|\tEscherichia coli str. K-12 substr. MG1655\t|\t\t|\tscientific name\t|
+590\t|\tSalmonella\t|\t\t|\tscientific name\t|
+28901\t|\tSalmonella enterica\t|\t\t|\tscientific name\t|
+10239\t|\tViruses\t|\t\t|\tscientific name\t|
+";
+
+    const MERGED: &str = "12\t|\t562\t|\n13\t|\t12\t|\n";
+
+    fn write_plain(dir: &Path, name: &str, text: &str) {
+        std::fs::write(dir.join(name), text).expect("write fixture");
+    }
+
+    fn write_gz(dir: &Path, name: &str, text: &str) {
+        let file = std::fs::File::create(dir.join(name)).expect("create fixture");
+        let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::fast());
+        gz.write_all(text.as_bytes()).expect("write fixture");
+        gz.finish().expect("finish gzip");
+    }
+
+    fn check_fixture(tax: &NcbiTaxonomy) {
+        assert_eq!(tax.len(), 14);
+        assert_eq!(tax.name(562), "Escherichia coli");
+        assert_eq!(tax.rank(562), "species");
+        assert_eq!(tax.parent(562), Some(561));
+        assert_eq!(tax.name(1), "root");
+        assert_eq!(tax.parent(1), None);
+        assert_eq!(tax.name(2), "Bacteria");
+        assert_eq!(tax.rank(83333), "strain");
+        assert!(tax.contains(10239));
+        assert!(!tax.contains(12));
+        assert_eq!(tax.name(999), "");
+        assert_eq!(tax.rank(999), "");
+        assert_eq!(tax.parent(999), None);
+        assert_eq!(
+            tax.lineage(562),
+            vec![1, 131567, 2, 1224, 1236, 91347, 543, 561, 562]
+        );
+    }
+
+    #[test]
+    fn loads_plain_dump() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        write_plain(dir.path(), "nodes.dmp", NODES);
+        write_plain(dir.path(), "names.dmp", NAMES);
+        let tax = NcbiTaxonomy::load_dir(dir.path()).expect("load");
+        check_fixture(&tax);
+        // No merged.dmp: retired ids are unknown.
+        assert_eq!(tax.resolve(12), None);
+        assert_eq!(tax.resolve(562), Some(562));
+    }
+
+    #[test]
+    fn loads_gz_dump_detected_by_magic_bytes() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        write_gz(dir.path(), "nodes.dmp.gz", NODES);
+        // Compressed content under a plain name is still detected.
+        write_gz(dir.path(), "names.dmp", NAMES);
+        write_gz(dir.path(), "merged.dmp.gz", MERGED);
+        let tax = NcbiTaxonomy::load_dir(dir.path()).expect("load");
+        check_fixture(&tax);
+        assert_eq!(tax.resolve(12), Some(562));
+    }
+
+    #[test]
+    fn reads_multi_member_gzip() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (first, second) = NODES.split_at(NODES.find("562\t").expect("fixture line"));
+        write_gz(dir.path(), "a.gz", first);
+        write_gz(dir.path(), "b.gz", second);
+        let mut both = std::fs::read(dir.path().join("a.gz")).expect("read");
+        both.extend(std::fs::read(dir.path().join("b.gz")).expect("read"));
+        std::fs::write(dir.path().join("nodes.dmp.gz"), both).expect("write");
+        write_plain(dir.path(), "names.dmp", NAMES);
+        let tax = NcbiTaxonomy::load_dir(dir.path()).expect("load");
+        check_fixture(&tax);
+    }
+
+    #[test]
+    fn merged_ids_resolve_to_current_taxa() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        write_plain(dir.path(), "nodes.dmp", NODES);
+        write_plain(dir.path(), "names.dmp", NAMES);
+        write_plain(dir.path(), "merged.dmp", MERGED);
+        let tax = NcbiTaxonomy::load_dir(dir.path()).expect("load");
+        assert_eq!(tax.resolve(12), Some(562));
+        // A chain of merges is followed.
+        assert_eq!(tax.resolve(13), Some(562));
+        assert_eq!(tax.resolve(14), None);
+        assert_eq!(tax.resolve(2), Some(2));
+    }
+
+    #[test]
+    fn malformed_nodes_line_names_file_and_line() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let bad = NODES.replacen(
+            "1224\t|\t2\t|\tphylum\t|\t\t|\t0\t|\t1\t|\t11\t|\t1\t|\t0\t|\t1\t|\t0\t|\t0\t|\t\t|",
+            "1224 2 phylum",
+            1,
+        );
+        write_gz(dir.path(), "nodes.dmp.gz", &bad);
+        write_plain(dir.path(), "names.dmp", NAMES);
+        let err = NcbiTaxonomy::load_dir(dir.path()).expect_err("must fail");
+        let msg = err.to_string();
+        assert!(
+            msg.ends_with(
+                "nodes.dmp.gz line 4: expected at least 3 fields separated by \"\\t|\\t\", found 1"
+            ),
+            "{msg}"
+        );
+        assert!(matches!(err, TaxonomyError::Malformed { line: 4, .. }));
+    }
+
+    #[test]
+    fn non_numeric_parent_is_an_error() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let bad = NODES.replacen("561\t|\t543\t|", "561\t|\tx543\t|", 1);
+        write_plain(dir.path(), "nodes.dmp", &bad);
+        write_plain(dir.path(), "names.dmp", NAMES);
+        let msg = NcbiTaxonomy::load_dir(dir.path())
+            .expect_err("must fail")
+            .to_string();
+        assert!(
+            msg.ends_with("nodes.dmp line 8: expected a numeric parent taxid, found \"x543\""),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn malformed_names_line_is_an_error() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        write_plain(dir.path(), "nodes.dmp", NODES);
+        write_plain(
+            dir.path(),
+            "names.dmp",
+            &format!("{NAMES}562\t|\tE. coli\t|\n"),
+        );
+        let msg = NcbiTaxonomy::load_dir(dir.path())
+            .expect_err("must fail")
+            .to_string();
+        assert!(
+            msg.ends_with(
+                "names.dmp line 18: expected at least 4 fields separated by \"\\t|\\t\", found 2"
+            ),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn tree_shape_errors_name_the_line() {
+        let cases = [
+            // Dangling parent.
+            (
+                NODES.replacen("561\t|\t543\t|", "561\t|\t544\t|", 1),
+                "line 8: parent taxid 544 of taxid 561 is not defined",
+            ),
+            // Duplicate taxid.
+            (
+                format!("{NODES}562\t|\t561\t|\tspecies\t|\n"),
+                "line 15: taxid 562 is defined a second time",
+            ),
+            // Cycle: 543 → 561 → 543.
+            (
+                NODES.replacen("543\t|\t91347\t|", "543\t|\t561\t|", 1),
+                "does not reach the root",
+            ),
+            // A second self-parented taxon.
+            (
+                NODES.replacen("10239\t|\t1\t|", "10239\t|\t10239\t|", 1),
+                "line 14: taxid 10239 is its own parent",
+            ),
+        ];
+        for (nodes, expected) in cases {
+            let dir = tempfile::tempdir().expect("temp dir");
+            write_plain(dir.path(), "nodes.dmp", &nodes);
+            write_plain(dir.path(), "names.dmp", NAMES);
+            let msg = NcbiTaxonomy::load_dir(dir.path())
+                .expect_err("must fail")
+                .to_string();
+            assert!(msg.contains(expected), "{msg} should contain {expected}");
+        }
+    }
+
+    #[test]
+    fn second_scientific_name_is_an_error() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        write_plain(dir.path(), "nodes.dmp", NODES);
+        write_plain(
+            dir.path(),
+            "names.dmp",
+            &format!("{NAMES}562\t|\tE. coli\t|\t\t|\tscientific name\t|\n"),
+        );
+        let msg = NcbiTaxonomy::load_dir(dir.path())
+            .expect_err("must fail")
+            .to_string();
+        assert!(
+            msg.ends_with("names.dmp line 18: second scientific name for taxid 562"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn missing_dump_is_reported() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        write_plain(dir.path(), "names.dmp", NAMES);
+        let err = NcbiTaxonomy::load_dir(dir.path()).expect_err("must fail");
+        assert!(matches!(&err, TaxonomyError::MissingFile { name, .. } if name == "nodes.dmp"));
+        assert!(
+            err.to_string()
+                .starts_with("no nodes.dmp or nodes.dmp.gz in ")
+        );
+    }
+
+    #[test]
+    fn minimal_three_field_nodes_lines_are_accepted() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        write_plain(
+            dir.path(),
+            "nodes.dmp",
+            "1\t|\t1\t|\tno rank\t|\n5\t|\t1\t|\tspecies\t|\n",
+        );
+        write_plain(
+            dir.path(),
+            "names.dmp",
+            "1\t|\troot\t|\t\t|\tscientific name\t|\r\n5\t|\tfive\t|\t\t|\tscientific name\t|\r\n",
+        );
+        let tax = NcbiTaxonomy::load_dir(dir.path()).expect("load");
+        assert_eq!(tax.rank(5), "species");
+        assert_eq!(tax.name(5), "five");
+        assert_eq!(tax.parent(5), Some(1));
+    }
+
+    #[test]
+    fn prune_is_the_sorted_union_of_lineages() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        write_plain(dir.path(), "nodes.dmp", NODES);
+        write_plain(dir.path(), "names.dmp", NAMES);
+        let tax = NcbiTaxonomy::load_dir(dir.path()).expect("load");
+        let taxa = tax.prune(&[511145, 28901, 562, 28901]);
+        let ids: Vec<TaxId> = taxa.iter().map(|t| t.taxid).collect();
+        assert_eq!(
+            ids,
+            vec![
+                1, 2, 543, 561, 562, 590, 1224, 1236, 28901, 83333, 91347, 131567, 511145
+            ]
+        );
+        // Closed under parent, root is its own parent.
+        for t in &taxa {
+            assert!(ids.binary_search(&t.parent).is_ok(), "{t:?}");
+        }
+        assert_eq!(
+            taxa[0],
+            Taxon {
+                taxid: 1,
+                parent: 1,
+                rank: "no rank".into(),
+                name: "root".into()
+            }
+        );
+        // Deterministic regardless of input order.
+        assert_eq!(tax.prune(&[562, 28901, 511145]), taxa);
+        // Root only for nothing; unknown ids skipped by prune, rejected by try_prune.
+        assert_eq!(tax.prune(&[]).len(), 1);
+        assert_eq!(tax.prune(&[999, 562]).len(), 9);
+        assert!(matches!(
+            tax.try_prune(&[562, 999]),
+            Err(TaxonomyError::UnknownTaxid { taxid: 999 })
+        ));
+        // The pruned set forms a valid tree.
+        let tree = crate::taxonomy::TaxonTree::new(taxa).expect("valid tree");
+        assert_eq!(tree.lca(511145, 28901), 543);
+        assert_eq!(tree.kreport_rank_code(511145), "S2");
+    }
+
+    /// Loads the real NCBI dump when present (skipped otherwise) and prints the load time.
+    #[test]
+    fn loads_full_ncbi_dump() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/taxonomy");
+        if !dir.exists() {
+            eprintln!("skipping: {} not found", dir.display());
+            return;
+        }
+        let start = Instant::now();
+        let tax = NcbiTaxonomy::load_dir(&dir).expect("load full dump");
+        let elapsed = start.elapsed();
+        eprintln!(
+            "full NCBI dump: {} taxa loaded in {:.3} s",
+            tax.len(),
+            elapsed.as_secs_f64()
+        );
+        assert!(tax.len() > 2_000_000);
+        assert_eq!(tax.name(562), "Escherichia coli");
+        assert_eq!(tax.rank(562), "species");
+        assert_eq!(tax.parent(562), Some(561));
+        let lineage = tax.lineage(562);
+        assert_eq!(lineage.first(), Some(&1));
+        assert!(lineage.contains(&2), "{lineage:?}");
+        let taxa = tax.prune(&[562, 511145, 1280, 10239]);
+        let tree = crate::taxonomy::TaxonTree::new(taxa).expect("valid tree");
+        assert_eq!(tree.kreport_rank_code(562), "S");
+        assert_eq!(tree.kreport_rank_code(2), "D");
+        assert_eq!(tree.kreport_rank_code(1), "R");
+        assert_eq!(tree.lca(562, 1280), 2);
+    }
+}
