@@ -18,7 +18,7 @@ Subcommands
   table JSON...   Markdown tables of the recorded results.
   timev FILE      Prints "wall_s peak_rss_kb" from /usr/bin/time -v output.
 """
-import argparse, gzip, json, os, random, re, subprocess, sys, tempfile
+import argparse, gzip, json, marshal, os, random, re, subprocess, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHARED = os.environ.get('SHARED', os.path.join(HERE, '..', '..', 'shared'))
@@ -40,12 +40,50 @@ def read_manifest(path):
 
 
 def read_nodes(path):
+    """parent and rank of every taxon; cached (marshal) under bench/work/ as parsing takes seconds."""
+    st = os.stat(path)
+    cache = os.path.join(HERE, 'work', f'nodes.{st.st_size}.{int(st.st_mtime)}.marshal')
+    try:
+        with open(cache, 'rb') as f:
+            return marshal.load(f)
+    except (OSError, EOFError, ValueError, TypeError):
+        pass
     parent, rank = {}, {}
     with opener(path) as f:
         for l in f:
             x = l.split('\t|\t')
             parent[x[0]] = x[1]; rank[x[0]] = x[2]
+    os.makedirs(os.path.dirname(cache), exist_ok=True)
+    with open(cache + '.tmp', 'wb') as f:
+        marshal.dump((parent, rank), f)
+    os.replace(cache + '.tmp', cache)
     return parent, rank
+
+
+def score_calls(parent, rank, truth, calls):
+    """The rule of shared/tools/score.py, in process (truth: read -> taxid, calls: read -> taxid)."""
+    def lineage(t):
+        out = [t]
+        while t in parent and parent[t] != t:
+            t = parent[t]; out.append(t)
+        return out
+    res = {'reads': len(truth), 'called': sum(1 for r, t in calls.items() if t != '0' and r in truth), 'ranks': {}}
+    for R in ('species', 'genus', 'family'):
+        c = dict(correct=0, vague=0, wrong=0, unclassified=0)
+        for rid, tt in truth.items():
+            T = next((x for x in lineage(tt) if rank.get(x) == R), None)
+            if T is None: continue
+            p = calls.get(rid, '0')
+            if p == '0' or p not in parent: c['unclassified' if p == '0' else 'wrong'] += 1; continue
+            if T in lineage(p): c['correct'] += 1
+            elif p in lineage(T)[1:]: c['vague'] += 1
+            else: c['wrong'] += 1
+        n = sum(c.values())
+        sens = c['correct'] / n if n else 0.0
+        prec = c['correct'] / (c['correct'] + c['wrong']) if c['correct'] + c['wrong'] else 0.0
+        f1 = 2 * sens * prec / (sens + prec) if sens + prec else 0.0
+        res['ranks'][R] = dict(c, reads=n, sensitivity=round(sens, 4), precision=round(prec, 4), f1=round(f1, 4))
+    return res
 
 
 def ancestor(parent, rank, t, R):
@@ -196,28 +234,31 @@ def cmd_record(a):
             for l in f:
                 g, grp = l.rstrip('\n').split('\t')[:2]
                 groups[g] = grp
-        truth = {}
+        truth, genome = {}, {}
         with open(a.truth) as f:
-            head = f.readline()
+            next(f)
             for l in f:
-                x = l.split('\t'); truth[x[0]] = (groups.get(x[1], 'other'), l)
+                x = l.rstrip('\n').split('\t'); truth[x[0]] = x[2]; genome[x[0]] = x[1]
         calls = {}
         with opener(a.calls) as f:
             for l in f:
-                x = l.split('\t')
-                rid = x[1] if len(x) > 2 else x[0]
-                if rid[-2:] in ('/1', '/2'): rid = rid[:-2]
-                calls.setdefault(truth.get(rid, ('?',))[0], []).append(l)
-        res['groups'] = {}
-        with tempfile.TemporaryDirectory() as d:
-            order = ['species', 'genus', 'family', 'none']
-            for grp in sorted(set(g for g, _ in truth.values()), key=lambda g: (order.index(g) if g in order else 9, g)):
-                tp, cp = os.path.join(d, 't.tsv'), os.path.join(d, 'c.txt')
-                with open(tp, 'w') as f:
-                    f.write(head); f.writelines(l for g, l in truth.values() if g == grp)
-                with open(cp, 'w') as f:
-                    f.writelines(calls.get(grp, []))
-                res['groups'][grp] = run_score(tp, a.nodes, cp)
+                x = l.rstrip('\n').split('\t')
+                rid, tax = x[1], ('0' if x[0] == 'U' else x[2].split('(taxid ')[-1].rstrip(')'))
+                calls[rid[:-2] if rid[-2:] in ('/1', '/2') else rid] = tax
+        parent, rank = read_nodes(a.nodes)
+        whole = score_calls(parent, rank, truth, calls)
+        if whole != res['score']:
+            sys.exit('benchlib record: in-process scoring disagrees with score.py')
+        order = ['species', 'genus', 'family', 'none']
+        res['groups'], res['genomes'] = {}, {}
+        for grp in sorted(set(groups.get(g, 'other') for g in genome.values()),
+                          key=lambda g: (order.index(g) if g in order else 9, g)):
+            sub = {r: t for r, t in truth.items() if groups.get(genome[r], 'other') == grp}
+            res['groups'][grp] = score_calls(parent, rank, sub, calls)
+        for gid in dict.fromkeys(groups):
+            sub = {r: t for r, t in truth.items() if genome[r] == gid}
+            if sub:
+                res['genomes'][gid] = dict(score_calls(parent, rank, sub, calls), group=groups[gid])
     with open(a.out, 'w') as f:
         json.dump(res, f, indent=1)
 
@@ -275,6 +316,20 @@ def cmd_table(a):
                     cells.append('/'.join(f"{c[x] / n:.3f}" for x in ('correct', 'vague', 'wrong', 'unclassified'))
                                  if c['reads'] else '-')
                 print('| ' + ' | '.join(cells) + ' |')
+    if a.genomes and any('genomes' in r for r in rs):
+        print()
+        print('Per left-out genome (fractions: correct / vague / wrong / unclassified):')
+        print()
+        print('| tool | read set | genome | group | reads | species c/v/w/u | genus c/v/w/u | family c/v/w/u |')
+        print('|---|---|---|---|---:|---|---|---|')
+        for r in rs:
+            for gid, s in r.get('genomes', {}).items():
+                cells = [r['tool'], r['set'], gid, s['group'], str(s['reads'])]
+                for R in ('species', 'genus', 'family'):
+                    c = s['ranks'][R]; n = max(1, c['reads'])
+                    cells.append('/'.join(f"{c[x] / n:.3f}" for x in ('correct', 'vague', 'wrong', 'unclassified'))
+                                 if c['reads'] else '-')
+                print('| ' + ' | '.join(cells) + ' |')
     for r in rs:
         if r.get('kreport_problems'):
             print(f"\nwarning: {r['tool']} {r['set']} kreport: {'; '.join(r['kreport_problems'])}")
@@ -294,7 +349,7 @@ def main():
         p.add_argument('--' + o)
     p.add_argument('--index-bytes', type=int); p.add_argument('--build-wall', type=float)
     p.add_argument('--build-rss-kb', type=int)
-    p = sp.add_parser('table'); p.add_argument('results', nargs='+')
+    p = sp.add_parser('table'); p.add_argument('--genomes', action='store_true'); p.add_argument('results', nargs='+')
     p = sp.add_parser('timev'); p.add_argument('file')
     a = ap.parse_args()
     if a.cmd == 'timev':

@@ -165,4 +165,6 @@ fi
 
 log "results (2x$READ_LEN; $THREADS threads; heavy steps under nice -n $NICE on a shared machine)"
 python3 "$BENCHLIB" table "${results[@]}" | tee "$W/results/table.md"
+python3 "$BENCHLIB" table --genomes "${results[@]}" >"$W/results/table_genomes.md"
+echo "(the same with a row per left-out genome: $W/results/table_genomes.md)"
 exit $kfail

@@ -36,11 +36,7 @@ pub fn describe(index: &Index, verified: Option<bool>) -> IndexInfo {
         file_bytes: index.file_size(),
         format_version: FORMAT_VERSION,
         header: h.clone(),
-        key_index_load_factor: if slots == 0 {
-            0.0
-        } else {
-            h.counts.features as f64 / slots as f64
-        },
+        key_index_load_factor: if slots == 0 { 0.0 } else { h.counts.features as f64 / slots as f64 },
         bytes_per_reference_base: index.file_size() as f64 / h.counts.bases.max(1) as f64,
         sections: SectionKind::ALL
             .iter()
@@ -71,9 +67,7 @@ pub fn render_text(info: &IndexInfo) -> String {
         s,
         "built            kmerdb {} at {} ({})",
         h.provenance.kmerdb_version,
-        chrono::DateTime::from_timestamp(h.provenance.created_unix, 0)
-            .map(|d| d.to_rfc3339())
-            .unwrap_or_default(),
+        chrono::DateTime::from_timestamp(h.provenance.created_unix, 0).map(|d| d.to_rfc3339()).unwrap_or_default(),
         h.provenance.command_line.join(" ")
     );
     let _ = writeln!(
@@ -97,11 +91,7 @@ pub fn render_text(info: &IndexInfo) -> String {
         h.layout.entry_bits
     );
     let _ = writeln!(s, "taxonomy         {:?}, {} taxa", h.taxonomy, c.taxa);
-    let _ = writeln!(
-        s,
-        "targets          {} ({} bases, {} windows)",
-        c.targets, c.bases, c.windows
-    );
+    let _ = writeln!(s, "targets          {} ({} bases, {} windows)", c.targets, c.bases, c.windows);
     let _ = writeln!(
         s,
         "features         {} kept, {} dropped as overpopulated ({} locations)",
@@ -136,11 +126,7 @@ pub fn render_text(info: &IndexInfo) -> String {
         let _ = writeln!(s, "  {}\t{}\t{}\t{}", t.name, t.taxid, t.length, t.windows);
     }
     if info.targets.len() > TARGETS_SHOWN {
-        let _ = writeln!(
-            s,
-            "  ... {} more (--json lists all)",
-            info.targets.len() - TARGETS_SHOWN
-        );
+        let _ = writeln!(s, "  ... {} more (--json lists all)", info.targets.len() - TARGETS_SHOWN);
     }
     s
 }

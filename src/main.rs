@@ -12,11 +12,7 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 #[derive(Parser)]
-#[command(
-    name = "kmerdb",
-    version,
-    about = "GPU-accelerated metagenomic k-mer index and read classifier"
-)]
+#[command(name = "kmerdb", version, about = "GPU-accelerated metagenomic k-mer index and read classifier")]
 struct Cli {
     /// Only errors on stderr.
     #[arg(short, long, global = true)]
@@ -116,12 +112,7 @@ fn main() {
         .filter_level(level)
         .format(|buf, record| match record.level() {
             log::Level::Info => writeln!(buf, "kmerdb: {}", record.args()),
-            l => writeln!(
-                buf,
-                "kmerdb: {}: {}",
-                l.as_str().to_lowercase(),
-                record.args()
-            ),
+            l => writeln!(buf, "kmerdb: {}: {}", l.as_str().to_lowercase(), record.args()),
         })
         .init();
     let result = match cli.command {
@@ -144,9 +135,7 @@ fn compute_threads(args: &ComputeArgs) -> Result<usize> {
     match args.threads {
         Some(0) => bail!("--threads must be at least 1"),
         Some(n) => Ok(n),
-        None => Ok(std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)),
+        None => Ok(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
     }
 }
 
@@ -214,10 +203,7 @@ fn progress_bar(config: &BuildConfig) -> Option<indicatif::ProgressBar> {
             kmerdb::input::Source::Stdin => None,
         })
         .sum();
-    let bar = indicatif::ProgressBar::with_draw_target(
-        Some(total),
-        indicatif::ProgressDrawTarget::stderr(),
-    );
+    let bar = indicatif::ProgressBar::with_draw_target(Some(total), indicatif::ProgressDrawTarget::stderr());
     bar.set_style(
         indicatif::ProgressStyle::with_template(
             "{spinner} [{elapsed_precise}] {bar:30} {bytes}/{total_bytes} of input ({bytes_per_sec}, {eta} left) {msg}",
@@ -251,9 +237,7 @@ fn report_build(s: &BuildSummary) {
         human_bytes(s.index_bytes),
         s.index_bytes as f64 / c.bases.max(1) as f64,
         s.elapsed.as_secs_f64(),
-        peak_rss_bytes()
-            .map(human_bytes)
-            .unwrap_or_else(|| "unknown".into()),
+        peak_rss_bytes().map(human_bytes).unwrap_or_else(|| "unknown".into()),
     );
 }
 

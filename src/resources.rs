@@ -17,11 +17,7 @@ pub fn human_bytes(bytes: u64) -> String {
         v /= 1000.0;
         unit += 1;
     }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{v:.2} {}", UNITS[unit])
-    }
+    if unit == 0 { format!("{bytes} B") } else { format!("{v:.2} {}", UNITS[unit]) }
 }
 
 #[cfg(test)]

@@ -58,22 +58,13 @@ pub fn condense_shard(
         locs.clear();
         locs.extend(group.iter().map(|p| layout.pack(p.target, p.window)));
         let value = lists.add(&locs)?;
-        entries.push(Slot {
-            key: group[0].feature,
-            value,
-        });
+        entries.push(Slot { key: group[0].feature, value });
         stats.features += 1;
         stats.locations += group.len() as u64;
     }
     drop(pairs);
     let slots = bcht::build(&entries);
-    Ok((
-        ShardData {
-            slots,
-            words: lists.finish(),
-        },
-        stats,
-    ))
+    Ok((ShardData { slots, words: lists.finish() }, stats))
 }
 
 #[cfg(test)]
@@ -84,52 +75,22 @@ mod tests {
     #[test]
     fn lists_are_sorted_capped_and_renumbered() {
         let layout = LocationLayout::for_counts(4, 100, 254);
-        let p = |feature, target, window| Pair {
-            feature,
-            target,
-            window,
-        };
+        let p = |feature, target, window| Pair { feature, target, window };
         // Provisional target 2 becomes 0, 0 becomes 1, 1 is left out, 3 becomes 2.
         let final_id = [Some(1), None, Some(0), Some(2)];
-        let pairs = vec![
-            p(7, 0, 3),
-            p(5, 2, 1),
-            p(7, 2, 9),
-            p(5, 1, 4),
-            p(9, 0, 1),
-            p(9, 2, 1),
-            p(9, 3, 1),
-            p(7, 3, 0),
-        ];
+        let pairs =
+            vec![p(7, 0, 3), p(5, 2, 1), p(7, 2, 9), p(5, 1, 4), p(9, 0, 1), p(9, 2, 1), p(9, 3, 1), p(7, 3, 0)];
         let (shard, stats) = condense_shard(pairs, &final_id, &layout, 2).unwrap();
-        assert_eq!(
-            (
-                stats.features,
-                stats.locations,
-                stats.dropped_features,
-                stats.dropped_locations
-            ),
-            (1, 1, 2, 6)
-        );
+        assert_eq!((stats.features, stats.locations, stats.dropped_features, stats.dropped_locations), (1, 1, 2, 6));
         let value = bcht::lookup(&shard.slots, 5).unwrap();
         let list = LocationList::decode(value, &shard.words, &layout);
-        assert_eq!(
-            list.iter().map(|l| layout.unpack(l)).collect::<Vec<_>>(),
-            vec![(0, 1)]
-        );
+        assert_eq!(list.iter().map(|l| layout.unpack(l)).collect::<Vec<_>>(), vec![(0, 1)]);
         assert_eq!(bcht::lookup(&shard.slots, 7), None);
         assert_eq!(bcht::lookup(&shard.slots, 9), None);
 
         let pairs = vec![p(7, 0, 3), p(7, 2, 9), p(7, 3, 0)];
         let (shard, _) = condense_shard(pairs, &final_id, &layout, 254).unwrap();
-        let list = LocationList::decode(
-            bcht::lookup(&shard.slots, 7).unwrap(),
-            &shard.words,
-            &layout,
-        );
-        assert_eq!(
-            list.iter().map(|l| layout.unpack(l)).collect::<Vec<_>>(),
-            vec![(0, 9), (1, 3), (2, 0)]
-        );
+        let list = LocationList::decode(bcht::lookup(&shard.slots, 7).unwrap(), &shard.words, &layout);
+        assert_eq!(list.iter().map(|l| layout.unpack(l)).collect::<Vec<_>>(), vec![(0, 9), (1, 3), (2, 0)]);
     }
 }

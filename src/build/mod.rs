@@ -56,10 +56,7 @@ impl BuildConfig {
         opt("--window", p.window.to_string());
         opt("--stride", p.stride.to_string());
         opt("--sketch-size", p.sketch_size.to_string());
-        opt(
-            "--max-locations-per-feature",
-            self.max_locations_per_feature.to_string(),
-        );
+        opt("--max-locations-per-feature", self.max_locations_per_feature.to_string());
         if let Some(t) = &self.taxonomy {
             opt("--taxonomy", t.display().to_string());
         }
@@ -85,20 +82,9 @@ pub enum BuildError {
     #[error(transparent)]
     Index(#[from] IndexError),
     #[error("sequence id '{id}' appears twice: {first} and {second}; sequence ids must be unique")]
-    DuplicateSequence {
-        id: String,
-        first: String,
-        second: String,
-    },
-    #[error(
-        "{file} record {record} ('{id}'): taxid {taxid} is not in the taxonomy (nor in merged.dmp)"
-    )]
-    UnknownTaxid {
-        file: String,
-        record: u64,
-        id: String,
-        taxid: u32,
-    },
+    DuplicateSequence { id: String, first: String, second: String },
+    #[error("{file} record {record} ('{id}'): taxid {taxid} is not in the taxonomy (nor in merged.dmp)")]
+    UnknownTaxid { file: String, record: u64, id: String, taxid: u32 },
     #[error("{count} sequences have no taxid (from a header tag or --seqid2taxid): {examples}")]
     MissingTaxids { count: usize, examples: String },
     #[error("nothing to index: {reason}")]
@@ -126,10 +112,7 @@ pub struct BuildSummary {
 
 /// Checks before any work that the index can be written where asked.
 pub fn check_output(db: &std::path::Path) -> Result<(), BuildError> {
-    let err = |reason: String| BuildError::Output {
-        path: db.to_path_buf(),
-        reason,
-    };
+    let err = |reason: String| BuildError::Output { path: db.to_path_buf(), reason };
     if db.is_dir() {
         return Err(err("it is a directory".into()));
     }
@@ -149,19 +132,13 @@ pub fn check_output(db: &std::path::Path) -> Result<(), BuildError> {
 
 /// Runs a whole build. `on_progress` is called about every 100 ms from a helper thread while the
 /// inputs are read, with (bases read, bytes of input files finished).
-pub fn build(
-    config: &BuildConfig,
-    on_progress: &(dyn Fn(u64, u64) + Sync),
-) -> Result<BuildSummary, BuildError> {
+pub fn build(config: &BuildConfig, on_progress: &(dyn Fn(u64, u64) + Sync)) -> Result<BuildSummary, BuildError> {
     let start = Instant::now();
     check_output(&config.db)?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(config.threads)
         .build()
-        .map_err(|e| BuildError::Threads {
-            threads: config.threads,
-            reason: e.to_string(),
-        })?;
+        .map_err(|e| BuildError::Threads { threads: config.threads, reason: e.to_string() })?;
     pool.install(|| build_in_pool(config, start, on_progress))
 }
 
@@ -186,24 +163,16 @@ fn build_in_pool(
             while !done.load(std::sync::atomic::Ordering::Relaxed) {
                 on_progress(
                     progress.bases.load(std::sync::atomic::Ordering::Relaxed),
-                    progress
-                        .file_bytes_done
-                        .load(std::sync::atomic::Ordering::Relaxed),
+                    progress.file_bytes_done.load(std::sync::atomic::Ordering::Relaxed),
                 );
                 std::thread::sleep(Duration::from_millis(100));
             }
         });
-        let sketched =
-            sketching::sketch_sources(&config.sources, &config.sketch, shard_bits, &progress);
+        let sketched = sketching::sketch_sources(&config.sources, &config.sketch, shard_bits, &progress);
         done.store(true, std::sync::atomic::Ordering::Relaxed);
         let _ = ticker.join();
-        let taxonomy = taxonomy
-            .join()
-            .expect("the taxonomy loader does not panic")
-            .transpose();
-        let seqid_map = seqid_map
-            .join()
-            .expect("the seqid map loader does not panic");
+        let taxonomy = taxonomy.join().expect("the taxonomy loader does not panic").transpose();
+        let seqid_map = seqid_map.join().expect("the seqid map loader does not panic");
         (taxonomy, seqid_map, sketched)
     });
     // Input errors come first: they are what the user most likely has to fix.
@@ -214,53 +183,22 @@ fn build_in_pool(
         None => (None, None),
     };
 
-    let resolved = targets::resolve(
-        &sketched.targets,
-        &config.sources,
-        taxonomy.as_ref(),
-        &seqid_map,
-        config.strict,
-    )?;
+    let resolved = targets::resolve(&sketched.targets, &config.sources, taxonomy.as_ref(), &seqid_map, config.strict)?;
     drop(taxonomy);
-    if let Some(t) = resolved
-        .targets
-        .iter()
-        .find(|t| t.windows > u32::MAX as u64)
-    {
-        return Err(BuildError::SequenceTooLong {
-            id: t.name.clone(),
-            windows: t.windows,
-        });
+    if let Some(t) = resolved.targets.iter().find(|t| t.windows > u32::MAX as u64) {
+        return Err(BuildError::SequenceTooLong { id: t.name.clone(), windows: t.windows });
     }
-    let max_windows = resolved
-        .targets
-        .iter()
-        .map(|t| t.windows)
-        .max()
-        .unwrap_or(1);
-    let layout = LocationLayout::for_counts(
-        resolved.targets.len() as u64,
-        max_windows,
-        config.max_locations_per_feature,
-    );
+    let max_windows = resolved.targets.iter().map(|t| t.windows).max().unwrap_or(1);
+    let layout =
+        LocationLayout::for_counts(resolved.targets.len() as u64, max_windows, config.max_locations_per_feature);
 
     use rayon::prelude::*;
     let condensed: Vec<_> = sketched
         .bins
         .into_par_iter()
-        .map(|bin| {
-            condense::condense_shard(
-                bin,
-                &resolved.final_id,
-                &layout,
-                config.max_locations_per_feature,
-            )
-        })
+        .map(|bin| condense::condense_shard(bin, &resolved.final_id, &layout, config.max_locations_per_feature))
         .collect::<Result<_, _>>()
-        .map_err(|source| IndexError::ShardOverflow {
-            path: config.db.clone(),
-            source,
-        })?;
+        .map_err(|source| IndexError::ShardOverflow { path: config.db.clone(), source })?;
     let mut stats = condense::ShardStats::default();
     let mut shards = Vec::with_capacity(condensed.len());
     for (shard, s) in condensed {
@@ -277,10 +215,7 @@ fn build_in_pool(
         locations: stats.locations,
         dropped_features: stats.dropped_features,
         dropped_locations: stats.dropped_locations,
-        buckets: shards
-            .iter()
-            .map(|s| s.slots.len() as u64 / bcht::BUCKET_SLOTS as u64)
-            .sum(),
+        buckets: shards.iter().map(|s| s.slots.len() as u64 / bcht::BUCKET_SLOTS as u64).sum(),
     };
     let header = Header {
         sketch: config.sketch,
@@ -293,11 +228,7 @@ fn build_in_pool(
             seeds: bcht::BUCKET_SEEDS,
         },
         layout,
-        taxonomy: if config.taxonomy.is_some() {
-            TaxonomySource::Ncbi
-        } else {
-            TaxonomySource::PerSequence
-        },
+        taxonomy: if config.taxonomy.is_some() { TaxonomySource::Ncbi } else { TaxonomySource::PerSequence },
         counts: counts.clone(),
         provenance: Provenance {
             kmerdb_version: env!("CARGO_PKG_VERSION").into(),
@@ -306,13 +237,7 @@ fn build_in_pool(
         },
         sections: Vec::new(),
     };
-    let index_bytes = write_index(
-        &config.db,
-        header,
-        &shards,
-        &resolved.targets,
-        &resolved.taxa,
-    )?;
+    let index_bytes = write_index(&config.db, header, &shards, &resolved.targets, &resolved.taxa)?;
     Ok(BuildSummary {
         db: config.db.clone(),
         counts,

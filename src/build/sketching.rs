@@ -56,27 +56,13 @@ pub fn sketch_sources(
     shard_bits: u32,
     progress: &Progress,
 ) -> Result<Sketched, BuildError> {
-    let bins: Vec<Mutex<Vec<Pair>>> = (0..1usize << shard_bits)
-        .map(|_| Mutex::new(Vec::new()))
-        .collect();
+    let bins: Vec<Mutex<Vec<Pair>>> = (0..1usize << shard_bits).map(|_| Mutex::new(Vec::new())).collect();
     let targets = Mutex::new(Vec::new());
-    let ctx = Context {
-        params,
-        shard_bits,
-        bins: &bins,
-        targets: &targets,
-        progress,
-    };
+    let ctx = Context { params, shard_bits, bins: &bins, targets: &targets, progress };
     use rayon::prelude::*;
-    sources
-        .par_iter()
-        .enumerate()
-        .try_for_each(|(i, source)| ctx.read_source(i, source))?;
+    sources.par_iter().enumerate().try_for_each(|(i, source)| ctx.read_source(i, source))?;
     Ok(Sketched {
-        bins: bins
-            .into_iter()
-            .map(|b| b.into_inner().expect("no sketcher panicked"))
-            .collect(),
+        bins: bins.into_iter().map(|b| b.into_inner().expect("no sketcher panicked")).collect(),
         targets: targets.into_inner().expect("no sketcher panicked"),
     })
 }
@@ -100,23 +86,15 @@ impl Context<'_> {
         let mut reader = SeqReader::open(source)?;
         let mut batch = self.read_batch(index, &mut reader)?;
         while !batch.is_empty() {
-            let (next, ()) = rayon::join(
-                || self.read_batch(index, &mut reader),
-                || self.sketch_batch(&batch),
-            );
+            let (next, ()) = rayon::join(|| self.read_batch(index, &mut reader), || self.sketch_batch(&batch));
             batch = next?;
         }
         if reader.records() == 0 {
-            return Err(crate::input::InputError::Empty {
-                file: source.clone(),
-            }
-            .into());
+            return Err(crate::input::InputError::Empty { file: source.clone() }.into());
         }
         if let Source::File(p) = source {
             let size = std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
-            self.progress
-                .file_bytes_done
-                .fetch_add(size, Ordering::Relaxed);
+            self.progress.file_bytes_done.fetch_add(size, Ordering::Relaxed);
         }
         Ok(())
     }
@@ -131,11 +109,7 @@ impl Context<'_> {
             let rec = rec?;
             if rec.format == Format::Fastq {
                 return Err(reader
-                    .wrong_format(
-                        Format::Fastq,
-                        Format::Fasta,
-                        " (kmerdb build indexes reference genomes in FASTA)",
-                    )
+                    .wrong_format(Format::Fastq, Format::Fasta, " (kmerdb build indexes reference genomes in FASTA)")
                     .into());
             }
             let seq = rec.seq().into_owned();
@@ -154,9 +128,7 @@ impl Context<'_> {
                 u32::try_from(targets.len() - 1).map_err(|_| BuildError::TooManyTargets)?
             };
             bases += seq.len();
-            self.progress
-                .bases
-                .fetch_add(seq.len() as u64, Ordering::Relaxed);
+            self.progress.bases.fetch_add(seq.len() as u64, Ordering::Relaxed);
             batch.push(Pending { target, seq });
         }
         Ok(batch)
@@ -176,11 +148,7 @@ impl Context<'_> {
             |(sketcher, pairs), &(p, first)| {
                 pairs.clear();
                 sketcher.sketch_windows(&p.seq, first..first + CHUNK_WINDOWS, |w, sketch| {
-                    pairs.extend(sketch.iter().map(|&feature| Pair {
-                        feature,
-                        target: p.target,
-                        window: w as u32,
-                    }));
+                    pairs.extend(sketch.iter().map(|&feature| Pair { feature, target: p.target, window: w as u32 }));
                 });
                 self.deposit(pairs);
             },
@@ -192,10 +160,7 @@ impl Context<'_> {
         let shard = |p: &Pair| (((p.feature as u64) << self.shard_bits) >> 32) as usize;
         pairs.sort_unstable_by_key(shard);
         for run in pairs.chunk_by(|a, b| shard(a) == shard(b)) {
-            self.bins[shard(&run[0])]
-                .lock()
-                .expect("no sketcher panicked")
-                .extend_from_slice(run);
+            self.bins[shard(&run[0])].lock().expect("no sketcher panicked").extend_from_slice(run);
         }
     }
 }

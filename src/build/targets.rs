@@ -40,10 +40,7 @@ pub fn resolve(
 ) -> Result<Resolved, BuildError> {
     let mut order: Vec<usize> = (0..raw.len()).collect();
     order.sort_by(|&a, &b| {
-        raw[a]
-            .name
-            .cmp(&raw[b].name)
-            .then((raw[a].source, raw[a].record).cmp(&(raw[b].source, raw[b].record)))
+        raw[a].name.cmp(&raw[b].name).then((raw[a].source, raw[a].record).cmp(&(raw[b].source, raw[b].record)))
     });
     for pair in order.windows(2) {
         let (a, b) = (&raw[pair[0]], &raw[pair[1]]);
@@ -61,14 +58,12 @@ pub fn resolve(
         let t = &raw[i];
         let given = taxid_from_header(&t.header).or_else(|| seqid_map.get(&t.name));
         let taxid = match (given, taxonomy) {
-            (Some(taxid), Some(tax)) => {
-                Some(tax.resolve(taxid).ok_or_else(|| BuildError::UnknownTaxid {
-                    file: sources[t.source].to_string(),
-                    record: t.record,
-                    id: t.name.clone(),
-                    taxid,
-                })?)
-            }
+            (Some(taxid), Some(tax)) => Some(tax.resolve(taxid).ok_or_else(|| BuildError::UnknownTaxid {
+                file: sources[t.source].to_string(),
+                record: t.record,
+                id: t.name.clone(),
+                taxid,
+            })?),
             (given, _) => given,
         };
         taxids.push(taxid);
@@ -76,17 +71,10 @@ pub fn resolve(
 
     let mut without_taxid = Vec::new();
     if taxonomy.is_some() {
-        without_taxid = order
-            .iter()
-            .zip(&taxids)
-            .filter(|(_, t)| t.is_none())
-            .map(|(&i, _)| raw[i].name.clone())
-            .collect();
+        without_taxid =
+            order.iter().zip(&taxids).filter(|(_, t)| t.is_none()).map(|(&i, _)| raw[i].name.clone()).collect();
         if !without_taxid.is_empty() && strict {
-            return Err(BuildError::MissingTaxids {
-                count: without_taxid.len(),
-                examples: examples(&without_taxid),
-            });
+            return Err(BuildError::MissingTaxids { count: without_taxid.len(), examples: examples(&without_taxid) });
         }
     }
 
@@ -97,19 +85,13 @@ pub fn resolve(
         let taxid = match (taxid, taxonomy) {
             (Some(t), _) => *t,
             (None, Some(_)) => continue,
-            (None, None) => SYNTHETIC_TAXID_BASE
-                .checked_add(id)
-                .filter(|&t| t < u32::MAX)
-                .ok_or(BuildError::TooManyTargets)?,
+            (None, None) => {
+                SYNTHETIC_TAXID_BASE.checked_add(id).filter(|&t| t < u32::MAX).ok_or(BuildError::TooManyTargets)?
+            }
         };
         final_id[i] = Some(id);
         let t = &raw[i];
-        targets.push(TargetInfo {
-            name: t.name.clone(),
-            taxid,
-            length: t.length,
-            windows: t.windows,
-        });
+        targets.push(TargetInfo { name: t.name.clone(), taxid, length: t.length, windows: t.windows });
     }
     if targets.is_empty() {
         return Err(BuildError::NothingToIndex {
@@ -130,40 +112,22 @@ pub fn resolve(
         }
         None => flat_taxa(&targets),
     };
-    Ok(Resolved {
-        targets,
-        final_id,
-        taxa,
-        without_taxid,
-    })
+    Ok(Resolved { targets, final_id, taxa, without_taxid })
 }
 
 /// A root with one child per distinct taxid, named after its first target (or `taxid N`).
 fn flat_taxa(targets: &[TargetInfo]) -> Vec<Taxon> {
-    let mut taxa = vec![Taxon {
-        taxid: 1,
-        parent: 1,
-        rank: "no rank".into(),
-        name: "root".into(),
-    }];
+    let mut taxa = vec![Taxon { taxid: 1, parent: 1, rank: "no rank".into(), name: "root".into() }];
     let mut seen = std::collections::BTreeMap::new();
     for t in targets.iter().filter(|t| t.taxid != 1) {
         seen.entry(t.taxid).or_insert_with(|| {
-            if t.taxid >= SYNTHETIC_TAXID_BASE {
-                t.name.clone()
-            } else {
-                format!("taxid {}", t.taxid)
-            }
+            if t.taxid >= SYNTHETIC_TAXID_BASE { t.name.clone() } else { format!("taxid {}", t.taxid) }
         });
     }
     taxa.extend(seen.into_iter().map(|(taxid, name)| Taxon {
         taxid,
         parent: 1,
-        rank: if taxid >= SYNTHETIC_TAXID_BASE {
-            "sequence".into()
-        } else {
-            "no rank".into()
-        },
+        rank: if taxid >= SYNTHETIC_TAXID_BASE { "sequence".into() } else { "no rank".into() },
         name,
     }));
     taxa
@@ -171,12 +135,7 @@ fn flat_taxa(targets: &[TargetInfo]) -> Vec<Taxon> {
 
 /// The first few ids, for messages.
 pub fn examples(ids: &[String]) -> String {
-    let mut s = ids
-        .iter()
-        .take(EXAMPLES)
-        .map(String::as_str)
-        .collect::<Vec<_>>()
-        .join(", ");
+    let mut s = ids.iter().take(EXAMPLES).map(String::as_str).collect::<Vec<_>>().join(", ");
     if ids.len() > EXAMPLES {
         s.push_str(", ...");
     }

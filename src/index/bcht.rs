@@ -36,10 +36,7 @@ pub struct Slot {
     pub value: u32,
 }
 
-pub const EMPTY_SLOT: Slot = Slot {
-    key: EMPTY_KEY,
-    value: 0,
-};
+pub const EMPTY_SLOT: Slot = Slot { key: EMPTY_KEY, value: 0 };
 
 /// murmur3's 32-bit finalizer.
 #[inline]
@@ -84,8 +81,7 @@ pub fn build(entries: &[Slot]) -> Vec<Slot> {
     if entries.is_empty() {
         return Vec::new();
     }
-    let mut n_buckets =
-        (entries.len() as f64 / (BUCKET_SLOTS as f64 * TARGET_LOAD)).ceil() as usize;
+    let mut n_buckets = (entries.len() as f64 / (BUCKET_SLOTS as f64 * TARGET_LOAD)).ceil() as usize;
     loop {
         if let Some(table) = try_build(entries, n_buckets.max(1)) {
             return table;
@@ -104,12 +100,8 @@ fn try_build(entries: &[Slot], n_buckets: usize) -> Option<Vec<Slot>> {
         let mut from = usize::MAX;
         let mut placed = false;
         for _ in 0..MAX_EVICTIONS {
-            let candidates: [usize; HASH_FUNCTIONS] =
-                std::array::from_fn(|j| bucket_of(cur.key, j, n_buckets));
-            if let Some(&b) = candidates
-                .iter()
-                .find(|&&b| b != from && (fill[b] as usize) < BUCKET_SLOTS)
-            {
+            let candidates: [usize; HASH_FUNCTIONS] = std::array::from_fn(|j| bucket_of(cur.key, j, n_buckets));
+            if let Some(&b) = candidates.iter().find(|&&b| b != from && (fill[b] as usize) < BUCKET_SLOTS) {
                 slots[b * BUCKET_SLOTS + fill[b] as usize] = cur;
                 fill[b] += 1;
                 placed = true;
@@ -154,12 +146,7 @@ mod tests {
         let mut keys: Vec<u32> = (0..n).map(|_| rng.random_range(0..EMPTY_KEY)).collect();
         keys.sort_unstable();
         keys.dedup();
-        keys.iter()
-            .map(|&k| Slot {
-                key: k,
-                value: k.wrapping_mul(3),
-            })
-            .collect()
+        keys.iter().map(|&k| Slot { key: k, value: k.wrapping_mul(3) }).collect()
     }
 
     #[test]
@@ -194,10 +181,7 @@ mod tests {
     fn empty_slots_form_a_suffix_of_each_bucket() {
         let table = build(&random_entries(50_000, 5));
         for bucket in table.chunks(BUCKET_SLOTS) {
-            let first_empty = bucket
-                .iter()
-                .position(|s| s.key == EMPTY_KEY)
-                .unwrap_or(BUCKET_SLOTS);
+            let first_empty = bucket.iter().position(|s| s.key == EMPTY_KEY).unwrap_or(BUCKET_SLOTS);
             assert!(bucket[first_empty..].iter().all(|s| s.key == EMPTY_KEY));
         }
     }

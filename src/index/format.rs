@@ -21,9 +21,7 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 #[cfg(target_endian = "big")]
-compile_error!(
-    "kmerdb memory-maps little-endian index files and does not support big-endian hosts"
-);
+compile_error!("kmerdb memory-maps little-endian index files and does not support big-endian hosts");
 
 /// First bytes of every index: a non-ASCII byte, the name, and a CR-LF that text-mode copies break.
 pub const MAGIC: [u8; 8] = *b"\x89KMERDB\n";
@@ -36,9 +34,7 @@ pub const DEFAULT_SHARD_BITS: u32 = 6;
 
 /// bincode settings of the header and metadata sections.
 pub(crate) fn bincode_config() -> impl bincode::config::Config {
-    bincode::config::standard()
-        .with_fixed_int_encoding()
-        .with_little_endian()
+    bincode::config::standard().with_fixed_int_encoding().with_little_endian()
 }
 
 /// Every parameter that shapes the index, the counts, provenance and the section table.
@@ -168,44 +164,23 @@ pub struct ShardEntry {
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
     #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Io { path: PathBuf, source: std::io::Error },
     #[error("{path} is not a kmerdb index (its first bytes are not the kmerdb magic)")]
     NotAnIndex { path: PathBuf },
     #[error(
         "{path} is a kmerdb index of format version {found}, but this kmerdb reads version {supported}; rebuild it with this version"
     )]
-    FormatVersion {
-        path: PathBuf,
-        found: u32,
-        supported: u32,
-    },
+    FormatVersion { path: PathBuf, found: u32, supported: u32 },
     #[error("{path} is truncated: {what} needs {needed} bytes but the file has {len}")]
-    Truncated {
-        path: PathBuf,
-        what: String,
-        needed: u64,
-        len: u64,
-    },
-    #[error(
-        "{path} is corrupted: the checksum of its {what} does not match (rebuild or re-copy the index)"
-    )]
+    Truncated { path: PathBuf, what: String, needed: u64, len: u64 },
+    #[error("{path} is corrupted: the checksum of its {what} does not match (rebuild or re-copy the index)")]
     Checksum { path: PathBuf, what: String },
     #[error("{path} is corrupted: {what}")]
     Corrupt { path: PathBuf, what: String },
     #[error("{path}: cannot encode the {what}: {source}")]
-    Encode {
-        path: PathBuf,
-        what: &'static str,
-        source: bincode::error::EncodeError,
-    },
+    Encode { path: PathBuf, what: &'static str, source: bincode::error::EncodeError },
     #[error("{path}: {source}")]
-    ShardOverflow {
-        path: PathBuf,
-        source: crate::index::locations::ShardOverflow,
-    },
+    ShardOverflow { path: PathBuf, source: crate::index::locations::ShardOverflow },
 }
 
 pub(crate) fn align_up(x: u64) -> u64 {

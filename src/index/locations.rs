@@ -35,11 +35,7 @@ impl LocationLayout {
     pub fn for_counts(targets: u64, max_windows: u64, max_list: u32) -> Self {
         let (target_bits, window_bits) = (bits_for(targets), bits_for(max_windows));
         let entry_bits = (target_bits + window_bits).max(bits_for(max_list as u64 + 1));
-        Self {
-            target_bits,
-            window_bits,
-            entry_bits,
-        }
+        Self { target_bits, window_bits, entry_bits }
     }
 
     pub fn bits(&self) -> u32 {
@@ -58,10 +54,7 @@ impl LocationLayout {
 
     #[inline]
     pub fn unpack(&self, loc: u64) -> (u32, u32) {
-        (
-            (loc >> self.window_bits) as u32,
-            (loc & ((1u64 << self.window_bits) - 1)) as u32,
-        )
+        ((loc >> self.window_bits) as u32, (loc & ((1u64 << self.window_bits) - 1)) as u32)
     }
 }
 
@@ -85,11 +78,7 @@ pub struct ListWriter {
 
 impl ListWriter {
     pub fn new(layout: LocationLayout) -> Self {
-        Self {
-            layout,
-            words: Vec::new(),
-            entries: 0,
-        }
+        Self { layout, words: Vec::new(), entries: 0 }
     }
 
     fn push(&mut self, value: u64) {
@@ -116,10 +105,7 @@ impl ListWriter {
         if locs.len() == 1 && self.layout.inline_single() {
             return Ok(INLINE_FLAG | locs[0] as u32);
         }
-        let start = u32::try_from(self.entries)
-            .ok()
-            .filter(|&o| o < INLINE_FLAG)
-            .ok_or(ShardOverflow)?;
+        let start = u32::try_from(self.entries).ok().filter(|&o| o < INLINE_FLAG).ok_or(ShardOverflow)?;
         self.push(locs.len() as u64);
         for &loc in locs {
             self.push(loc);
@@ -153,12 +139,7 @@ fn entry(words: &[u32], eb: u32, i: u64) -> u64 {
 #[derive(Debug, Clone, Copy)]
 pub enum LocationList<'a> {
     Single(u64),
-    Packed {
-        words: &'a [u32],
-        entry_bits: u32,
-        first: u64,
-        len: usize,
-    },
+    Packed { words: &'a [u32], entry_bits: u32, first: u64, len: usize },
 }
 
 impl<'a> LocationList<'a> {
@@ -170,12 +151,7 @@ impl<'a> LocationList<'a> {
         }
         let eb = layout.entry_bits;
         let len = entry(words, eb, value as u64) as usize;
-        LocationList::Packed {
-            words,
-            entry_bits: eb,
-            first: value as u64 + 1,
-            len,
-        }
+        LocationList::Packed { words, entry_bits: eb, first: value as u64 + 1, len }
     }
 
     pub fn len(&self) -> usize {
@@ -193,12 +169,7 @@ impl<'a> LocationList<'a> {
     pub fn get(&self, i: usize) -> u64 {
         match *self {
             LocationList::Single(loc) => loc,
-            LocationList::Packed {
-                words,
-                entry_bits,
-                first,
-                ..
-            } => entry(words, entry_bits, first + i as u64),
+            LocationList::Packed { words, entry_bits, first, .. } => entry(words, entry_bits, first + i as u64),
         }
     }
 
@@ -227,23 +198,14 @@ mod tests {
 
     #[test]
     fn round_trip_at_every_width() {
-        for (targets, windows) in [
-            (2, 2),
-            (100, 1000),
-            (1 << 16, 1 << 15),
-            (1 << 20, 1 << 20),
-            (1 << 32, 1 << 32),
-        ] {
+        for (targets, windows) in [(2, 2), (100, 1000), (1 << 16, 1 << 15), (1 << 20, 1 << 20), (1 << 32, 1 << 32)] {
             let layout = LocationLayout::for_counts(targets, windows, 254);
             let mut w = ListWriter::new(layout);
             let lists: Vec<Vec<u64>> = (0..50u64)
                 .map(|f| {
                     (0..f % 7 + 1)
                         .map(|i| {
-                            layout.pack(
-                                ((targets - 1) - (f * 31 + i) % targets) as u32,
-                                ((f * 7 + i) % windows) as u32,
-                            )
+                            layout.pack(((targets - 1) - (f * 31 + i) % targets) as u32, ((f * 7 + i) % windows) as u32)
                         })
                         .collect::<std::collections::BTreeSet<_>>()
                         .into_iter()
@@ -261,11 +223,7 @@ mod tests {
 
     #[test]
     fn a_32_bit_layout_stores_single_locations_in_the_list() {
-        let layout = LocationLayout {
-            target_bits: 16,
-            window_bits: 16,
-            entry_bits: 32,
-        };
+        let layout = LocationLayout { target_bits: 16, window_bits: 16, entry_bits: 32 };
         assert!(!layout.inline_single());
         let mut w = ListWriter::new(layout);
         let loc = layout.pack(0xffff, 0xffff);

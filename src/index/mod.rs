@@ -50,23 +50,16 @@ pub struct Index {
 impl Index {
     pub fn open(path: &Path, verify: Verify) -> Result<Self, IndexError> {
         let p = || path.to_path_buf();
-        let file =
-            std::fs::File::open(path).map_err(|source| IndexError::Io { path: p(), source })?;
+        let file = std::fs::File::open(path).map_err(|source| IndexError::Io { path: p(), source })?;
         // SAFETY: the map is read-only; kmerdb never writes an index in place (it writes a new file
         // and renames it), so the mapped bytes do not change under us unless another program
         // truncates the file, which is outside what any index reader can guard against.
-        let mmap =
-            unsafe { Mmap::map(&file) }.map_err(|source| IndexError::Io { path: p(), source })?;
+        let mmap = unsafe { Mmap::map(&file) }.map_err(|source| IndexError::Io { path: p(), source })?;
         let len = mmap.len() as u64;
         if mmap.len() < MAGIC.len() || mmap[..MAGIC.len()] != MAGIC {
             return Err(IndexError::NotAnIndex { path: p() });
         }
-        let truncated = |what: &str, needed: u64| IndexError::Truncated {
-            path: p(),
-            what: what.into(),
-            needed,
-            len,
-        };
+        let truncated = |what: &str, needed: u64| IndexError::Truncated { path: p(), what: what.into(), needed, len };
         if mmap.len() < PREAMBLE_LEN {
             return Err(truncated("the preamble", PREAMBLE_LEN as u64));
         }
@@ -74,11 +67,7 @@ impl Index {
         let u64_at = |o: usize| u64::from_le_bytes(mmap[o..o + 8].try_into().unwrap());
         let version = u32_at(8);
         if version != FORMAT_VERSION {
-            return Err(IndexError::FormatVersion {
-                path: p(),
-                found: version,
-                supported: FORMAT_VERSION,
-            });
+            return Err(IndexError::FormatVersion { path: p(), found: version, supported: FORMAT_VERSION });
         }
         let header_len = u64_at(16);
         let header_end = (PREAMBLE_LEN as u64).saturating_add(header_len);
@@ -87,22 +76,15 @@ impl Index {
         }
         let header_bytes = &mmap[PREAMBLE_LEN..header_end as usize];
         if xxhash_rust::xxh3::xxh3_64(header_bytes) != u64_at(24) {
-            return Err(IndexError::Checksum {
-                path: p(),
-                what: "header".into(),
-            });
+            return Err(IndexError::Checksum { path: p(), what: "header".into() });
         }
         let header: Header = decode(path, "header", header_bytes)?;
         for kind in SectionKind::ALL {
-            let s = header.section(kind).ok_or_else(|| IndexError::Corrupt {
-                path: p(),
-                what: format!("no {} section", kind.name()),
-            })?;
+            let s = header
+                .section(kind)
+                .ok_or_else(|| IndexError::Corrupt { path: p(), what: format!("no {} section", kind.name()) })?;
             if s.offset.saturating_add(s.len) > len {
-                return Err(truncated(
-                    &format!("the {} section", kind.name()),
-                    s.offset + s.len,
-                ));
+                return Err(truncated(&format!("the {} section", kind.name()), s.offset + s.len));
             }
         }
         let mut index = Index {
@@ -111,35 +93,23 @@ impl Index {
             header,
             shards: Vec::new(),
             targets: Vec::new(),
-            taxonomy: TaxonTree::new(vec![Taxon {
-                taxid: 1,
-                parent: 1,
-                rank: "no rank".into(),
-                name: "root".into(),
-            }])
-            .expect("a lone root is a valid tree"),
+            taxonomy: TaxonTree::new(vec![Taxon { taxid: 1, parent: 1, rank: "no rank".into(), name: "root".into() }])
+                .expect("a lone root is a valid tree"),
             buckets_at: 0,
             locations_at: 0,
         };
         let kinds: &[SectionKind] = match verify {
             Verify::All => &SectionKind::ALL,
-            Verify::Metadata => &[
-                SectionKind::Shards,
-                SectionKind::Targets,
-                SectionKind::Taxonomy,
-            ],
+            Verify::Metadata => &[SectionKind::Shards, SectionKind::Targets, SectionKind::Taxonomy],
         };
         for &kind in kinds {
             index.verify_section(kind)?;
         }
         index.shards = bytemuck::pod_collect_to_vec(index.section_bytes(SectionKind::Shards));
         index.targets = decode(path, "targets", index.section_bytes(SectionKind::Targets))?;
-        let taxa: Vec<Taxon> =
-            decode(path, "taxonomy", index.section_bytes(SectionKind::Taxonomy))?;
-        index.taxonomy = TaxonTree::new(taxa).map_err(|e| IndexError::Corrupt {
-            path: p(),
-            what: format!("its taxonomy is invalid: {e}"),
-        })?;
+        let taxa: Vec<Taxon> = decode(path, "taxonomy", index.section_bytes(SectionKind::Taxonomy))?;
+        index.taxonomy = TaxonTree::new(taxa)
+            .map_err(|e| IndexError::Corrupt { path: p(), what: format!("its taxonomy is invalid: {e}") })?;
         index.buckets_at = index.entry(SectionKind::Buckets).offset as usize;
         index.locations_at = index.entry(SectionKind::Locations).offset as usize;
         index.check_shard_table()?;
@@ -147,9 +117,7 @@ impl Index {
     }
 
     fn entry(&self, kind: SectionKind) -> &SectionEntry {
-        self.header
-            .section(kind)
-            .expect("sections were checked when opening")
+        self.header.section(kind).expect("sections were checked when opening")
     }
 
     /// The raw bytes of a section, as stored.
@@ -160,27 +128,19 @@ impl Index {
 
     fn verify_section(&self, kind: SectionKind) -> Result<(), IndexError> {
         if xxhash_rust::xxh3::xxh3_64(self.section_bytes(kind)) != self.entry(kind).checksum {
-            return Err(IndexError::Checksum {
-                path: self.path.clone(),
-                what: format!("{} section", kind.name()),
-            });
+            return Err(IndexError::Checksum { path: self.path.clone(), what: format!("{} section", kind.name()) });
         }
         Ok(())
     }
 
     /// Checks every section against its checksum.
     pub fn verify_all(&self) -> Result<(), IndexError> {
-        SectionKind::ALL
-            .iter()
-            .try_for_each(|&k| self.verify_section(k))
+        SectionKind::ALL.iter().try_for_each(|&k| self.verify_section(k))
     }
 
     /// The shard table must cover the sections exactly: a lookup never reads outside them.
     fn check_shard_table(&self) -> Result<(), IndexError> {
-        let corrupt = |what: String| IndexError::Corrupt {
-            path: self.path.clone(),
-            what,
-        };
+        let corrupt = |what: String| IndexError::Corrupt { path: self.path.clone(), what };
         if self.shards.len() != self.header.shard_count() {
             return Err(corrupt(format!(
                 "{} shards listed, {} expected",
@@ -196,12 +156,9 @@ impl Index {
             buckets += s.buckets;
             words += s.words;
         }
-        if buckets * 128 != self.entry(SectionKind::Buckets).len
-            || words * 4 != self.entry(SectionKind::Locations).len
+        if buckets * 128 != self.entry(SectionKind::Buckets).len || words * 4 != self.entry(SectionKind::Locations).len
         {
-            return Err(corrupt(
-                "the shard table does not match the section sizes".into(),
-            ));
+            return Err(corrupt("the shard table does not match the section sizes".into()));
         }
         Ok(())
     }
@@ -258,23 +215,12 @@ impl Index {
     pub fn lookup(&self, feature: Feature) -> Option<LocationList<'_>> {
         let shard = self.shard_of(feature);
         let value = bcht::lookup(self.shard_slots(shard), feature)?;
-        Some(LocationList::decode(
-            value,
-            self.shard_words(shard),
-            &self.header.layout,
-        ))
+        Some(LocationList::decode(value, self.shard_words(shard), &self.header.layout))
     }
 }
 
-fn decode<T: serde::de::DeserializeOwned>(
-    path: &Path,
-    what: &str,
-    bytes: &[u8],
-) -> Result<T, IndexError> {
+fn decode<T: serde::de::DeserializeOwned>(path: &Path, what: &str, bytes: &[u8]) -> Result<T, IndexError> {
     bincode::serde::decode_from_slice(bytes, bincode_config())
         .map(|(v, _)| v)
-        .map_err(|e| IndexError::Corrupt {
-            path: path.to_path_buf(),
-            what: format!("cannot decode its {what}: {e}"),
-        })
+        .map_err(|e| IndexError::Corrupt { path: path.to_path_buf(), what: format!("cannot decode its {what}: {e}") })
 }

@@ -4,8 +4,8 @@
 
 use crate::index::bcht::Slot;
 use crate::index::format::{
-    FORMAT_VERSION, Header, IndexError, MAGIC, PREAMBLE_LEN, SectionEntry, SectionKind, ShardEntry,
-    TargetInfo, align_up, bincode_config,
+    FORMAT_VERSION, Header, IndexError, MAGIC, PREAMBLE_LEN, SectionEntry, SectionKind, ShardEntry, TargetInfo,
+    align_up, bincode_config,
 };
 use crate::taxonomy::Taxon;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
@@ -27,10 +27,7 @@ pub fn write_index(
     targets: &[TargetInfo],
     taxa: &[Taxon],
 ) -> Result<u64, IndexError> {
-    let io = |source| IndexError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
+    let io = |source| IndexError::Io { path: path.to_path_buf(), source };
     let targets_bytes = encode(path, "targets", &targets)?;
     let taxa_bytes = encode(path, "taxonomy", &taxa)?;
 
@@ -54,15 +51,7 @@ pub fn write_index(
         (SectionKind::Taxonomy, taxa_bytes.len() as u64),
     ];
     // Fixed-width encoding: the header's length does not depend on the offsets and checksums.
-    header.sections = lens
-        .iter()
-        .map(|&(kind, len)| SectionEntry {
-            kind,
-            offset: 0,
-            len,
-            checksum: 0,
-        })
-        .collect();
+    header.sections = lens.iter().map(|&(kind, len)| SectionEntry { kind, offset: 0, len, checksum: 0 }).collect();
     let header_len = encode(path, "header", &header)?.len() as u64;
     let mut offset = align_up(PREAMBLE_LEN as u64 + header_len);
     for s in &mut header.sections {
@@ -75,20 +64,12 @@ pub fn write_index(
         _ => Path::new("."),
     };
     let tmp = tempfile::Builder::new()
-        .prefix(&format!(
-            ".{}.",
-            path.file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or("kmerdb")
-        ))
+        .prefix(&format!(".{}.", path.file_name().and_then(|n| n.to_str()).unwrap_or("kmerdb")))
         .suffix(".tmp")
         .tempfile_in(dir)
         .map_err(|source| IndexError::Io {
             path: dir.to_path_buf(),
-            source: std::io::Error::new(
-                source.kind(),
-                format!("cannot create a file in this directory: {source}"),
-            ),
+            source: std::io::Error::new(source.kind(), format!("cannot create a file in this directory: {source}")),
         })?;
     let mut out = BufWriter::with_capacity(1 << 20, tmp);
 
@@ -102,12 +83,8 @@ pub fn write_index(
         };
         match section.kind {
             SectionKind::Shards => put(bytemuck::cast_slice(&table)),
-            SectionKind::Buckets => shards
-                .iter()
-                .try_for_each(|s| put(bytemuck::cast_slice(&s.slots))),
-            SectionKind::Locations => shards
-                .iter()
-                .try_for_each(|s| put(bytemuck::cast_slice(&s.words))),
+            SectionKind::Buckets => shards.iter().try_for_each(|s| put(bytemuck::cast_slice(&s.slots))),
+            SectionKind::Locations => shards.iter().try_for_each(|s| put(bytemuck::cast_slice(&s.words))),
             SectionKind::Targets => put(&targets_bytes),
             SectionKind::Taxonomy => put(&taxa_bytes),
         }
@@ -135,11 +112,7 @@ pub fn write_index(
     Ok(size)
 }
 
-fn encode<T: serde::Serialize>(
-    path: &Path,
-    what: &'static str,
-    value: &T,
-) -> Result<Vec<u8>, IndexError> {
+fn encode<T: serde::Serialize>(path: &Path, what: &'static str, value: &T) -> Result<Vec<u8>, IndexError> {
     bincode::serde::encode_to_vec(value, bincode_config()).map_err(|source| IndexError::Encode {
         path: path.to_path_buf(),
         what,

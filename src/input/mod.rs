@@ -22,11 +22,7 @@ pub enum Source {
 impl Source {
     /// `-` is stdin, anything else a path.
     pub fn from_arg(arg: &Path) -> Self {
-        if arg.as_os_str() == "-" {
-            Source::Stdin
-        } else {
-            Source::File(arg.to_path_buf())
-        }
+        if arg.as_os_str() == "-" { Source::Stdin } else { Source::File(arg.to_path_buf()) }
     }
 }
 
@@ -60,13 +56,8 @@ pub enum InputError {
     #[error("{0}: no such file or directory")]
     NotFound(PathBuf),
     #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error(
-        "directory {0} holds no FASTA files (.fa .fasta .fna .ffn .fas, optionally .gz .bz2 .xz .zst)"
-    )]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("directory {0} holds no FASTA files (.fa .fasta .fna .ffn .fas, optionally .gz .bz2 .xz .zst)")]
     EmptyDirectory(PathBuf),
     #[error("stdin (-) is given more than once")]
     StdinTwice,
@@ -75,20 +66,9 @@ pub enum InputError {
     #[error("{file}: not a FASTA or FASTQ file: {detail}")]
     UnknownFormat { file: Source, detail: String },
     #[error("{file}: {what}: {detail}")]
-    Parse {
-        file: Source,
-        what: String,
-        detail: String,
-    },
+    Parse { file: Source, what: String, detail: String },
     #[error("{file}: record {record} ('{id}') is {found}, but {expected} is expected here{hint}")]
-    WrongFormat {
-        file: Source,
-        record: u64,
-        id: String,
-        found: Format,
-        expected: Format,
-        hint: &'static str,
-    },
+    WrongFormat { file: Source, record: u64, id: String, found: Format, expected: Format, hint: &'static str },
 }
 
 /// Expands the command-line inputs: files as given, directories searched recursively for FASTA
@@ -106,10 +86,7 @@ pub fn discover_fasta(args: &[PathBuf]) -> Result<Vec<Source>, InputError> {
             Source::File(path) => {
                 let meta = std::fs::metadata(&path).map_err(|e| match e.kind() {
                     std::io::ErrorKind::NotFound => InputError::NotFound(path.clone()),
-                    _ => InputError::Io {
-                        path: path.clone(),
-                        source: e,
-                    },
+                    _ => InputError::Io { path: path.clone(), source: e },
                 })?;
                 if meta.is_dir() {
                     let found = fasta_files_in(&path)?;
@@ -134,16 +111,10 @@ pub fn discover_fasta(args: &[PathBuf]) -> Result<Vec<Source>, InputError> {
 
 fn fasta_files_in(dir: &Path) -> Result<Vec<PathBuf>, InputError> {
     let mut files = Vec::new();
-    for entry in walkdir::WalkDir::new(dir)
-        .follow_links(true)
-        .sort_by_file_name()
-    {
+    for entry in walkdir::WalkDir::new(dir).follow_links(true).sort_by_file_name() {
         let entry = entry.map_err(|e| {
             let path = e.path().unwrap_or(dir).to_path_buf();
-            InputError::Io {
-                path,
-                source: e.into(),
-            }
+            InputError::Io { path, source: e.into() }
         })?;
         if entry.file_type().is_file() && is_fasta_name(entry.path()) {
             files.push(entry.into_path());
@@ -154,11 +125,7 @@ fn fasta_files_in(dir: &Path) -> Result<Vec<PathBuf>, InputError> {
 
 /// Whether a file name ends in a FASTA extension, optionally followed by a compression one.
 pub fn is_fasta_name(path: &Path) -> bool {
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("")
-        .to_ascii_lowercase();
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("").to_ascii_lowercase();
     let mut parts = name.rsplit('.');
     let mut ext = parts.next().unwrap_or("");
     if COMPRESSED_EXTENSIONS.contains(&ext) {
@@ -196,10 +163,7 @@ impl Record<'_> {
 
 /// The first whitespace-separated word of a header line.
 pub fn first_word(header: &[u8]) -> &[u8] {
-    let end = header
-        .iter()
-        .position(|b| b.is_ascii_whitespace())
-        .unwrap_or(header.len());
+    let end = header.iter().position(|b| b.is_ascii_whitespace()).unwrap_or(header.len());
     &header[..end]
 }
 
@@ -218,22 +182,14 @@ impl SeqReader {
             Source::File(path) => {
                 let file = std::fs::File::open(path).map_err(|e| match e.kind() {
                     std::io::ErrorKind::NotFound => InputError::NotFound(path.clone()),
-                    _ => InputError::Io {
-                        path: path.clone(),
-                        source: e,
-                    },
+                    _ => InputError::Io { path: path.clone(), source: e },
                 })?;
                 needletail::parse_fastx_reader(file)
             }
             Source::Stdin => needletail::parse_fastx_reader(std::io::stdin()),
         };
         let inner = opened.map_err(|e| open_error(source, e))?;
-        Ok(Self {
-            source: source.clone(),
-            inner,
-            records: 0,
-            last_id: String::new(),
-        })
+        Ok(Self { source: source.clone(), inner, records: 0, last_id: String::new() })
     }
 
     pub fn source(&self) -> &Source {
@@ -255,8 +211,7 @@ impl SeqReader {
             Ok(rec) => {
                 self.records += 1;
                 self.last_id.clear();
-                self.last_id
-                    .push_str(&String::from_utf8_lossy(first_word(rec.id())));
+                self.last_id.push_str(&String::from_utf8_lossy(first_word(rec.id())));
                 let format = match rec.format() {
                     needletail::parser::Format::Fasta => Format::Fasta,
                     needletail::parser::Format::Fastq => Format::Fastq,
@@ -282,13 +237,8 @@ impl SeqReader {
 fn open_error(source: &Source, e: needletail::errors::ParseError) -> InputError {
     use needletail::errors::ParseErrorKind as K;
     match e.kind {
-        K::EmptyFile => InputError::Empty {
-            file: source.clone(),
-        },
-        K::UnknownFormat => InputError::UnknownFormat {
-            file: source.clone(),
-            detail: e.msg,
-        },
+        K::EmptyFile => InputError::Empty { file: source.clone() },
+        K::UnknownFormat => InputError::UnknownFormat { file: source.clone(), detail: e.msg },
         _ => InputError::Parse {
             file: source.clone(),
             what: "cannot read the start of the file".into(),
@@ -297,24 +247,12 @@ fn open_error(source: &Source, e: needletail::errors::ParseError) -> InputError 
     }
 }
 
-fn record_error(
-    source: &Source,
-    records: u64,
-    last_id: &str,
-    e: needletail::errors::ParseError,
-) -> InputError {
+fn record_error(source: &Source, records: u64, last_id: &str, e: needletail::errors::ParseError) -> InputError {
     use needletail::errors::ParseErrorKind as K;
     let line = e.position.line;
-    let what = if records == 0 {
-        "in the first record".to_string()
-    } else {
-        format!("after record {records} ('{last_id}')")
-    };
-    let what = if matches!(e.kind, K::Io) {
-        what
-    } else {
-        format!("{what}, line {line}")
-    };
+    let what =
+        if records == 0 { "in the first record".to_string() } else { format!("after record {records} ('{last_id}')") };
+    let what = if matches!(e.kind, K::Io) { what } else { format!("{what}, line {line}") };
     let detail = match e.kind {
         K::UnexpectedEnd => "the file ends in the middle of a record".to_string(),
         K::InvalidSeparator => format!("malformed FASTQ record: {}", e.msg),
@@ -322,17 +260,13 @@ fn record_error(
         K::InvalidStart => format!("malformed record: {}", e.msg),
         _ => io_hint(&e),
     };
-    InputError::Parse {
-        file: source.clone(),
-        what,
-        detail,
-    }
+    InputError::Parse { file: source.clone(), what, detail }
 }
 
 fn io_hint(e: &needletail::errors::ParseError) -> String {
     let msg = e.msg.to_lowercase();
-    if msg.contains("unexpected end of file") || msg.contains("corrupt") || msg.contains("invalid")
-    {
+    let compressed = ["unexpected end of file", "incomplete", "deflate", "corrupt", "invalid", "stream"];
+    if compressed.iter().any(|m| msg.contains(m)) {
         format!("{} (is the compressed file truncated or corrupt?)", e.msg)
     } else {
         e.msg.clone()
@@ -345,14 +279,7 @@ mod tests {
 
     #[test]
     fn fasta_names() {
-        for ok in [
-            "a.fa",
-            "b.FASTA",
-            "c.fna.gz",
-            "d.ffn.zst",
-            "e.fas.xz",
-            "f.fa.bz2",
-        ] {
+        for ok in ["a.fa", "b.FASTA", "c.fna.gz", "d.ffn.zst", "e.fas.xz", "f.fa.bz2"] {
             assert!(is_fasta_name(Path::new(ok)), "{ok}");
         }
         for no in ["a.fq", "b.txt", "fa", "c.gz", "d.fa.zip", "seqid2taxid.map"] {
@@ -378,31 +305,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let empty = write(dir.path(), "empty.fa", b"");
         let err = SeqReader::open(&Source::File(empty)).err().unwrap();
-        assert!(
-            err.to_string().contains("empty.fa: the file is empty"),
-            "{err}"
-        );
+        assert!(err.to_string().contains("empty.fa: the file is empty"), "{err}");
 
         let text = write(dir.path(), "notes.fa", b"hello world\n");
         let err = SeqReader::open(&Source::File(text)).err().unwrap();
-        assert!(
-            err.to_string()
-                .contains("notes.fa: not a FASTA or FASTQ file"),
-            "{err}"
-        );
+        assert!(err.to_string().contains("notes.fa: not a FASTA or FASTQ file"), "{err}");
 
-        let bad = write(
-            dir.path(),
-            "bad.fq",
-            b"@r1\nACGT\n+\nIIII\n@r2\nACGT\n+\nII\n",
-        );
+        let bad = write(dir.path(), "bad.fq", b"@r1\nACGT\n+\nIIII\n@r2\nACGT\n+\nII\n");
         let mut r = SeqReader::open(&Source::File(bad)).unwrap();
         assert!(r.next_record().unwrap().is_ok());
         let err = r.next_record().unwrap().err().unwrap().to_string();
-        assert!(
-            err.contains("bad.fq: after record 1 ('r1')") && err.contains("quality"),
-            "{err}"
-        );
+        assert!(err.contains("bad.fq: after record 1 ('r1')") && err.contains("quality"), "{err}");
     }
 
     #[test]
@@ -423,10 +336,7 @@ mod tests {
                 None => panic!("a truncated file must not read as complete"),
             }
         };
-        assert!(
-            err.contains("cut.fa.gz") && err.contains("truncated"),
-            "{err}"
-        );
+        assert!(err.contains("cut.fa.gz") && err.contains("truncated"), "{err}");
     }
 
     #[test]
@@ -439,16 +349,10 @@ mod tests {
         let found = discover_fasta(&[dir.path().to_path_buf(), dir.path().join("b.fa")]).unwrap();
         let names: Vec<String> = found.iter().map(|s| s.to_string()).collect();
         assert_eq!(names.len(), 2, "{names:?}");
-        assert!(
-            names[0].ends_with("b.fa") && names[1].ends_with("sub/a.fna.gz"),
-            "{names:?}"
-        );
+        assert!(names[0].ends_with("b.fa") && names[1].ends_with("sub/a.fna.gz"), "{names:?}");
         let missing = discover_fasta(&[dir.path().join("nope")]).err().unwrap();
         assert!(matches!(missing, InputError::NotFound(_)));
         let empty_dir = tempfile::tempdir().unwrap();
-        assert!(matches!(
-            discover_fasta(&[empty_dir.path().into()]),
-            Err(InputError::EmptyDirectory(_))
-        ));
+        assert!(matches!(discover_fasta(&[empty_dir.path().into()]), Err(InputError::EmptyDirectory(_))));
     }
 }

@@ -114,22 +114,11 @@ pub enum TaxonomyError {
 impl TaxonomyError {
     /// Shorthand for [`TaxonomyError::Io`].
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        TaxonomyError::Io {
-            path: path.into(),
-            source,
-        }
+        TaxonomyError::Io { path: path.into(), source }
     }
 
     /// Shorthand for [`TaxonomyError::Malformed`].
-    pub(crate) fn malformed(
-        path: impl Into<PathBuf>,
-        line: usize,
-        reason: impl Into<String>,
-    ) -> Self {
-        TaxonomyError::Malformed {
-            path: path.into(),
-            line,
-            reason: reason.into(),
-        }
+    pub(crate) fn malformed(path: impl Into<PathBuf>, line: usize, reason: impl Into<String>) -> Self {
+        TaxonomyError::Malformed { path: path.into(), line, reason: reason.into() }
     }
 }

@@ -6,8 +6,10 @@
 //! (`\n` or `\r\n`) removed, so that parsers allocate only for what they keep.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{self, BufRead, BufReader, Read};
 use std::path::Path;
+use std::sync::mpsc::{Receiver, Sender, channel, sync_channel};
+use std::thread::JoinHandle;
 
 use flate2::bufread::MultiGzDecoder;
 
@@ -17,42 +19,180 @@ use super::TaxonomyError;
 const BUF_SIZE: usize = 1 << 20;
 
 /// Opens `path` for buffered reading, transparently decompressing it if it starts with the gzip
-/// magic bytes.
+/// magic bytes. Decompression runs ahead on its own thread (see [`Prefetched`]), so inflating
+/// and parsing one file use two cores.
 pub(crate) fn open_maybe_gz(path: &Path) -> Result<Box<dyn BufRead + Send>, TaxonomyError> {
     let file = File::open(path).map_err(|e| TaxonomyError::io(path, e))?;
     let mut raw = BufReader::with_capacity(BUF_SIZE, file);
     let head = raw.fill_buf().map_err(|e| TaxonomyError::io(path, e))?;
     if head.starts_with(&[0x1f, 0x8b]) {
-        Ok(Box::new(BufReader::with_capacity(
-            BUF_SIZE,
-            MultiGzDecoder::new(raw),
-        )))
+        let reader = Prefetched::spawn(MultiGzDecoder::new(raw)).map_err(|e| TaxonomyError::io(path, e))?;
+        Ok(Box::new(reader))
     } else {
         Ok(Box::new(raw))
     }
 }
 
+/// A `BufRead` over chunks that a background thread reads from an inner reader.
+///
+/// The thread fills `BUF_SIZE` buffers and sends them over a short bounded channel; spent buffers
+/// come back on another channel for reuse. If the reader is dropped early, the thread's next send
+/// fails and it exits. A panic on the thread is reported as an I/O error, never as a short file.
+struct Prefetched {
+    chunks: Receiver<io::Result<Vec<u8>>>,
+    spent: Sender<Vec<u8>>,
+    worker: Option<JoinHandle<()>>,
+    current: Vec<u8>,
+    pos: usize,
+}
+
+impl Prefetched {
+    fn spawn(mut inner: impl Read + Send + 'static) -> io::Result<Self> {
+        let (chunk_tx, chunks) = sync_channel::<io::Result<Vec<u8>>>(2);
+        let (spent, spent_rx) = channel::<Vec<u8>>();
+        let worker = std::thread::Builder::new().name("kmerdb-inflate".into()).spawn(move || {
+            loop {
+                let mut buf = spent_rx.try_recv().unwrap_or_default();
+                buf.resize(BUF_SIZE, 0);
+                let mut filled = 0;
+                while filled < buf.len() {
+                    match inner.read(&mut buf[filled..]) {
+                        Ok(0) => break,
+                        Ok(n) => filled += n,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => {
+                            let _ = chunk_tx.send(Err(e));
+                            return;
+                        }
+                    }
+                }
+                if filled == 0 {
+                    return;
+                }
+                buf.truncate(filled);
+                if chunk_tx.send(Ok(buf)).is_err() {
+                    return;
+                }
+            }
+        })?;
+        Ok(Prefetched { chunks, spent, worker: Some(worker), current: Vec::new(), pos: 0 })
+    }
+}
+
+impl Read for Prefetched {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let available = self.fill_buf()?;
+        let n = available.len().min(out.len());
+        out[..n].copy_from_slice(&available[..n]);
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl BufRead for Prefetched {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        while self.pos == self.current.len() {
+            if self.worker.is_none() {
+                // End of input (or an error already returned).
+                break;
+            }
+            match self.chunks.recv() {
+                Ok(Ok(chunk)) => {
+                    let spent = std::mem::replace(&mut self.current, chunk);
+                    // The worker may have finished; then the buffer is simply dropped.
+                    let _ = self.spent.send(spent);
+                    self.pos = 0;
+                }
+                Ok(Err(e)) => {
+                    self.worker = None;
+                    return Err(e);
+                }
+                Err(_) => {
+                    // Channel closed: the worker is done; a panic there is an error here.
+                    if let Some(worker) = self.worker.take() {
+                        if worker.join().is_err() {
+                            return Err(io::Error::other("decompression thread panicked"));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(&self.current[self.pos..])
+    }
+
+    fn consume(&mut self, amount: usize) {
+        self.pos = (self.pos + amount).min(self.current.len());
+    }
+}
+
 /// Calls `f(line_number, line)` for every line of `path` (1-based numbers, terminator removed).
 ///
-/// Stops at, and returns, the first error from reading or from `f`.
+/// Lines are cut straight out of the reader's buffer; only a line that straddles two buffer
+/// refills is copied. Stops at, and returns, the first error from reading or from `f`.
 pub(crate) fn for_each_line(
     path: &Path,
     mut f: impl FnMut(usize, &[u8]) -> Result<(), TaxonomyError>,
 ) -> Result<(), TaxonomyError> {
     let mut reader = open_maybe_gz(path)?;
-    let mut buf = Vec::with_capacity(256);
+    // The start of a line whose end is not yet in the buffer.
+    let mut partial: Vec<u8> = Vec::new();
     let mut line_no = 0usize;
     loop {
-        buf.clear();
-        let n = reader
-            .read_until(b'\n', &mut buf)
-            .map_err(|e| TaxonomyError::io(path, e))?;
-        if n == 0 {
+        let chunk = reader.fill_buf().map_err(|e| TaxonomyError::io(path, e))?;
+        if chunk.is_empty() {
+            if !partial.is_empty() {
+                f(line_no + 1, trim_eol(&partial))?;
+            }
             return Ok(());
         }
-        line_no += 1;
-        f(line_no, trim_eol(&buf))?;
+        let mut rest = chunk;
+        if !partial.is_empty() {
+            match find_byte(rest, b'\n') {
+                Some(end) => {
+                    partial.extend_from_slice(&rest[..end]);
+                    line_no += 1;
+                    f(line_no, trim_eol(&partial))?;
+                    partial.clear();
+                    rest = &rest[end + 1..];
+                }
+                None => {
+                    partial.extend_from_slice(rest);
+                    rest = &[];
+                }
+            }
+        }
+        while let Some(end) = find_byte(rest, b'\n') {
+            line_no += 1;
+            f(line_no, trim_eol(&rest[..end]))?;
+            rest = &rest[end + 1..];
+        }
+        // No newline in what is left: keep it for the next refill.
+        partial.extend_from_slice(rest);
+        let consumed = chunk.len();
+        reader.consume(consumed);
     }
+}
+
+/// Position of the first `needle` in `haystack`, eight bytes at a time.
+#[inline]
+pub(crate) fn find_byte(haystack: &[u8], needle: u8) -> Option<usize> {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let pattern = LO * u64::from(needle);
+    let mut words = haystack.chunks_exact(8);
+    let mut offset = 0;
+    for word in &mut words {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(word);
+        let x = u64::from_le_bytes(bytes) ^ pattern;
+        // The lowest set bit marks the first zero byte of x (borrows only propagate upwards).
+        let found = x.wrapping_sub(LO) & !x & HI;
+        if found != 0 {
+            return Some(offset + (found.trailing_zeros() / 8) as usize);
+        }
+        offset += 8;
+    }
+    words.remainder().iter().position(|&b| b == needle).map(|p| offset + p)
 }
 
 /// Removes a trailing `\n` or `\r\n`.
@@ -82,11 +222,7 @@ pub(crate) fn parse_u32(field: &[u8]) -> Option<u32> {
 pub(crate) fn quote_field(field: &[u8]) -> String {
     const MAX: usize = 40;
     let text = String::from_utf8_lossy(&field[..field.len().min(MAX)]);
-    if field.len() > MAX {
-        format!("{text:?}...")
-    } else {
-        format!("{text:?}")
-    }
+    if field.len() > MAX { format!("{text:?}...") } else { format!("{text:?}") }
 }
 
 #[cfg(test)]
@@ -103,6 +239,41 @@ mod tests {
         assert_eq!(parse_u32(b"12a"), None);
         assert_eq!(parse_u32(b" 12"), None);
         assert_eq!(parse_u32(b"-1"), None);
+    }
+
+    #[test]
+    fn find_byte_matches_position() {
+        let text = b"0123456789abcdef\tghij\nklmnopqrstuvwxyz\n";
+        for start in 0..text.len() {
+            for needle in [b'\n', b'\t', b'a', b'z', b'!'] {
+                let hay = &text[start..];
+                assert_eq!(find_byte(hay, needle), hay.iter().position(|&b| b == needle));
+            }
+        }
+        // Bytes with the high bit set must not cause false matches.
+        assert_eq!(find_byte(&[0x8a, 0x0b, 0xff, 0x0a], b'\n'), Some(3));
+    }
+
+    #[test]
+    fn lines_survive_buffer_refills() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("long.txt");
+        // Lines longer than and not aligned with the 1 MiB buffer, CRLF, a blank line, no final \n.
+        let long = "x".repeat(BUF_SIZE + 17);
+        let text = format!("a\r\n{long}\n\nb\n{long}y\nlast");
+        std::fs::write(&path, &text).expect("write");
+        let mut seen = Vec::new();
+        for_each_line(&path, |n, line| {
+            seen.push((n, String::from_utf8_lossy(line).into_owned()));
+            Ok(())
+        })
+        .expect("read");
+        let expected: Vec<(usize, String)> = ["a", &long, "", "b", &format!("{long}y"), "last"]
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (i + 1, l.to_string()))
+            .collect();
+        assert_eq!(seen, expected);
     }
 
     #[test]

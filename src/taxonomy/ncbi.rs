@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::index::{TaxIndex, TaxidMap};
-use super::lines::{for_each_line, parse_u32, quote_field};
+use super::lines::{find_byte, for_each_line, parse_u32, quote_field};
 use super::{ROOT, TaxId, Taxon, TaxonomyError};
 
 /// The separator between fields of a `.dmp` line.
@@ -59,9 +59,35 @@ struct Nodes {
 /// Scientific names as parsed from `names.dmp`, not yet matched to rows.
 struct Names {
     path: PathBuf,
-    /// `(taxid, start, len, line)` per scientific name.
-    records: Vec<(TaxId, u32, u32, u32)>,
+    /// `(taxid, start in buffer)` per scientific name, in file order; a name ends where the next
+    /// one starts.
+    records: Vec<(TaxId, u32)>,
     buffer: String,
+}
+
+/// Interns rank strings. Most lines repeat the previous line's rank ("species"), so that is
+/// checked first, then a linear scan of the ~50 distinct ranks, cheaper than hashing.
+#[derive(Default)]
+struct RankTable {
+    ranks: Vec<String>,
+    last: usize,
+}
+
+impl RankTable {
+    #[inline]
+    fn id(&mut self, rank: &[u8]) -> Result<u16, &'static str> {
+        let id = if self.ranks.get(self.last).is_some_and(|r| r.as_bytes() == rank) {
+            self.last
+        } else if let Some(id) = self.ranks.iter().position(|r| r.as_bytes() == rank) {
+            id
+        } else {
+            let text = std::str::from_utf8(rank).map_err(|_| "rank is not valid UTF-8")?;
+            self.ranks.push(text.to_owned());
+            self.ranks.len() - 1
+        };
+        self.last = id;
+        u16::try_from(id).map_err(|_| "more than 65535 distinct ranks")
+    }
 }
 
 impl NcbiTaxonomy {
@@ -89,19 +115,14 @@ impl NcbiTaxonomy {
             // nodes.dmp is the smaller file: its thread also reads merged.dmp and validates.
             let t = Instant::now();
             let nodes = parse_nodes(&nodes_path).and_then(|nodes| {
-                eprintln!(
-                    "TIMING nodes parse+validate {:.3}",
-                    t.elapsed().as_secs_f64()
-                );
+                eprintln!("TIMING nodes parse+validate {:.3}", t.elapsed().as_secs_f64());
                 let merged = match &merged_path {
                     Some(path) => parse_merged(path)?,
                     None => TaxidMap::default(),
                 };
                 Ok((nodes, merged))
             });
-            let names = names
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            let names = names.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             (nodes, names)
         });
         let (nodes, merged) = nodes?;
@@ -185,9 +206,7 @@ impl NcbiTaxonomy {
 
     /// `taxid` as a [`Taxon`], if known.
     pub fn taxon(&self, taxid: TaxId) -> Option<Taxon> {
-        self.index
-            .get(taxid)
-            .map(|row| self.row_taxon(row as usize))
+        self.index.get(taxid).map(|row| self.row_taxon(row as usize))
     }
 
     /// The taxids from `taxid` up to the root, root first; empty if unknown.
@@ -280,34 +299,25 @@ impl NcbiTaxonomy {
     /// absent from `nodes.dmp` are counted and reported as a warning.
     fn attach_names(&mut self, names: Names) -> Result<(), TaxonomyError> {
         let mut orphans = 0usize;
-        for &(taxid, start, len, line) in &names.records {
+        let ends = names.records.iter().skip(1).map(|&(_, start)| start).chain([names.buffer.len() as u32]);
+        for (&(taxid, start), end) in names.records.iter().zip(ends) {
             let Some(row) = self.index.get(taxid) else {
                 orphans += 1;
                 continue;
             };
             let span = &mut self.name_spans[row as usize];
             if span.0 != NO_NAME {
-                return Err(TaxonomyError::malformed(
-                    &names.path,
-                    line as usize,
-                    format!("second scientific name for taxid {taxid}"),
-                ));
+                return Err(second_name_error(&names.path, taxid));
             }
-            *span = (start, len);
+            *span = (start, end - start);
         }
         self.names = names.buffer;
         if orphans > 0 {
-            log::warn!(
-                "{}: {orphans} scientific names belong to taxids absent from nodes.dmp",
-                names.path.display()
-            );
+            log::warn!("{}: {orphans} scientific names belong to taxids absent from nodes.dmp", names.path.display());
         }
         let unnamed = self.name_spans.iter().filter(|s| s.0 == NO_NAME).count();
         if unnamed > 0 {
-            log::warn!(
-                "{}: {unnamed} taxa have no scientific name",
-                names.path.display()
-            );
+            log::warn!("{}: {unnamed} taxa have no scientific name", names.path.display());
         }
         Ok(())
     }
@@ -326,10 +336,7 @@ fn find_dump(dir: &Path, name: &str) -> Result<Option<PathBuf>, TaxonomyError> {
 }
 
 fn missing(dir: &Path, name: &str) -> TaxonomyError {
-    TaxonomyError::MissingFile {
-        dir: dir.to_path_buf(),
-        name: name.to_owned(),
-    }
+    TaxonomyError::MissingFile { dir: dir.to_path_buf(), name: name.to_owned() }
 }
 
 /// Removes the `\t|` that ends every `.dmp` line (the line terminator is already gone).
@@ -361,7 +368,7 @@ fn leading_fields<const N: usize>(line: &[u8]) -> Result<[&[u8]; N], usize> {
 #[inline]
 fn find_sep(bytes: &[u8]) -> Option<usize> {
     let mut from = 0;
-    while let Some(p) = bytes[from..].iter().position(|&b| b == b'\t') {
+    while let Some(p) = find_byte(&bytes[from..], b'\t') {
         let at = from + p;
         if bytes[at..].starts_with(SEP) {
             return Some(at);
@@ -379,18 +386,9 @@ fn too_few_fields(path: &Path, line: usize, expected: usize, found: usize) -> Ta
     )
 }
 
-fn number_field(
-    path: &Path,
-    line: usize,
-    what: &str,
-    field: &[u8],
-) -> Result<TaxId, TaxonomyError> {
+fn number_field(path: &Path, line: usize, what: &str, field: &[u8]) -> Result<TaxId, TaxonomyError> {
     parse_u32(field).ok_or_else(|| {
-        TaxonomyError::malformed(
-            path,
-            line,
-            format!("expected a numeric {what}, found {}", quote_field(field)),
-        )
+        TaxonomyError::malformed(path, line, format!("expected a numeric {what}, found {}", quote_field(field)))
     })
 }
 
@@ -400,36 +398,19 @@ fn parse_nodes(path: &Path) -> Result<Nodes, TaxonomyError> {
     let mut taxids = Vec::with_capacity(1 << 16);
     let mut parents = Vec::with_capacity(1 << 16);
     let mut rank_ids = Vec::with_capacity(1 << 16);
-    let mut ranks: Vec<String> = Vec::new();
+    let mut ranks = RankTable::default();
     for_each_line(path, |line_no, line| {
-        let [taxid, parent, rank] = leading_fields::<3>(strip_dmp_end(line))
-            .map_err(|found| too_few_fields(path, line_no, 3, found))?;
+        let [taxid, parent, rank] =
+            leading_fields::<3>(strip_dmp_end(line)).map_err(|found| too_few_fields(path, line_no, 3, found))?;
         taxids.push(number_field(path, line_no, "taxid", taxid)?);
         parents.push(number_field(path, line_no, "parent taxid", parent)?);
-        // Few distinct ranks (~50), most lines "species": a linear scan beats hashing.
-        let id = match ranks.iter().position(|r| r.as_bytes() == rank) {
-            Some(id) => id,
-            None => {
-                let text = std::str::from_utf8(rank).map_err(|_| {
-                    TaxonomyError::malformed(path, line_no, "rank is not valid UTF-8")
-                })?;
-                ranks.push(text.to_owned());
-                ranks.len() - 1
-            }
-        };
-        let id = u16::try_from(id).map_err(|_| {
-            TaxonomyError::malformed(path, line_no, "more than 65535 distinct ranks")
-        })?;
-        rank_ids.push(id);
+        rank_ids.push(ranks.id(rank).map_err(|reason| TaxonomyError::malformed(path, line_no, reason))?);
         Ok(())
     })?;
+    let ranks = ranks.ranks;
 
     let index = TaxIndex::build(&taxids).map_err(|row| {
-        TaxonomyError::malformed(
-            path,
-            row + 1,
-            format!("taxid {} is defined a second time", taxids[row]),
-        )
+        TaxonomyError::malformed(path, row + 1, format!("taxid {} is defined a second time", taxids[row]))
     })?;
     let mut parent_rows = Vec::with_capacity(taxids.len());
     for (row, (&taxid, &parent)) in taxids.iter().zip(&parents).enumerate() {
@@ -452,37 +433,20 @@ fn parse_nodes(path: &Path) -> Result<Nodes, TaxonomyError> {
     match index.get(ROOT) {
         Some(row) if parents[row as usize] == ROOT => {}
         Some(row) => {
-            return Err(TaxonomyError::malformed(
-                path,
-                row as usize + 1,
-                "the root, taxid 1, must be its own parent",
-            ));
+            return Err(TaxonomyError::malformed(path, row as usize + 1, "the root, taxid 1, must be its own parent"));
         }
         None => {
-            return Err(TaxonomyError::malformed(
-                path,
-                taxids.len(),
-                "no root: taxid 1 is not defined",
-            ));
+            return Err(TaxonomyError::malformed(path, taxids.len(), "no root: taxid 1 is not defined"));
         }
     }
     if let Some(row) = find_cycle(&parent_rows) {
         return Err(TaxonomyError::malformed(
             path,
             row + 1,
-            format!(
-                "taxid {} does not reach the root: its parents form a cycle",
-                taxids[row]
-            ),
+            format!("taxid {} does not reach the root: its parents form a cycle", taxids[row]),
         ));
     }
-    Ok(Nodes {
-        taxids,
-        parent_rows,
-        rank_ids,
-        ranks,
-        index,
-    })
+    Ok(Nodes { taxids, parent_rows, rank_ids, ranks, index })
 }
 
 /// Returns a row whose chain of parents loops without reaching a self-parented row, if any.
@@ -518,39 +482,81 @@ fn find_cycle(parent_rows: &[u32]) -> Option<usize> {
 /// Parses `names.dmp` (fields: taxid, name, unique name, name class), keeping scientific names.
 fn parse_names(path: &Path) -> Result<Names, TaxonomyError> {
     let mut records = Vec::with_capacity(1 << 16);
-    let mut buffer = String::with_capacity(1 << 20);
+    // Bytes for now: UTF-8 is checked once over the whole buffer, much faster than per name.
+    let mut buffer: Vec<u8> = Vec::with_capacity(1 << 20);
     for_each_line(path, |line_no, line| {
-        let [taxid, name, _unique, class] = leading_fields::<4>(strip_dmp_end(line))
-            .map_err(|found| too_few_fields(path, line_no, 4, found))?;
+        let [taxid, name, _unique, class] =
+            leading_fields::<4>(strip_dmp_end(line)).map_err(|found| too_few_fields(path, line_no, 4, found))?;
         let taxid = number_field(path, line_no, "taxid", taxid)?;
         if class != b"scientific name" {
             return Ok(());
         }
-        let name = std::str::from_utf8(name)
-            .map_err(|_| TaxonomyError::malformed(path, line_no, "name is not valid UTF-8"))?;
         let start = u32::try_from(buffer.len())
             .ok()
             .filter(|s| s.checked_add(name.len() as u32).is_some())
-            .ok_or_else(|| {
-                TaxonomyError::malformed(path, line_no, "scientific names exceed 4 GiB in total")
-            })?;
-        buffer.push_str(name);
-        records.push((taxid, start, name.len() as u32, line_no as u32));
+            .ok_or_else(|| TaxonomyError::malformed(path, line_no, "scientific names exceed 4 GiB in total"))?;
+        buffer.extend_from_slice(name);
+        records.push((taxid, start));
         Ok(())
     })?;
-    Ok(Names {
-        path: path.to_path_buf(),
-        records,
-        buffer,
-    })
+    let buffer = String::from_utf8(buffer).map_err(|_| invalid_utf8_error(path))?;
+    Ok(Names { path: path.to_path_buf(), records, buffer })
+}
+
+/// The error for a scientific name that is not UTF-8, found by reading the file again (rare path).
+fn invalid_utf8_error(path: &Path) -> TaxonomyError {
+    let search = for_each_line(path, |line_no, line| {
+        if let Ok([_, name, _, class]) = leading_fields::<4>(strip_dmp_end(line)) {
+            if class == b"scientific name" && std::str::from_utf8(name).is_err() {
+                return Err(TaxonomyError::malformed(path, line_no, "name is not valid UTF-8"));
+            }
+        }
+        Ok(())
+    });
+    match search {
+        Err(e) => e,
+        Ok(()) => TaxonomyError::malformed(path, 0, "a name is not valid UTF-8"),
+    }
+}
+
+/// The error for a taxid with two scientific names. Line numbers are not kept while parsing (they
+/// would double the memory of the name records), so this rare path reads the file again to find
+/// the second one.
+fn second_name_error(path: &Path, taxid: TaxId) -> TaxonomyError {
+    let mut seen = 0;
+    let mut second_line = 0;
+    let search = for_each_line(path, |line_no, line| {
+        if let Ok([id, _, _, class]) = leading_fields::<4>(strip_dmp_end(line)) {
+            if class == b"scientific name" && parse_u32(id) == Some(taxid) {
+                seen += 1;
+                if seen == 2 {
+                    second_line = line_no;
+                    // Stop reading: any error ends the walk.
+                    return Err(TaxonomyError::UnknownTaxid { taxid });
+                }
+            }
+        }
+        Ok(())
+    });
+    match search {
+        Err(TaxonomyError::UnknownTaxid { .. }) if second_line > 0 => {
+            TaxonomyError::malformed(path, second_line, format!("second scientific name for taxid {taxid}"))
+        }
+        Err(other) => other,
+        Ok(()) => TaxonomyError::malformed(
+            path,
+            0,
+            format!("second scientific name for taxid {taxid} (file changed while reading)"),
+        ),
+    }
 }
 
 /// Parses `merged.dmp` (fields: old taxid, new taxid).
 fn parse_merged(path: &Path) -> Result<TaxidMap<TaxId>, TaxonomyError> {
     let mut merged = TaxidMap::default();
     for_each_line(path, |line_no, line| {
-        let [old, new] = leading_fields::<2>(strip_dmp_end(line))
-            .map_err(|found| too_few_fields(path, line_no, 2, found))?;
+        let [old, new] =
+            leading_fields::<2>(strip_dmp_end(line)).map_err(|found| too_few_fields(path, line_no, 2, found))?;
         let old = number_field(path, line_no, "old taxid", old)?;
         let new = number_field(path, line_no, "new taxid", new)?;
         merged.insert(old, new);
@@ -631,10 +637,7 @@ mod tests {
         assert_eq!(tax.name(999), "");
         assert_eq!(tax.rank(999), "");
         assert_eq!(tax.parent(999), None);
-        assert_eq!(
-            tax.lineage(562),
-            vec![1, 131567, 2, 1224, 1236, 91347, 543, 561, 562]
-        );
+        assert_eq!(tax.lineage(562), vec![1, 131567, 2, 1224, 1236, 91347, 543, 561, 562]);
     }
 
     #[test]
@@ -702,9 +705,7 @@ mod tests {
         let err = NcbiTaxonomy::load_dir(dir.path()).expect_err("must fail");
         let msg = err.to_string();
         assert!(
-            msg.ends_with(
-                "nodes.dmp.gz line 4: expected at least 3 fields separated by \"\\t|\\t\", found 1"
-            ),
+            msg.ends_with("nodes.dmp.gz line 4: expected at least 3 fields separated by \"\\t|\\t\", found 1"),
             "{msg}"
         );
         assert!(matches!(err, TaxonomyError::Malformed { line: 4, .. }));
@@ -716,31 +717,18 @@ mod tests {
         let bad = NODES.replacen("561\t|\t543\t|", "561\t|\tx543\t|", 1);
         write_plain(dir.path(), "nodes.dmp", &bad);
         write_plain(dir.path(), "names.dmp", NAMES);
-        let msg = NcbiTaxonomy::load_dir(dir.path())
-            .expect_err("must fail")
-            .to_string();
-        assert!(
-            msg.ends_with("nodes.dmp line 8: expected a numeric parent taxid, found \"x543\""),
-            "{msg}"
-        );
+        let msg = NcbiTaxonomy::load_dir(dir.path()).expect_err("must fail").to_string();
+        assert!(msg.ends_with("nodes.dmp line 8: expected a numeric parent taxid, found \"x543\""), "{msg}");
     }
 
     #[test]
     fn malformed_names_line_is_an_error() {
         let dir = tempfile::tempdir().expect("temp dir");
         write_plain(dir.path(), "nodes.dmp", NODES);
-        write_plain(
-            dir.path(),
-            "names.dmp",
-            &format!("{NAMES}562\t|\tE. coli\t|\n"),
-        );
-        let msg = NcbiTaxonomy::load_dir(dir.path())
-            .expect_err("must fail")
-            .to_string();
+        write_plain(dir.path(), "names.dmp", &format!("{NAMES}562\t|\tE. coli\t|\n"));
+        let msg = NcbiTaxonomy::load_dir(dir.path()).expect_err("must fail").to_string();
         assert!(
-            msg.ends_with(
-                "names.dmp line 18: expected at least 4 fields separated by \"\\t|\\t\", found 2"
-            ),
+            msg.ends_with("names.dmp line 18: expected at least 4 fields separated by \"\\t|\\t\", found 2"),
             "{msg}"
         );
     }
@@ -754,28 +742,17 @@ mod tests {
                 "line 8: parent taxid 544 of taxid 561 is not defined",
             ),
             // Duplicate taxid.
-            (
-                format!("{NODES}562\t|\t561\t|\tspecies\t|\n"),
-                "line 15: taxid 562 is defined a second time",
-            ),
+            (format!("{NODES}562\t|\t561\t|\tspecies\t|\n"), "line 15: taxid 562 is defined a second time"),
             // Cycle: 543 → 561 → 543.
-            (
-                NODES.replacen("543\t|\t91347\t|", "543\t|\t561\t|", 1),
-                "does not reach the root",
-            ),
+            (NODES.replacen("543\t|\t91347\t|", "543\t|\t561\t|", 1), "does not reach the root"),
             // A second self-parented taxon.
-            (
-                NODES.replacen("10239\t|\t1\t|", "10239\t|\t10239\t|", 1),
-                "line 14: taxid 10239 is its own parent",
-            ),
+            (NODES.replacen("10239\t|\t1\t|", "10239\t|\t10239\t|", 1), "line 14: taxid 10239 is its own parent"),
         ];
         for (nodes, expected) in cases {
             let dir = tempfile::tempdir().expect("temp dir");
             write_plain(dir.path(), "nodes.dmp", &nodes);
             write_plain(dir.path(), "names.dmp", NAMES);
-            let msg = NcbiTaxonomy::load_dir(dir.path())
-                .expect_err("must fail")
-                .to_string();
+            let msg = NcbiTaxonomy::load_dir(dir.path()).expect_err("must fail").to_string();
             assert!(msg.contains(expected), "{msg} should contain {expected}");
         }
     }
@@ -784,18 +761,21 @@ mod tests {
     fn second_scientific_name_is_an_error() {
         let dir = tempfile::tempdir().expect("temp dir");
         write_plain(dir.path(), "nodes.dmp", NODES);
-        write_plain(
-            dir.path(),
-            "names.dmp",
-            &format!("{NAMES}562\t|\tE. coli\t|\t\t|\tscientific name\t|\n"),
-        );
-        let msg = NcbiTaxonomy::load_dir(dir.path())
-            .expect_err("must fail")
-            .to_string();
-        assert!(
-            msg.ends_with("names.dmp line 18: second scientific name for taxid 562"),
-            "{msg}"
-        );
+        write_plain(dir.path(), "names.dmp", &format!("{NAMES}562\t|\tE. coli\t|\t\t|\tscientific name\t|\n"));
+        let msg = NcbiTaxonomy::load_dir(dir.path()).expect_err("must fail").to_string();
+        assert!(msg.ends_with("names.dmp line 18: second scientific name for taxid 562"), "{msg}");
+    }
+
+    #[test]
+    fn invalid_utf8_name_names_the_line() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        write_plain(dir.path(), "nodes.dmp", NODES);
+        let mut names = NAMES.as_bytes().to_vec();
+        names.extend_from_slice(b"590\t|\tSalmonella \xff\t|\t\t|\tsynonym\t|\n");
+        names.extend_from_slice(b"9\t|\tBad \xff name\t|\t\t|\tscientific name\t|\n");
+        std::fs::write(dir.path().join("names.dmp"), names).expect("write");
+        let msg = NcbiTaxonomy::load_dir(dir.path()).expect_err("must fail").to_string();
+        assert!(msg.ends_with("names.dmp line 19: name is not valid UTF-8"), "{msg}");
     }
 
     #[test]
@@ -804,20 +784,13 @@ mod tests {
         write_plain(dir.path(), "names.dmp", NAMES);
         let err = NcbiTaxonomy::load_dir(dir.path()).expect_err("must fail");
         assert!(matches!(&err, TaxonomyError::MissingFile { name, .. } if name == "nodes.dmp"));
-        assert!(
-            err.to_string()
-                .starts_with("no nodes.dmp or nodes.dmp.gz in ")
-        );
+        assert!(err.to_string().starts_with("no nodes.dmp or nodes.dmp.gz in "));
     }
 
     #[test]
     fn minimal_three_field_nodes_lines_are_accepted() {
         let dir = tempfile::tempdir().expect("temp dir");
-        write_plain(
-            dir.path(),
-            "nodes.dmp",
-            "1\t|\t1\t|\tno rank\t|\n5\t|\t1\t|\tspecies\t|\n",
-        );
+        write_plain(dir.path(), "nodes.dmp", "1\t|\t1\t|\tno rank\t|\n5\t|\t1\t|\tspecies\t|\n");
         write_plain(
             dir.path(),
             "names.dmp",
@@ -837,34 +810,18 @@ mod tests {
         let tax = NcbiTaxonomy::load_dir(dir.path()).expect("load");
         let taxa = tax.prune(&[511145, 28901, 562, 28901]);
         let ids: Vec<TaxId> = taxa.iter().map(|t| t.taxid).collect();
-        assert_eq!(
-            ids,
-            vec![
-                1, 2, 543, 561, 562, 590, 1224, 1236, 28901, 83333, 91347, 131567, 511145
-            ]
-        );
+        assert_eq!(ids, vec![1, 2, 543, 561, 562, 590, 1224, 1236, 28901, 83333, 91347, 131567, 511145]);
         // Closed under parent, root is its own parent.
         for t in &taxa {
             assert!(ids.binary_search(&t.parent).is_ok(), "{t:?}");
         }
-        assert_eq!(
-            taxa[0],
-            Taxon {
-                taxid: 1,
-                parent: 1,
-                rank: "no rank".into(),
-                name: "root".into()
-            }
-        );
+        assert_eq!(taxa[0], Taxon { taxid: 1, parent: 1, rank: "no rank".into(), name: "root".into() });
         // Deterministic regardless of input order.
         assert_eq!(tax.prune(&[562, 28901, 511145]), taxa);
         // Root only for nothing; unknown ids skipped by prune, rejected by try_prune.
         assert_eq!(tax.prune(&[]).len(), 1);
         assert_eq!(tax.prune(&[999, 562]).len(), 9);
-        assert!(matches!(
-            tax.try_prune(&[562, 999]),
-            Err(TaxonomyError::UnknownTaxid { taxid: 999 })
-        ));
+        assert!(matches!(tax.try_prune(&[562, 999]), Err(TaxonomyError::UnknownTaxid { taxid: 999 })));
         // The pruned set forms a valid tree.
         let tree = crate::taxonomy::TaxonTree::new(taxa).expect("valid tree");
         assert_eq!(tree.lca(511145, 28901), 543);
@@ -882,11 +839,7 @@ mod tests {
         let start = Instant::now();
         let tax = NcbiTaxonomy::load_dir(&dir).expect("load full dump");
         let elapsed = start.elapsed();
-        eprintln!(
-            "full NCBI dump: {} taxa loaded in {:.3} s",
-            tax.len(),
-            elapsed.as_secs_f64()
-        );
+        eprintln!("full NCBI dump: {} taxa loaded in {:.3} s", tax.len(), elapsed.as_secs_f64());
         assert!(tax.len() > 2_000_000);
         assert_eq!(tax.name(562), "Escherichia coli");
         assert_eq!(tax.rank(562), "species");

@@ -51,10 +51,7 @@ pub fn taxid_from_header(id_and_desc: &str) -> Option<TaxId> {
         if !standalone {
             continue;
         }
-        let digits = bytes[from..]
-            .iter()
-            .take_while(|b| b.is_ascii_digit())
-            .count();
+        let digits = bytes[from..].iter().take_while(|b| b.is_ascii_digit()).count();
         match parse_u32(&bytes[from..from + digits]) {
             Some(UNCLASSIFIED) | None => continue,
             Some(taxid) => return Some(taxid),
@@ -107,19 +104,13 @@ impl SeqIdMap {
     /// Like [`SeqIdMap::load`], but keeps only lines whose id passes `keep` (for accession2taxid,
     /// either the accession or the accession.version). Use it to read NCBI's very large
     /// accession2taxid files for just the references being indexed.
-    pub fn load_filtered(
-        paths: &[PathBuf],
-        keep: impl Fn(&str) -> bool,
-    ) -> Result<Self, TaxonomyError> {
+    pub fn load_filtered(paths: &[PathBuf], keep: impl Fn(&str) -> bool) -> Result<Self, TaxonomyError> {
         let mut map = SeqIdMap::default();
         for path in paths {
             map.load_file(path, &keep)?;
         }
         if map.ambiguous > 0 {
-            log::warn!(
-                "{} version-less sequence ids map to several taxids and will match nothing",
-                map.ambiguous
-            );
+            log::warn!("{} version-less sequence ids map to several taxids and will match nothing", map.ambiguous);
         }
         Ok(map)
     }
@@ -128,8 +119,7 @@ impl SeqIdMap {
     /// (`NC_000913.3` → `NC_000913`). A version-less id also finds a versioned entry
     /// (`NC_000913` → `NC_000913.3`) if all its versions agree.
     pub fn get(&self, seqid: &str) -> Option<TaxId> {
-        self.lookup(seqid)
-            .or_else(|| strip_version(seqid).and_then(|base| self.lookup(base)))
+        self.lookup(seqid).or_else(|| strip_version(seqid).and_then(|base| self.lookup(base)))
     }
 
     /// Number of distinct keys (ids as given plus their version-stripped forms).
@@ -143,17 +133,10 @@ impl SeqIdMap {
     }
 
     fn lookup(&self, key: &str) -> Option<TaxId> {
-        self.entries
-            .get(key)
-            .filter(|e| e.strength != Strength::Ambiguous)
-            .map(|e| e.taxid)
+        self.entries.get(key).filter(|e| e.strength != Strength::Ambiguous).map(|e| e.taxid)
     }
 
-    fn load_file(
-        &mut self,
-        path: &Path,
-        keep: &impl Fn(&str) -> bool,
-    ) -> Result<(), TaxonomyError> {
+    fn load_file(&mut self, path: &Path, keep: &impl Fn(&str) -> bool) -> Result<(), TaxonomyError> {
         let file = u32::try_from(self.files.len()).unwrap_or(u32::MAX);
         self.files.push(path.to_path_buf());
         let mut accession2taxid = false;
@@ -197,8 +180,7 @@ impl SeqIdMap {
                 }
             } else {
                 let mut words = text.split_ascii_whitespace();
-                let (Some(seqid), Some(taxid), None) = (words.next(), words.next(), words.next())
-                else {
+                let (Some(seqid), Some(taxid), None) = (words.next(), words.next(), words.next()) else {
                     return Err(TaxonomyError::malformed(
                         path,
                         line_no,
@@ -224,10 +206,7 @@ impl SeqIdMap {
             Ok(())
         })?;
         if ignored_zero > 0 {
-            log::warn!(
-                "{}: {ignored_zero} ids with taxid 0 (no taxon) ignored",
-                path.display()
-            );
+            log::warn!("{}: {ignored_zero} ids with taxid 0 (no taxon) ignored", path.display());
         }
         Ok(())
     }
@@ -240,12 +219,7 @@ impl SeqIdMap {
         strength: Strength,
         (file, line): (u32, u32),
     ) -> Result<(), TaxonomyError> {
-        let new = Entry {
-            taxid,
-            strength,
-            file,
-            line,
-        };
+        let new = Entry { taxid, strength, file, line };
         let Some(old) = self.entries.get_mut(key) else {
             self.entries.insert(key.into(), new);
             return Ok(());
@@ -283,10 +257,7 @@ fn taxid_field(path: &Path, line_no: usize, field: &str) -> Result<TaxId, Taxono
         TaxonomyError::malformed(
             path,
             line_no,
-            format!(
-                "expected a numeric taxid, found {}",
-                quote_field(field.as_bytes())
-            ),
+            format!("expected a numeric taxid, found {}", quote_field(field.as_bytes())),
         )
     })
 }
@@ -294,8 +265,7 @@ fn taxid_field(path: &Path, line_no: usize, field: &str) -> Result<TaxId, Taxono
 /// `NC_000913` for `NC_000913.3`: the id without a final `.digits`, if it has one.
 fn strip_version(id: &str) -> Option<&str> {
     let (base, version) = id.rsplit_once('.')?;
-    (!base.is_empty() && !version.is_empty() && version.bytes().all(|b| b.is_ascii_digit()))
-        .then_some(base)
+    (!base.is_empty() && !version.is_empty() && version.bytes().all(|b| b.is_ascii_digit())).then_some(base)
 }
 
 #[cfg(test)]
@@ -322,15 +292,9 @@ mod tests {
     fn header_tags() {
         assert_eq!(taxid_from_header(">seq1|kraken:taxid|562 desc"), Some(562));
         assert_eq!(taxid_from_header("seq1|kraken:taxid|562"), Some(562));
-        assert_eq!(
-            taxid_from_header("kraken:taxid|562|NC_000913.3 E. coli"),
-            Some(562)
-        );
+        assert_eq!(taxid_from_header("kraken:taxid|562|NC_000913.3 E. coli"), Some(562));
         assert_eq!(taxid_from_header("taxid|9606"), Some(9606));
-        assert_eq!(
-            taxid_from_header("NC_1 some genome taxid|1280 more"),
-            Some(1280)
-        );
+        assert_eq!(taxid_from_header("NC_1 some genome taxid|1280 more"), Some(1280));
         assert_eq!(taxid_from_header("x taxid|abc taxid|7"), Some(7));
         assert_eq!(taxid_from_header("mytaxid|5"), None);
         assert_eq!(taxid_from_header("taxid|0"), None);
@@ -359,11 +323,7 @@ mod tests {
     #[test]
     fn kraken_map_plain_and_gz() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let a = write_plain(
-            dir.path(),
-            "a.map",
-            "NC_000913.3\t511145\nEcoli_1 562\r\n\n",
-        );
+        let a = write_plain(dir.path(), "a.map", "NC_000913.3\t511145\nEcoli_1 562\r\n\n");
         let b = write_gz(dir.path(), "b.map", "NZ_CP016182\t562\n");
         let map = SeqIdMap::load(&[a, b]).expect("load");
         assert_eq!(map.get("NC_000913.3"), Some(511145));
@@ -430,11 +390,7 @@ mod tests {
         let c = write_plain(dir.path(), "c.map", "s\t1\ns\t2\n");
         assert!(matches!(
             SeqIdMap::load(&[c]),
-            Err(TaxonomyError::ConflictingTaxid {
-                first_line: 1,
-                second_line: 2,
-                ..
-            })
+            Err(TaxonomyError::ConflictingTaxid { first_line: 1, second_line: 2, .. })
         ));
     }
 
@@ -457,32 +413,18 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let a = write_plain(dir.path(), "a.map", "ok\t1\nbad\tx12\n");
         let msg = SeqIdMap::load(&[a]).expect_err("bad taxid").to_string();
-        assert!(
-            msg.ends_with("a.map line 2: expected a numeric taxid, found \"x12\""),
-            "{msg}"
-        );
+        assert!(msg.ends_with("a.map line 2: expected a numeric taxid, found \"x12\""), "{msg}");
         let b = write_plain(dir.path(), "b.map", "ok\t1\nthree\tcolumns\there\n");
         let msg = SeqIdMap::load(&[b]).expect_err("3 columns").to_string();
-        assert!(
-            msg.ends_with("b.map line 2: expected 2 columns (sequence id, taxid), found 3"),
-            "{msg}"
-        );
-        let c = write_plain(
-            dir.path(),
-            "c.accession2taxid",
-            "accession\taccession.version\ttaxid\tgi\nA\tA.1\t5\n",
-        );
+        assert!(msg.ends_with("b.map line 2: expected 2 columns (sequence id, taxid), found 3"), "{msg}");
+        let c = write_plain(dir.path(), "c.accession2taxid", "accession\taccession.version\ttaxid\tgi\nA\tA.1\t5\n");
         let msg = SeqIdMap::load(&[c]).expect_err("3 columns").to_string();
-        assert!(
-            msg.contains("c.accession2taxid line 2: expected 4 tab-separated columns"),
-            "{msg}"
-        );
+        assert!(msg.contains("c.accession2taxid line 2: expected 4 tab-separated columns"), "{msg}");
     }
 
     #[test]
     fn loads_real_seqid2taxid_map() {
-        let path =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/refs/seqid2taxid.map");
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/refs/seqid2taxid.map");
         if !path.exists() {
             eprintln!("skipping: {} not found", path.display());
             return;

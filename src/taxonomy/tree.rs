@@ -76,8 +76,7 @@ impl TaxonTree {
             return Err(TaxonomyError::ReservedTaxid);
         }
         let taxids: Vec<TaxId> = taxa.iter().map(|t| t.taxid).collect();
-        let index = TaxIndex::build(&taxids)
-            .map_err(|row| TaxonomyError::DuplicateTaxid { taxid: taxids[row] })?;
+        let index = TaxIndex::build(&taxids).map_err(|row| TaxonomyError::DuplicateTaxid { taxid: taxids[row] })?;
         let root = match index.get(ROOT) {
             Some(root) if taxa[root as usize].parent == ROOT => root,
             _ => return Err(TaxonomyError::MissingRoot),
@@ -86,10 +85,8 @@ impl TaxonTree {
         let mut parents = Vec::with_capacity(taxa.len());
         let mut child_counts = vec![0u32; taxa.len() + 1];
         for t in &taxa {
-            let parent = index.get(t.parent).ok_or(TaxonomyError::DanglingParent {
-                taxid: t.taxid,
-                parent: t.parent,
-            })?;
+            let parent =
+                index.get(t.parent).ok_or(TaxonomyError::DanglingParent { taxid: t.taxid, parent: t.parent })?;
             if t.parent == t.taxid && t.taxid != ROOT {
                 return Err(TaxonomyError::SecondRoot { taxid: t.taxid });
             }
@@ -146,24 +143,12 @@ impl TaxonTree {
             }
         }
         if queue.len() != taxa.len() {
-            let stray = depths
-                .iter()
-                .position(|&d| d == u32::MAX)
-                .map_or(ROOT, |i| taxa[i].taxid);
+            let stray = depths.iter().position(|&d| d == u32::MAX).map_or(ROOT, |i| taxa[i].taxid);
             return Err(TaxonomyError::Cycle { taxid: stray });
         }
 
         let children = child_idx.iter().map(|&i| taxa[i as usize].taxid).collect();
-        Ok(TaxonTree {
-            taxa,
-            index,
-            parents,
-            depths,
-            code_letters,
-            code_offsets,
-            child_starts,
-            children,
-        })
+        Ok(TaxonTree { taxa, index, parents, depths, code_letters, code_offsets, child_starts, children })
     }
 
     /// All taxa, sorted by taxid.
@@ -341,12 +326,7 @@ mod tests {
     use super::*;
 
     fn t(taxid: TaxId, parent: TaxId, rank: &str, name: &str) -> Taxon {
-        Taxon {
-            taxid,
-            parent,
-            rank: rank.into(),
-            name: name.into(),
-        }
+        Taxon { taxid, parent, rank: rank.into(), name: name.into() }
     }
 
     /// root → cellular organisms → Bacteria → ... → E. coli → K-12 → MG1655, with Salmonella
@@ -354,12 +334,7 @@ mod tests {
     /// under the newer rank name "domain".
     fn ecoli_tree() -> TaxonTree {
         TaxonTree::new(vec![
-            t(
-                511145,
-                83333,
-                "strain",
-                "Escherichia coli str. K-12 substr. MG1655",
-            ),
+            t(511145, 83333, "strain", "Escherichia coli str. K-12 substr. MG1655"),
             t(1, 1, "no rank", "root"),
             t(131567, 1, "no rank", "cellular organisms"),
             t(2, 131567, "superkingdom", "Bacteria"),
@@ -388,10 +363,7 @@ mod tests {
         sorted.sort();
         assert_eq!(ids, sorted);
         assert_eq!(tree.len(), 17);
-        assert_eq!(
-            tree.get(562).map(|t| t.name.as_str()),
-            Some("Escherichia coli")
-        );
+        assert_eq!(tree.get(562).map(|t| t.name.as_str()), Some("Escherichia coli"));
         assert_eq!(tree.get(3), None);
         assert_eq!(tree.parent(562), Some(561));
         assert_eq!(tree.parent(1), None);
@@ -408,10 +380,7 @@ mod tests {
         assert_eq!(tree.depth(2), Some(2));
         assert_eq!(tree.depth(511145), Some(10));
         assert_eq!(tree.depth(3), None);
-        assert_eq!(
-            tree.lineage(83333),
-            vec![1, 131567, 2, 1224, 1236, 91347, 543, 561, 562, 83333]
-        );
+        assert_eq!(tree.lineage(83333), vec![1, 131567, 2, 1224, 1236, 91347, 543, 561, 562, 83333]);
         assert_eq!(tree.lineage(1), vec![1]);
         assert!(tree.lineage(3).is_empty());
     }
@@ -446,10 +415,7 @@ mod tests {
         let tree = ecoli_tree();
         let code = |taxid| tree.kreport_rank_code(taxid);
         let lineage: Vec<String> = tree.lineage(511145).into_iter().map(code).collect();
-        assert_eq!(
-            lineage,
-            ["R", "R1", "D", "P", "C", "O", "F", "G", "S", "S1", "S2"]
-        );
+        assert_eq!(lineage, ["R", "R1", "D", "P", "C", "O", "F", "G", "S", "S1", "S2"]);
         assert_eq!(code(2157), "D");
         assert_eq!(code(12908), "R1");
         assert_eq!(code(28384), "R2");
@@ -490,40 +456,17 @@ mod tests {
         let root = || t(1, 1, "no rank", "root");
         let err = |taxa| TaxonTree::new(taxa).expect_err("invalid");
         assert!(matches!(err(vec![]), TaxonomyError::MissingRoot));
-        assert!(matches!(
-            err(vec![t(2, 2, "x", "x")]),
-            TaxonomyError::MissingRoot
-        ));
-        assert!(matches!(
-            err(vec![t(1, 2, "x", "x"), t(2, 1, "x", "x")]),
-            TaxonomyError::MissingRoot
-        ));
-        assert!(matches!(
-            err(vec![root(), t(0, 1, "x", "x")]),
-            TaxonomyError::ReservedTaxid
-        ));
+        assert!(matches!(err(vec![t(2, 2, "x", "x")]), TaxonomyError::MissingRoot));
+        assert!(matches!(err(vec![t(1, 2, "x", "x"), t(2, 1, "x", "x")]), TaxonomyError::MissingRoot));
+        assert!(matches!(err(vec![root(), t(0, 1, "x", "x")]), TaxonomyError::ReservedTaxid));
         assert!(matches!(
             err(vec![root(), t(5, 1, "x", "x"), t(5, 1, "y", "y")]),
             TaxonomyError::DuplicateTaxid { taxid: 5 }
         ));
+        assert!(matches!(err(vec![root(), t(5, 7, "x", "x")]), TaxonomyError::DanglingParent { taxid: 5, parent: 7 }));
+        assert!(matches!(err(vec![root(), t(5, 5, "x", "x")]), TaxonomyError::SecondRoot { taxid: 5 }));
         assert!(matches!(
-            err(vec![root(), t(5, 7, "x", "x")]),
-            TaxonomyError::DanglingParent {
-                taxid: 5,
-                parent: 7
-            }
-        ));
-        assert!(matches!(
-            err(vec![root(), t(5, 5, "x", "x")]),
-            TaxonomyError::SecondRoot { taxid: 5 }
-        ));
-        assert!(matches!(
-            err(vec![
-                root(),
-                t(5, 6, "x", "x"),
-                t(6, 5, "x", "x"),
-                t(7, 1, "x", "x")
-            ]),
+            err(vec![root(), t(5, 6, "x", "x"), t(6, 5, "x", "x"), t(7, 1, "x", "x")]),
             TaxonomyError::Cycle { taxid: 5 }
         ));
     }

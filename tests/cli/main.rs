@@ -1,0 +1,58 @@
+//! Integration tests: the real `kmerdb` binary on the bundled genomes in `data/`, one module per
+//! subcommand.
+
+mod build;
+mod info;
+
+use assert_cmd::Command;
+use std::path::{Path, PathBuf};
+
+/// The repository's bundled data folder.
+pub fn data() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("data")
+}
+
+/// `kmerdb` with a fixed build date, so that indexes built in tests are reproducible.
+pub fn kmerdb() -> Command {
+    let mut cmd = Command::cargo_bin("kmerdb").expect("the kmerdb binary is built");
+    cmd.env("SOURCE_DATE_EPOCH", "1700000000").env_remove("KMERDB_DB");
+    cmd
+}
+
+/// `kmerdb build` of the bundled genomes with their taxonomy, to `db`.
+pub fn build_data(db: &Path) -> Command {
+    let mut cmd = kmerdb();
+    cmd.arg("build")
+        .arg("-d")
+        .arg(db)
+        .arg("--taxonomy")
+        .arg(data().join("taxonomy"))
+        .arg("--seqid2taxid")
+        .arg(data().join("seqid2taxid.map"))
+        .arg(data().join("genomes"));
+    cmd
+}
+
+/// The genome files of `data/genomes`, sorted.
+pub fn genome_files() -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> =
+        std::fs::read_dir(data().join("genomes")).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    files
+}
+
+/// Decompressed text of a gzipped file.
+pub fn gunzip(path: &Path) -> String {
+    use std::io::Read;
+    let mut s = String::new();
+    flate2::read::MultiGzDecoder::new(std::fs::File::open(path).unwrap()).read_to_string(&mut s).unwrap();
+    s
+}
+
+/// Files in `dir`, for checking that a failed command left nothing behind.
+pub fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    names
+}
