@@ -79,7 +79,7 @@ if [[ ! -f $W/index_refs/seqid2taxid.map ]]; then
     | awk -F'\t' 'NR==FNR{keep[$1]=1; next} $1 in keep' - "$REFS/seqid2taxid.map" >"$W/index_refs.tmp/seqid2taxid.map"
   mv "$W/index_refs.tmp" "$W/index_refs"
 fi
-echo "index: $(ls "$W"/index_refs/*.fna.gz | wc -l) genomes, $(wc -l <"$W/index_refs/seqid2taxid.map") sequences" >&2
+echo "index: $(find "$W/index_refs/" -name "*.fna.gz" | wc -l) genomes, $(wc -l <"$W/index_refs/seqid2taxid.map") sequences" >&2
 
 # ---- reads ----------------------------------------------------------------------------------------------
 genome_bp() { awk -F'\t' -v g="$1" '$1==g{print $6}' "$MANIFEST"; }
@@ -149,7 +149,7 @@ if [[ -n ${KMERDB:-} ]]; then
            --truth "$W/reads/$sim.truth.tsv" --nodes "$NODES" --calls "$W/results/kmerdb.$sim.kraken" \
            --time "$W/results/kmerdb.$sim.timev" --groups "$W/groups.tsv" --index heldout \
            --kreport "$W/results/kmerdb.$sim.kreport" --index-bytes "$(bytes "$W/kmerdb.db")" \
-           $([[ -f $W/results/kmerdb.build.timev ]] && echo --build-time "$W/results/kmerdb.build.timev"); then
+           --build-time "$W/results/kmerdb.build.timev"; then
         results+=("$W/results/kmerdb.$sim.json")
       else
         echo "kmerdb failed on $sim" >&2; kfail=1

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034
 # Shared by bench/heldout.sh and bench/mock.sh; sourced from the repository root.
 # Settings (environment):
 #   SHARED        the shared folder                       [../shared beside the checkout]
@@ -98,5 +99,6 @@ kmerdb_classify() {
 kmerdb_check() {
   [[ -x $KMERDB ]] || { echo "KMERDB=$KMERDB is not an executable file" >&2; return 1; }
   KMERDB=$(cd "$(dirname "$KMERDB")" && pwd)/$(basename "$KMERDB")
-  echo "kmerdb: $KMERDB ($("$KMERDB" --version 2>/dev/null | head -1 || true))" >&2
+  local v; v=$("$KMERDB" --version 2>/dev/null | head -1 || true)
+  echo "kmerdb: $KMERDB (${v:-no --version})" >&2
 }

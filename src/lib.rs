@@ -10,9 +10,11 @@
 //! - [`info`]: describing an index.
 
 pub mod build;
+pub mod classify;
 pub mod index;
 pub mod info;
 pub mod input;
+pub mod output;
 pub mod resources;
 pub mod sketch;
 pub mod taxonomy;

@@ -28,8 +28,75 @@ struct Cli {
 enum Command {
     /// Build an index from reference genomes (FASTA, plain or gz/bz2/xz/zst).
     Build(BuildArgs),
+    /// Classify reads (FASTA/FASTQ, single, paired or interleaved) against an index.
+    Classify(ClassifyArgs),
     /// Describe an index: parameters, targets, sizes; optionally verify its checksums.
     Info(InfoArgs),
+}
+
+#[derive(Args)]
+struct ClassifyArgs {
+    /// Single-end read files (FASTA or FASTQ, plain or compressed), or - for stdin; all one sample.
+    #[arg(value_name = "READS")]
+    reads: Vec<PathBuf>,
+    /// Index to classify against.
+    #[arg(short, long, env = "KMERDB_DB", default_value = "kmerdb.db")]
+    db: PathBuf,
+    /// First mates of paired reads (repeatable, matched in order with -2).
+    #[arg(short = '1', value_name = "R1")]
+    r1: Vec<PathBuf>,
+    /// Second mates of paired reads.
+    #[arg(short = '2', value_name = "R2")]
+    r2: Vec<PathBuf>,
+    /// READS hold mate pairs one after the other.
+    #[arg(long)]
+    interleaved: bool,
+    /// Several samples with one index load: a TSV of `name<TAB>R1[<TAB>R2]` (paths relative to the
+    /// sheet). Output names must then contain `{sample}`.
+    #[arg(long, value_name = "FILE")]
+    samples: Option<PathBuf>,
+    /// Kraken-format per-read output (`-` for stdout). Default: stdout, when no other output is given.
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Kraken report (kreport) for MultiQC, Pavian, Bracken, Krona.
+    #[arg(short, long, value_name = "FILE")]
+    report: Option<PathBuf>,
+    /// Reads and fraction per taxon (TSV).
+    #[arg(long, value_name = "FILE")]
+    abundance: Option<PathBuf>,
+    /// Sum --abundance at this rank (e.g. species, genus).
+    #[arg(long, value_name = "RANK")]
+    abundance_rank: Option<String>,
+    /// Classified reads, in their input format; `#` in the name stands for the mate number.
+    #[arg(long, value_name = "FILE")]
+    classified_out: Option<PathBuf>,
+    /// Unclassified reads, like --classified-out.
+    #[arg(long, value_name = "FILE")]
+    unclassified_out: Option<PathBuf>,
+    /// Print taxon names beside taxids in the per-read output.
+    #[arg(long)]
+    use_names: bool,
+    /// Hits the best candidate needs [default: sketch size / 3].
+    #[arg(long, value_name = "N")]
+    hitmin: Option<u32>,
+    /// Candidates with more than (best - hitmin) * hitdiff hits join the LCA.
+    #[arg(long, default_value_t = 1.0, value_name = "F")]
+    hitdiff: f64,
+    /// Candidates (targets) kept per read.
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    max_candidates: usize,
+    /// Largest insert size of read pairs (widens the window range scanned per target).
+    #[arg(long, default_value_t = 0, value_name = "BASES")]
+    insert_size: usize,
+    /// Report no taxon below this rank (e.g. species): lower calls are lifted to it.
+    #[arg(long, value_name = "RANK")]
+    lowest_rank: Option<String>,
+    /// Skip checking the large index sections against their checksums when loading
+    /// (the check reads the whole index once).
+    #[arg(long)]
+    no_verify: bool,
+    #[command(flatten)]
+    compute: ComputeArgs,
 }
 
 #[derive(Args)]
@@ -117,6 +184,7 @@ fn main() {
         .init();
     let result = match cli.command {
         Command::Build(args) => run_build(args, cli.quiet),
+        Command::Classify(args) => run_classify(args, cli.quiet),
         Command::Info(args) => run_info(args),
     };
     if let Err(e) = result {
@@ -247,6 +315,163 @@ fn human_count(n: u64) -> String {
         1_000_000..1_000_000_000 => format!("{:.1} M", n as f64 / 1e6),
         _ => format!("{:.2} G", n as f64 / 1e9),
     }
+}
+
+fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
+    use kmerdb::classify::{ClassifyConfig, ReadLayout, Sample, SampleOutputs};
+    use kmerdb::input::Source;
+    let threads = compute_threads(&args.compute)?;
+    if args.max_candidates == 0 {
+        bail!("--max-candidates must be at least 1");
+    }
+    if !(args.hitdiff >= 0.0) {
+        bail!("--hitdiff must be 0 or more");
+    }
+    let sources = |paths: &[PathBuf]| -> Vec<Source> { paths.iter().map(|p| Source::from_arg(p)).collect() };
+    let mut samples: Vec<(String, ReadLayout)> = Vec::new();
+    if args.r1.len() != args.r2.len() {
+        bail!("-1 is given {} times but -2 {} times: give one -2 for every -1", args.r1.len(), args.r2.len());
+    }
+    let given = [!args.reads.is_empty(), !args.r1.is_empty(), args.samples.is_some()];
+    if given.iter().filter(|&&g| g).count() != 1 {
+        bail!("give reads in one way: as READS, as -1/-2 pairs, or with --samples");
+    }
+    if let Some(sheet) = &args.samples {
+        samples = read_sample_sheet(sheet, args.interleaved)?;
+    } else if !args.r1.is_empty() {
+        let pairs = sources(&args.r1).into_iter().zip(sources(&args.r2)).collect();
+        samples.push((sample_name(&args.r1[0]), ReadLayout::Paired(pairs)));
+    } else {
+        let files = sources(&args.reads);
+        let layout = if args.interleaved { ReadLayout::Interleaved(files) } else { ReadLayout::Single(files) };
+        samples.push((sample_name(&args.reads[0]), layout));
+    }
+    let stdin_uses = samples.iter().flat_map(|(_, l)| l.sources()).filter(|s| **s == Source::Stdin).count();
+    if stdin_uses > 1 {
+        bail!("stdin (-) can be read only once");
+    }
+
+    let mut kraken = args.output.clone();
+    let nothing_asked = [&args.output, &args.report, &args.abundance, &args.classified_out, &args.unclassified_out]
+        .iter()
+        .all(|o| o.is_none());
+    if nothing_asked {
+        kraken = Some(PathBuf::from("-"));
+    }
+    let templates = [&kraken, &args.report, &args.abundance, &args.classified_out, &args.unclassified_out];
+    let stdout_uses = templates.iter().filter(|t| t.as_ref().is_some_and(|p| p.as_os_str() == "-")).count();
+    if stdout_uses > 1 {
+        bail!("only one output can go to stdout (-)");
+    }
+    if samples.len() > 1 {
+        for t in templates.iter().filter_map(|t| t.as_ref()) {
+            if !t.to_string_lossy().contains("{sample}") {
+                bail!("{}: with several samples every output name must contain {{sample}}", t.display());
+            }
+        }
+    }
+    let fill = |t: &Option<PathBuf>, name: &str| {
+        t.as_ref().map(|p| PathBuf::from(p.to_string_lossy().replace("{sample}", name)))
+    };
+    let samples = samples
+        .into_iter()
+        .map(|(name, reads)| Sample {
+            outputs: SampleOutputs {
+                kraken: fill(&kraken, &name),
+                report: fill(&args.report, &name),
+                abundance: fill(&args.abundance, &name),
+                classified: fill(&args.classified_out, &name),
+                unclassified: fill(&args.unclassified_out, &name),
+            },
+            name,
+            reads,
+        })
+        .collect();
+    let config = ClassifyConfig {
+        db: args.db,
+        verify: if args.no_verify { Verify::Metadata } else { Verify::All },
+        threads,
+        hitmin: args.hitmin,
+        hitdiff: args.hitdiff,
+        max_candidates: args.max_candidates,
+        insert_size: args.insert_size,
+        lowest_rank: args.lowest_rank,
+        abundance_rank: args.abundance_rank,
+        use_names: args.use_names,
+        samples,
+    };
+    let summary = kmerdb::classify::classify(&config, &mut |s| {
+        if !quiet {
+            let secs = s.elapsed.as_secs_f64().max(1e-9);
+            log::info!(
+                "{}: {} reads, {} classified ({:.2}%), {:.0} reads/s",
+                s.name,
+                s.reads,
+                s.classified,
+                100.0 * s.classified as f64 / s.reads.max(1) as f64,
+                s.reads as f64 / secs
+            );
+        }
+    })?;
+    log::debug!("index loaded in {:.3} s", summary.index_load.as_secs_f64());
+    Ok(())
+}
+
+/// A sample's default name: its first file's name without read-file extensions.
+fn sample_name(path: &std::path::Path) -> String {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "stdin".into());
+    let mut stem = name.as_str();
+    for ext in [".gz", ".bz2", ".xz", ".zst", ".fastq", ".fq", ".fasta", ".fa", ".fna"] {
+        stem = stem.strip_suffix(ext).unwrap_or(stem);
+    }
+    for mate in ["_R1_001", "_R1", "_1", ".R1", ".1"] {
+        if let Some(s) = stem.strip_suffix(mate) {
+            return s.to_string();
+        }
+    }
+    if stem == "-" { "stdin".into() } else { stem.to_string() }
+}
+
+/// Reads a sample sheet: `name<TAB>R1[<TAB>R2]` per line, `#` comments, paths relative to the sheet.
+fn read_sample_sheet(
+    sheet: &std::path::Path,
+    interleaved: bool,
+) -> Result<Vec<(String, kmerdb::classify::ReadLayout)>> {
+    use kmerdb::classify::ReadLayout;
+    use kmerdb::input::Source;
+    let text = std::fs::read_to_string(sheet).with_context(|| format!("{}", sheet.display()))?;
+    let base = sheet.parent().unwrap_or(std::path::Path::new("."));
+    let mut samples: Vec<(String, ReadLayout)> = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let fields: Vec<&str> = line.split('\t').collect();
+        let path = |f: &str| Source::File(base.join(f));
+        let layout = match fields[..] {
+            [_, r1] if interleaved => ReadLayout::Interleaved(vec![path(r1)]),
+            [_, r1] => ReadLayout::Single(vec![path(r1)]),
+            [_, r1, r2] => ReadLayout::Paired(vec![(path(r1), path(r2))]),
+            _ => bail!(
+                "{} line {}: expected name<TAB>R1[<TAB>R2], found {} fields",
+                sheet.display(),
+                n + 1,
+                fields.len()
+            ),
+        };
+        let name = fields[0].to_string();
+        if name.is_empty() || name.contains('/') {
+            bail!("{} line {}: the sample name must be non-empty and contain no '/'", sheet.display(), n + 1);
+        }
+        if samples.iter().any(|(s, _)| *s == name) {
+            bail!("{} line {}: sample '{}' is listed twice", sheet.display(), n + 1, name);
+        }
+        samples.push((name, layout));
+    }
+    if samples.is_empty() {
+        bail!("{}: no samples listed", sheet.display());
+    }
+    Ok(samples)
 }
 
 fn run_info(args: InfoArgs) -> Result<()> {

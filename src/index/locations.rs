@@ -150,7 +150,14 @@ impl<'a> LocationList<'a> {
             return LocationList::Single((value & !INLINE_FLAG) as u64);
         }
         let eb = layout.entry_bits;
-        let len = entry(words, eb, value as u64) as usize;
+        // Bounds are checked once here so that reading entries cannot fail: a damaged index
+        // opened without verification gives an empty list, not a crash.
+        let entries = (words.len().saturating_sub(PAD_WORDS) as u64 * 32) / eb as u64;
+        if value as u64 >= entries {
+            return LocationList::Packed { words, entry_bits: eb, first: 0, len: 0 };
+        }
+        let len = entry(words, eb, value as u64);
+        let len = if value as u64 + 1 + len > entries { 0 } else { len as usize };
         LocationList::Packed { words, entry_bits: eb, first: value as u64 + 1, len }
     }
 

@@ -2,8 +2,10 @@
 //!
 //! Compression is detected from the gzip magic bytes, never from the file name, and
 //! multi-member gzip files (as written by `pigz` or `cat a.gz b.gz`) are read to the end.
-//! Lines are handed out as byte slices borrowed from one reused buffer, with the line terminator
-//! (`\n` or `\r\n`) removed, so that parsers allocate only for what they keep.
+//! Lines are handed out as byte slices borrowed from the reader's buffer, with the line
+//! terminator (`\n` or `\r\n`) removed, so that parsers allocate only for what they keep.
+//! Gzip input is inflated on a helper thread, one chunk ahead of the parser. A truncated or
+//! corrupt gzip stream is an I/O error, never a silently shorter file.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
@@ -274,6 +276,28 @@ mod tests {
             .map(|(i, l)| (i + 1, l.to_string()))
             .collect();
         assert_eq!(seen, expected);
+    }
+
+    #[test]
+    fn truncated_gzip_is_an_error() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("cut.gz");
+        let text: String = (0..20_000).map(|i| format!("line {i}\n")).collect();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(text.as_bytes()).expect("compress");
+        let full = gz.finish().expect("finish");
+        let mut lines = 0;
+        std::fs::write(&path, &full).expect("write");
+        for_each_line(&path, |_, _| {
+            lines += 1;
+            Ok(())
+        })
+        .expect("whole file reads");
+        assert_eq!(lines, 20_000);
+        std::fs::write(&path, &full[..full.len() / 2]).expect("write");
+        let err = for_each_line(&path, |_, _| Ok(())).expect_err("truncated");
+        assert!(matches!(err, TaxonomyError::Io { .. }), "{err:?}");
     }
 
     #[test]

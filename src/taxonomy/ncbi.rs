@@ -5,9 +5,10 @@
 //! `\t|\t` and lines end with `\t|`. Only names of class `scientific name` are kept.
 //!
 //! Speed matters (2.6 M taxa, ~250 MB of text once inflated): `nodes.dmp` and `names.dmp` are
-//! decompressed and parsed on two threads, fields are split at the byte level, and nothing is
-//! allocated per line except the kept name, appended to one shared buffer. Taxa are stored as
-//! parallel arrays in file order ("rows"), reached through a [`TaxIndex`].
+//! parsed on two threads, each fed by its own inflate thread when gzipped; fields are split at the
+//! byte level, and nothing is allocated per line except the kept name, appended to one shared
+//! buffer (UTF-8 checked once at the end). Taxa are stored as parallel arrays in file order
+//! ("rows"), reached through a [`TaxIndex`].
 //!
 //! Invariants checked at load, so that every later walk up the tree terminates: taxid 1 exists and
 //! is its own parent, no other taxon is, no taxid is defined twice, every parent is defined, and
@@ -27,7 +28,6 @@ const SEP: &[u8] = b"\t|\t";
 const NO_NAME: u32 = u32::MAX;
 
 /// The NCBI taxonomy as read from `nodes.dmp`, `names.dmp` and `merged.dmp`.
-#[derive(Debug)]
 pub struct NcbiTaxonomy {
     /// Taxid of each row.
     taxids: Vec<TaxId>,
@@ -45,6 +45,17 @@ pub struct NcbiTaxonomy {
     index: TaxIndex,
     /// Retired taxid → its replacement, from `merged.dmp`.
     merged: TaxidMap<TaxId>,
+}
+
+/// A summary: the arrays hold millions of entries.
+impl std::fmt::Debug for NcbiTaxonomy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NcbiTaxonomy")
+            .field("taxa", &self.taxids.len())
+            .field("merged", &self.merged.len())
+            .field("ranks", &self.ranks.len())
+            .finish_non_exhaustive()
+    }
 }
 
 /// `nodes.dmp` as parsed, before names are attached.
@@ -105,19 +116,13 @@ impl NcbiTaxonomy {
         let names_path = find_dump(dir, "names.dmp")?.ok_or_else(|| missing(dir, "names.dmp"))?;
         let merged_path = find_dump(dir, "merged.dmp")?;
 
+        // Each gzip file also gets its own inflate thread (see `lines::open_maybe_gz`).
         let (nodes, names) = std::thread::scope(|scope| {
-            let names = scope.spawn(|| {
-                let t = Instant::now();
-                let r = parse_names(&names_path);
-                eprintln!("TIMING names thread {:.3}", t.elapsed().as_secs_f64());
-                r
-            });
-            // nodes.dmp is the smaller file: its thread also reads merged.dmp and validates.
-            let t = Instant::now();
-            let nodes = parse_nodes(&nodes_path).and_then(|nodes| {
-                eprintln!("TIMING nodes parse+validate {:.3}", t.elapsed().as_secs_f64());
+            let names = scope.spawn(|| timed("names", || parse_names(&names_path)));
+            // nodes.dmp is the smaller file: its thread also reads merged.dmp.
+            let nodes = timed("nodes", || parse_nodes(&nodes_path)).and_then(|nodes| {
                 let merged = match &merged_path {
-                    Some(path) => parse_merged(path)?,
+                    Some(path) => timed("merged", || parse_merged(path))?,
                     None => TaxidMap::default(),
                 };
                 Ok((nodes, merged))
@@ -138,9 +143,7 @@ impl NcbiTaxonomy {
             index: nodes.index,
             merged,
         };
-        let t = Instant::now();
         tax.attach_names(names)?;
-        eprintln!("TIMING attach {:.3}", t.elapsed().as_secs_f64());
         log::info!(
             "loaded {} taxa ({} merged ids) from {} in {:.2} s",
             tax.len(),
@@ -323,6 +326,14 @@ impl NcbiTaxonomy {
     }
 }
 
+/// Runs `f`, logging how long it took at debug level.
+fn timed<T>(what: &str, f: impl FnOnce() -> T) -> T {
+    let start = Instant::now();
+    let out = f();
+    log::debug!("{what}.dmp read in {:.3} s", start.elapsed().as_secs_f64());
+    out
+}
+
 /// `dir/name` if it exists, else `dir/name.gz` if it exists, else `None`.
 fn find_dump(dir: &Path, name: &str) -> Result<Option<PathBuf>, TaxonomyError> {
     for candidate in [dir.join(name), dir.join(format!("{name}.gz"))] {
@@ -500,6 +511,11 @@ fn parse_names(path: &Path) -> Result<Names, TaxonomyError> {
         Ok(())
     })?;
     let buffer = String::from_utf8(buffer).map_err(|_| invalid_utf8_error(path))?;
+    // Valid as a whole is not enough: each name must also start on a character boundary (two
+    // broken names could join into valid UTF-8), or slicing it out later would panic.
+    if !records.iter().all(|&(_, start)| buffer.is_char_boundary(start as usize)) {
+        return Err(invalid_utf8_error(path));
+    }
     Ok(Names { path: path.to_path_buf(), records, buffer })
 }
 
@@ -776,6 +792,13 @@ mod tests {
         std::fs::write(dir.path().join("names.dmp"), names).expect("write");
         let msg = NcbiTaxonomy::load_dir(dir.path()).expect_err("must fail").to_string();
         assert!(msg.ends_with("names.dmp line 19: name is not valid UTF-8"), "{msg}");
+        // Two broken names that happen to join into valid UTF-8 ("\xc3" + "\xa9" is "é").
+        let mut names = NAMES.as_bytes().to_vec();
+        names.extend_from_slice(b"8\t|\tBroken \xc3\t|\t\t|\tscientific name\t|\n");
+        names.extend_from_slice(b"9\t|\t\xa9 broken\t|\t\t|\tscientific name\t|\n");
+        std::fs::write(dir.path().join("names.dmp"), names).expect("write");
+        let msg = NcbiTaxonomy::load_dir(dir.path()).expect_err("must fail").to_string();
+        assert!(msg.ends_with("names.dmp line 18: name is not valid UTF-8"), "{msg}");
     }
 
     #[test]

@@ -151,17 +151,19 @@ impl SeqIdMap {
             }
             let text = std::str::from_utf8(line)
                 .map_err(|_| TaxonomyError::malformed(path, line_no, "line is not valid UTF-8"))?;
-            let at = (file, line_no as u32);
+            let at = (file, u32::try_from(line_no).unwrap_or(u32::MAX));
             if accession2taxid {
-                let fields: Vec<&str> = text.split('\t').collect();
-                let &[accession, versioned, taxid, _gi] = fields.as_slice() else {
+                let mut fields = text.split('\t');
+                let (Some(accession), Some(versioned), Some(taxid), Some(_gi), None) =
+                    (fields.next(), fields.next(), fields.next(), fields.next(), fields.next())
+                else {
                     return Err(TaxonomyError::malformed(
                         path,
                         line_no,
                         format!(
                             "expected 4 tab-separated columns (accession, accession.version, \
                              taxid, gi), found {}",
-                            fields.len()
+                            text.split('\t').count()
                         ),
                     ));
                 };

@@ -31,7 +31,7 @@ pub struct Taxon {
 /// A validated taxonomy tree with constant-time taxid lookup and O(depth) LCA.
 ///
 /// Serialises as its list of taxa sorted by taxid; deserialising validates again.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 #[serde(try_from = "Vec<Taxon>", into = "Vec<Taxon>")]
 pub struct TaxonTree {
     /// All taxa, sorted by taxid; a taxon's position is its internal index.
@@ -83,7 +83,7 @@ impl TaxonTree {
         };
 
         let mut parents = Vec::with_capacity(taxa.len());
-        let mut child_counts = vec![0u32; taxa.len() + 1];
+        let mut child_counts = vec![0u32; taxa.len()];
         for t in &taxa {
             let parent =
                 index.get(t.parent).ok_or(TaxonomyError::DanglingParent { taxid: t.taxid, parent: t.parent })?;
@@ -103,7 +103,7 @@ impl TaxonTree {
             child_starts.push(total);
             total += count;
         }
-        child_starts.truncate(taxa.len() + 1);
+        child_starts.push(total);
         let mut fill = child_starts.clone();
         let mut child_idx = vec![0u32; total as usize];
         for (i, &parent) in parents.iter().enumerate() {
@@ -285,6 +285,16 @@ impl TaxonTree {
             0 => letter.to_string(),
             offset => format!("{letter}{offset}"),
         }
+    }
+}
+
+/// A summary: the number of taxa and the first few of them.
+impl std::fmt::Debug for TaxonTree {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaxonTree")
+            .field("len", &self.taxa.len())
+            .field("first", &&self.taxa[..self.taxa.len().min(3)])
+            .finish_non_exhaustive()
     }
 }
 

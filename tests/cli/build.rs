@@ -81,16 +81,20 @@ fn sequences_without_taxid_are_left_out_with_a_warning_or_refused_with_strict() 
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("x.db");
     let fasta = dir.path().join("g.fa");
-    std::fs::write(&fasta, ">tagged|kraken:taxid|10710\nACGTACGTTGCAACGTAGCTAGCTAGGATCGATCG\n>untagged\nACGATCGATCGGGATCGATTACG\n")
-        .unwrap();
+    std::fs::write(
+        &fasta,
+        ">tagged|kraken:taxid|10710\nACGTACGTTGCAACGTAGCTAGCTAGGATCGATCG\n>untagged\nACGATCGATCGGGATCGATTACG\n",
+    )
+    .unwrap();
     let base = || {
         let mut c = kmerdb();
         c.arg("build").arg("-d").arg(&db).arg("--taxonomy").arg(data().join("taxonomy")).arg(&fasta);
         c
     };
-    base().assert().success().stderr(predicate::str::contains("1 sequences have no taxid").and(
-        predicate::str::contains("untagged"),
-    ));
+    base()
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("1 sequences have no taxid").and(predicate::str::contains("untagged")));
     std::fs::remove_file(&db).unwrap();
     base().arg("--strict").assert().failure().stderr(predicate::str::contains("untagged"));
     assert!(!db.exists());

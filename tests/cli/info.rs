@@ -19,7 +19,8 @@ fn text_and_json_describe_the_index() {
         .stdout(predicate::str::contains("bytes per reference base"));
     let out = kmerdb().arg("info").arg("--json").arg(&db).output().unwrap();
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let sections: Vec<&str> = json["sections"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    let sections: Vec<&str> =
+        json["sections"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
     assert_eq!(sections, ["shards", "buckets", "locations", "targets", "taxonomy"]);
     for s in json["sections"].as_array().unwrap() {
         assert_eq!(s["offset"].as_u64().unwrap() % 4096, 0, "sections are 4 KiB-aligned");

@@ -2,6 +2,7 @@
 //! subcommand.
 
 mod build;
+mod classify;
 mod info;
 
 use assert_cmd::Command;

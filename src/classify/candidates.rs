@@ -1,0 +1,176 @@
+//! Classifying one read or read pair: MetaCache's method (REFERENCE.md §2). This is the
+//! specification the GPU classifier follows.
+//!
+//! 1. Sketch every window of every mate exactly as the reference windows were sketched.
+//! 2. Look up each feature and gather all its locations (mates together).
+//! 3. Sort the locations; per target, slide a range of `2 + max(read length, insert size) / stride`
+//!    consecutive windows over them; the best hit count in a range makes that target's candidate.
+//! 4. Keep the top `max_candidates` (by hits, then by target id: ties are broken the same way
+//!    everywhere).
+//! 5. Unclassified if there is no candidate or the best has fewer than `hitmin` hits; otherwise
+//!    the lowest common ancestor of the candidates with more than `(top - hitmin) * hitdiff` hits,
+//!    optionally lifted to `lowest_rank`.
+
+use crate::index::Index;
+use crate::sketch::Sketcher;
+use crate::taxonomy::{TaxId, TaxonTree};
+
+/// Settings of the decision, checked by the caller.
+#[derive(Debug, Clone)]
+pub struct ClassifyParams {
+    pub hitmin: u32,
+    pub hitdiff: f64,
+    pub max_candidates: usize,
+    /// Largest expected insert size of pairs, widening the window range of a candidate.
+    pub insert_size: usize,
+    /// Report taxa no lower than this rank (e.g. `species`): lower calls are lifted to it.
+    pub lowest_rank: Option<String>,
+}
+
+impl ClassifyParams {
+    /// MetaCache's defaults for a sketch of `sketch_size` features: hitmin = s / 3 (at least 1).
+    pub fn defaults(sketch_size: u32) -> Self {
+        Self { hitmin: (sketch_size / 3).max(1), hitdiff: 1.0, max_candidates: 2, insert_size: 0, lowest_rank: None }
+    }
+}
+
+/// A target and its best window range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Candidate {
+    pub target: u32,
+    pub hits: u32,
+    pub first_window: u32,
+    pub last_window: u32,
+}
+
+/// The result for one read: its taxon (0 = unclassified) and, when asked for, per-mate runs of
+/// (taxon of each feature's locations, count) for Kraken's hit-list column.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Call {
+    pub taxid: TaxId,
+    pub hit_runs: [Vec<(TaxId, u32)>; 2],
+}
+
+/// Per-thread classifier with reusable buffers.
+pub struct Classifier<'a> {
+    index: &'a Index,
+    params: &'a ClassifyParams,
+    sketcher: Sketcher,
+    locations: Vec<u64>,
+    candidates: Vec<Candidate>,
+    /// Target id → taxid, copied once for quick access.
+    target_taxa: &'a [TaxId],
+}
+
+impl<'a> Classifier<'a> {
+    pub fn new(index: &'a Index, params: &'a ClassifyParams, target_taxa: &'a [TaxId]) -> Self {
+        Self {
+            index,
+            params,
+            sketcher: Sketcher::new(index.header().sketch),
+            locations: Vec::new(),
+            candidates: Vec::new(),
+            target_taxa,
+        }
+    }
+
+    /// Classifies a read given as its mates' sequences. With `hit_list`, also fills the hit runs.
+    pub fn classify(&mut self, mates: &[&[u8]], hit_list: bool) -> Call {
+        let mut call = Call::default();
+        self.locations.clear();
+        let index = self.index;
+        let tree = index.taxonomy();
+        for (m, seq) in mates.iter().enumerate() {
+            let locations = &mut self.locations;
+            let runs = &mut call.hit_runs[m.min(1)];
+            let target_taxa = self.target_taxa;
+            self.sketcher.sketch_all(seq, |_, sketch| {
+                for &f in sketch {
+                    let found = index.lookup(f);
+                    if let Some(list) = &found {
+                        locations.extend(list.iter());
+                    }
+                    if hit_list {
+                        let taxon = found.map_or(0, |list| feature_taxon(list.iter(), index, target_taxa, tree));
+                        push_run(runs, taxon);
+                    }
+                }
+            });
+        }
+        // Only a damaged index opened without verification can point past the last target.
+        let (layout, n_targets) = (*index.layout(), self.target_taxa.len() as u32);
+        self.locations.retain(|&l| layout.unpack(l).0 < n_targets);
+        let total_len: usize = mates.iter().map(|m| m.len()).sum();
+        let range = 2 + total_len.max(self.params.insert_size) / self.index.header().sketch.stride as usize;
+        top_candidates(&mut self.locations, self.index, range as u32, self.params.max_candidates, &mut self.candidates);
+        call.taxid = decide(&self.candidates, self.params, self.target_taxa, tree);
+        call
+    }
+
+    /// The candidates of the last classified read, best first.
+    pub fn candidates(&self) -> &[Candidate] {
+        &self.candidates
+    }
+}
+
+/// The LCA of the taxa of a feature's targets.
+fn feature_taxon(locs: impl Iterator<Item = u64>, index: &Index, target_taxa: &[TaxId], tree: &TaxonTree) -> TaxId {
+    let layout = index.layout();
+    locs.filter_map(|l| target_taxa.get(layout.unpack(l).0 as usize)).fold(0, |acc, &t| tree.lca(acc, t))
+}
+
+fn push_run(runs: &mut Vec<(TaxId, u32)>, taxon: TaxId) {
+    match runs.last_mut() {
+        Some((t, n)) if *t == taxon => *n += 1,
+        _ => runs.push((taxon, 1)),
+    }
+}
+
+/// Fills `out` with the best `max` candidates of the gathered `locations` (sorted here).
+pub fn top_candidates(locations: &mut [u64], index: &Index, range: u32, max: usize, out: &mut Vec<Candidate>) {
+    out.clear();
+    locations.sort_unstable();
+    let layout = index.layout();
+    for run in locations.chunk_by(|a, b| layout.unpack(*a).0 == layout.unpack(*b).0) {
+        let target = layout.unpack(run[0]).0;
+        let window = |i: usize| layout.unpack(run[i]).1;
+        let (mut best, mut first, mut last) = (0u32, 0u32, 0u32);
+        let mut lo = 0;
+        for hi in 0..run.len() {
+            while window(hi) - window(lo) >= range {
+                lo += 1;
+            }
+            let hits = (hi - lo + 1) as u32;
+            if hits > best {
+                (best, first, last) = (hits, window(lo), window(hi));
+            }
+        }
+        let c = Candidate { target, hits: best, first_window: first, last_window: last };
+        // Insert into the sorted top list: more hits first, then lower target id (targets arrive
+        // in ascending order, so an equal count goes after the ones already there).
+        let pos = out.partition_point(|o| o.hits >= c.hits);
+        if pos < max {
+            out.insert(pos, c);
+            out.truncate(max);
+        }
+    }
+}
+
+/// The taxon of a read from its candidates (0 = unclassified).
+pub fn decide(candidates: &[Candidate], params: &ClassifyParams, target_taxa: &[TaxId], tree: &TaxonTree) -> TaxId {
+    let Some(top) = candidates.first() else { return 0 };
+    if top.hits < params.hitmin {
+        return 0;
+    }
+    let threshold = (top.hits - params.hitmin) as f64 * params.hitdiff;
+    let mut taxon = target_taxa[top.target as usize];
+    for c in &candidates[1..] {
+        if c.hits as f64 > threshold {
+            taxon = tree.lca(taxon, target_taxa[c.target as usize]);
+        }
+    }
+    match &params.lowest_rank {
+        Some(rank) => tree.ancestor_at_rank(taxon, rank).unwrap_or(taxon),
+        None => taxon,
+    }
+}

@@ -1,0 +1,257 @@
+//! `kmerdb classify` on the CPU: reads to taxa, with Kraken-style outputs.
+//!
+//! - [`reads`]: single, paired and interleaved input, mate checks, batches;
+//! - [`candidates`]: the method for one read (the specification the GPU path follows);
+//! - here: opening the index once, then for each sample a pipeline in which the next batch is read
+//!   while the current one is classified in parallel; results are written in input order, so the
+//!   output does not depend on the thread count.
+//!
+//! Every output is written under a temporary name and renamed only when the sample is complete.
+
+pub mod candidates;
+pub mod reads;
+
+pub use candidates::{Call, Candidate, Classifier, ClassifyParams};
+pub use reads::{ReadLayout, ReadStream};
+
+use crate::index::{Index, IndexError, Verify};
+use crate::output::{self, Output, ReadResult, ReadsWriter};
+use crate::taxonomy::TaxId;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Reads classified per batch: large enough to spread over threads, small enough to stay in cache.
+const BATCH_READS: usize = 16_384;
+
+/// Where one sample's results go. `None` = not written.
+#[derive(Debug, Clone, Default)]
+pub struct SampleOutputs {
+    pub kraken: Option<PathBuf>,
+    pub report: Option<PathBuf>,
+    pub abundance: Option<PathBuf>,
+    pub classified: Option<PathBuf>,
+    pub unclassified: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Sample {
+    pub name: String,
+    pub reads: ReadLayout,
+    pub outputs: SampleOutputs,
+}
+
+/// Checked settings of one classify run.
+#[derive(Debug, Clone)]
+pub struct ClassifyConfig {
+    pub db: PathBuf,
+    pub verify: Verify,
+    pub threads: usize,
+    /// `None`: the default for the index's sketch size.
+    pub hitmin: Option<u32>,
+    pub hitdiff: f64,
+    pub max_candidates: usize,
+    pub insert_size: usize,
+    pub lowest_rank: Option<String>,
+    pub abundance_rank: Option<String>,
+    pub use_names: bool,
+    pub samples: Vec<Sample>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClassifyError {
+    #[error(transparent)]
+    Index(#[from] IndexError),
+    #[error(transparent)]
+    Reads(#[from] reads::ReadError),
+    #[error("{path}: {source}")]
+    Output { path: String, source: std::io::Error },
+    #[error("--lowest-rank / --abundance-rank {0}: no taxon of the index has this rank")]
+    UnknownRank(String),
+    #[error("cannot start {threads} threads: {reason}")]
+    Threads { threads: usize, reason: String },
+}
+
+/// What classifying one sample did.
+#[derive(Debug, Clone)]
+pub struct SampleSummary {
+    pub name: String,
+    pub reads: u64,
+    pub classified: u64,
+    pub elapsed: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct ClassifySummary {
+    pub index_load: Duration,
+    pub samples: Vec<SampleSummary>,
+}
+
+/// Opens the index once and classifies every sample. `on_sample` is called after each sample.
+pub fn classify(
+    config: &ClassifyConfig,
+    on_sample: &mut dyn FnMut(&SampleSummary),
+) -> Result<ClassifySummary, ClassifyError> {
+    let start = Instant::now();
+    let index = Index::open(&config.db, config.verify)?;
+    let index_load = start.elapsed();
+    let tree = index.taxonomy();
+    for rank in config.lowest_rank.iter().chain(&config.abundance_rank) {
+        if !tree.taxa().iter().any(|t| t.rank == *rank) {
+            return Err(ClassifyError::UnknownRank(rank.clone()));
+        }
+    }
+    let params = ClassifyParams {
+        hitmin: config.hitmin.unwrap_or(ClassifyParams::defaults(index.header().sketch.sketch_size).hitmin),
+        hitdiff: config.hitdiff,
+        max_candidates: config.max_candidates,
+        insert_size: config.insert_size,
+        lowest_rank: config.lowest_rank.clone(),
+    };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(config.threads)
+        .build()
+        .map_err(|e| ClassifyError::Threads { threads: config.threads, reason: e.to_string() })?;
+    let target_taxa: Vec<TaxId> = index.targets().iter().map(|t| t.taxid).collect();
+    let run = Run { index: &index, params: &params, target_taxa: &target_taxa, config };
+    let mut samples = Vec::new();
+    for sample in &config.samples {
+        let summary = pool.install(|| run.sample(sample))?;
+        on_sample(&summary);
+        samples.push(summary);
+    }
+    Ok(ClassifySummary { index_load, samples })
+}
+
+struct Run<'a> {
+    index: &'a Index,
+    params: &'a ClassifyParams,
+    target_taxa: &'a [TaxId],
+    config: &'a ClassifyConfig,
+}
+
+/// A sample's open outputs.
+struct Outputs {
+    kraken: Option<(Output, String)>,
+    classified: Option<ReadsWriter>,
+    unclassified: Option<ReadsWriter>,
+}
+
+fn out_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> ClassifyError + '_ {
+    move |source| ClassifyError::Output { path: path.display().to_string(), source }
+}
+
+impl Run<'_> {
+    fn sample(&self, sample: &Sample) -> Result<SampleSummary, ClassifyError> {
+        let start = Instant::now();
+        let o = &sample.outputs;
+        let paired = sample.reads.is_paired();
+        let mut outs = Outputs {
+            kraken: o
+                .kraken
+                .as_ref()
+                .map(|p| output::create_output(p).map(|w| (w, p.display().to_string())).map_err(out_err(p)))
+                .transpose()?,
+            classified: o
+                .classified
+                .as_ref()
+                .map(|p| ReadsWriter::create(p, paired).map_err(out_err(p)))
+                .transpose()?,
+            unclassified: o
+                .unclassified
+                .as_ref()
+                .map(|p| ReadsWriter::create(p, paired).map_err(out_err(p)))
+                .transpose()?,
+        };
+        let hit_list = outs.kraken.is_some();
+        let mut stream = ReadStream::new(sample.reads.clone());
+        let mut direct: HashMap<TaxId, u64> = HashMap::new();
+        let (mut total, mut unclassified) = (0u64, 0u64);
+        let mut batch = Vec::new();
+        stream.next_batch(&mut batch, BATCH_READS)?;
+        while !batch.is_empty() {
+            let (next, calls) = rayon::join(
+                || {
+                    let mut next = Vec::new();
+                    stream.next_batch(&mut next, BATCH_READS).map(|()| next)
+                },
+                || self.classify_batch(&batch, hit_list),
+            );
+            for (read, call) in batch.iter().zip(calls) {
+                total += 1;
+                if call.taxid == 0 {
+                    unclassified += 1;
+                } else {
+                    *direct.entry(call.taxid).or_default() += 1;
+                }
+                self.write_read(&mut outs, read, call)?;
+            }
+            batch = next?;
+        }
+
+        let tree = self.index.taxonomy();
+        if let Some(p) = &o.report {
+            let mut w = output::create_output(p).map_err(out_err(p))?;
+            output::write_kreport(&mut w, tree, &direct, unclassified).map_err(out_err(p))?;
+            w.finish().map_err(out_err(p))?;
+        }
+        if let Some(p) = &o.abundance {
+            let mut w = output::create_output(p).map_err(out_err(p))?;
+            output::write_abundance(&mut w, tree, &direct, unclassified, self.config.abundance_rank.as_deref())
+                .map_err(out_err(p))?;
+            w.finish().map_err(out_err(p))?;
+        }
+        if let Some((w, p)) = outs.kraken {
+            w.finish().map_err(|source| ClassifyError::Output { path: p, source })?;
+        }
+        for (w, p) in [(outs.classified, &o.classified), (outs.unclassified, &o.unclassified)] {
+            if let (Some(w), Some(p)) = (w, p) {
+                w.finish().map_err(out_err(p))?;
+            }
+        }
+        Ok(SampleSummary {
+            name: sample.name.clone(),
+            reads: total,
+            classified: total - unclassified,
+            elapsed: start.elapsed(),
+        })
+    }
+
+    fn classify_batch(&self, batch: &[reads::Read], hit_list: bool) -> Vec<Call> {
+        use rayon::prelude::*;
+        batch
+            .par_iter()
+            .with_min_len(64)
+            .map_init(
+                || Classifier::new(self.index, self.params, self.target_taxa),
+                |c, read| {
+                    let mates: Vec<&[u8]> = read.mates.iter().map(|m| m.seq.as_slice()).collect();
+                    c.classify(&mates, hit_list)
+                },
+            )
+            .collect()
+    }
+
+    fn write_read(&self, outs: &mut Outputs, read: &reads::Read, call: Call) -> Result<(), ClassifyError> {
+        let classified = call.taxid != 0;
+        let reads_out = if classified { &mut outs.classified } else { &mut outs.unclassified };
+        if let Some(w) = reads_out {
+            for (m, mate) in read.mates.iter().enumerate() {
+                w.write(m, &mate.header, &mate.seq, mate.qual.as_deref())
+                    .map_err(|source| ClassifyError::Output { path: "classified/unclassified reads".into(), source })?;
+            }
+        }
+        if let Some((w, path)) = &mut outs.kraken {
+            let result = ReadResult {
+                id: read.id(),
+                taxid: call.taxid,
+                lengths: (read.mates[0].seq.len(), read.mates.get(1).map(|m| m.seq.len())),
+                hits: call.hit_runs,
+            };
+            let names = self.config.use_names.then(|| self.index.taxonomy());
+            output::write_kraken_line(w, &result, names)
+                .map_err(|source| ClassifyError::Output { path: path.clone(), source })?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,282 @@
+//! Reading reads for classification: single-end files, R1/R2 file pairs, or interleaved pairs, in
+//! batches, checking that mates belong together (same count, same name).
+
+use crate::input::{InputError, SeqReader, Source, first_word};
+
+/// How a sample's reads are laid out in its files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadLayout {
+    /// Each file holds single reads; files are read one after another.
+    Single(Vec<Source>),
+    /// (R1, R2) file pairs, read one pair after another.
+    Paired(Vec<(Source, Source)>),
+    /// Each file holds mate 1 and mate 2 alternately.
+    Interleaved(Vec<Source>),
+}
+
+impl ReadLayout {
+    pub fn is_paired(&self) -> bool {
+        !matches!(self, ReadLayout::Single(_))
+    }
+
+    pub fn sources(&self) -> Vec<&Source> {
+        match self {
+            ReadLayout::Single(v) | ReadLayout::Interleaved(v) => v.iter().collect(),
+            ReadLayout::Paired(v) => v.iter().flat_map(|(a, b)| [a, b]).collect(),
+        }
+    }
+}
+
+/// One mate as read.
+#[derive(Debug, Clone, Default)]
+pub struct Mate {
+    pub header: Vec<u8>,
+    pub seq: Vec<u8>,
+    pub qual: Option<Vec<u8>>,
+}
+
+/// A read or read pair: one or two mates.
+#[derive(Debug, Clone, Default)]
+pub struct Read {
+    pub mates: Vec<Mate>,
+}
+
+impl Read {
+    /// The read id: the first header word without a trailing `/1` or `/2`.
+    pub fn id(&self) -> String {
+        String::from_utf8_lossy(strip_mate_suffix(first_word(&self.mates[0].header))).into_owned()
+    }
+}
+
+/// `name/1` and `name/2` → `name`.
+pub fn strip_mate_suffix(id: &[u8]) -> &[u8] {
+    match id {
+        [rest @ .., b'/', b'1' | b'2'] => rest,
+        _ => id,
+    }
+}
+
+/// Mates that do not belong together.
+#[derive(Debug, thiserror::Error)]
+pub enum PairingError {
+    #[error("{shorter} has fewer reads than {longer}: it ends after {count} reads")]
+    Count { shorter: String, longer: String, count: u64 },
+    #[error(
+        "read {number} of {r1} is '{id1}' but read {number} of {r2} is '{id2}': the files are not mates of each other"
+    )]
+    Names { r1: String, r2: String, number: u64, id1: String, id2: String },
+    #[error("{file} is interleaved but holds an odd number of records ({count})")]
+    OddInterleaved { file: String, count: u64 },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error(transparent)]
+    Pairing(#[from] PairingError),
+}
+
+/// Reads a sample's reads in batches, file after file.
+pub struct ReadStream {
+    layout: ReadLayout,
+    /// Index of the current file (pair) in the layout.
+    next_file: usize,
+    current: Option<Vec<SeqReader>>,
+    /// Reads delivered from the current file (pair).
+    count: u64,
+}
+
+impl ReadStream {
+    pub fn new(layout: ReadLayout) -> Self {
+        Self { layout, next_file: 0, current: None, count: 0 }
+    }
+
+    /// Opens the next file (pair). An empty file holds no reads: a warning, not an error, so that
+    /// pipelines can pass empty samples through (and still get every output).
+    fn open_next(&mut self) -> Result<bool, ReadError> {
+        loop {
+            let sources: Vec<&Source> = match &self.layout {
+                ReadLayout::Single(v) | ReadLayout::Interleaved(v) => v.get(self.next_file).into_iter().collect(),
+                ReadLayout::Paired(v) => v.get(self.next_file).map(|(a, b)| vec![a, b]).unwrap_or_default(),
+            };
+            if sources.is_empty() {
+                return Ok(false);
+            }
+            self.next_file += 1;
+            let mut readers = Vec::new();
+            let mut empty = Vec::new();
+            for s in &sources {
+                match SeqReader::open(s) {
+                    Ok(r) => readers.push(r),
+                    Err(InputError::Empty { file }) => empty.push(file),
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            for file in &empty {
+                log::warn!("{file} holds no reads");
+            }
+            match (readers.len(), sources.len()) {
+                (0, _) => continue,
+                (1, 2) => {
+                    let mut r = readers.pop().expect("one reader");
+                    if r.next_record().is_none() {
+                        continue;
+                    }
+                    return Err(PairingError::Count {
+                        shorter: empty[0].to_string(),
+                        longer: r.source().to_string(),
+                        count: 0,
+                    }
+                    .into());
+                }
+                _ => {}
+            }
+            self.current = Some(readers);
+            self.count = 0;
+            return Ok(true);
+        }
+    }
+
+    /// Up to `max` reads into `batch` (cleared first); an empty batch means the end.
+    pub fn next_batch(&mut self, batch: &mut Vec<Read>, max: usize) -> Result<(), ReadError> {
+        batch.clear();
+        while batch.len() < max {
+            if self.current.is_none() && !self.open_next()? {
+                break;
+            }
+            match self.next_read()? {
+                Some(read) => batch.push(read),
+                None => self.current = None,
+            }
+        }
+        Ok(())
+    }
+
+    fn next_read(&mut self) -> Result<Option<Read>, ReadError> {
+        let interleaved = matches!(self.layout, ReadLayout::Interleaved(_));
+        let readers = self.current.as_mut().expect("a file is open");
+        let mut mates = Vec::with_capacity(2);
+        if readers.len() == 2 {
+            let (a, b) = readers.split_at_mut(1);
+            let m1 = read_mate(&mut a[0])?;
+            let m2 = read_mate(&mut b[0])?;
+            match (m1, m2) {
+                (None, None) => return Ok(None),
+                (Some(_), None) | (None, Some(_)) => {
+                    let (r1, r2) = (&a[0], &b[0]);
+                    let (shorter, longer) = if r1.records() < r2.records() { (r1, r2) } else { (r2, r1) };
+                    return Err(PairingError::Count {
+                        shorter: shorter.source().to_string(),
+                        longer: longer.source().to_string(),
+                        count: shorter.records(),
+                    }
+                    .into());
+                }
+                (Some(m1), Some(m2)) => {
+                    check_names(&m1, &m2, &a[0], &b[0], self.count + 1)?;
+                    mates.push(m1);
+                    mates.push(m2);
+                }
+            }
+        } else {
+            let r = &mut readers[0];
+            let Some(m1) = read_mate(r)? else { return Ok(None) };
+            mates.push(m1);
+            if interleaved {
+                let Some(m2) = read_mate(r)? else {
+                    return Err(
+                        PairingError::OddInterleaved { file: r.source().to_string(), count: r.records() }.into()
+                    );
+                };
+                check_names(&mates[0], &m2, r, r, self.count + 1)?;
+                mates.push(m2);
+            }
+        }
+        self.count += 1;
+        Ok(Some(Read { mates }))
+    }
+}
+
+fn read_mate(r: &mut SeqReader) -> Result<Option<Mate>, InputError> {
+    match r.next_record() {
+        None => Ok(None),
+        Some(Err(e)) => Err(e),
+        Some(Ok(rec)) => Ok(Some(Mate {
+            header: rec.header().to_vec(),
+            seq: rec.seq().into_owned(),
+            qual: rec.qual().map(<[u8]>::to_vec),
+        })),
+    }
+}
+
+fn check_names(m1: &Mate, m2: &Mate, r1: &SeqReader, r2: &SeqReader, number: u64) -> Result<(), PairingError> {
+    let id1 = strip_mate_suffix(first_word(&m1.header));
+    let id2 = strip_mate_suffix(first_word(&m2.header));
+    if id1 != id2 {
+        return Err(PairingError::Names {
+            r1: r1.source().to_string(),
+            r2: r2.source().to_string(),
+            number,
+            id1: String::from_utf8_lossy(id1).into_owned(),
+            id2: String::from_utf8_lossy(id2).into_owned(),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn write(dir: &std::path::Path, name: &str, text: &str) -> Source {
+        let p: PathBuf = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        Source::File(p)
+    }
+
+    fn all(layout: ReadLayout) -> Result<Vec<Read>, ReadError> {
+        let mut s = ReadStream::new(layout);
+        let mut out = Vec::new();
+        let mut batch = Vec::new();
+        loop {
+            s.next_batch(&mut batch, 2)?;
+            if batch.is_empty() {
+                return Ok(out);
+            }
+            out.append(&mut batch);
+        }
+    }
+
+    #[test]
+    fn pairs_interleaved_and_single() {
+        let d = tempfile::tempdir().unwrap();
+        let r1 = write(d.path(), "r1.fq", "@a/1\nACGT\n+\nIIII\n@b/1\nGG\n+\nII\n@c/1\nT\n+\nI\n");
+        let r2 = write(d.path(), "r2.fq", "@a/2\nTTTT\n+\nIIII\n@b/2\nCC\n+\nII\n@c/2\nA\n+\nI\n");
+        let reads = all(ReadLayout::Paired(vec![(r1.clone(), r2)])).unwrap();
+        assert_eq!(reads.iter().map(Read::id).collect::<Vec<_>>(), ["a", "b", "c"]);
+        assert_eq!(reads[1].mates[1].seq, b"CC");
+        let il = write(d.path(), "il.fa", ">x 1:N\nAC\n>x 2:N\nGT\n>y\nAA\n>y\nCC\n");
+        let reads = all(ReadLayout::Interleaved(vec![il])).unwrap();
+        assert_eq!(reads.len(), 2);
+        assert_eq!(reads[1].mates[1].seq, b"CC");
+        let reads = all(ReadLayout::Single(vec![r1.clone(), r1])).unwrap();
+        assert_eq!(reads.len(), 6);
+    }
+
+    #[test]
+    fn mismatched_mates_are_errors() {
+        let d = tempfile::tempdir().unwrap();
+        let r1 = write(d.path(), "r1.fa", ">a/1\nACGT\n>b/1\nGG\n");
+        let short = write(d.path(), "short.fa", ">a/2\nACGT\n");
+        let err = all(ReadLayout::Paired(vec![(r1.clone(), short)])).err().unwrap().to_string();
+        assert!(err.contains("short.fa has fewer reads than") && err.contains("after 1 reads"), "{err}");
+        let other = write(d.path(), "other.fa", ">a/2\nACGT\n>zz/2\nGG\n");
+        let err = all(ReadLayout::Paired(vec![(r1, other)])).err().unwrap().to_string();
+        assert!(err.contains("read 2 of") && err.contains("'b'") && err.contains("'zz'"), "{err}");
+        let odd = write(d.path(), "odd.fa", ">a\nAC\n>a\nGT\n>b\nAA\n");
+        let err = all(ReadLayout::Interleaved(vec![odd])).err().unwrap().to_string();
+        assert!(err.contains("odd number"), "{err}");
+    }
+}

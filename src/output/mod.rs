@@ -1,0 +1,76 @@
+//! Output writers: the last pipeline stage, turning classification results into the files that
+//! users' tools read.
+//!
+//! - [`write_kraken_line`]: Kraken's per-read output, one line per read or pair
+//!   ([`ReadResult`] holds what a line needs);
+//! - [`write_kreport`]: the Kraken report (kreport) that Bracken, MultiQC, Pavian and taxpasta read,
+//!   with [`clade_counts`] for anything that needs reads per clade;
+//! - [`write_abundance`]: a plain TSV of reads per taxon, optionally summed to one rank;
+//! - [`create_output`] / [`Output`]: where those go: stdout for `-`, gzip for names ending in
+//!   `.gz`, and for files a temporary name that only [`Output::finish`] renames to the final one,
+//!   so a failed run never leaves a half-written file under the name the user asked for;
+//! - [`ReadsWriter`]: `--classified-out` / `--unclassified-out` sequences, one file per mate.
+//!
+//! Formats follow Kraken 2 (per-read lines, `0:0` and `|:|` in hit lists, the report's columns,
+//! rank codes and ordering, `_1`/`_2` for `#` in paired file names); where kmerdb differs it says so
+//! in the item's documentation (chiefly: a report always has a line MultiQC recognises, even for
+//! zero reads, and report order is deterministic on ties).
+//!
+//! Invariants every writer keeps: taxid 0 means unclassified and is never a taxon; every taxid
+//! given to a writer is in the [`TaxonTree`](crate::taxonomy::TaxonTree), and one that is not is a
+//! caller bug reported as an [`std::io::Error`] of kind [`InvalidData`](std::io::ErrorKind)
+//! naming the taxid, never silently dropped or written.
+
+mod abundance;
+mod file;
+mod kraken;
+mod kreport;
+mod reads;
+
+pub use abundance::write_abundance;
+pub use file::{Output, create_output};
+pub use kraken::{ReadResult, read_id, write_kraken_line};
+pub use kreport::{clade_counts, write_kreport};
+pub use reads::ReadsWriter;
+
+use std::io;
+
+use crate::taxonomy::TaxId;
+
+/// The error for a taxid that a writer was given but the tree does not hold.
+fn unknown_taxid(taxid: TaxId, what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, format!("{what}: taxid {taxid} is not in the index's taxonomy"))
+}
+
+#[cfg(test)]
+pub(crate) mod test_tree {
+    use crate::taxonomy::{TaxId, Taxon, TaxonTree};
+
+    fn t(taxid: TaxId, parent: TaxId, rank: &str, name: &str) -> Taxon {
+        Taxon { taxid, parent, rank: rank.into(), name: name.into() }
+    }
+
+    /// root → cellular organisms → Bacteria → ... → Enterobacteriaceae, holding Escherichia
+    /// (E. coli → K-12), Salmonella (S. enterica) and Shigella (S. flexneri); plus Viruses under
+    /// the root, which tests leave without reads.
+    pub(crate) fn tree() -> TaxonTree {
+        TaxonTree::new(vec![
+            t(1, 1, "no rank", "root"),
+            t(131567, 1, "no rank", "cellular organisms"),
+            t(2, 131567, "superkingdom", "Bacteria"),
+            t(1224, 2, "phylum", "Pseudomonadota"),
+            t(1236, 1224, "class", "Gammaproteobacteria"),
+            t(91347, 1236, "order", "Enterobacterales"),
+            t(543, 91347, "family", "Enterobacteriaceae"),
+            t(561, 543, "genus", "Escherichia"),
+            t(562, 561, "species", "Escherichia coli"),
+            t(83333, 562, "strain", "Escherichia coli K-12"),
+            t(590, 543, "genus", "Salmonella"),
+            t(28901, 590, "species", "Salmonella enterica"),
+            t(620, 543, "genus", "Shigella"),
+            t(623, 620, "species", "Shigella flexneri"),
+            t(10239, 1, "superkingdom", "Viruses"),
+        ])
+        .expect("valid test tree")
+    }
+}

@@ -1,0 +1,314 @@
+//! `kmerdb classify`: the bundled reads against the bundled genomes, output formats, several
+//! samples, determinism, and bad input.
+
+use crate::{build_data, data, gunzip, kmerdb, listing};
+use predicates::prelude::*;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// The index of `data/`, built once for all tests of this module.
+fn db() -> &'static Path {
+    static DB: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    let (_, path) = DB.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("data.db");
+        build_data(&db).assert().success();
+        (dir, db)
+    });
+    path
+}
+
+fn r1() -> PathBuf {
+    data().join("reads/sample_R1.fq.gz")
+}
+
+fn r2() -> PathBuf {
+    data().join("reads/sample_R2.fq.gz")
+}
+
+fn classify() -> assert_cmd::Command {
+    let mut c = kmerdb();
+    c.arg("classify").arg("-d").arg(db());
+    c
+}
+
+const PAIRS: usize = 2965;
+
+/// MultiQC's detection pattern for Kraken reports (REFERENCE.md §4).
+fn multiqc_matches(line: &str) -> bool {
+    regex::Regex::new(
+        r"^\s{0,2}(\d{1,3}\.\d{1,2})\t(\d+)\t(\d+)\t((\d+)\t(\d+)\t)?([URDKPCOFGS-]\d{0,2})\t(\d+)(\s+)[root|unclassified]",
+    )
+    .unwrap()
+    .is_match(line)
+}
+
+#[test]
+fn paired_reads_give_kraken_lines_report_and_abundance() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, report, abund) = (dir.path().join("s.kraken"), dir.path().join("s.kreport"), dir.path().join("s.tsv"));
+    classify()
+        .arg("-1")
+        .arg(r1())
+        .arg("-2")
+        .arg(r2())
+        .arg("-o")
+        .arg(&out)
+        .arg("-r")
+        .arg(&report)
+        .arg("--abundance")
+        .arg(&abund)
+        .args(["--abundance-rank", "species"])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(format!("{PAIRS} reads")));
+
+    let lines = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(lines.lines().count(), PAIRS);
+    let first: Vec<&str> = lines.lines().next().unwrap().split('\t').collect();
+    assert_eq!(first.len(), 5);
+    assert!(first[0] == "C" || first[0] == "U");
+    assert_eq!(first[1], "r0000000", "mate suffixes are removed");
+    assert!(first[3].contains('|'), "pair lengths: {}", first[3]);
+    assert!(first[4].contains("|:|"), "mates' hit lists: {}", first[4]);
+    let classified = lines.lines().filter(|l| l.starts_with("C\t")).count();
+    assert!(classified as f64 > 0.95 * PAIRS as f64, "{classified} of {PAIRS} classified");
+
+    let kreport = std::fs::read_to_string(&report).unwrap();
+    let rows: Vec<Vec<&str>> = kreport.lines().map(|l| l.split('\t').collect()).collect();
+    assert!(rows.iter().all(|r| r.len() == 6), "six columns");
+    assert!(kreport.lines().take(2).any(multiqc_matches), "MultiQC would not recognise:\n{kreport}");
+    let count = |taxid: &str, col: usize| -> u64 {
+        rows.iter().find(|r| r[4] == taxid).map(|r| r[col].parse().unwrap()).unwrap_or(0)
+    };
+    assert_eq!(count("0", 1) + count("1", 1), PAIRS as u64, "unclassified + root = all reads");
+    assert_eq!(count("1", 1) as usize, classified);
+    let direct_sum: u64 = rows.iter().map(|r| r[2].parse::<u64>().unwrap()).sum();
+    assert_eq!(direct_sum, PAIRS as u64, "direct counts add up to all reads");
+    for r in &rows {
+        let pct: f64 = r[0].trim().parse().unwrap();
+        let clade: f64 = r[1].parse().unwrap();
+        assert!((pct - 100.0 * clade / PAIRS as f64).abs() < 0.006, "{r:?}");
+    }
+    assert!(count("562", 1) > 1000, "E. coli reads: {}", count("562", 1));
+    assert!(count("10710", 1) > 700, "lambda reads: {}", count("10710", 1));
+
+    let abundance = std::fs::read_to_string(&abund).unwrap();
+    assert!(abundance.lines().next().unwrap().starts_with("taxid\t"), "{abundance}");
+    assert!(abundance.contains("Escherichia coli"), "{abundance}");
+}
+
+#[test]
+fn output_is_the_same_for_any_thread_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |threads: &str| {
+        let out = dir.path().join(format!("t{threads}.kraken"));
+        let rep = dir.path().join(format!("t{threads}.kreport"));
+        classify()
+            .args(["-t", threads, "-1"])
+            .arg(r1())
+            .arg("-2")
+            .arg(r2())
+            .arg("-o")
+            .arg(&out)
+            .arg("-r")
+            .arg(&rep)
+            .assert()
+            .success();
+        (std::fs::read(out).unwrap(), std::fs::read(rep).unwrap())
+    };
+    assert!(run("1") == run("3"));
+}
+
+#[test]
+fn single_end_fasta_stdin_and_names() {
+    let single = data().join("reads/single.fa");
+    let from_file = classify().arg(&single).output().unwrap();
+    assert!(from_file.status.success());
+    let text = String::from_utf8(from_file.stdout).unwrap();
+    assert_eq!(text.lines().count(), 200, "per-read lines go to stdout by default");
+    let from_stdin = classify().arg("-").write_stdin(std::fs::read(&single).unwrap()).output().unwrap();
+    assert_eq!(String::from_utf8(from_stdin.stdout).unwrap(), text);
+    classify()
+        .arg(&single)
+        .arg("--use-names")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("Lambdavirus lambda (taxid 10710)"));
+}
+
+#[test]
+fn interleaved_reads_equal_the_two_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (gunzip(&r1()), gunzip(&r2()));
+    let mut il = String::new();
+    let (la, lb): (Vec<&str>, Vec<&str>) = (a.lines().collect(), b.lines().collect());
+    for (ra, rb) in la.chunks(4).zip(lb.chunks(4)) {
+        il.push_str(&(ra.join("\n") + "\n" + &rb.join("\n") + "\n"));
+    }
+    let path = dir.path().join("il.fq");
+    std::fs::write(&path, il).unwrap();
+    let paired = classify().arg("-1").arg(r1()).arg("-2").arg(r2()).output().unwrap();
+    let inter = classify().arg("--interleaved").arg(&path).output().unwrap();
+    assert!(paired.status.success() && inter.status.success());
+    assert_eq!(paired.stdout, inter.stdout);
+}
+
+#[test]
+fn several_samples_with_one_index_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let sheet = dir.path().join("samples.tsv");
+    std::fs::write(
+        &sheet,
+        format!(
+            "# name\tR1\tR2\npaired\t{}\t{}\nsingle\t{}\n",
+            r1().display(),
+            r2().display(),
+            data().join("reads/single.fa").display()
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("{sample}.kreport");
+    classify().arg("--samples").arg(&sheet).arg("-r").arg(&out).assert().success();
+    assert!(dir.path().join("paired.kreport").exists() && dir.path().join("single.kreport").exists());
+    let no_template = dir.path().join("all.kreport");
+    classify()
+        .arg("--samples")
+        .arg(&sheet)
+        .arg("-r")
+        .arg(&no_template)
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("{sample}"));
+}
+
+#[test]
+fn classified_and_unclassified_reads_are_written_per_mate() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = dir.path().join("c#.fq.gz");
+    let u = dir.path().join("u#.fq");
+    classify()
+        .arg("-1")
+        .arg(r1())
+        .arg("-2")
+        .arg(r2())
+        .arg("--classified-out")
+        .arg(&c)
+        .arg("--unclassified-out")
+        .arg(&u)
+        .assert()
+        .success();
+    let c1 = gunzip(&dir.path().join("c_1.fq.gz"));
+    let u1 = std::fs::read_to_string(dir.path().join("u_1.fq")).unwrap();
+    let u2 = std::fs::read_to_string(dir.path().join("u_2.fq")).unwrap();
+    assert_eq!((c1.lines().count() + u1.lines().count()) / 4, PAIRS);
+    assert_eq!(u1.lines().count(), u2.lines().count());
+    assert!(c1.starts_with('@'));
+    classify()
+        .arg("-1")
+        .arg(r1())
+        .arg("-2")
+        .arg(r2())
+        .arg("--classified-out")
+        .arg(dir.path().join("nohash.fq"))
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("#"));
+}
+
+#[test]
+fn empty_input_creates_every_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.fq");
+    std::fs::write(&empty, "").unwrap();
+    let names = ["e.kraken", "e.kreport", "e.tsv"].map(|n| dir.path().join(n));
+    classify()
+        .arg(&empty)
+        .arg("-o")
+        .arg(&names[0])
+        .arg("-r")
+        .arg(&names[1])
+        .arg("--abundance")
+        .arg(&names[2])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("empty.fq holds no reads"));
+    for n in &names {
+        assert!(n.exists(), "{} was not created", n.display());
+    }
+    let report = std::fs::read_to_string(&names[1]).unwrap();
+    assert!(report.lines().take(2).any(multiqc_matches), "{report}");
+}
+
+#[test]
+fn reads_shorter_than_k_are_unclassified_not_errors() {
+    let out = classify().arg("-").write_stdin(">tiny\nACGTACG\n>n\nNNNNNNNNNNNNNNNNNNNNNNNNN\n").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.lines().all(|l| l.starts_with("U\t")), "{text}");
+    assert_eq!(text.lines().count(), 2);
+}
+
+/// A classify run that must fail: non-zero exit, the expected words in the message, and no output
+/// file left in `dir`.
+fn fails(dir: &Path, cmd: &mut assert_cmd::Command, expect: &[&str]) {
+    let before = listing(dir);
+    let out = cmd.arg("-o").arg(dir.join("out.kraken")).arg("-r").arg(dir.join("out.kreport")).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "expected failure: {stderr}");
+    for e in expect {
+        assert!(stderr.contains(e), "message lacks {e:?}: {stderr}");
+    }
+    assert_eq!(listing(dir), before, "a failed run left files behind");
+}
+
+#[test]
+fn bad_input_fails_clearly_and_leaves_no_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let inputs = tempfile::tempdir().unwrap();
+    let put = |name: &str, bytes: &[u8]| {
+        let p = inputs.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p
+    };
+    let mut reads = gunzip(&r1());
+    let no_plus = put("noplus.fq", b"@a\nACGTACGTACGTACGTACGT\nIIIIIIIIIIIIIIIIIIII\n");
+    let short_qual = put("shortqual.fq", b"@a\nACGTACGTACGTACGTACGT\n+\nIIIII\n");
+    // Many good reads, then a broken one: the error comes after output has started.
+    reads.push_str("@late\nACGTACGT\n+\nII\n");
+    let late = put("late.fq", reads.as_bytes());
+    let gz = std::fs::read(r1()).unwrap();
+    let cut = put("cut.fq.gz", &gz[..gz.len() / 2]);
+    let two = put("two.fq", b"@a/1\nACGT\n+\nIIII\n@b/1\nACGT\n+\nIIII\n");
+    let one = put("one.fq", b"@a/2\nACGT\n+\nIIII\n");
+    let other = put("other.fq", b"@a/2\nACGT\n+\nIIII\n@c/2\nACGT\n+\nIIII\n");
+
+    fails(d, classify().arg(&no_plus), &["noplus.fq", "record"]);
+    fails(d, classify().arg(&short_qual), &["shortqual.fq", "quality"]);
+    fails(d, classify().arg(&late), &["late.fq", "after record 2965"]);
+    fails(d, classify().arg(&cut), &["cut.fq.gz", "truncated"]);
+    fails(d, classify().arg("-1").arg(&two).arg("-2").arg(&one), &["one.fq has fewer reads than", "two.fq"]);
+    fails(d, classify().arg("-1").arg(&two).arg("-2").arg(&other), &["read 2", "'b'", "'c'"]);
+    fails(d, classify().arg(inputs.path().join("missing.fq")), &["missing.fq"]);
+
+    let single = data().join("reads/single.fa");
+    let good = std::fs::read(db()).unwrap();
+    let mut flipped = good.clone();
+    flipped[good.len() / 3] ^= 1;
+    let flipped = put("flipped.db", &flipped);
+    let mut version = good.clone();
+    version[8] = 2;
+    let version = put("version.db", &version);
+    let not_index = put("not.db", b"hello");
+    for (db, expect) in [
+        (&flipped, "corrupted"),
+        (&version, "format version 2"),
+        (&not_index, "not a kmerdb index"),
+        (&inputs.path().join("nope.db"), "nope.db"),
+    ] {
+        fails(d, kmerdb().arg("classify").arg("-d").arg(db).arg(&single), &[expect]);
+    }
+    // The checksum opt-out: a flipped byte in the location lists is then not detected at load.
+    kmerdb().arg("classify").arg("-d").arg(&flipped).arg("--no-verify").arg(&single).assert().success();
+}
