@@ -11,7 +11,7 @@
 //!    the lowest common ancestor of the candidates with more than `(top - hitmin) * hitdiff` hits,
 //!    optionally lifted to `lowest_rank`.
 
-use crate::index::Index;
+use crate::index::{Index, LocationList};
 use crate::sketch::Sketcher;
 use crate::taxonomy::{TaxId, TaxonTree};
 
@@ -56,10 +56,17 @@ pub struct Classifier<'a> {
     index: &'a Index,
     params: &'a ClassifyParams,
     sketcher: Sketcher,
+    features: Vec<crate::sketch::Feature>,
+    /// End of each mate's features in `features`.
+    mate_ends: Vec<usize>,
+    /// Each feature's (shard, slot value), if the index holds it.
+    values: Vec<Option<(usize, u32)>>,
     locations: Vec<u64>,
     candidates: Vec<Candidate>,
     /// Target id → taxid, copied once for quick access.
     target_taxa: &'a [TaxId],
+    /// Target id → node index in the taxonomy tree, for the hit list's LCAs.
+    target_nodes: Vec<u32>,
 }
 
 impl<'a> Classifier<'a> {
@@ -68,34 +75,59 @@ impl<'a> Classifier<'a> {
             index,
             params,
             sketcher: Sketcher::new(index.header().sketch),
+            features: Vec::new(),
+            mate_ends: Vec::new(),
+            values: Vec::new(),
             locations: Vec::new(),
             candidates: Vec::new(),
             target_taxa,
+            target_nodes: target_taxa
+                .iter()
+                .map(|&t| index.taxonomy().node(t).expect("every target's taxon is in the index's tree"))
+                .collect(),
         }
     }
 
     /// Classifies a read given as its mates' sequences. With `hit_list`, also fills the hit runs.
     pub fn classify(&mut self, mates: &[&[u8]], hit_list: bool) -> Call {
         let mut call = Call::default();
-        self.locations.clear();
         let index = self.index;
         let tree = index.taxonomy();
-        for (m, seq) in mates.iter().enumerate() {
-            let locations = &mut self.locations;
-            let runs = &mut call.hit_runs[m.min(1)];
-            let target_taxa = self.target_taxa;
-            self.sketcher.sketch_all(seq, |_, sketch| {
-                for &f in sketch {
-                    let found = index.lookup(f);
-                    if let Some(list) = &found {
-                        locations.extend(list.iter());
-                    }
-                    if hit_list {
-                        let taxon = found.map_or(0, |list| feature_taxon(list.iter(), index, target_taxa, tree));
-                        push_run(runs, taxon);
-                    }
-                }
-            });
+        // All features first, then their buckets prefetched, so that the lookups' cache misses
+        // overlap instead of coming one after another.
+        self.features.clear();
+        self.mate_ends.clear();
+        for seq in mates {
+            let features = &mut self.features;
+            self.sketcher.sketch_all(seq, |_, sketch| features.extend_from_slice(sketch));
+            self.mate_ends.push(self.features.len());
+        }
+        for &f in &self.features {
+            index.prefetch(f);
+        }
+        // Then every slot value, prefetching the lists they point to, then the lists.
+        self.values.clear();
+        for &f in &self.features {
+            let found = index.lookup_value(f);
+            if let Some((shard, value)) = found {
+                index.prefetch_list(shard, value);
+            }
+            self.values.push(found);
+        }
+        self.locations.clear();
+        let mut mate = 0;
+        for (i, found) in self.values.iter().enumerate() {
+            while i >= self.mate_ends[mate] {
+                mate += 1;
+            }
+            let list = found.map(|(shard, value)| index.list(shard, value));
+            if let Some(list) = &list {
+                list.append_to(&mut self.locations);
+            }
+            if hit_list {
+                let taxon = list.map_or(0, |list| feature_taxon(&list, index, &self.target_nodes, tree));
+                push_run(&mut call.hit_runs[mate.min(1)], taxon);
+            }
         }
         // Only a damaged index opened without verification can point past the last target.
         let (layout, n_targets) = (*index.layout(), self.target_taxa.len() as u32);
@@ -113,10 +145,16 @@ impl<'a> Classifier<'a> {
     }
 }
 
-/// The LCA of the taxa of a feature's targets.
-fn feature_taxon(locs: impl Iterator<Item = u64>, index: &Index, target_taxa: &[TaxId], tree: &TaxonTree) -> TaxId {
+/// The LCA of the taxa of a feature's targets, computed on tree node indices.
+fn feature_taxon(list: &LocationList, index: &Index, target_nodes: &[u32], tree: &TaxonTree) -> TaxId {
     let layout = index.layout();
-    locs.filter_map(|l| target_taxa.get(layout.unpack(l).0 as usize)).fold(0, |acc, &t| tree.lca(acc, t))
+    let mut node: Option<u32> = None;
+    for l in list.iter() {
+        if let Some(&n) = target_nodes.get(layout.unpack(l).0 as usize) {
+            node = Some(node.map_or(n, |m| tree.lca_node(m, n)));
+        }
+    }
+    node.map_or(0, |n| tree.node_taxid(n))
 }
 
 fn push_run(runs: &mut Vec<(TaxId, u32)>, taxon: TaxId) {

@@ -22,7 +22,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// Reads classified per batch: large enough to spread over threads, small enough to stay in cache.
-const BATCH_READS: usize = 16_384;
+const BATCH_READS: usize = 4096;
 
 /// Where one sample's results go. `None` = not written.
 #[derive(Debug, Clone, Default)]

@@ -180,6 +180,27 @@ impl<'a> LocationList<'a> {
         }
     }
 
+    /// Appends every location to `out`, decoding the stream sequentially (the classifier's hot path).
+    #[inline]
+    pub fn append_to(&self, out: &mut Vec<u64>) {
+        match *self {
+            LocationList::Single(loc) => out.push(loc),
+            LocationList::Packed { words, entry_bits, first, len } if entry_bits <= 32 => {
+                out.reserve(len);
+                let eb = entry_bits as u64;
+                let mask = (1u64 << eb) - 1;
+                let mut bit = first * eb;
+                for _ in 0..len {
+                    let w = (bit / 32) as usize;
+                    let two = words[w] as u64 | (words[w + 1] as u64) << 32;
+                    out.push((two >> (bit % 32)) & mask);
+                    bit += eb;
+                }
+            }
+            LocationList::Packed { .. } => out.extend(self.iter()),
+        }
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
         (0..self.len()).map(move |i| self.get(i))
     }
@@ -222,8 +243,12 @@ mod tests {
             let values: Vec<u32> = lists.iter().map(|l| w.add(l).unwrap()).collect();
             let words = w.finish();
             for (l, &v) in lists.iter().zip(&values) {
-                let got: Vec<u64> = LocationList::decode(v, &words, &layout).iter().collect();
+                let list = LocationList::decode(v, &words, &layout);
+                let got: Vec<u64> = list.iter().collect();
                 assert_eq!(&got, l, "layout {layout:?}");
+                let mut appended = Vec::new();
+                list.append_to(&mut appended);
+                assert_eq!(&appended, l);
             }
         }
     }

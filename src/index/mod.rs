@@ -210,6 +210,59 @@ impl Index {
         bytemuck::cast_slice(&self.mmap[at..at + s.words as usize * 4])
     }
 
+    /// Asks the CPU to start loading the first bucket `feature` would be looked up in, so that
+    /// many lookups can wait for memory at once.
+    #[inline]
+    pub fn prefetch(&self, feature: Feature) {
+        let slots = self.shard_slots(self.shard_of(feature));
+        let buckets = slots.len() / bcht::BUCKET_SLOTS;
+        if buckets == 0 {
+            return;
+        }
+        let bucket = &slots[bcht::bucket_of(feature, 0, buckets) * bcht::BUCKET_SLOTS];
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: prefetching is a hint that never faults; the address is inside the mapped index.
+        unsafe {
+            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+            _mm_prefetch::<_MM_HINT_T0>((bucket as *const bcht::Slot).cast());
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = bucket;
+    }
+
+    /// Where `feature`'s list is: its shard and slot value, if the index holds it.
+    #[inline]
+    pub fn lookup_value(&self, feature: Feature) -> Option<(usize, u32)> {
+        let shard = self.shard_of(feature);
+        bcht::lookup(self.shard_slots(shard), feature).map(|v| (shard, v))
+    }
+
+    /// The list a slot value points to.
+    #[inline]
+    pub fn list(&self, shard: usize, value: u32) -> LocationList<'_> {
+        LocationList::decode(value, self.shard_words(shard), &self.header.layout)
+    }
+
+    /// Like [`Index::prefetch`], for the start of the list a slot value points to.
+    #[inline]
+    pub fn prefetch_list(&self, shard: usize, value: u32) {
+        if value & locations::INLINE_FLAG != 0 && self.header.layout.inline_single() {
+            return;
+        }
+        let words = self.shard_words(shard);
+        let w = (value as u64 * self.header.layout.entry_bits as u64 / 32) as usize;
+        if let Some(word) = words.get(w) {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: a prefetch hint never faults; the address is inside the mapped index.
+            unsafe {
+                use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+                _mm_prefetch::<_MM_HINT_T0>((word as *const u32).cast());
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = word;
+        }
+    }
+
     /// The locations of `feature`, if the index holds it.
     #[inline]
     pub fn lookup(&self, feature: Feature) -> Option<LocationList<'_>> {

@@ -231,6 +231,23 @@ impl TaxonTree {
         self.taxa[self.lca_index(i as usize, j as usize)].taxid
     }
 
+    /// The internal node index of `taxid`, for repeated [`TaxonTree::lca_node`] calls without
+    /// taxid lookups (the classifier maps each target to its node once).
+    pub fn node(&self, taxid: TaxId) -> Option<u32> {
+        self.index.get(taxid)
+    }
+
+    /// The taxid of an internal node index.
+    pub fn node_taxid(&self, node: u32) -> TaxId {
+        self.taxa[node as usize].taxid
+    }
+
+    /// LCA of two internal node indices.
+    #[inline]
+    pub fn lca_node(&self, a: u32, b: u32) -> u32 {
+        if a == b { a } else { self.lca_index(a as usize, b as usize) as u32 }
+    }
+
     /// LCA on internal indices: lift the deeper one to the other's depth, then both together.
     #[inline]
     fn lca_index(&self, mut i: usize, mut j: usize) -> usize {
