@@ -76,17 +76,18 @@ struct ClassifyArgs {
     /// Print taxon names beside taxids in the per-read output.
     #[arg(long)]
     use_names: bool,
-    /// Hits the best candidate needs [default: sketch size / 3].
+    /// Hits the best candidate needs [default: sketch size / 5, at least 1].
     #[arg(long, value_name = "N")]
     hitmin: Option<u32>,
-    /// Candidates with more than (best - hitmin) * hitdiff hits join the LCA.
-    #[arg(long, default_value_t = 1.0, value_name = "F")]
+    /// Candidates with at least (1 - hitdiff) x the best candidate's hits join the LCA
+    /// (0: only ties with the best).
+    #[arg(long, default_value_t = 0.0, value_name = "F")]
     hitdiff: f64,
     /// Candidates (targets) kept per read.
     #[arg(long, default_value_t = 2, value_name = "N")]
     max_candidates: usize,
     /// Largest insert size of read pairs (widens the window range scanned per target).
-    #[arg(long, default_value_t = 0, value_name = "BASES")]
+    #[arg(long, default_value_t = 600, value_name = "BASES")]
     insert_size: usize,
     /// Report no taxon below this rank (e.g. species): lower calls are lifted to it.
     #[arg(long, value_name = "RANK")]
@@ -324,8 +325,8 @@ fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
     if args.max_candidates == 0 {
         bail!("--max-candidates must be at least 1");
     }
-    if !(args.hitdiff >= 0.0) {
-        bail!("--hitdiff must be 0 or more");
+    if !(0.0..=1.0).contains(&args.hitdiff) {
+        bail!("--hitdiff must be between 0 and 1");
     }
     let sources = |paths: &[PathBuf]| -> Vec<Source> { paths.iter().map(|p| Source::from_arg(p)).collect() };
     let mut samples: Vec<(String, ReadLayout)> = Vec::new();

@@ -102,7 +102,7 @@ pub fn classify(
         }
     }
     let params = ClassifyParams {
-        hitmin: config.hitmin.unwrap_or(ClassifyParams::defaults(index.header().sketch.sketch_size).hitmin),
+        hitmin: config.hitmin.unwrap_or(ClassifyParams::default_hitmin(index.header().sketch.sketch_size)),
         hitdiff: config.hitdiff,
         max_candidates: config.max_candidates,
         insert_size: config.insert_size,
