@@ -222,6 +222,24 @@ impl Sketcher {
         }
     }
 
+    /// The features of a read. A read of up to two windows' worth of k-mers is one window whose
+    /// sketch keeps the reference sketches' density (`sketch_size` per `window - k + 1` k-mers):
+    /// its smallest hashes are the ones most likely to be in the reference sketches, so this finds
+    /// about as many of them as cutting the read into reference-sized windows, with fewer
+    /// lookups. Longer reads are cut into windows like references.
+    pub fn read_features(&mut self, seq: &[u8], out: &mut Vec<Feature>) {
+        let p = self.params;
+        let per_window = (p.window - p.k + 1) as usize;
+        let kmers = (seq.len() + 1).saturating_sub(p.k as usize);
+        if kmers > 2 * per_window {
+            return self.sketch_all(seq, |_, sketch| out.extend_from_slice(sketch));
+        }
+        let s = ((p.sketch_size as usize * kmers + per_window / 2) / per_window).max(1);
+        kmer_features(seq, &p, &mut self.features);
+        smallest_distinct(&self.features, s, &mut self.sketch);
+        out.extend_from_slice(&self.sketch);
+    }
+
     /// Sketches every window of `seq`.
     pub fn sketch_all(&mut self, seq: &[u8], f: impl FnMut(u64, &[Feature])) {
         self.sketch_windows(seq, 0..u64::MAX, f)
@@ -378,6 +396,27 @@ mod tests {
         assert_eq!(p.window_count(240), 3);
         // The last window of a 200-base sequence starts at 112 and holds k-mers 112..=184.
         assert_eq!(p.window_kmer_range(1, 200), 112..185);
+    }
+
+    #[test]
+    fn short_reads_are_one_window_at_the_reference_density() {
+        let p = SketchParams::new(16, 127, None, 16, 0).unwrap();
+        let mut rng = StdRng::seed_from_u64(11);
+        let mut sk = Sketcher::new(p);
+        for (len, expected) in [(150, 19), (100, 12), (16, 1), (239, 32)] {
+            let seq = random_seq(&mut rng, len, b"ACGT");
+            let mut out = Vec::new();
+            sk.read_features(&seq, &mut out);
+            // The brute-force sketch of one window spanning the whole read, with the scaled size.
+            let whole = SketchParams::new(16, len as u32, None, expected, 0).unwrap();
+            assert_eq!(brute_force(&seq, &whole), vec![(0, out.clone())], "len {len}");
+        }
+        // Longer reads are windowed like references.
+        let seq = random_seq(&mut rng, 1000, b"ACGT");
+        let mut out = Vec::new();
+        sk.read_features(&seq, &mut out);
+        let windowed: Vec<Feature> = fast(&seq, &p).into_iter().flat_map(|(_, s)| s).collect();
+        assert_eq!(out, windowed);
     }
 
     #[test]

@@ -23,6 +23,8 @@ use std::time::{Duration, Instant};
 
 /// Reads classified per batch: large enough to spread over threads, small enough to stay in cache.
 const BATCH_READS: usize = 4096;
+/// Reads whose lookups are overlapped in memory (see `Classifier::classify_group`).
+const GROUP_READS: usize = 4;
 
 /// Where one sample's results go. `None` = not written.
 #[derive(Debug, Clone, Default)]
@@ -219,17 +221,19 @@ impl Run<'_> {
 
     fn classify_batch(&self, batch: &[reads::Read], hit_list: bool) -> Vec<Call> {
         use rayon::prelude::*;
-        batch
-            .par_iter()
-            .with_min_len(64)
+        let groups: Vec<Vec<Call>> = batch
+            .par_chunks(GROUP_READS)
             .map_init(
                 || Classifier::new(self.index, self.params, self.target_taxa),
-                |c, read| {
-                    let mates: Vec<&[u8]> = read.mates.iter().map(|m| m.seq.as_slice()).collect();
-                    c.classify(&mates, hit_list)
+                |c, group| {
+                    let mates: Vec<Vec<&[u8]>> =
+                        group.iter().map(|r| r.mates.iter().map(|m| m.seq.as_slice()).collect()).collect();
+                    let reads: Vec<&[&[u8]]> = mates.iter().map(Vec::as_slice).collect();
+                    c.classify_group(&reads, hit_list)
                 },
             )
-            .collect()
+            .collect();
+        groups.into_iter().flatten().collect()
     }
 
     fn write_read(&self, outs: &mut Outputs, read: &reads::Read, call: Call) -> Result<(), ClassifyError> {

@@ -219,15 +219,18 @@ impl Index {
         if buckets == 0 {
             return;
         }
-        let bucket = &slots[bcht::bucket_of(feature, 0, buckets) * bcht::BUCKET_SLOTS];
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: prefetching is a hint that never faults; the address is inside the mapped index.
-        unsafe {
-            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-            _mm_prefetch::<_MM_HINT_T0>((bucket as *const bcht::Slot).cast());
+        // A bucket is 128 bytes: two cache lines.
+        let first = bcht::bucket_of(feature, 0, buckets) * bcht::BUCKET_SLOTS;
+        for slot in [&slots[first], &slots[first + bcht::BUCKET_SLOTS / 2]] {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: prefetching is a hint that never faults; the address is inside the mapped index.
+            unsafe {
+                use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+                _mm_prefetch::<_MM_HINT_T0>((slot as *const bcht::Slot).cast());
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = slot;
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = bucket;
     }
 
     /// Where `feature`'s list is: its shard and slot value, if the index holds it.

@@ -312,3 +312,33 @@ fn bad_input_fails_clearly_and_leaves_no_output() {
     // The checksum opt-out: a flipped byte in the location lists is then not detected at load.
     kmerdb().arg("classify").arg("-d").arg(&flipped).arg("--no-verify").arg(&single).assert().success();
 }
+
+/// Golden files: the report and species abundances of the bundled sample. A change in the method
+/// or the formats shows here first; after checking the difference, regenerate them with
+/// `UPDATE_GOLDEN=1 cargo test --release --test cli golden`.
+#[test]
+fn golden_report_and_abundance_of_the_bundled_sample() {
+    let dir = tempfile::tempdir().unwrap();
+    let (report, abund) = (dir.path().join("s.kreport"), dir.path().join("s.tsv"));
+    classify()
+        .arg("-1")
+        .arg(r1())
+        .arg("-2")
+        .arg(r2())
+        .arg("-r")
+        .arg(&report)
+        .arg("--abundance")
+        .arg(&abund)
+        .args(["--abundance-rank", "species"])
+        .assert()
+        .success();
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    for (made, name) in [(&report, "sample.kreport"), (&abund, "sample.species.tsv")] {
+        let made = std::fs::read_to_string(made).unwrap();
+        if std::env::var_os("UPDATE_GOLDEN").is_some() {
+            std::fs::write(golden.join(name), &made).unwrap();
+        }
+        let expected = std::fs::read_to_string(golden.join(name)).unwrap();
+        assert_eq!(made, expected, "{name} differs from tests/golden/{name}");
+    }
+}
