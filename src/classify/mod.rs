@@ -172,13 +172,18 @@ impl Run<'_> {
         let mut batch = Vec::new();
         stream.next_batch(&mut batch, BATCH_READS)?;
         while !batch.is_empty() {
-            let (next, calls) = rayon::join(
+            let (next, (calls, lines)) = rayon::join(
                 || {
                     let mut next = Vec::new();
                     stream.next_batch(&mut next, BATCH_READS).map(|()| next)
                 },
                 || self.classify_batch(&batch, hit_list),
             );
+            let lines = lines.map_err(|source| ClassifyError::Output { path: "per-read output".into(), source })?;
+            if let Some((w, path)) = &mut outs.kraken {
+                use std::io::Write;
+                w.write_all(&lines).map_err(|source| ClassifyError::Output { path: path.clone(), source })?;
+            }
             for (read, call) in batch.iter().zip(calls) {
                 total += 1;
                 if call.taxid == 0 {
@@ -186,7 +191,7 @@ impl Run<'_> {
                 } else {
                     *direct.entry(call.taxid).or_default() += 1;
                 }
-                self.write_read(&mut outs, read, call)?;
+                self.write_reads(&mut outs, read, &call)?;
             }
             batch = next?;
         }
@@ -219,9 +224,12 @@ impl Run<'_> {
         })
     }
 
-    fn classify_batch(&self, batch: &[reads::Read], hit_list: bool) -> Vec<Call> {
+    /// Classifies a batch in parallel; with `hit_list`, also formats its Kraken lines there, so
+    /// that only a copy of bytes is left to the writing thread.
+    fn classify_batch(&self, batch: &[reads::Read], hit_list: bool) -> (Vec<Call>, std::io::Result<Vec<u8>>) {
         use rayon::prelude::*;
-        let groups: Vec<Vec<Call>> = batch
+        let names = self.config.use_names.then(|| self.index.taxonomy());
+        let groups: Vec<(Vec<Call>, std::io::Result<Vec<u8>>)> = batch
             .par_chunks(GROUP_READS)
             .map_init(
                 || Classifier::new(self.index, self.params, self.target_taxa),
@@ -229,32 +237,46 @@ impl Run<'_> {
                     let mates: Vec<Vec<&[u8]>> =
                         group.iter().map(|r| r.mates.iter().map(|m| m.seq.as_slice()).collect()).collect();
                     let reads: Vec<&[&[u8]]> = mates.iter().map(Vec::as_slice).collect();
-                    c.classify_group(&reads, hit_list)
+                    let mut calls = c.classify_group(&reads, hit_list);
+                    let mut lines = Vec::new();
+                    let formatted = if hit_list {
+                        group.iter().zip(&mut calls).try_for_each(|(read, call)| {
+                            let result = ReadResult {
+                                id: read.id(),
+                                taxid: call.taxid,
+                                lengths: (read.mates[0].seq.len(), read.mates.get(1).map(|m| m.seq.len())),
+                                hits: std::mem::take(&mut call.hit_runs),
+                            };
+                            output::write_kraken_line(&mut lines, &result, names)
+                        })
+                    } else {
+                        Ok(())
+                    };
+                    (calls, formatted.map(|()| lines))
                 },
             )
             .collect();
-        groups.into_iter().flatten().collect()
+        let mut calls = Vec::with_capacity(batch.len());
+        let mut lines = Vec::new();
+        let mut error = None;
+        for (c, l) in groups {
+            calls.extend(c);
+            match l {
+                Ok(l) => lines.extend_from_slice(&l),
+                Err(e) => error = error.or(Some(e)),
+            }
+        }
+        (calls, error.map_or(Ok(lines), Err))
     }
 
-    fn write_read(&self, outs: &mut Outputs, read: &reads::Read, call: Call) -> Result<(), ClassifyError> {
-        let classified = call.taxid != 0;
-        let reads_out = if classified { &mut outs.classified } else { &mut outs.unclassified };
+    /// Writes a read to the classified or unclassified reads output, if asked for.
+    fn write_reads(&self, outs: &mut Outputs, read: &reads::Read, call: &Call) -> Result<(), ClassifyError> {
+        let reads_out = if call.taxid != 0 { &mut outs.classified } else { &mut outs.unclassified };
         if let Some(w) = reads_out {
             for (m, mate) in read.mates.iter().enumerate() {
                 w.write(m, &mate.header, &mate.seq, mate.qual.as_deref())
                     .map_err(|source| ClassifyError::Output { path: "classified/unclassified reads".into(), source })?;
             }
-        }
-        if let Some((w, path)) = &mut outs.kraken {
-            let result = ReadResult {
-                id: read.id(),
-                taxid: call.taxid,
-                lengths: (read.mates[0].seq.len(), read.mates.get(1).map(|m| m.seq.len())),
-                hits: call.hit_runs,
-            };
-            let names = self.config.use_names.then(|| self.index.taxonomy());
-            output::write_kraken_line(w, &result, names)
-                .map_err(|source| ClassifyError::Output { path: path.clone(), source })?;
         }
         Ok(())
     }
