@@ -6,15 +6,20 @@
 //! - [`taxonomy`]: NCBI dumps, sequence → taxid maps, the pruned tree and its LCA;
 //! - [`sketch`]: k-mers, windows and minhash sketches (the specification GPU kernels follow);
 //! - [`index`]: the index file: format, key index, location lists, writer and reader;
-//! - [`build`]: the CPU build, genomes → index;
+//! - [`build`]: the build, genomes → index (CPU, or one GPU through [`gpu`]);
+//! - [`classify`]: reads → taxa; [`output`]: the files classification writes;
 //! - [`info`]: describing an index.
 
 pub mod build;
 pub mod classify;
+pub mod compute;
+#[cfg(feature = "gpu")]
+pub mod gpu;
 pub mod index;
 pub mod info;
 pub mod input;
 pub mod output;
 pub mod resources;
 pub mod sketch;
+pub mod synth;
 pub mod taxonomy;

@@ -127,6 +127,15 @@ struct BuildArgs {
     max_locations_per_feature: u32,
     #[command(flatten)]
     compute: ComputeArgs,
+    /// GPU table key slots (testing; default: sized from the input).
+    #[arg(long, hide = true)]
+    gpu_key_slots: Option<u64>,
+    /// GPU table value slots (testing; default: sized from the input).
+    #[arg(long, hide = true)]
+    gpu_pool_slots: Option<u64>,
+    /// Threads probing the GPU table together: 1, 2, 4, 8, 16 or 32 (default 4).
+    #[arg(long, hide = true, value_parser = ["1", "2", "4", "8", "16", "32"])]
+    gpu_group: Option<String>,
 }
 
 #[derive(Args)]
@@ -152,7 +161,7 @@ struct ComputeArgs {
     threads: Option<usize>,
     /// GPUs to use: `all` (every visible GPU, else the CPU), `none`, or a list such as `0,1`.
     #[arg(long, default_value = "all", value_name = "all|none|LIST")]
-    gpus: String,
+    gpus: kmerdb::compute::GpuRequest,
 }
 
 #[derive(Args)]
@@ -194,13 +203,8 @@ fn main() {
     }
 }
 
-/// Threads and GPU choice, validated. GPU support is not built yet: `all` means the CPU.
+/// The thread count, validated.
 fn compute_threads(args: &ComputeArgs) -> Result<usize> {
-    match args.gpus.as_str() {
-        "none" => {}
-        "all" => log::debug!("this kmerdb has no GPU backend yet; running on the CPU"),
-        list => bail!("--gpus {list}: this kmerdb has no GPU backend yet; use --gpus none or all"),
-    }
     match args.threads {
         Some(0) => bail!("--threads must be at least 1"),
         Some(n) => Ok(n),
@@ -242,6 +246,12 @@ fn run_build(args: BuildArgs, quiet: bool) -> Result<()> {
         threads,
         strict: args.strict,
         progress: !quiet && std::io::stderr().is_terminal(),
+        gpus: args.compute.gpus.clone(),
+        gpu_options: kmerdb::compute::GpuBuildOptions {
+            key_slots: args.gpu_key_slots,
+            pool_slots: args.gpu_pool_slots,
+            group: args.gpu_group.map(|g| g.parse().expect("validated by clap")),
+        },
     };
     let bar = progress_bar(&config);
     let summary = kmerdb::build::build(&config, &|bases, bytes| {
@@ -295,8 +305,9 @@ fn report_build(s: &BuildSummary) {
         log::debug!("taxonomy loaded in {:.2} s", t.as_secs_f64());
     }
     log::info!(
-        "built {}: {} targets, {} bases, {} features, {} locations, {} overpopulated features dropped ({} locations), {} ({:.3} bytes per base), {:.2} s, peak memory {}",
+        "built {} on the {}: {} targets, {} bases, {} features, {} locations, {} overpopulated features dropped ({} locations), {} ({:.3} bytes per base), {:.2} s, peak memory {}",
         s.db.display(),
+        s.backend,
         c.targets,
         c.bases,
         c.features,
@@ -322,6 +333,13 @@ fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
     use kmerdb::classify::{ClassifyConfig, ReadLayout, Sample, SampleOutputs};
     use kmerdb::input::Source;
     let threads = compute_threads(&args.compute)?;
+    match &args.compute.gpus {
+        kmerdb::compute::GpuRequest::List(ids) => {
+            bail!("--gpus {ids:?}: classification on the GPU is not implemented yet; use --gpus none or all")
+        }
+        kmerdb::compute::GpuRequest::All => log::debug!("classification runs on the CPU (no GPU classifier yet)"),
+        kmerdb::compute::GpuRequest::None => {}
+    }
     if args.max_candidates == 0 {
         bail!("--max-candidates must be at least 1");
     }

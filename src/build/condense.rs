@@ -10,6 +10,7 @@ use crate::build::sketching::Pair;
 use crate::index::bcht::{self, Slot};
 use crate::index::locations::{ListWriter, LocationLayout, ShardOverflow};
 use crate::index::write::ShardData;
+use crate::sketch::Feature;
 
 /// What condensing a shard counted.
 #[derive(Debug, Default, Clone, Copy)]
@@ -29,6 +30,45 @@ impl std::ops::AddAssign for ShardStats {
     }
 }
 
+/// Lays out one shard from its features in ascending order, each with its sorted locations: the
+/// last step of both the CPU and the GPU build, so that both write the same bytes.
+pub struct ShardAssembler {
+    cap: u32,
+    lists: ListWriter,
+    entries: Vec<Slot>,
+    stats: ShardStats,
+}
+
+impl ShardAssembler {
+    pub fn new(layout: &LocationLayout, cap: u32) -> Self {
+        Self { cap, lists: ListWriter::new(*layout), entries: Vec::new(), stats: ShardStats::default() }
+    }
+
+    /// Whether a feature with `count` locations is kept; if not, it is counted as dropped.
+    pub fn keeps(&mut self, count: usize) -> bool {
+        if count > self.cap as usize {
+            self.stats.dropped_features += 1;
+            self.stats.dropped_locations += count as u64;
+            return false;
+        }
+        true
+    }
+
+    /// Adds a kept feature (see [`keeps`](Self::keeps)) with its sorted, packed locations.
+    pub fn add(&mut self, feature: Feature, locs: &[u64]) -> Result<(), ShardOverflow> {
+        let value = self.lists.add(locs)?;
+        self.entries.push(Slot { key: feature, value });
+        self.stats.features += 1;
+        self.stats.locations += locs.len() as u64;
+        Ok(())
+    }
+
+    pub fn finish(self) -> (ShardData, ShardStats) {
+        let slots = bcht::build(&self.entries);
+        (ShardData { slots, words: self.lists.finish() }, self.stats)
+    }
+}
+
 /// Condenses one shard. `final_id[provisional]` renumbers targets; `None` drops their pairs.
 pub fn condense_shard(
     mut pairs: Vec<Pair>,
@@ -45,26 +85,17 @@ pub fn condense_shard(
     });
     // Field order (feature, target, window) makes this sort group features and order each list.
     pairs.sort_unstable();
-    let mut stats = ShardStats::default();
-    let mut entries = Vec::new();
-    let mut lists = ListWriter::new(*layout);
+    let mut shard = ShardAssembler::new(layout, cap);
     let mut locs = Vec::new();
     for group in pairs.chunk_by(|a, b| a.feature == b.feature) {
-        if group.len() > cap as usize {
-            stats.dropped_features += 1;
-            stats.dropped_locations += group.len() as u64;
-            continue;
+        if shard.keeps(group.len()) {
+            locs.clear();
+            locs.extend(group.iter().map(|p| layout.pack(p.target, p.window)));
+            shard.add(group[0].feature, &locs)?;
         }
-        locs.clear();
-        locs.extend(group.iter().map(|p| layout.pack(p.target, p.window)));
-        let value = lists.add(&locs)?;
-        entries.push(Slot { key: group[0].feature, value });
-        stats.features += 1;
-        stats.locations += group.len() as u64;
     }
     drop(pairs);
-    let slots = bcht::build(&entries);
-    Ok((ShardData { slots, words: lists.finish() }, stats))
+    Ok(shard.finish())
 }
 
 #[cfg(test)]

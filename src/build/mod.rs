@@ -17,6 +17,7 @@ pub mod condense;
 pub mod sketching;
 pub mod targets;
 
+use crate::compute::{GpuBuildOptions, GpuRequest};
 use crate::index::format::{
     Counts, DEFAULT_SHARD_BITS, Header, IndexError, KeyIndexParams, Provenance, TaxonomySource,
 };
@@ -40,6 +41,8 @@ pub struct BuildConfig {
     pub strict: bool,
     /// Draw a progress bar (the caller decides: stderr is a terminal and not `--quiet`).
     pub progress: bool,
+    pub gpus: GpuRequest,
+    pub gpu_options: GpuBuildOptions,
 }
 
 impl BuildConfig {
@@ -97,6 +100,11 @@ pub enum BuildError {
     Output { path: PathBuf, reason: String },
     #[error("cannot start {threads} threads: {reason}")]
     Threads { threads: usize, reason: String },
+    #[cfg(feature = "gpu")]
+    #[error(transparent)]
+    Gpu(#[from] crate::gpu::GpuError),
+    #[error("--gpus {0}: this kmerdb was built without GPU support (cargo feature `gpu`)")]
+    NoGpuSupport(String),
 }
 
 /// What a build did, for the summary line and for tests.
@@ -108,6 +116,8 @@ pub struct BuildSummary {
     pub without_taxid: Vec<String>,
     pub elapsed: Duration,
     pub taxonomy_load: Option<Duration>,
+    /// Where stage 1 and 3 ran: `CPU` or the GPU's name.
+    pub backend: String,
 }
 
 /// Checks before any work that the index can be written where asked.
@@ -139,17 +149,62 @@ pub fn build(config: &BuildConfig, on_progress: &(dyn Fn(u64, u64) + Sync)) -> R
         .num_threads(config.threads)
         .build()
         .map_err(|e| BuildError::Threads { threads: config.threads, reason: e.to_string() })?;
-    pool.install(|| build_in_pool(config, start, on_progress))
+    #[cfg(feature = "gpu")]
+    {
+        let gpus = crate::gpu::device::select(&config.gpus)?;
+        if gpus.len() > 1 {
+            log::info!("building on GPU {} only: builds on several GPUs are not implemented yet", gpus[0].ordinal);
+        }
+        pool.install(|| build_in_pool(config, start, on_progress, gpus.first()))
+    }
+    #[cfg(not(feature = "gpu"))]
+    {
+        if let GpuRequest::List(ids) = &config.gpus {
+            return Err(BuildError::NoGpuSupport(format!("{ids:?}")));
+        }
+        pool.install(|| build_in_pool(config, start, on_progress))
+    }
+}
+
+/// What stage 1 leaves for stage 3.
+enum Inserted<'g> {
+    Bins(Vec<Vec<sketching::Pair>>),
+    #[cfg(feature = "gpu")]
+    Gpu(crate::gpu::build::GpuBuild<'g>),
+    #[cfg(not(feature = "gpu"))]
+    #[allow(dead_code)]
+    Never(std::marker::PhantomData<&'g ()>),
 }
 
 fn build_in_pool(
     config: &BuildConfig,
     start: Instant,
     on_progress: &(dyn Fn(u64, u64) + Sync),
+    #[cfg(feature = "gpu")] gpu: Option<&crate::gpu::Gpu>,
 ) -> Result<BuildSummary, BuildError> {
     let shard_bits = DEFAULT_SHARD_BITS;
     let progress = sketching::Progress::default();
     let done = std::sync::atomic::AtomicBool::new(false);
+    #[cfg(feature = "gpu")]
+    let backend = gpu.map_or_else(|| "CPU".to_string(), |g| format!("GPU {} ({})", g.ordinal, g.name));
+    #[cfg(not(feature = "gpu"))]
+    let backend = "CPU".to_string();
+    let stage1 = || -> Result<(Vec<sketching::RawTarget>, Inserted<'_>), BuildError> {
+        #[cfg(feature = "gpu")]
+        if let Some(g) = gpu {
+            let gb = crate::gpu::build::GpuBuild::new(g, &config.sources, &config.sketch, config.gpu_options)?;
+            let targets = sketching::read_sources(
+                &config.sources,
+                &config.sketch,
+                crate::gpu::build::BATCH_BASES,
+                &progress,
+                &|batch| gb.insert_batch(batch),
+            )?;
+            return Ok((targets, Inserted::Gpu(gb)));
+        }
+        let s = sketching::sketch_sources(&config.sources, &config.sketch, shard_bits, &progress)?;
+        Ok((s.targets, Inserted::Bins(s.bins)))
+    };
     let (taxonomy, seqid_map, sketched) = std::thread::scope(|scope| {
         let taxonomy = scope.spawn(|| {
             config.taxonomy.as_ref().map(|dir| {
@@ -168,7 +223,7 @@ fn build_in_pool(
                 std::thread::sleep(Duration::from_millis(100));
             }
         });
-        let sketched = sketching::sketch_sources(&config.sources, &config.sketch, shard_bits, &progress);
+        let sketched = stage1();
         done.store(true, std::sync::atomic::Ordering::Relaxed);
         let _ = ticker.join();
         let taxonomy = taxonomy.join().expect("the taxonomy loader does not panic").transpose();
@@ -176,14 +231,14 @@ fn build_in_pool(
         (taxonomy, seqid_map, sketched)
     });
     // Input errors come first: they are what the user most likely has to fix.
-    let sketched = sketched?;
+    let (raw_targets, inserted) = sketched?;
     let seqid_map = seqid_map?;
     let (taxonomy, taxonomy_load) = match taxonomy? {
         Some((t, d)) => (Some(t), Some(d)),
         None => (None, None),
     };
 
-    let resolved = targets::resolve(&sketched.targets, &config.sources, taxonomy.as_ref(), &seqid_map, config.strict)?;
+    let resolved = targets::resolve(&raw_targets, &config.sources, taxonomy.as_ref(), &seqid_map, config.strict)?;
     drop(taxonomy);
     if let Some(t) = resolved.targets.iter().find(|t| t.windows > u32::MAX as u64) {
         return Err(BuildError::SequenceTooLong { id: t.name.clone(), windows: t.windows });
@@ -192,13 +247,20 @@ fn build_in_pool(
     let layout =
         LocationLayout::for_counts(resolved.targets.len() as u64, max_windows, config.max_locations_per_feature);
 
-    use rayon::prelude::*;
-    let condensed: Vec<_> = sketched
-        .bins
-        .into_par_iter()
-        .map(|bin| condense::condense_shard(bin, &resolved.final_id, &layout, config.max_locations_per_feature))
-        .collect::<Result<_, _>>()
-        .map_err(|source| IndexError::ShardOverflow { path: config.db.clone(), source })?;
+    let cap = config.max_locations_per_feature;
+    let condensed: Vec<_> = match inserted {
+        Inserted::Bins(bins) => {
+            use rayon::prelude::*;
+            bins.into_par_iter()
+                .map(|bin| condense::condense_shard(bin, &resolved.final_id, &layout, cap))
+                .collect::<Result<_, _>>()
+                .map_err(|source| IndexError::ShardOverflow { path: config.db.clone(), source })?
+        }
+        #[cfg(feature = "gpu")]
+        Inserted::Gpu(gb) => gb.condense(&resolved.final_id, &layout, cap, shard_bits)?,
+        #[cfg(not(feature = "gpu"))]
+        Inserted::Never(_) => unreachable!(),
+    };
     let mut stats = condense::ShardStats::default();
     let mut shards = Vec::with_capacity(condensed.len());
     for (shard, s) in condensed {
@@ -245,6 +307,7 @@ fn build_in_pool(
         without_taxid: resolved.without_taxid,
         elapsed: start.elapsed(),
         taxonomy_load,
+        backend,
     })
 }
 

@@ -50,6 +50,26 @@ pub struct Progress {
     pub file_bytes_done: AtomicU64,
 }
 
+/// Where batches of read sequences go: sketched into bins on the CPU, or sent to a GPU.
+pub type Sink<'a> = dyn Fn(&[Pending]) -> Result<(), BuildError> + Sync + 'a;
+
+/// Reads every source, giving each record a provisional target id and handing batches of about
+/// `batch_bases` bases to `sink` (from several threads at once). Returns the targets.
+pub fn read_sources(
+    sources: &[Source],
+    params: &SketchParams,
+    batch_bases: usize,
+    progress: &Progress,
+    sink: &Sink,
+) -> Result<Vec<RawTarget>, BuildError> {
+    let targets = Mutex::new(Vec::new());
+    let ctx = Context { params, batch_bases, targets: &targets, progress, sink };
+    use rayon::prelude::*;
+    sources.par_iter().enumerate().try_for_each(|(i, source)| ctx.read_source(i, source))?;
+    Ok(targets.into_inner().expect("no reader panicked"))
+}
+
+/// Stage 1 on the CPU: reads and sketches every source into per-shard bins.
 pub fn sketch_sources(
     sources: &[Source],
     params: &SketchParams,
@@ -57,28 +77,26 @@ pub fn sketch_sources(
     progress: &Progress,
 ) -> Result<Sketched, BuildError> {
     let bins: Vec<Mutex<Vec<Pair>>> = (0..1usize << shard_bits).map(|_| Mutex::new(Vec::new())).collect();
-    let targets = Mutex::new(Vec::new());
-    let ctx = Context { params, shard_bits, bins: &bins, targets: &targets, progress };
-    use rayon::prelude::*;
-    sources.par_iter().enumerate().try_for_each(|(i, source)| ctx.read_source(i, source))?;
-    Ok(Sketched {
-        bins: bins.into_iter().map(|b| b.into_inner().expect("no sketcher panicked")).collect(),
-        targets: targets.into_inner().expect("no sketcher panicked"),
-    })
+    let sketcher = CpuSketcher { params, shard_bits, bins: &bins };
+    let targets = read_sources(sources, params, BATCH_BASES, progress, &|batch| {
+        sketcher.sketch_batch(batch);
+        Ok(())
+    })?;
+    Ok(Sketched { bins: bins.into_iter().map(|b| b.into_inner().expect("no sketcher panicked")).collect(), targets })
 }
 
 struct Context<'a> {
     params: &'a SketchParams,
-    shard_bits: u32,
-    bins: &'a [Mutex<Vec<Pair>>],
+    batch_bases: usize,
     targets: &'a Mutex<Vec<RawTarget>>,
     progress: &'a Progress,
+    sink: &'a Sink<'a>,
 }
 
 /// A record waiting to be sketched.
-struct Pending {
-    target: u32,
-    seq: Vec<u8>,
+pub struct Pending {
+    pub target: u32,
+    pub seq: Vec<u8>,
 }
 
 impl Context<'_> {
@@ -86,7 +104,8 @@ impl Context<'_> {
         let mut reader = SeqReader::open(source)?;
         let mut batch = self.read_batch(index, &mut reader)?;
         while !batch.is_empty() {
-            let (next, ()) = rayon::join(|| self.read_batch(index, &mut reader), || self.sketch_batch(&batch));
+            let (next, done) = rayon::join(|| self.read_batch(index, &mut reader), || (self.sink)(&batch));
+            done?;
             batch = next?;
         }
         if reader.records() == 0 {
@@ -102,7 +121,7 @@ impl Context<'_> {
     fn read_batch(&self, index: usize, reader: &mut SeqReader) -> Result<Vec<Pending>, BuildError> {
         let mut batch = Vec::new();
         let mut bases = 0;
-        while bases < BATCH_BASES {
+        while bases < self.batch_bases {
             let Some(rec) = reader.next_record() else {
                 break;
             };
@@ -133,7 +152,16 @@ impl Context<'_> {
         }
         Ok(batch)
     }
+}
 
+/// The CPU sink: sketches batches into shard bins.
+struct CpuSketcher<'a> {
+    params: &'a SketchParams,
+    shard_bits: u32,
+    bins: &'a [Mutex<Vec<Pair>>],
+}
+
+impl CpuSketcher<'_> {
     fn sketch_batch(&self, batch: &[Pending]) {
         use rayon::prelude::*;
         let chunks: Vec<(&Pending, u64)> = batch

@@ -1,0 +1,190 @@
+// A WarpCore-style bucket-list multi-value hash table (Juenger et al. 2020), the GPU build table.
+//
+// Keys live in an open-addressing table probed cooperatively (COPS): a tile of G threads reads a
+// window of G consecutive slots; double hashing picks the next window, and the number of windows is
+// prime so the probe sequence visits them all. Each key has a 64-bit list handle, updated by CAS:
+//
+//   bits  0..31  offset of the tail bucket in the value pool
+//   bits 32..47  values in the tail bucket
+//   bits 48..61  index of the tail bucket in the key's chain (0 = first)
+//   bits 62..63  state: 0 uninitialised, 1 blocked (a thread is allocating), 2 ready
+//
+// Values go to a pool of 8-byte slots with an atomic bump pointer. Bucket 0 of a key has s0 value
+// slots; bucket i + 1 has ceil(growth * capacity(i)) (capped); a bucket after the first starts with
+// a link slot holding the previous bucket's offset. Nothing is dropped silently: every failure sets
+// a bit of the status word and counts the values it lost.
+#pragma once
+#include "common.cuh"
+
+#define STATUS_POOL_EXHAUSTED 1u      // error: the value pool is full
+#define STATUS_PROBE_LIMIT 2u         // error: no slot for a key within the probe limit (table full)
+#define STATUS_POOL_OFFSET 4u         // error: the pool passed 2^32 slots
+#define STATUS_MAX_BUCKETS 8u         // warning: a key reached the longest chain
+
+#define HANDLE_UNINIT 0ull
+#define HANDLE_BLOCKED 1ull
+#define HANDLE_READY 2ull
+#define MAX_BUCKET_INDEX 16383u
+#define MAX_BUCKET_CAPACITY 65535u
+
+struct Table {
+    u32* keys;           // capacity slots, NO_FEATURE = empty
+    u64* handles;        // capacity handles, 0 = uninitialised
+    u64* pool;           // value slots
+    u64* pool_top;       // bump pointer (slots used)
+    u32* status;         // status word
+    u64* lost;           // values that could not be stored
+    u64 pool_capacity;   // value slots
+    u32 windows;         // probing windows (prime); capacity = windows * group
+    u32 max_probes;      // windows visited before giving up
+    u32 s0;              // first bucket's value slots
+    u32 growth_num, growth_den;  // bucket growth factor as a fraction
+};
+
+__device__ __forceinline__ u32 bucket_capacity(const Table& t, u32 index) {
+    u64 cap = t.s0;
+    for (u32 i = 0; i < index && cap < MAX_BUCKET_CAPACITY; ++i)
+        cap = (cap * t.growth_num + t.growth_den - 1) / t.growth_den;
+    return cap < MAX_BUCKET_CAPACITY ? (u32)cap : MAX_BUCKET_CAPACITY;
+}
+
+__device__ __forceinline__ u32 mix32(u32 h) {
+    h ^= h >> 16; h *= 0x85ebca6bu; h ^= h >> 13; h *= 0xc2b2ae35u; return h ^ (h >> 16);
+}
+
+__device__ __forceinline__ u64 make_handle(u64 state, u32 index, u32 count, u32 offset) {
+    return (state << 62) | ((u64)index << 48) | ((u64)count << 32) | offset;
+}
+
+__device__ __forceinline__ void fail(const Table& t, u32 bit) {
+    atomicOr(t.status, bit);
+    atomicAdd(t.lost, 1ull);
+}
+
+// Appends `value` to the list of the key in `slot` (one thread).
+__device__ void append_value(const Table& t, u32 slot, u64 value) {
+    u64* hp = &t.handles[slot];
+    while (true) {
+        u64 h = atomicAdd(hp, 0ull);
+        u64 state = h >> 62;
+        if (state == HANDLE_BLOCKED) {
+            __nanosleep(20);
+            continue;
+        }
+        if (state == HANDLE_UNINIT) {
+            if (atomicCAS(hp, h, make_handle(HANDLE_BLOCKED, 0, 0, 0)) != h) continue;
+            u64 off = atomicAdd(t.pool_top, (u64)t.s0);
+            if (off + t.s0 > t.pool_capacity || off + t.s0 > 0xFFFFFFFFull) {
+                atomicExch(hp, h);
+                fail(t, off + t.s0 > t.pool_capacity ? STATUS_POOL_EXHAUSTED : STATUS_POOL_OFFSET);
+                return;
+            }
+            t.pool[off] = value;
+            __threadfence();
+            atomicExch(hp, make_handle(HANDLE_READY, 0, 1, (u32)off));
+            return;
+        }
+        u32 tail = (u32)h;
+        u32 count = (u32)(h >> 32) & 0xFFFFu;
+        u32 index = (u32)(h >> 48) & 0x3FFFu;
+        if (count < bucket_capacity(t, index)) {
+            if (atomicCAS(hp, h, h + (1ull << 32)) != h) continue;
+            t.pool[tail + (index > 0 ? 1 : 0) + count] = value;
+            return;
+        }
+        if (index == MAX_BUCKET_INDEX) {
+            fail(t, STATUS_MAX_BUCKETS);
+            return;
+        }
+        if (atomicCAS(hp, h, (h & ~(3ull << 62)) | (HANDLE_BLOCKED << 62)) != h) continue;
+        u32 cap = bucket_capacity(t, index + 1);
+        u64 off = atomicAdd(t.pool_top, (u64)cap + 1);
+        if (off + cap + 1 > t.pool_capacity || off + cap + 1 > 0xFFFFFFFFull) {
+            atomicExch(hp, h);
+            fail(t, off + cap + 1 > t.pool_capacity ? STATUS_POOL_EXHAUSTED : STATUS_POOL_OFFSET);
+            return;
+        }
+        t.pool[off] = tail;
+        t.pool[off + 1] = value;
+        __threadfence();
+        atomicExch(hp, make_handle(HANDLE_READY, index + 1, 1, (u32)off));
+        return;
+    }
+}
+
+// Inserts (key, value) pairs held by the threads of a tile of G threads (G = 1, 2, 4, 8, 16 or 32).
+// Every thread of the warp must call this together; threads without an item pass has_item = false.
+// The tile takes its members' items one at a time: it probes for the key together, then the
+// owner appends the value.
+template <int G>
+__device__ void tile_insert(const Table& t, bool has_item, u32 key, u64 value) {
+    const u32 lane = threadIdx.x & 31u;
+    const u32 rank = lane % G;
+    const u32 tile_mask = (G == 32) ? 0xFFFFFFFFu : (((1u << G) - 1u) << (lane - rank));
+    u32 pending = __ballot_sync(0xFFFFFFFFu, has_item) & tile_mask;
+    while (pending) {
+        const u32 leader = __ffs(pending) - 1;
+        pending &= pending - 1;
+        const u32 k = __shfl_sync(tile_mask, key, leader);
+        const u32 h1 = mix32(k ^ 0x9e3779b9u) % t.windows;
+        const u32 h2 = 1 + mix32(k ^ 0x7f4a7c15u) % (t.windows - 1 > 0 ? t.windows - 1 : 1);
+        u32 slot = 0xFFFFFFFFu;
+        u32 w = h1;
+        for (u32 probe = 0; probe < t.max_probes && slot == 0xFFFFFFFFu;) {
+            const u32 my_slot = w * G + rank;
+            const u32 seen = t.keys[my_slot];
+            const u32 found = __ballot_sync(tile_mask, seen == k) & tile_mask;
+            if (found) {
+                slot = (w * G) + (__ffs(found) - 1 - (lane - rank));
+                break;
+            }
+            const u32 empty = __ballot_sync(tile_mask, seen == NO_FEATURE) & tile_mask;
+            if (empty) {
+                const u32 first = __ffs(empty) - 1;
+                u32 old = 0;
+                if (lane == first) old = atomicCAS(&t.keys[my_slot], NO_FEATURE, k);
+                old = __shfl_sync(tile_mask, old, first);
+                if (old == NO_FEATURE || old == k) {
+                    slot = w * G + (first - (lane - rank));
+                    break;
+                }
+                continue;  // another key took the slot: read the window again
+            }
+            w = (w + h2) % t.windows;
+            ++probe;
+        }
+        if (lane == leader) {
+            if (slot == 0xFFFFFFFFu) fail(t, STATUS_PROBE_LIMIT);
+            else append_value(t, slot, value);
+        }
+        __syncwarp(tile_mask);
+    }
+}
+
+// Number of values stored for the key in `slot`.
+__device__ __forceinline__ u64 list_length(const Table& t, u32 slot) {
+    u64 h = t.handles[slot];
+    if ((h >> 62) != HANDLE_READY) return 0;
+    u32 index = (u32)(h >> 48) & 0x3FFFu;
+    u64 n = (h >> 32) & 0xFFFFu;
+    for (u32 i = 0; i < index; ++i) n += bucket_capacity(t, i);
+    return n;
+}
+
+// Calls f(value) for every value of the key in `slot`, tail bucket first.
+template <typename F>
+__device__ void for_each_value(const Table& t, u32 slot, F f) {
+    u64 h = t.handles[slot];
+    if ((h >> 62) != HANDLE_READY) return;
+    u32 index = (u32)(h >> 48) & 0x3FFFu;
+    u32 count = (u32)(h >> 32) & 0xFFFFu;
+    u32 off = (u32)h;
+    while (true) {
+        const u64* values = t.pool + off + (index > 0 ? 1 : 0);
+        for (u32 i = 0; i < count; ++i) f(values[i]);
+        if (index == 0) break;
+        off = (u32)t.pool[off];
+        --index;
+        count = bucket_capacity(t, index);
+    }
+}

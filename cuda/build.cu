@@ -1,0 +1,164 @@
+// The GPU build: a fused kernel from sequence bytes to (feature, location) pairs in the bucket-list
+// table, and the condense kernels that turn the table into sorted location lists. Each kernel has
+// a CPU twin: sketch_windows ~ Sketcher::sketch_windows, the table ~ HashMap<u32, Vec<u64>>,
+// fill_lists ~ condense_shard's renumbering and sorting (src/build).
+#include "common.cuh"
+#include "sketch.cuh"
+#include "bucket_list.cuh"
+#include "limits.cuh"
+
+// A batch of sequences: bytes back to back; record r has bytes [offset[r], offset[r] + len[r]),
+// target `target[r]` and windows [first_window[r], first_window[r + 1]) of the batch's numbering.
+struct Batch {
+    const u8* seq;
+    const u64* offset;
+    const u32* len;
+    const u32* target;
+    const u64* first_window;
+    u32 records;
+    u64 windows;
+};
+
+struct Sketching {
+    u32 k, window, stride, sketch_size;
+    u64 seed;
+};
+
+// The record holding batch window `w`: the last r with first_window[r] <= w.
+__device__ __forceinline__ u32 record_of(const Batch& b, u64 w) {
+    u32 lo = 0, hi = b.records;
+    while (hi - lo > 1) {
+        u32 mid = (lo + hi) / 2;
+        if (b.first_window[mid] <= w) lo = mid; else hi = mid;
+    }
+    return lo;
+}
+
+// Sketch of batch window `w`; returns the sketch size and sets its target and window id.
+__device__ __forceinline__ int sketch_batch_window(const Batch& b, const Sketching& p, u64 w, u32* out,
+                                                   u32* target, u32* window_id) {
+    const u32 r = record_of(b, w);
+    const u64 id = w - b.first_window[r];
+    const u64 start = id * p.stride;
+    u64 end = start + p.window;
+    if (end > b.len[r]) end = b.len[r];
+    *target = b.target[r];
+    *window_id = (u32)id;
+    return sketch_window(b.seq + b.offset[r], start, end, p.k, p.sketch_size, p.seed, out);
+}
+
+// Test twin of Sketcher: every window's sketch, padded with NO_FEATURE to sketch_size.
+extern "C" __global__ void sketch_windows(Batch b, Sketching p, u32* features) {
+    for (u64 w = blockIdx.x * (u64)blockDim.x + threadIdx.x; w < b.windows; w += (u64)gridDim.x * blockDim.x) {
+        u32 sketch[MAX_SKETCH];
+        u32 target, window_id;
+        int n = sketch_batch_window(b, p, w, sketch, &target, &window_id);
+        for (u32 j = 0; j < p.sketch_size; ++j) features[w * p.sketch_size + j] = (int)j < n ? sketch[j] : NO_FEATURE;
+    }
+}
+
+// The fused build kernel: sketch each window and insert (feature, target << 32 | window) pairs.
+// The loop runs whole warps together, as tile_insert needs.
+template <int G>
+__device__ void build_insert(Batch b, Sketching p, Table t) {
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 base = blockIdx.x * (u64)blockDim.x; base < b.windows; base += stride) {
+        const u64 w = base + threadIdx.x;
+        u32 sketch[MAX_SKETCH];
+        u32 target = 0, window_id = 0;
+        int n = w < b.windows ? sketch_batch_window(b, p, w, sketch, &target, &window_id) : 0;
+        const u64 value = ((u64)target << 32) | window_id;
+        for (u32 j = 0; j < p.sketch_size; ++j) tile_insert<G>(t, (int)j < n, (int)j < n ? sketch[j] : 0, value);
+    }
+}
+
+// Test entry: insert given pairs.
+template <int G>
+__device__ void insert_pairs(const u32* keys, const u64* values, u64 n, Table t) {
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 base = blockIdx.x * (u64)blockDim.x; base < n; base += stride) {
+        const u64 i = base + threadIdx.x;
+        tile_insert<G>(t, i < n, i < n ? keys[i] : 0, i < n ? values[i] : 0);
+    }
+}
+
+#define ENTRY_POINTS(G)                                                                             \
+    extern "C" __global__ void build_insert_g##G(Batch b, Sketching p, Table t) { build_insert<G>(b, p, t); } \
+    extern "C" __global__ void insert_pairs_g##G(const u32* keys, const u64* values, u64 n, Table t) {    \
+        insert_pairs<G>(keys, values, n, t);                                                        \
+    }
+ENTRY_POINTS(1)
+ENTRY_POINTS(2)
+ENTRY_POINTS(4)
+ENTRY_POINTS(8)
+ENTRY_POINTS(16)
+ENTRY_POINTS(32)
+
+// Fills n words with v (key tables start with every slot empty).
+extern "C" __global__ void fill_u32(u32* p, u64 n, u32 v) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) p[i] = v;
+}
+
+// Renumbering of targets at condense time: remap[provisional] = final id, or NO_FEATURE to drop
+// the target's values. With remap_len == 0 values are kept as they are (table tests).
+struct Remap {
+    const u32* remap;
+    u32 remap_len;
+    u32 window_bits;
+};
+
+__device__ __forceinline__ bool remap_value(const Remap& m, u64 v, u64* out) {
+    if (m.remap_len == 0) {
+        *out = v;
+        return true;
+    }
+    const u32 target = (u32)(v >> 32);
+    if (target >= m.remap_len || m.remap[target] == NO_FEATURE) return false;
+    *out = ((u64)m.remap[target] << m.window_bits) | (u32)v;
+    return true;
+}
+
+// Counts occupied key slots.
+extern "C" __global__ void count_keys(Table t, u64 capacity, u64* occupied) {
+    u64 mine = 0;
+    for (u64 s = blockIdx.x * (u64)blockDim.x + threadIdx.x; s < capacity; s += (u64)gridDim.x * blockDim.x)
+        mine += t.keys[s] != NO_FEATURE;
+    if (mine) atomicAdd(occupied, mine);
+}
+
+// Lists every key with at least one kept value: (key, slot, kept values), in no particular order.
+extern "C" __global__ void collect_keys(Table t, u64 capacity, Remap m, u32* keys, u32* slots, u32* counts,
+                                        u64* n) {
+    for (u64 s = blockIdx.x * (u64)blockDim.x + threadIdx.x; s < capacity; s += (u64)gridDim.x * blockDim.x) {
+        const u32 key = t.keys[s];
+        if (key == NO_FEATURE) continue;
+        u32 kept = 0;
+        u64 out;
+        for_each_value(t, (u32)s, [&](u64 v) { kept += remap_value(m, v, &out); });
+        if (kept == 0) continue;
+        const u64 i = atomicAdd(n, 1ull);
+        keys[i] = key;
+        slots[i] = (u32)s;
+        counts[i] = kept;
+    }
+}
+
+// Writes the kept values of slots[i] at out[offsets[i]..], renumbered and packed; sorted ascending
+// when `sort` is set (the build fills only lists within the location cap, so these are short).
+extern "C" __global__ void fill_lists(Table t, Remap m, const u32* slots, const u64* offsets, u64 n, u32 sort,
+                                      u64* out) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        u64* list = out + offsets[i];
+        u64 len = 0;
+        for_each_value(t, slots[i], [&](u64 v) {
+            u64 packed;
+            if (!remap_value(m, v, &packed)) return;
+            u64 j = len++;
+            while (sort && j > 0 && list[j - 1] > packed) {
+                list[j] = list[j - 1];
+                --j;
+            }
+            list[j] = packed;
+        });
+    }
+}

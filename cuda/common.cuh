@@ -1,0 +1,12 @@
+// Shared definitions of kmerdb's kernels. NVRTC has no standard headers, so the kernels use their
+// own fixed-width integer names. The host concatenates the files in the order of their #include
+// lines (src/gpu/kernels.rs), so each file may rely only on what it includes.
+#pragma once
+
+typedef unsigned char u8;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef long long i64;
+
+// Marks "no k-mer" and an empty key slot; never a feature (see src/sketch.rs).
+#define NO_FEATURE 0xFFFFFFFFu

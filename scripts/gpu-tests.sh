@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The GPU test suite and benchmarks, in one run on a GPU machine, from the repository root, with
+# carry/ prepared by scripts/prepare-gpu-carry.sh. Prints what passed and the figures for
+# BENCHMARKS.md. Usage: scripts/gpu-tests.sh [--skip-bench] [bench options]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+B=carry/bin
+export SOURCE_DATE_EPOCH=1700000000 KMERDB_CACHE_DIR=${KMERDB_CACHE_DIR:-$(mktemp -d)}
+export KMERDB_GPU_TEST_REFS=carry/refs KMERDB_GPU_TEST_TAXONOMY=carry/taxonomy
+status=0
+step() { echo; echo "== $*"; }
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+
+step "kernels compile with NVRTC; CPU unit tests"
+KMERDB_REQUIRE_NVRTC=1 $B/test-kmerdb --test-threads 4 2>&1 | tail -3 || status=1
+
+step "GPU tests: kernels against their CPU twins, table against a HashMap, index bytes"
+$B/test-gpu --ignored --test-threads 1 --nocapture 2>&1 || status=1
+
+step "the real binary: build data/ on the GPU (compiling kernels, then from the cache) and on the CPU"
+for run in compile cached; do
+    /usr/bin/time -f "$run: %e s" $B/kmerdb -v build --gpus 0 data/genomes --taxonomy data/taxonomy \
+        --seqid2taxid data/seqid2taxid.map -d /tmp/gpu.db 2>&1 | grep -E "built|s$|error" || status=1
+done
+$B/kmerdb build -q --gpus none data/genomes --taxonomy data/taxonomy --seqid2taxid data/seqid2taxid.map -d /tmp/cpu.db
+cmp /tmp/gpu.db /tmp/cpu.db && echo "data/: GPU and CPU index files identical" || { echo "data/: index files DIFFER"; status=1; }
+$B/kmerdb build -q --gpus 7 data/genomes -d /tmp/x.db 2>&1 | grep -q "GPU 7" && echo "--gpus 7: clear error" || status=1
+
+if [[ ${1:-} != --skip-bench ]]; then
+    step "benchmarks"
+    $B/kmerdb-gpu-bench "$@" || status=1
+fi
+echo
+[[ $status == 0 ]] && echo "GPU SUITE: all passed" || echo "GPU SUITE: FAILURES"
+exit $status

@@ -1,0 +1,229 @@
+//! GPU benchmarks for BENCHMARKS.md, run on a GPU machine by `scripts/gpu-tests.sh`:
+//! 1. the hardware limits (random 8-byte CAS, random 128-byte bucket reads), measured in this run;
+//! 2. bucket-list inserts, uniform and skewed keys, for each cooperative group size, as fractions
+//!    of the CAS rate;
+//! 3. the fused build kernel on synthetic genomes (default 10 Gbp), kernel time only;
+//! 4. `kmerdb build` end to end from uncompressed FASTA in the page cache, GPU against the CPU on
+//!    every core, with a check that both write the same bytes.
+//!
+//! Usage: kmerdb-gpu-bench [--gbp N] [--e2e-gbp N] [--skip-e2e]
+
+use cudarc::driver::PushKernelArg;
+use kmerdb::build::sketching::Pending;
+use kmerdb::compute::{GpuBuildOptions, GpuRequest};
+use kmerdb::gpu::Gpu;
+use kmerdb::gpu::build::{DeviceBatch, GpuBuild};
+use kmerdb::gpu::table::{BucketListTable, TableConfig, launch_config};
+use kmerdb::sketch::SketchParams;
+use kmerdb::synth::{SynthSpec, generate};
+use std::time::Instant;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn arg(name: &str, default: f64) -> f64 {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let gpu = Gpu::open(0)?;
+    let (free, total) = gpu.memory()?;
+    println!(
+        "device: GPU 0, {} ({}), {} SMs, {:.1} GiB ({:.1} GiB free)",
+        gpu.name,
+        gpu.arch,
+        gpu.multiprocessors(),
+        total as f64 / (1u64 << 30) as f64,
+        free as f64 / (1u64 << 30) as f64
+    );
+    let (cas, reads) = limits(&gpu)?;
+    inserts(&gpu, cas)?;
+    fused(&gpu, arg("--gbp", 10.0))?;
+    if !std::env::args().any(|a| a == "--skip-e2e") {
+        end_to_end(arg("--e2e-gbp", 2.0))?;
+    }
+    println!("(limits for reference: CAS {cas:.2} G/s, bucket reads {reads:.2} G/s)");
+    Ok(())
+}
+
+/// Random 8-byte CAS and random 128-byte reads on an 8 GiB array.
+fn limits(gpu: &Gpu) -> Result<(f64, f64), Box<dyn std::error::Error>> {
+    let s = &gpu.stream;
+    let n: u64 = 1 << 30; // 8 GiB of u64
+    let a = s.alloc_zeros::<u64>(n as usize)?;
+    let sink = s.alloc_zeros::<u64>(1)?;
+    let threads = gpu.multiprocessors() as u64 * 2048;
+    let iters = 256u32;
+    let (mut cas, mut reads) = (Vec::new(), Vec::new());
+    for run in 0..4u64 {
+        let f = gpu.function("limit_cas")?;
+        let mut b = s.launch_builder(&f);
+        b.arg(&a).arg(&n).arg(&iters).arg(&run);
+        s.synchronize()?;
+        let t = Instant::now();
+        // SAFETY: CAS inside the array.
+        unsafe { b.launch(launch_config(gpu, threads)) }?;
+        s.synchronize()?;
+        let secs = t.elapsed().as_secs_f64();
+        let f = gpu.function("limit_bucket_reads")?;
+        let lines = n / 16;
+        let mut b = s.launch_builder(&f);
+        b.arg(&a).arg(&lines).arg(&iters).arg(&run).arg(&sink);
+        let t2 = Instant::now();
+        // SAFETY: reads inside the array.
+        unsafe { b.launch(launch_config(gpu, threads)) }?;
+        s.synchronize()?;
+        let secs2 = t2.elapsed().as_secs_f64();
+        if run > 0 {
+            cas.push((threads * iters as u64) as f64 / secs / 1e9);
+            reads.push((threads / 16 * iters as u64) as f64 / secs2 / 1e9);
+        }
+    }
+    let (cas, reads) = (median(cas), median(reads));
+    println!(
+        "limits: random 8-byte CAS {cas:.2} G/s, random 128-byte bucket reads {reads:.2} G/s (8 GiB array, median of 3)"
+    );
+    Ok((cas, reads))
+}
+
+/// Bucket-list inserts, uniform and skewed, for every group size.
+fn inserts(gpu: &Gpu, cas: f64) -> Result<(), Box<dyn std::error::Error>> {
+    let n = 200_000_000usize;
+    let mut x = 0x1234_5678u64;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let uniform: Vec<u32> = (0..n).map(|_| (next() % 100_000_000) as u32).collect();
+    // Skewed: key i drawn with probability ~ 1/i (Zipf), 1 to about 10^7 values per key.
+    let skewed: Vec<u32> = (0..n)
+        .map(|_| {
+            let u = (next() >> 11) as f64 / (1u64 << 53) as f64;
+            ((1e8f64).powf(u) as u32).wrapping_mul(2_654_435_761)
+        })
+        .collect();
+    let values: Vec<u64> = (0..n as u64).collect();
+    let s = &gpu.stream;
+    let dv = s.clone_htod(&values)?;
+    for (name, keys, distinct) in [("uniform", &uniform, 100_000_000u64), ("skewed", &skewed, 100_000_000)] {
+        let dk = s.clone_htod(keys)?;
+        for group in [1u32, 2, 4, 8, 16, 32] {
+            let mut config = TableConfig::new(distinct * 3 / 2, n as u64 * 2);
+            config.group = group;
+            let mut table = BucketListTable::new(gpu, config)?;
+            s.synchronize()?;
+            let t = Instant::now();
+            table.insert_device_pairs(&dk, &dv, n as u64)?;
+            let secs = t.elapsed().as_secs_f64();
+            let status = table.status()?;
+            let rate = n as f64 / secs / 1e9;
+            println!(
+                "inserts {name:>7}, group {group:>2}: {:.2} G/s = {:.0}% of the CAS rate (status {:#x}, lost {})",
+                rate,
+                100.0 * rate / cas,
+                status.bits,
+                status.lost
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The fused kernel on `gbp` Gbp of synthetic genomes, uploaded in batches of about 1 Gbp.
+fn fused(gpu: &Gpu, gbp: f64) -> Result<(), Box<dyn std::error::Error>> {
+    let strains = 5;
+    let genome_len = 5_000_000;
+    let species = ((gbp * 1e9) / (strains * genome_len) as f64).ceil() as usize;
+    let spec = SynthSpec { species, genome_len, strains, divergence: 0.01, seed: 7 };
+    let params = SketchParams::new(16, 127, None, 16, 0)?;
+    let build = GpuBuild::new(gpu, &[], &params, GpuBuildOptions::default())?;
+    let mut batch: Vec<Pending> = Vec::new();
+    let (mut kernel_secs, mut bases, mut target) = (0f64, 0u64, 0u32);
+    let mut run = |batch: &mut Vec<Pending>| -> Result<(), Box<dyn std::error::Error>> {
+        let dev = DeviceBatch::upload(gpu, batch, &params)?;
+        gpu.stream.synchronize()?;
+        let t = Instant::now();
+        build.insert_uploaded(&dev)?;
+        kernel_secs += t.elapsed().as_secs_f64();
+        bases += batch.iter().map(|p| p.seq.len() as u64).sum::<u64>();
+        batch.clear();
+        Ok(())
+    };
+    let mut error = None;
+    generate(&spec, |_, seq| {
+        if error.is_some() {
+            return;
+        }
+        batch.push(Pending { target, seq: seq.to_vec() });
+        target += 1;
+        if batch.len() * genome_len >= 1_000_000_000 {
+            if let Err(e) = run(&mut batch) {
+                error = Some(e);
+            }
+        }
+    });
+    if let Some(e) = error {
+        return Err(e);
+    }
+    run(&mut batch)?;
+    println!(
+        "fused kernel: {:.2} Gbp of synthetic genomes ({species} species x {strains} strains, 1% divergence) in {:.2} s of kernel time = {:.1} Gbp/s",
+        bases as f64 / 1e9,
+        kernel_secs,
+        bases as f64 / 1e9 / kernel_secs
+    );
+    Ok(())
+}
+
+/// `kmerdb build` on GPU 0 and on the CPU (all cores) from synthetic FASTA in the page cache.
+fn end_to_end(gbp: f64) -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let fasta = dir.path().join("synth.fna");
+    let genome_len = 5_000_000;
+    let spec = SynthSpec {
+        species: ((gbp * 1e9) / (5.0 * genome_len as f64)).ceil() as usize,
+        genome_len,
+        strains: 5,
+        divergence: 0.01,
+        seed: 11,
+    };
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&fasta)?);
+    kmerdb::synth::write_fasta(&spec, &mut out)?;
+    drop(out);
+    let _ = std::fs::read(&fasta)?; // into the page cache
+    let threads = std::thread::available_parallelism()?.get();
+    let mut bytes = Vec::new();
+    for (name, gpus) in [("GPU 0", GpuRequest::List(vec![0])), ("CPU", GpuRequest::None)] {
+        let db = dir.path().join(format!("{}.db", bytes.len()));
+        let config = kmerdb::build::BuildConfig {
+            sources: vec![kmerdb::input::Source::File(fasta.clone())],
+            db: db.clone(),
+            taxonomy: None,
+            seqid_maps: Vec::new(),
+            sketch: SketchParams::new(16, 127, None, 16, 0)?,
+            max_locations_per_feature: 254,
+            threads,
+            strict: false,
+            progress: false,
+            gpus,
+            gpu_options: GpuBuildOptions::default(),
+        };
+        let s = kmerdb::build::build(&config, &|_, _| {})?;
+        println!(
+            "end to end {name}: {:.2} Gbp in {:.2} s = {:.2} Gbp/s ({} threads for reading{})",
+            spec.total_bases() as f64 / 1e9,
+            s.elapsed.as_secs_f64(),
+            spec.total_bases() as f64 / 1e9 / s.elapsed.as_secs_f64(),
+            threads,
+            if name == "CPU" { " and sketching" } else { "" }
+        );
+        bytes.push(std::fs::read(&db)?);
+    }
+    println!("end to end: GPU and CPU index bytes {}", if bytes[0] == bytes[1] { "identical" } else { "DIFFER" });
+    Ok(())
+}

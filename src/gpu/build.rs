@@ -1,0 +1,264 @@
+//! `kmerdb build` on one GPU.
+//!
+//! Stage 1 (`GpuBuild::insert_batch`): each batch of sequences read on the host goes to the GPU,
+//! where one fused kernel (`build_insert_g*` in `cuda/build.cu`) sketches every window and inserts
+//! each (feature, provisional target, window) into the bucket-list table. The status word is read
+//! after every batch: a full table or pool stops the build with a message, never silently.
+//!
+//! Stage 3 (`GpuBuild::condense`): once targets have their final numbers, the GPU lists the keys
+//! and counts each key's kept values (`collect_keys`), and writes each list renumbered, packed and
+//! sorted (`fill_lists`). The host orders the keys and lays out shards with the same
+//! `ShardAssembler` as the CPU build, so the index bytes are the same.
+
+use crate::build::BuildError;
+use crate::build::condense::{ShardAssembler, ShardStats};
+use crate::build::sketching::Pending;
+use crate::gpu::table::{BucketListTable, KeyList, TableConfig, launch_config, ptr};
+use crate::gpu::{Gpu, GpuError};
+use crate::index::LocationLayout;
+use crate::index::write::ShardData;
+use crate::input::Source;
+use crate::sketch::SketchParams;
+use cudarc::driver::{DeviceRepr, PushKernelArg};
+use std::sync::Mutex;
+
+/// Bases sent to the GPU per batch.
+pub const BATCH_BASES: usize = 64 << 20;
+
+/// Kernel view of a batch; must match `struct Batch` in `cuda/build.cu`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct BatchArgs {
+    seq: u64,
+    offset: u64,
+    len: u64,
+    target: u64,
+    first_window: u64,
+    records: u32,
+    _pad: u32,
+    windows: u64,
+}
+// SAFETY: plain old data with the layout of the CUDA struct.
+unsafe impl DeviceRepr for BatchArgs {}
+
+/// Kernel view of the sketch parameters; must match `struct Sketching` in `cuda/build.cu`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct SketchArgs {
+    k: u32,
+    window: u32,
+    stride: u32,
+    sketch_size: u32,
+    seed: u64,
+}
+// SAFETY: plain old data with the layout of the CUDA struct.
+unsafe impl DeviceRepr for SketchArgs {}
+
+impl From<&SketchParams> for SketchArgs {
+    fn from(p: &SketchParams) -> Self {
+        Self { k: p.k, window: p.window, stride: p.stride, sketch_size: p.sketch_size, seed: p.hash_seed }
+    }
+}
+
+/// A batch of sequences on the device, laid out for the kernels.
+pub struct DeviceBatch {
+    seq: cudarc::driver::CudaSlice<u8>,
+    offset: cudarc::driver::CudaSlice<u64>,
+    len: cudarc::driver::CudaSlice<u32>,
+    target: cudarc::driver::CudaSlice<u32>,
+    first_window: cudarc::driver::CudaSlice<u64>,
+    records: u32,
+    pub windows: u64,
+}
+
+impl DeviceBatch {
+    /// Uploads sequences with their targets.
+    pub fn upload(gpu: &Gpu, batch: &[Pending], params: &SketchParams) -> Result<Self, GpuError> {
+        let total: usize = batch.iter().map(|p| p.seq.len()).sum();
+        let mut seq = Vec::with_capacity(total);
+        let (mut offset, mut len, mut target, mut first_window) = (Vec::new(), Vec::new(), Vec::new(), vec![0u64]);
+        for p in batch {
+            offset.push(seq.len() as u64);
+            len.push(p.seq.len() as u32);
+            target.push(p.target);
+            seq.extend_from_slice(&p.seq);
+            first_window.push(first_window.last().unwrap() + params.window_count(p.seq.len()));
+        }
+        let s = &gpu.stream;
+        let windows = *first_window.last().unwrap();
+        let upload_u8 = |v: &[u8]| if v.is_empty() { s.alloc_zeros::<u8>(1) } else { s.clone_htod(v) };
+        Ok(Self {
+            seq: upload_u8(&seq)?,
+            offset: s.clone_htod(&offset)?,
+            len: s.clone_htod(&len)?,
+            target: s.clone_htod(&target)?,
+            first_window: s.clone_htod(&first_window)?,
+            records: batch.len() as u32,
+            windows,
+        })
+    }
+
+    fn args(&self, gpu: &Gpu) -> BatchArgs {
+        BatchArgs {
+            seq: ptr(gpu, &self.seq),
+            offset: ptr(gpu, &self.offset),
+            len: ptr(gpu, &self.len),
+            target: ptr(gpu, &self.target),
+            first_window: ptr(gpu, &self.first_window),
+            records: self.records,
+            _pad: 0,
+            windows: self.windows,
+        }
+    }
+
+    /// Every window's sketch, padded with `NO_FEATURE` to the sketch size (the CPU-twin test).
+    pub fn sketches(&self, gpu: &Gpu, params: &SketchParams) -> Result<Vec<u32>, GpuError> {
+        let s = &gpu.stream;
+        let out = s.alloc_zeros::<u32>((self.windows * params.sketch_size as u64).max(1) as usize)?;
+        let f = gpu.function("sketch_windows")?;
+        let (b, p) = (self.args(gpu), SketchArgs::from(params));
+        let mut l = s.launch_builder(&f);
+        l.arg(&b).arg(&p).arg(&out);
+        // SAFETY: writes windows * sketch_size words of `out`.
+        unsafe { l.launch(launch_config(gpu, self.windows)) }?;
+        let mut v = s.clone_dtoh(&out)?;
+        v.truncate((self.windows * params.sketch_size as u64) as usize);
+        Ok(v)
+    }
+}
+
+pub use crate::compute::GpuBuildOptions;
+
+/// A GPU build in progress.
+pub struct GpuBuild<'g> {
+    gpu: &'g Gpu,
+    params: SketchParams,
+    /// Batches arrive from several reading threads; the GPU takes them one at a time.
+    table: Mutex<BucketListTable<'g>>,
+}
+
+/// Bases the inputs hold, guessed from their sizes (compressed files count 4 bases a byte).
+fn estimate_bases(sources: &[Source]) -> Option<u64> {
+    if sources.is_empty() {
+        return None;
+    }
+    let mut total = 0u64;
+    for s in sources {
+        let Source::File(p) = s else { return None };
+        let size = std::fs::metadata(p).ok()?.len();
+        let mut magic = [0u8; 4];
+        let n = std::fs::File::open(p).and_then(|mut f| std::io::Read::read(&mut f, &mut magic)).unwrap_or(0);
+        let compressed = n >= 2 && (magic[..2] == [0x1f, 0x8b] || magic[..2] == [b'B', b'Z'])
+            || n >= 4 && (magic == [0xfd, b'7', b'z', b'X'] || magic == [0x28, 0xb5, 0x2f, 0xfd]);
+        total += if compressed { size * 4 } else { size };
+    }
+    Some(total)
+}
+
+impl<'g> GpuBuild<'g> {
+    /// Sizes the table from the inputs (or from free memory for stdin) and allocates it.
+    pub fn new(
+        gpu: &'g Gpu,
+        sources: &[Source],
+        params: &SketchParams,
+        opts: GpuBuildOptions,
+    ) -> Result<Self, GpuError> {
+        let (free, _) = gpu.memory()?;
+        // Per expected value: 2 pool slots (first buckets of 2, growth 1.5, links) of 8 bytes and
+        // 0.75 key slots of 12 bytes; at most 70% of the free memory.
+        let fit_values = (free as u64 * 7 / 10) / 25;
+        let values = match estimate_bases(sources) {
+            Some(bases) => (bases / params.stride as u64 + 1) * params.sketch_size as u64 * 11 / 10 + (1 << 20),
+            None => fit_values,
+        }
+        .min(fit_values);
+        let mut config = TableConfig::new((values * 3 / 4).max(1 << 16), (2 * values).min(u32::MAX as u64));
+        if let Some(k) = opts.key_slots {
+            config.key_slots = k;
+        }
+        if let Some(p) = opts.pool_slots {
+            config.pool_slots = p;
+        }
+        if let Some(g) = opts.group {
+            config.group = g;
+        }
+        log::debug!(
+            "GPU {} ({}): table of {} key slots and {} value slots, groups of {}",
+            gpu.ordinal,
+            gpu.name,
+            config.key_slots,
+            config.pool_slots,
+            config.group
+        );
+        Ok(Self { gpu, params: *params, table: Mutex::new(BucketListTable::new(gpu, config)?) })
+    }
+
+    /// Stage 1 for one batch: upload, sketch and insert, then check the status word.
+    pub fn insert_batch(&self, batch: &[Pending]) -> Result<(), BuildError> {
+        let dev = DeviceBatch::upload(self.gpu, batch, &self.params)?;
+        self.insert_uploaded(&dev)
+    }
+
+    /// Runs the fused kernel on a batch already on the device and checks the status word.
+    pub fn insert_uploaded(&self, dev: &DeviceBatch) -> Result<(), BuildError> {
+        let table = self.table.lock().expect("no GPU batch panicked");
+        let gpu = self.gpu;
+        if dev.windows > 0 {
+            let f = gpu.function(&format!("build_insert_g{}", table.config().group))?;
+            let (b, p, t) = (dev.args(gpu), SketchArgs::from(&self.params), table.args());
+            let mut l = gpu.stream.launch_builder(&f);
+            l.arg(&b).arg(&p).arg(&t);
+            // SAFETY: reads the batch, writes only the table.
+            unsafe { l.launch(launch_config(gpu, dev.windows)) }.map_err(GpuError::from)?;
+        }
+        let status = table.status()?;
+        if status.is_error() {
+            return Err(GpuError::TableFull {
+                what: status.describe(),
+                needed: format!("{} key slots and {} value slots", table.key_slots(), table.config().pool_slots),
+            }
+            .into());
+        }
+        Ok(())
+    }
+
+    /// Stage 3: the shards, from the table and the final target numbers.
+    pub fn condense(
+        self,
+        final_id: &[Option<u32>],
+        layout: &LocationLayout,
+        cap: u32,
+        shard_bits: u32,
+    ) -> Result<Vec<(ShardData, ShardStats)>, BuildError> {
+        let table = self.table.into_inner().expect("no GPU batch panicked");
+        let remap: Vec<u32> = final_id.iter().map(|f| f.unwrap_or(crate::sketch::NO_FEATURE)).collect();
+        let (mut lists, _remap_dev, margs) = table.collect(Some((&remap, layout.window_bits)))?;
+        lists.sort_unstable_by_key(|l| l.key);
+        let shard_of = |key: u32| (((key as u64) << shard_bits) >> 32) as usize;
+        let mut shards: Vec<ShardAssembler> =
+            (0..1usize << shard_bits).map(|_| ShardAssembler::new(layout, cap)).collect();
+        let kept: Vec<KeyList> =
+            lists.iter().filter(|l| shards[shard_of(l.key)].keeps(l.count as usize)).copied().collect();
+        let values = table.fill(&kept, margs, true)?;
+        let mut at = 0usize;
+        let mut ranges = vec![Vec::new(); shards.len()];
+        for l in &kept {
+            ranges[shard_of(l.key)].push((l.key, at, l.count as usize));
+            at += l.count as usize;
+        }
+        use rayon::prelude::*;
+        shards
+            .into_par_iter()
+            .zip(ranges)
+            .map(|(mut shard, lists)| {
+                for (key, at, n) in lists {
+                    shard.add(key, &values[at..at + n])?;
+                }
+                Ok(shard.finish())
+            })
+            .collect::<Result<Vec<_>, crate::index::locations::ShardOverflow>>()
+            .map_err(|source| {
+                BuildError::Index(crate::index::IndexError::ShardOverflow { path: "<gpu build>".into(), source })
+            })
+    }
+}

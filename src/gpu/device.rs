@@ -1,0 +1,120 @@
+//! Choosing GPUs and holding what runs on one: context, stream, and the compiled kernels.
+
+use crate::compute::GpuRequest;
+use crate::gpu::{GpuError, kernels};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
+use std::sync::Arc;
+
+/// One GPU, ready to run kmerdb's kernels.
+pub struct Gpu {
+    pub ordinal: usize,
+    pub name: String,
+    pub arch: String,
+    pub ctx: Arc<CudaContext>,
+    pub stream: Arc<CudaStream>,
+    module: Arc<CudaModule>,
+    /// Whether the kernels came from the on-disk cache.
+    pub cached_kernels: bool,
+}
+
+/// Whether the CUDA driver library can be loaded (cudarc panics on first use otherwise).
+pub fn driver_present() -> bool {
+    // SAFETY: only tries to load the library.
+    unsafe { cudarc::driver::sys::is_culib_present() }
+}
+
+/// Visible GPUs, 0 when there is no driver.
+pub fn device_count() -> usize {
+    if !driver_present() {
+        return 0;
+    }
+    CudaContext::device_count().map(|n| n as usize).unwrap_or(0)
+}
+
+/// The GPUs `request` names; empty means the CPU. `All` on a machine without GPUs is the CPU;
+/// an explicit GPU that is not there is an error.
+pub fn select(request: &GpuRequest) -> Result<Vec<Gpu>, GpuError> {
+    let ordinals: Vec<usize> = match request {
+        GpuRequest::None => return Ok(Vec::new()),
+        GpuRequest::All => {
+            let n = device_count();
+            if n == 0 {
+                log::info!("no GPU found (no CUDA driver or no device): running on the CPU");
+                return Ok(Vec::new());
+            }
+            (0..n).collect()
+        }
+        GpuRequest::List(ids) => {
+            let n = device_count();
+            for &id in ids {
+                if id >= n {
+                    let reason = if !driver_present() {
+                        "no CUDA driver is installed".to_string()
+                    } else {
+                        format!("this machine has {n} GPU(s)")
+                    };
+                    return Err(GpuError::Missing { wanted: id, reason });
+                }
+            }
+            ids.clone()
+        }
+    };
+    ordinals.into_iter().map(Gpu::open).collect()
+}
+
+impl Gpu {
+    pub fn open(ordinal: usize) -> Result<Self, GpuError> {
+        let ctx = CudaContext::new(ordinal)?;
+        // One stream per GPU: kmerdb orders its work itself.
+        // SAFETY: no other stream uses these allocations.
+        unsafe { ctx.disable_event_tracking() };
+        let (major, minor) = ctx.compute_capability()?;
+        let arch = format!("sm_{major}{minor}");
+        let (cubin, cached_kernels) = kernels::cubin(&arch)?;
+        let module = ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin))?;
+        let name = ctx.name()?;
+        let stream = ctx.default_stream();
+        Ok(Self { ordinal, name, arch, ctx, stream, module, cached_kernels })
+    }
+
+    pub fn function(&self, name: &str) -> Result<CudaFunction, GpuError> {
+        Ok(self.module.load_function(name)?)
+    }
+
+    /// Free and total device memory in bytes.
+    pub fn memory(&self) -> Result<(usize, usize), GpuError> {
+        Ok(self.ctx.mem_get_info()?)
+    }
+
+    /// Streaming multiprocessors, for grid sizes.
+    pub fn multiprocessors(&self) -> u32 {
+        self.ctx
+            .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map(|n| n as u32)
+            .unwrap_or(80)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_parse() {
+        assert_eq!("all".parse::<GpuRequest>(), Ok(GpuRequest::All));
+        assert_eq!("none".parse::<GpuRequest>(), Ok(GpuRequest::None));
+        assert_eq!("0,2".parse::<GpuRequest>(), Ok(GpuRequest::List(vec![0, 2])));
+        assert!("x".parse::<GpuRequest>().is_err());
+    }
+
+    /// On a machine without a GPU, `all` falls back to the CPU and an explicit GPU is an error.
+    #[test]
+    fn missing_gpus() {
+        if device_count() > 0 {
+            return;
+        }
+        assert!(select(&GpuRequest::All).unwrap().is_empty());
+        let err = select(&GpuRequest::List(vec![0])).err().unwrap().to_string();
+        assert!(err.contains("GPU 0"), "{err}");
+    }
+}

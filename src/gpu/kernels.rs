@@ -1,0 +1,174 @@
+//! The CUDA sources in `cuda/`, embedded in the binary, and their compilation by NVRTC to a cubin
+//! for the device's exact architecture, cached on disk so that a second run compiles nothing.
+//!
+//! NVRTC has no standard headers and our sources include only each other, so the includes are
+//! resolved here: each `#include "x.cuh"` is replaced by the file, once.
+
+use crate::gpu::GpuError;
+use std::path::PathBuf;
+
+/// Every kernel source file, by the name it is included as.
+const FILES: [(&str, &str); 5] = [
+    ("common.cuh", include_str!("../../cuda/common.cuh")),
+    ("sketch.cuh", include_str!("../../cuda/sketch.cuh")),
+    ("bucket_list.cuh", include_str!("../../cuda/bucket_list.cuh")),
+    ("limits.cuh", include_str!("../../cuda/limits.cuh")),
+    ("build.cu", include_str!("../../cuda/build.cu")),
+];
+
+/// The translation unit NVRTC compiles: `build.cu` with its includes expanded.
+pub fn source() -> String {
+    let mut out = String::new();
+    let mut seen = Vec::new();
+    expand("build.cu", &mut out, &mut seen);
+    out
+}
+
+fn expand(name: &str, out: &mut String, seen: &mut Vec<String>) {
+    if seen.iter().any(|s| s == name) {
+        return;
+    }
+    seen.push(name.to_string());
+    let text = FILES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, t)| *t)
+        .unwrap_or_else(|| panic!("cuda/{name} is included but not embedded in src/gpu/kernels.rs"));
+    for line in text.lines() {
+        let t = line.trim();
+        if let Some(rest) = t.strip_prefix("#include \"") {
+            expand(rest.trim_end_matches('"'), out, seen);
+        } else if t != "#pragma once" {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+}
+
+/// NVRTC's version, as (major, minor).
+pub fn nvrtc_version() -> Result<(i32, i32), GpuError> {
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: plain out-parameters.
+    unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) }
+        .result()
+        .map_err(|e| GpuError::Nvrtc { log: format!("{e:?}") })?;
+    Ok((major, minor))
+}
+
+/// Whether libnvrtc can be loaded (checked before any call, which would otherwise panic).
+pub fn nvrtc_present() -> bool {
+    // SAFETY: only tries to load the library.
+    unsafe { cudarc::nvrtc::sys::is_culib_present() }
+}
+
+/// Compiles the kernels with NVRTC for `arch` (e.g. `sm_90`: a cubin; `compute_90`: PTX).
+pub fn compile(arch: &str) -> Result<Vec<u8>, GpuError> {
+    use cudarc::nvrtc::{result, sys};
+    if !nvrtc_present() {
+        return Err(GpuError::NoNvrtc);
+    }
+    let src = std::ffi::CString::new(source()).expect("kernel sources hold no NUL");
+    let name = std::ffi::CString::new("kmerdb_build.cu").expect("no NUL");
+    let nv = |e: cudarc::nvrtc::result::NvrtcError| GpuError::Nvrtc { log: format!("{e:?}") };
+    let prog = result::create_program(&src, Some(&name)).map_err(nv)?;
+    let options = [format!("--gpu-architecture={arch}"), "-std=c++17".into(), "-lineinfo".into()];
+    // SAFETY: `prog` is a live program; options are valid strings.
+    let compiled = unsafe { result::compile_program(prog, &options) };
+    if compiled.is_err() {
+        // SAFETY: the program exists; its log is readable after a failed compile.
+        let log = unsafe { result::get_program_log(prog) }.map(|l| {
+            let bytes: Vec<u8> = l.iter().map(|&c| c as u8).take_while(|&b| b != 0).collect();
+            String::from_utf8_lossy(&bytes).into_owned()
+        });
+        // SAFETY: destroyed once.
+        let _ = unsafe { result::destroy_program(prog) };
+        return Err(GpuError::Nvrtc { log: log.unwrap_or_else(|e| format!("{e:?}")) });
+    }
+    let out = if arch.starts_with("sm_") {
+        let mut size = 0usize;
+        // SAFETY: size query then copy into a buffer of that size.
+        unsafe { sys::nvrtcGetCUBINSize(prog, &mut size) }.result().map_err(nv)?;
+        let mut buf = vec![0u8; size];
+        unsafe { sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr().cast()) }.result().map_err(nv)?;
+        buf
+    } else {
+        // SAFETY: the program compiled.
+        unsafe { result::get_ptx(prog) }.map_err(nv)?.iter().map(|&c| c as u8).collect()
+    };
+    // SAFETY: destroyed once.
+    let _ = unsafe { result::destroy_program(prog) };
+    Ok(out)
+}
+
+/// Where compiled kernels are cached: `$KMERDB_CACHE_DIR`, else `$XDG_CACHE_HOME/kmerdb`, else
+/// `~/.cache/kmerdb`.
+fn cache_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("KMERDB_CACHE_DIR") {
+        return Some(d.into());
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("kmerdb"))
+}
+
+/// The cubin for `arch`, from the cache (key: source hash, architecture, NVRTC version) or compiled
+/// and cached. Returns it and whether it came from the cache. A cache that cannot be written is
+/// only a slower start.
+pub fn cubin(arch: &str) -> Result<(Vec<u8>, bool), GpuError> {
+    let (major, minor) = nvrtc_version()?;
+    let key = format!("{:016x}-{arch}-nvrtc{major}.{minor}", xxhash_rust::xxh3::xxh3_64(source().as_bytes()));
+    let path = cache_dir().map(|d| d.join(format!("kernels-{key}.cubin")));
+    if let Some(p) = &path {
+        if let Ok(bytes) = std::fs::read(p) {
+            return Ok((bytes, true));
+        }
+    }
+    let bytes = compile(arch)?;
+    if let Some(p) = &path {
+        let stored = p.parent().map(std::fs::create_dir_all).transpose().ok().and_then(|_| {
+            let dir = p.parent()?;
+            let mut tmp = tempfile::NamedTempFile::new_in(dir).ok()?;
+            std::io::Write::write_all(&mut tmp, &bytes).ok()?;
+            tmp.persist(p).ok()
+        });
+        if stored.is_none() {
+            log::debug!("could not cache compiled kernels in {}", p.display());
+        }
+    }
+    Ok((bytes, false))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn includes_are_expanded_once() {
+        let s = source();
+        assert!(!s.contains("#include"));
+        assert_eq!(s.matches("typedef unsigned int u32;").count(), 1);
+        assert!(s.contains("ENTRY_POINTS(32)") && s.contains("__global__ void fill_lists"));
+    }
+
+    /// Every kernel compiles. CI installs NVRTC (`pip install nvidia-cuda-nvrtc==13.0.88`) and
+    /// sets KMERDB_REQUIRE_NVRTC=1, so a kernel that does not compile fails CI; elsewhere the test
+    /// says it could not run.
+    #[test]
+    fn kernels_compile_with_nvrtc() {
+        if !nvrtc_present() {
+            assert!(
+                std::env::var_os("KMERDB_REQUIRE_NVRTC").is_none(),
+                "KMERDB_REQUIRE_NVRTC is set but libnvrtc cannot be loaded (LD_LIBRARY_PATH?)"
+            );
+            eprintln!("libnvrtc not found: kernel compilation NOT checked");
+            return;
+        }
+        for arch in ["sm_90", "compute_90", "sm_80"] {
+            match compile(arch) {
+                Ok(bytes) => assert!(bytes.len() > 1000, "{arch}: {} bytes", bytes.len()),
+                Err(e) => panic!("{arch}: {e}"),
+            }
+        }
+    }
+}

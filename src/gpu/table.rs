@@ -1,0 +1,299 @@
+//! The host side of the bucket-list multi-value table (`cuda/bucket_list.cuh`): allocation, the
+//! status word, and the condense steps (collect keys, fill lists).
+
+use crate::gpu::{Gpu, GpuError};
+use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg};
+
+/// Kernel view of a table; must match `struct Table` in `cuda/bucket_list.cuh`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TableArgs {
+    keys: u64,
+    handles: u64,
+    pool: u64,
+    pool_top: u64,
+    status: u64,
+    lost: u64,
+    pool_capacity: u64,
+    windows: u32,
+    max_probes: u32,
+    s0: u32,
+    growth_num: u32,
+    growth_den: u32,
+    _pad: u32,
+}
+// SAFETY: plain old data with the layout of the CUDA struct.
+unsafe impl DeviceRepr for TableArgs {}
+
+/// Kernel view of a target renumbering; must match `struct Remap` in `cuda/build.cu`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RemapArgs {
+    remap: u64,
+    remap_len: u32,
+    window_bits: u32,
+}
+// SAFETY: plain old data with the layout of the CUDA struct.
+unsafe impl DeviceRepr for RemapArgs {}
+
+/// Status bits, as in `cuda/bucket_list.cuh`.
+pub const STATUS_POOL_EXHAUSTED: u32 = 1;
+pub const STATUS_PROBE_LIMIT: u32 = 2;
+pub const STATUS_POOL_OFFSET: u32 = 4;
+pub const STATUS_MAX_BUCKETS: u32 = 8;
+
+/// Shape of a table.
+#[derive(Debug, Clone, Copy)]
+pub struct TableConfig {
+    /// Key slots (rounded up to a prime number of probing windows).
+    pub key_slots: u64,
+    /// 8-byte value slots in the pool (at most 2^32).
+    pub pool_slots: u64,
+    /// Threads probing together (COPS): 1, 2, 4, 8, 16 or 32.
+    pub group: u32,
+    /// Value slots of a key's first bucket, and the growth of later ones (numerator, denominator).
+    pub first_bucket: u32,
+    pub growth: (u32, u32),
+    /// Probing windows visited before giving up on a key.
+    pub max_probes: u32,
+}
+
+impl TableConfig {
+    pub fn new(key_slots: u64, pool_slots: u64) -> Self {
+        Self { key_slots, pool_slots, group: 4, first_bucket: 2, growth: (3, 2), max_probes: 1000 }
+    }
+
+    /// Device bytes the table takes.
+    pub fn bytes(&self) -> u64 {
+        self.key_slots * 12 + self.pool_slots * 8 + 64
+    }
+}
+
+/// What the status word and counters say after a batch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TableStatus {
+    pub bits: u32,
+    /// Values that could not be stored.
+    pub lost: u64,
+    /// Pool slots handed out (may pass the capacity when the pool ran out).
+    pub pool_used: u64,
+}
+
+impl TableStatus {
+    pub fn is_error(&self) -> bool {
+        self.bits & (STATUS_POOL_EXHAUSTED | STATUS_PROBE_LIMIT | STATUS_POOL_OFFSET) != 0
+    }
+
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        for (bit, what) in [
+            (STATUS_POOL_EXHAUSTED, "value pool exhausted"),
+            (STATUS_PROBE_LIMIT, "key table full (probe limit)"),
+            (STATUS_POOL_OFFSET, "value pool beyond 2^32 slots"),
+            (STATUS_MAX_BUCKETS, "a key reached the longest bucket chain"),
+        ] {
+            if self.bits & bit != 0 {
+                parts.push(what);
+            }
+        }
+        format!("{} ({} values not stored)", parts.join(", "), self.lost)
+    }
+}
+
+/// One key of the table with the number of values kept after renumbering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct KeyList {
+    pub key: u32,
+    pub slot: u32,
+    pub count: u32,
+}
+
+/// A bucket-list table on one GPU.
+pub struct BucketListTable<'g> {
+    gpu: &'g Gpu,
+    config: TableConfig,
+    windows: u32,
+    keys: CudaSlice<u32>,
+    handles: CudaSlice<u64>,
+    pool: CudaSlice<u64>,
+    /// pool_top, lost
+    counters: CudaSlice<u64>,
+    status: CudaSlice<u32>,
+}
+
+fn is_prime(n: u64) -> bool {
+    n >= 2 && (2..).take_while(|d| d * d <= n).all(|d| n % d != 0)
+}
+
+/// Launch shape for `n` items: 256 threads a block, at most 32 blocks per multiprocessor.
+pub fn launch_config(gpu: &Gpu, n: u64) -> LaunchConfig {
+    let blocks = n.div_ceil(256).clamp(1, gpu.multiprocessors() as u64 * 32) as u32;
+    LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 }
+}
+
+/// A device pointer for a kernel struct.
+pub fn ptr<T>(gpu: &Gpu, s: &CudaSlice<T>) -> u64 {
+    let (p, _sync) = s.device_ptr(&gpu.stream);
+    p
+}
+
+impl<'g> BucketListTable<'g> {
+    pub fn new(gpu: &'g Gpu, config: TableConfig) -> Result<Self, GpuError> {
+        assert!([1, 2, 4, 8, 16, 32].contains(&config.group), "group size {}", config.group);
+        let mut windows = config.key_slots.div_ceil(config.group as u64).max(2);
+        while !is_prime(windows) {
+            windows += 1;
+        }
+        let windows = u32::try_from(windows).map_err(|_| GpuError::TableFull {
+            what: "more than 2^32 probing windows requested".into(),
+            needed: format!("{} key slots", config.key_slots),
+        })?;
+        let (free, _) = gpu.memory()?;
+        let needed = windows as u64 * config.group as u64 * 12 + config.pool_slots * 8;
+        if needed > free as u64 {
+            return Err(GpuError::OutOfMemory { ordinal: gpu.ordinal, free, needed });
+        }
+        let slots = windows as usize * config.group as usize;
+        let s = &gpu.stream;
+        let keys = s.alloc_zeros::<u32>(slots)?;
+        let handles = s.alloc_zeros::<u64>(slots)?;
+        let pool = s.alloc_zeros::<u64>(config.pool_slots.max(1) as usize)?;
+        let counters = s.alloc_zeros::<u64>(2)?;
+        let status = s.alloc_zeros::<u32>(1)?;
+        let table = Self { gpu, config, windows, keys, handles, pool, counters, status };
+        let f = gpu.function("fill_u32")?;
+        let (n, v) = (slots as u64, crate::sketch::NO_FEATURE);
+        let mut b = s.launch_builder(&f);
+        b.arg(&table.keys).arg(&n).arg(&v);
+        // SAFETY: the kernel writes `n` words of `keys`, which has `n` words.
+        unsafe { b.launch(launch_config(gpu, n)) }?;
+        Ok(table)
+    }
+
+    pub fn key_slots(&self) -> u64 {
+        self.windows as u64 * self.config.group as u64
+    }
+
+    pub fn config(&self) -> &TableConfig {
+        &self.config
+    }
+
+    pub fn args(&self) -> TableArgs {
+        let g = self.gpu;
+        TableArgs {
+            keys: ptr(g, &self.keys),
+            handles: ptr(g, &self.handles),
+            pool: ptr(g, &self.pool),
+            pool_top: ptr(g, &self.counters),
+            status: ptr(g, &self.status),
+            lost: ptr(g, &self.counters) + 8,
+            pool_capacity: self.config.pool_slots,
+            windows: self.windows,
+            max_probes: self.config.max_probes,
+            s0: self.config.first_bucket,
+            growth_num: self.config.growth.0,
+            growth_den: self.config.growth.1,
+            _pad: 0,
+        }
+    }
+
+    /// Waits for the table's work and reads its status word.
+    pub fn status(&self) -> Result<TableStatus, GpuError> {
+        let s = &self.gpu.stream;
+        let bits = s.clone_dtoh(&self.status)?[0];
+        let counters = s.clone_dtoh(&self.counters)?;
+        Ok(TableStatus { bits, lost: counters[1], pool_used: counters[0] })
+    }
+
+    /// Inserts (key, value) pairs (the table tests' entry point; the build inserts from its fused
+    /// kernel).
+    pub fn insert_pairs(&mut self, keys: &[u32], values: &[u64]) -> Result<(), GpuError> {
+        let s = &self.gpu.stream;
+        let (dk, dv) = (s.clone_htod(keys)?, s.clone_htod(values)?);
+        self.insert_device_pairs(&dk, &dv, keys.len() as u64)
+    }
+
+    /// Inserts `n` pairs already on the device and waits for them (benchmarks time this).
+    pub fn insert_device_pairs(
+        &mut self,
+        keys: &CudaSlice<u32>,
+        values: &CudaSlice<u64>,
+        n: u64,
+    ) -> Result<(), GpuError> {
+        if n == 0 {
+            return Ok(());
+        }
+        let s = &self.gpu.stream;
+        let f = self.gpu.function(&format!("insert_pairs_g{}", self.config.group))?;
+        let args = self.args();
+        let mut b = s.launch_builder(&f);
+        b.arg(keys).arg(values).arg(&n).arg(&args);
+        // SAFETY: the kernel reads `n` keys and values and writes only the table.
+        unsafe { b.launch(launch_config(self.gpu, n)) }?;
+        s.synchronize()?;
+        Ok(())
+    }
+
+    fn remap_args(&self, remap: &CudaSlice<u32>, len: usize, window_bits: u32) -> RemapArgs {
+        RemapArgs { remap: ptr(self.gpu, remap), remap_len: len as u32, window_bits }
+    }
+
+    /// Every key with at least one kept value. `remap` renumbers targets (see `cuda/build.cu`);
+    /// `None` keeps values as stored. Order is arbitrary.
+    pub fn collect(&self, remap: Option<(&[u32], u32)>) -> Result<(Vec<KeyList>, CudaSlice<u32>, RemapArgs), GpuError> {
+        let s = &self.gpu.stream;
+        let (table, slots) = (self.args(), self.key_slots());
+        let remap_host: &[u32] = remap.map(|r| r.0).unwrap_or(&[]);
+        let remap_dev = if remap_host.is_empty() { s.alloc_zeros::<u32>(1)? } else { s.clone_htod(remap_host)? };
+        let margs = self.remap_args(&remap_dev, remap_host.len(), remap.map_or(0, |r| r.1));
+
+        let occupied = s.alloc_zeros::<u64>(1)?;
+        let f = self.gpu.function("count_keys")?;
+        let mut b = s.launch_builder(&f);
+        b.arg(&table).arg(&slots).arg(&occupied);
+        // SAFETY: reads the table, adds to one counter.
+        unsafe { b.launch(launch_config(self.gpu, slots)) }?;
+        let n = s.clone_dtoh(&occupied)?[0] as usize;
+
+        let keys = s.alloc_zeros::<u32>(n.max(1))?;
+        let key_slots = s.alloc_zeros::<u32>(n.max(1))?;
+        let counts = s.alloc_zeros::<u32>(n.max(1))?;
+        let found = s.alloc_zeros::<u64>(1)?;
+        let f = self.gpu.function("collect_keys")?;
+        let mut b = s.launch_builder(&f);
+        b.arg(&table).arg(&slots).arg(&margs).arg(&keys).arg(&key_slots).arg(&counts).arg(&found);
+        // SAFETY: writes at most `n` (occupied slots) entries of each output.
+        unsafe { b.launch(launch_config(self.gpu, slots)) }?;
+        let m = s.clone_dtoh(&found)?[0] as usize;
+        let (k, sl, c) = (s.clone_dtoh(&keys)?, s.clone_dtoh(&key_slots)?, s.clone_dtoh(&counts)?);
+        let lists = (0..m).map(|i| KeyList { key: k[i], slot: sl[i], count: c[i] }).collect();
+        Ok((lists, remap_dev, margs))
+    }
+
+    /// The kept values of `lists` back to back (each list at the running sum of the counts),
+    /// renumbered with the `remap` of [`collect`](Self::collect), sorted within each list if `sort`.
+    pub fn fill(&self, lists: &[KeyList], margs: RemapArgs, sort: bool) -> Result<Vec<u64>, GpuError> {
+        let s = &self.gpu.stream;
+        let mut offsets = Vec::with_capacity(lists.len());
+        let mut total = 0u64;
+        for l in lists {
+            offsets.push(total);
+            total += l.count as u64;
+        }
+        if lists.is_empty() {
+            return Ok(Vec::new());
+        }
+        let slots: Vec<u32> = lists.iter().map(|l| l.slot).collect();
+        let (dslots, doffsets) = (s.clone_htod(&slots)?, s.clone_htod(&offsets)?);
+        let out = s.alloc_zeros::<u64>(total.max(1) as usize)?;
+        let f = self.gpu.function("fill_lists")?;
+        let (table, n, sort) = (self.args(), lists.len() as u64, sort as u32);
+        let mut b = s.launch_builder(&f);
+        b.arg(&table).arg(&margs).arg(&dslots).arg(&doffsets).arg(&n).arg(&sort).arg(&out);
+        // SAFETY: list i is written at offsets[i].. with exactly counts[i] values, inside `out`.
+        unsafe { b.launch(launch_config(self.gpu, n)) }?;
+        let mut values = s.clone_dtoh(&out)?;
+        values.truncate(total as usize);
+        Ok(values)
+    }
+}

@@ -1,0 +1,234 @@
+//! GPU tests: every kernel against its CPU twin, the bucket-list table against a HashMap, and GPU
+//! index bytes against CPU index bytes. They need a GPU, so they are ignored in ordinary runs;
+//! `scripts/gpu-tests.sh` runs them (from the repository root) on a GPU machine.
+#![cfg(feature = "gpu")]
+
+use kmerdb::build::sketching::Pending;
+use kmerdb::build::{BuildConfig, build};
+use kmerdb::compute::{GpuBuildOptions, GpuRequest};
+use kmerdb::gpu::Gpu;
+use kmerdb::gpu::build::DeviceBatch;
+use kmerdb::gpu::table::{BucketListTable, STATUS_POOL_EXHAUSTED, STATUS_PROBE_LIMIT, TableConfig};
+use kmerdb::sketch::{NO_FEATURE, SketchParams, Sketcher};
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+fn gpu() -> Gpu {
+    Gpu::open(0).expect("these tests need GPU 0 (run them with scripts/gpu-tests.sh on a GPU machine)")
+}
+
+fn random_seq(rng: &mut StdRng, len: usize, alphabet: &[u8]) -> Vec<u8> {
+    (0..len).map(|_| alphabet[rng.random_range(0..alphabet.len())]).collect()
+}
+
+/// All windows' sketches the CPU way, padded like the kernel's output.
+fn cpu_sketches(batch: &[Pending], p: &SketchParams) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut sk = Sketcher::new(*p);
+    for rec in batch {
+        let n = p.window_count(rec.seq.len());
+        let mut got: Vec<Vec<u32>> = vec![Vec::new(); n as usize];
+        sk.sketch_all(&rec.seq, |w, s| got[w as usize] = s.to_vec());
+        for s in got {
+            out.extend(&s);
+            out.extend(std::iter::repeat_n(NO_FEATURE, p.sketch_size as usize - s.len()));
+        }
+    }
+    out
+}
+
+fn read_fasta(path: &str) -> Vec<Vec<u8>> {
+    let mut r = needletail::parse_fastx_file(path).expect(path);
+    let mut out = Vec::new();
+    while let Some(rec) = r.next() {
+        out.push(rec.unwrap().seq().into_owned());
+    }
+    out
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_sketches_equal_cpu_sketches() {
+    let g = gpu();
+    let mut rng = StdRng::seed_from_u64(42);
+    let mut batch = Vec::new();
+    for (i, len) in [0usize, 5, 15, 16, 17, 127, 128, 1000, 5003, 100_000].into_iter().enumerate() {
+        for alphabet in [&b"ACGT"[..], b"acgtACGTNNRY", b"ACGTNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNN"] {
+            batch.push(Pending { target: i as u32, seq: random_seq(&mut rng, len, alphabet) });
+        }
+    }
+    for seq in
+        read_fasta("data/genomes/Phage_lambda.fna.gz").into_iter().chain(read_fasta("data/genomes/Sau_COL.fna.gz"))
+    {
+        batch.push(Pending { target: 99, seq });
+    }
+    for (k, w, stride, s) in
+        [(16, 127, None, 16), (32, 127, None, 16), (5, 20, Some(3), 4), (31, 64, None, 64), (1, 1, None, 1)]
+    {
+        let p = SketchParams::new(k, w, stride, s, 0x5eed).unwrap();
+        let dev = DeviceBatch::upload(&g, &batch, &p).unwrap();
+        let gpu = dev.sketches(&g, &p).unwrap();
+        let cpu = cpu_sketches(&batch, &p);
+        assert_eq!(gpu.len(), cpu.len(), "k={k} w={w}");
+        let first_diff = gpu.iter().zip(&cpu).position(|(a, b)| a != b);
+        assert_eq!(first_diff, None, "k={k} w={w} s={s}: GPU and CPU sketches differ");
+        println!("sketches equal: k={k} w={w} s={s}, {} windows", dev.windows);
+    }
+}
+
+/// Inserts pairs and reads every list back, unsorted, with the table's status.
+fn roundtrip(
+    g: &Gpu,
+    config: TableConfig,
+    keys: &[u32],
+    values: &[u64],
+) -> (HashMap<u32, Vec<u64>>, kmerdb::gpu::table::TableStatus) {
+    let mut t = BucketListTable::new(g, config).unwrap();
+    let start = std::time::Instant::now();
+    t.insert_pairs(keys, values).unwrap();
+    let secs = start.elapsed().as_secs_f64();
+    let status = t.status().unwrap();
+    let (lists, _remap, margs) = t.collect(None).unwrap();
+    let values_back = t.fill(&lists, margs, false).unwrap();
+    let mut got = HashMap::new();
+    let mut at = 0;
+    for l in &lists {
+        let mut v = values_back[at..at + l.count as usize].to_vec();
+        v.sort_unstable();
+        at += l.count as usize;
+        got.insert(l.key, v);
+    }
+    println!(
+        "  group {:>2}: {} pairs in {:.1} ms ({:.2} G inserts/s), status {:?}",
+        config.group,
+        keys.len(),
+        secs * 1e3,
+        keys.len() as f64 / secs / 1e9,
+        status
+    );
+    (got, status)
+}
+
+fn reference(keys: &[u32], values: &[u64]) -> HashMap<u32, Vec<u64>> {
+    let mut m: HashMap<u32, Vec<u64>> = HashMap::new();
+    for (&k, &v) in keys.iter().zip(values) {
+        m.entry(k).or_default().push(v);
+    }
+    m.values_mut().for_each(|v| v.sort_unstable());
+    m
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn bucket_list_table_equals_a_hashmap() {
+    let g = gpu();
+    let mut rng = StdRng::seed_from_u64(7);
+    // Uniform: 2 M pairs over 500 k keys. Skewed: multiplicities from 1 to 100,000.
+    let uniform: Vec<u32> = (0..2_000_000).map(|_| rng.random_range(0..500_000u32) * 7919).collect();
+    let mut skewed = Vec::new();
+    for (i, m) in
+        [100_000usize, 30_000, 10_000, 1000, 100, 10].into_iter().chain(std::iter::repeat_n(1, 50_000)).enumerate()
+    {
+        skewed.extend(std::iter::repeat_n(i as u32 * 104_729 + 3, m));
+    }
+    for (name, keys) in [("uniform", uniform), ("skewed", skewed)] {
+        let values: Vec<u64> = (0..keys.len() as u64).map(|i| i * 0x9e37_79b9 ^ 0xabc).collect();
+        let expected = reference(&keys, &values);
+        println!("{name}: {} pairs, {} keys", keys.len(), expected.len());
+        for group in [1, 2, 4, 8, 16, 32] {
+            let mut config = TableConfig::new(expected.len() as u64 * 2, keys.len() as u64 * 3);
+            config.group = group;
+            let (got, status) = roundtrip(&g, config, &keys, &values);
+            assert_eq!(status.bits, 0, "{name} group {group}");
+            assert_eq!(got, expected, "{name} group {group}: table contents differ from the HashMap");
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn tiny_tables_report_what_they_drop() {
+    let g = gpu();
+    let keys: Vec<u32> = (0..10_000u32).map(|i| i * 31 + 1).collect();
+    let values: Vec<u64> = (0..10_000u64).collect();
+    // Too few key slots: the probe limit is hit and every lost value is counted.
+    let mut config = TableConfig::new(64, 100_000);
+    config.max_probes = 64;
+    let (got, status) = roundtrip(&g, config, &keys, &values);
+    let stored: usize = got.values().map(Vec::len).sum();
+    assert!(status.bits & STATUS_PROBE_LIMIT != 0, "{status:?}");
+    assert_eq!(stored as u64 + status.lost, keys.len() as u64, "values lost without being counted");
+    // Too small a pool.
+    let many: Vec<u32> = (0..50_000u32).map(|i| i % 100).collect();
+    let vals: Vec<u64> = (0..50_000u64).collect();
+    let (got, status) = roundtrip(&g, TableConfig::new(1000, 1000), &many, &vals);
+    let stored: usize = got.values().map(Vec::len).sum();
+    assert!(status.bits & STATUS_POOL_EXHAUSTED != 0, "{status:?}");
+    assert_eq!(stored as u64 + status.lost, many.len() as u64, "values lost without being counted");
+}
+
+fn build_with(inputs: &[PathBuf], db: &std::path::Path, gpus: GpuRequest, opts: GpuBuildOptions) -> Result<(), String> {
+    let sources = kmerdb::input::discover_fasta(inputs).map_err(|e| e.to_string())?;
+    let tax = PathBuf::from("data/taxonomy");
+    let map = inputs[0].parent().unwrap().join("seqid2taxid.map");
+    let config = BuildConfig {
+        sources,
+        db: db.to_path_buf(),
+        taxonomy: Some(std::env::var_os("KMERDB_GPU_TEST_TAXONOMY").map(PathBuf::from).unwrap_or(tax)),
+        seqid_maps: vec![if map.exists() { map } else { PathBuf::from("data/seqid2taxid.map") }],
+        sketch: SketchParams::new(16, 127, None, 16, 0).unwrap(),
+        max_locations_per_feature: 254,
+        threads: 8,
+        strict: false,
+        progress: false,
+        gpus,
+        gpu_options: opts,
+    };
+    let s = build(&config, &|_, _| {}).map_err(|e| e.to_string())?;
+    println!(
+        "  {}: {} targets, {} features, {:.2} s",
+        s.backend,
+        s.counts.targets,
+        s.counts.features,
+        s.elapsed.as_secs_f64()
+    );
+    Ok(())
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_index_bytes_equal_cpu_index_bytes() {
+    assert!(std::env::var_os("SOURCE_DATE_EPOCH").is_some(), "set SOURCE_DATE_EPOCH: builds must carry the same date");
+    let dir = tempfile::tempdir().unwrap();
+    let mut sets = vec![PathBuf::from("data/genomes")];
+    if let Some(refs) = std::env::var_os("KMERDB_GPU_TEST_REFS") {
+        sets.push(PathBuf::from(refs));
+    }
+    for set in sets {
+        let genomes = vec![set.clone()];
+        let (cpu, gpu) = (dir.path().join("cpu.db"), dir.path().join("gpu.db"));
+        build_with(&genomes, &cpu, GpuRequest::None, GpuBuildOptions::default()).unwrap();
+        for group in [1, 4, 32] {
+            let opts = GpuBuildOptions { group: Some(group), ..Default::default() };
+            build_with(&genomes, &gpu, GpuRequest::List(vec![0]), opts).unwrap();
+            assert!(
+                std::fs::read(&cpu).unwrap() == std::fs::read(&gpu).unwrap(),
+                "{}: GPU (group {group}) and CPU index bytes differ",
+                set.display()
+            );
+            println!("identical index bytes: {} (group {group})", set.display());
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn a_full_gpu_table_stops_the_build_with_a_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("x.db");
+    let opts = GpuBuildOptions { key_slots: Some(1000), pool_slots: Some(1000), group: None };
+    let err = build_with(&[PathBuf::from("data/genomes")], &db, GpuRequest::List(vec![0]), opts).unwrap_err();
+    assert!(err.contains("ran out of room"), "{err}");
+    assert!(!db.exists());
+}
