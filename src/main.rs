@@ -304,6 +304,8 @@ fn report_build(s: &BuildSummary) {
     if let Some(t) = s.taxonomy_load {
         log::debug!("taxonomy loaded in {:.2} s", t.as_secs_f64());
     }
+    let phases: Vec<String> = s.phases.iter().map(|(n, d)| format!("{n} {:.2} s", d.as_secs_f64())).collect();
+    log::debug!("phases: {}", phases.join(", "));
     log::info!(
         "built {} on the {}: {} targets, {} bases, {} features, {} locations, {} overpopulated features dropped ({} locations), {} ({:.3} bytes per base), {:.2} s, peak memory {}",
         s.db.display(),

@@ -171,7 +171,7 @@ fn tiny_tables_report_what_they_drop() {
 fn build_with(inputs: &[PathBuf], db: &std::path::Path, gpus: GpuRequest, opts: GpuBuildOptions) -> Result<(), String> {
     let sources = kmerdb::input::discover_fasta(inputs).map_err(|e| e.to_string())?;
     let tax = PathBuf::from("data/taxonomy");
-    let map = inputs[0].parent().unwrap().join("seqid2taxid.map");
+    let map = inputs[0].join("seqid2taxid.map");
     let config = BuildConfig {
         sources,
         db: db.to_path_buf(),

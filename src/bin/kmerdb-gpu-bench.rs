@@ -214,13 +214,15 @@ fn end_to_end(gbp: f64) -> Result<(), Box<dyn std::error::Error>> {
             gpu_options: GpuBuildOptions::default(),
         };
         let s = kmerdb::build::build(&config, &|_, _| {})?;
+        let phases: Vec<String> = s.phases.iter().map(|(n, d)| format!("{n} {:.2} s", d.as_secs_f64())).collect();
         println!(
-            "end to end {name}: {:.2} Gbp in {:.2} s = {:.2} Gbp/s ({} threads for reading{})",
+            "end to end {name}: {:.2} Gbp in {:.2} s = {:.2} Gbp/s ({} threads for reading{}); {}",
             spec.total_bases() as f64 / 1e9,
             s.elapsed.as_secs_f64(),
             spec.total_bases() as f64 / 1e9 / s.elapsed.as_secs_f64(),
             threads,
-            if name == "CPU" { " and sketching" } else { "" }
+            if name == "CPU" { " and sketching" } else { "" },
+            phases.join(", ")
         );
         bytes.push(std::fs::read(&db)?);
     }

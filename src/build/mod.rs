@@ -118,6 +118,8 @@ pub struct BuildSummary {
     pub taxonomy_load: Option<Duration>,
     /// Where stage 1 and 3 ran: `CPU` or the GPU's name.
     pub backend: String,
+    /// Wall time of each phase, in order.
+    pub phases: Vec<(&'static str, Duration)>,
 }
 
 /// Checks before any work that the index can be written where asked.
@@ -232,6 +234,12 @@ fn build_in_pool(
     });
     // Input errors come first: they are what the user most likely has to fix.
     let (raw_targets, inserted) = sketched?;
+    let mut phases = vec![("read and sketch", start.elapsed())];
+    let mut mark = Instant::now();
+    let mut phase = |name: &'static str| {
+        phases.push((name, mark.elapsed()));
+        mark = Instant::now();
+    };
     let seqid_map = seqid_map?;
     let (taxonomy, taxonomy_load) = match taxonomy? {
         Some((t, d)) => (Some(t), Some(d)),
@@ -243,6 +251,7 @@ fn build_in_pool(
     if let Some(t) = resolved.targets.iter().find(|t| t.windows > u32::MAX as u64) {
         return Err(BuildError::SequenceTooLong { id: t.name.clone(), windows: t.windows });
     }
+    phase("taxa");
     let max_windows = resolved.targets.iter().map(|t| t.windows).max().unwrap_or(1);
     let layout =
         LocationLayout::for_counts(resolved.targets.len() as u64, max_windows, config.max_locations_per_feature);
@@ -261,6 +270,7 @@ fn build_in_pool(
         #[cfg(not(feature = "gpu"))]
         Inserted::Never(_) => unreachable!(),
     };
+    phase("condense");
     let mut stats = condense::ShardStats::default();
     let mut shards = Vec::with_capacity(condensed.len());
     for (shard, s) in condensed {
@@ -300,6 +310,7 @@ fn build_in_pool(
         sections: Vec::new(),
     };
     let index_bytes = write_index(&config.db, header, &shards, &resolved.targets, &resolved.taxa)?;
+    phase("write");
     Ok(BuildSummary {
         db: config.db.clone(),
         counts,
@@ -308,6 +319,7 @@ fn build_in_pool(
         elapsed: start.elapsed(),
         taxonomy_load,
         backend,
+        phases,
     })
 }
 

@@ -233,7 +233,10 @@ impl<'g> GpuBuild<'g> {
         let table = self.table.into_inner().expect("no GPU batch panicked");
         let remap: Vec<u32> = final_id.iter().map(|f| f.unwrap_or(crate::sketch::NO_FEATURE)).collect();
         let (mut lists, _remap_dev, margs) = table.collect(Some((&remap, layout.window_bits)))?;
-        lists.sort_unstable_by_key(|l| l.key);
+        {
+            use rayon::slice::ParallelSliceMut;
+            lists.par_sort_unstable_by_key(|l| l.key);
+        }
         let shard_of = |key: u32| (((key as u64) << shard_bits) >> 32) as usize;
         let mut shards: Vec<ShardAssembler> =
             (0..1usize << shard_bits).map(|_| ShardAssembler::new(layout, cap)).collect();
