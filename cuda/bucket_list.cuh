@@ -34,11 +34,14 @@ struct Table {
     u64* pool_top;       // bump pointer (slots used)
     u32* status;         // status word
     u64* lost;           // values that could not be stored
+    u64* chunks;         // each thread's pool chunk (cur, end), kept across launches
     u64 pool_capacity;   // value slots
     u32 windows;         // probing windows (prime); capacity = windows * group
     u32 max_probes;      // windows visited before giving up
     u32 s0;              // first bucket's value slots
     u32 growth_num, growth_den;  // bucket growth factor as a fraction
+    u32 chunk;           // pool slots a thread takes at a time
+    u32 max_threads;     // threads `chunks` has room for
 };
 
 __device__ __forceinline__ u32 bucket_capacity(const Table& t, u32 index) {
@@ -56,19 +59,35 @@ __device__ __forceinline__ u64 make_handle(u64 state, u32 index, u32 count, u32 
     return (state << 62) | ((u64)index << 48) | ((u64)count << 32) | offset;
 }
 
-// Pool slots a thread takes from the shared bump pointer at a time: one global atomic per chunk
-// instead of one per bucket (a single contended address otherwise caps inserts near 1 G/s).
-#define POOL_CHUNK 64ull
+// Each thread takes pool slots from the shared bump pointer `chunk` at a time: one global atomic per
+// chunk instead of one per bucket (a single contended address otherwise caps inserts near 1 G/s).
+// A thread's unused stretch is kept in `chunks` between launches, so at most one chunk per thread
+// is ever wasted; the host reserves that room in the pool.
 
 // A thread's private stretch of pool slots.
 struct PoolChunk {
     u64 cur, end;
 };
 
+__device__ __forceinline__ PoolChunk load_chunk(const Table& t) {
+    const u64 id = blockIdx.x * (u64)blockDim.x + threadIdx.x;
+    PoolChunk c = {0, 0};
+    if (id < t.max_threads) c = PoolChunk{t.chunks[2 * id], t.chunks[2 * id + 1]};
+    return c;
+}
+
+__device__ __forceinline__ void store_chunk(const Table& t, const PoolChunk& c) {
+    const u64 id = blockIdx.x * (u64)blockDim.x + threadIdx.x;
+    if (id < t.max_threads) {
+        t.chunks[2 * id] = c.cur;
+        t.chunks[2 * id + 1] = c.end;
+    }
+}
+
 // Hands out `n` consecutive pool slots; 0 if the pool is full, else STATUS_POOL_* bits.
 __device__ __forceinline__ u32 pool_alloc(const Table& t, PoolChunk& c, u64 n, u64* off) {
     if (c.cur + n > c.end) {
-        const u64 want = n > POOL_CHUNK ? n : POOL_CHUNK;
+        const u64 want = n > t.chunk ? n : t.chunk;
         const u64 o = atomicAdd(t.pool_top, want);
         if (o + want > t.pool_capacity) return STATUS_POOL_EXHAUSTED;
         if (o + want > 0xFFFFFFFFull) return STATUS_POOL_OFFSET;

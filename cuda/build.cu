@@ -62,7 +62,7 @@ extern "C" __global__ void sketch_windows(Batch b, Sketching p, u32* features) {
 template <int G>
 __device__ void build_insert(Batch b, Sketching p, Table t) {
     const u64 stride = (u64)gridDim.x * blockDim.x;
-    PoolChunk chunk = {0, 0};
+    PoolChunk chunk = load_chunk(t);
     for (u64 base = blockIdx.x * (u64)blockDim.x; base < b.windows; base += stride) {
         const u64 w = base + threadIdx.x;
         u32 sketch[MAX_SKETCH];
@@ -71,17 +71,19 @@ __device__ void build_insert(Batch b, Sketching p, Table t) {
         const u64 value = ((u64)target << 32) | window_id;
         for (u32 j = 0; j < p.sketch_size; ++j) tile_insert<G>(t, chunk, (int)j < n, (int)j < n ? sketch[j] : 0, value);
     }
+    store_chunk(t, chunk);
 }
 
 // Test entry: insert given pairs.
 template <int G>
 __device__ void insert_pairs(const u32* keys, const u64* values, u64 n, Table t) {
     const u64 stride = (u64)gridDim.x * blockDim.x;
-    PoolChunk chunk = {0, 0};
+    PoolChunk chunk = load_chunk(t);
     for (u64 base = blockIdx.x * (u64)blockDim.x; base < n; base += stride) {
         const u64 i = base + threadIdx.x;
         tile_insert<G>(t, chunk, i < n, i < n ? keys[i] : 0, i < n ? values[i] : 0);
     }
+    store_chunk(t, chunk);
 }
 
 #define ENTRY_POINTS(G)                                                                             \

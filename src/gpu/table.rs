@@ -14,12 +14,15 @@ pub struct TableArgs {
     pool_top: u64,
     status: u64,
     lost: u64,
+    chunks: u64,
     pool_capacity: u64,
     windows: u32,
     max_probes: u32,
     s0: u32,
     growth_num: u32,
     growth_den: u32,
+    chunk: u32,
+    max_threads: u32,
     _pad: u32,
 }
 // SAFETY: plain old data with the layout of the CUDA struct.
@@ -56,11 +59,13 @@ pub struct TableConfig {
     pub growth: (u32, u32),
     /// Probing windows visited before giving up on a key.
     pub max_probes: u32,
+    /// Pool slots a thread takes at a time; room for one chunk per thread is added to the pool.
+    pub pool_chunk: u32,
 }
 
 impl TableConfig {
     pub fn new(key_slots: u64, pool_slots: u64) -> Self {
-        Self { key_slots, pool_slots, group: 4, first_bucket: 2, growth: (3, 2), max_probes: 1000 }
+        Self { key_slots, pool_slots, group: 4, first_bucket: 2, growth: (3, 2), max_probes: 1000, pool_chunk: 64 }
     }
 
     /// Device bytes the table takes.
@@ -119,10 +124,19 @@ pub struct BucketListTable<'g> {
     /// pool_top, lost
     counters: CudaSlice<u64>,
     status: CudaSlice<u32>,
+    /// Each thread's pool chunk between launches.
+    chunks: CudaSlice<u64>,
+    max_threads: u32,
+    pool_capacity: u64,
 }
 
 fn is_prime(n: u64) -> bool {
     n >= 2 && (2..).take_while(|d| d * d <= n).all(|d| n % d != 0)
+}
+
+/// The most threads a launch of [`launch_config`] has.
+pub fn max_threads(gpu: &Gpu) -> u32 {
+    gpu.multiprocessors() * 32 * 256
 }
 
 /// Launch shape for `n` items: 256 threads a block, at most 32 blocks per multiprocessor.
@@ -149,7 +163,9 @@ impl<'g> BucketListTable<'g> {
             needed: format!("{} key slots", config.key_slots),
         })?;
         let (free, _) = gpu.memory()?;
-        let needed = windows as u64 * config.group as u64 * 12 + config.pool_slots * 8;
+        let max_threads = max_threads(gpu);
+        let pool_capacity = config.pool_slots + max_threads as u64 * config.pool_chunk as u64;
+        let needed = windows as u64 * config.group as u64 * 12 + pool_capacity * 8 + max_threads as u64 * 16;
         if needed > free as u64 {
             return Err(GpuError::OutOfMemory { ordinal: gpu.ordinal, free, needed });
         }
@@ -157,10 +173,12 @@ impl<'g> BucketListTable<'g> {
         let s = &gpu.stream;
         let keys = s.alloc_zeros::<u32>(slots)?;
         let handles = s.alloc_zeros::<u64>(slots)?;
-        let pool = s.alloc_zeros::<u64>(config.pool_slots.max(1) as usize)?;
+        let pool = s.alloc_zeros::<u64>(pool_capacity.max(1) as usize)?;
         let counters = s.alloc_zeros::<u64>(2)?;
         let status = s.alloc_zeros::<u32>(1)?;
-        let table = Self { gpu, config, windows, keys, handles, pool, counters, status };
+        let chunks = s.alloc_zeros::<u64>(2 * max_threads as usize)?;
+        let table =
+            Self { gpu, config, windows, keys, handles, pool, counters, status, chunks, max_threads, pool_capacity };
         let f = gpu.function("fill_u32")?;
         let (n, v) = (slots as u64, crate::sketch::NO_FEATURE);
         let mut b = s.launch_builder(&f);
@@ -187,12 +205,15 @@ impl<'g> BucketListTable<'g> {
             pool_top: ptr(g, &self.counters),
             status: ptr(g, &self.status),
             lost: ptr(g, &self.counters) + 8,
-            pool_capacity: self.config.pool_slots,
+            chunks: ptr(g, &self.chunks),
+            pool_capacity: self.pool_capacity,
             windows: self.windows,
             max_probes: self.config.max_probes,
             s0: self.config.first_bucket,
             growth_num: self.config.growth.0,
             growth_den: self.config.growth.1,
+            chunk: self.config.pool_chunk.max(1),
+            max_threads: self.max_threads,
             _pad: 0,
         }
     }
