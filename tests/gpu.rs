@@ -155,7 +155,7 @@ fn tiny_tables_report_what_they_drop() {
     // Too few key slots: the probe limit is hit and every lost value is counted.
     let mut config = TableConfig::new(64, 100_000);
     config.max_probes = 64;
-    config.pool_chunk = 1;
+    config.pool_chunk = 0;
     let (got, status) = roundtrip(&g, config, &keys, &values);
     let stored: usize = got.values().map(Vec::len).sum();
     assert!(status.bits & STATUS_PROBE_LIMIT != 0, "{status:?}");
@@ -164,7 +164,7 @@ fn tiny_tables_report_what_they_drop() {
     let many: Vec<u32> = (0..50_000u32).map(|i| i % 100).collect();
     let vals: Vec<u64> = (0..50_000u64).collect();
     let mut small_pool = TableConfig::new(1000, 1000);
-    small_pool.pool_chunk = 1;
+    small_pool.pool_chunk = 0;
     let (got, status) = roundtrip(&g, small_pool, &many, &vals);
     let stored: usize = got.values().map(Vec::len).sum();
     assert!(status.bits & STATUS_POOL_EXHAUSTED != 0, "{status:?}");

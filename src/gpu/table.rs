@@ -59,7 +59,8 @@ pub struct TableConfig {
     pub growth: (u32, u32),
     /// Probing windows visited before giving up on a key.
     pub max_probes: u32,
-    /// Pool slots a thread takes at a time; room for one chunk per thread is added to the pool.
+    /// Pool slots a thread takes at a time; room for one chunk per thread is added to the pool
+    /// (0: no chunks, every bucket from the shared pointer, the pool exactly `pool_slots`).
     pub pool_chunk: u32,
 }
 
