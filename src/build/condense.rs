@@ -69,6 +69,21 @@ impl ShardAssembler {
     }
 }
 
+/// Condenses one shard from its bin. `final_id[provisional]` renumbers targets; `None` drops their
+/// pairs.
+pub fn condense_bin(
+    bin: crate::build::sketching::Bin,
+    final_id: &[Option<u32>],
+    layout: &LocationLayout,
+    cap: u32,
+) -> Result<(ShardData, ShardStats), ShardOverflow> {
+    let mut pairs = Vec::with_capacity(bin.iter().map(Vec::len).sum());
+    for chunk in bin {
+        pairs.extend_from_slice(&chunk);
+    }
+    condense_shard(pairs, final_id, layout, cap)
+}
+
 /// Condenses one shard. `final_id[provisional]` renumbers targets; `None` drops their pairs.
 pub fn condense_shard(
     mut pairs: Vec<Pair>,

@@ -170,7 +170,7 @@ pub fn build(config: &BuildConfig, on_progress: &(dyn Fn(u64, u64) + Sync)) -> R
 
 /// What stage 1 leaves for stage 3.
 enum Inserted<'g> {
-    Bins(Vec<Vec<sketching::Pair>>),
+    Bins(Vec<sketching::Bin>),
     #[cfg(feature = "gpu")]
     Gpu(crate::gpu::build::GpuBuild<'g>),
     #[cfg(not(feature = "gpu"))]
@@ -261,7 +261,7 @@ fn build_in_pool(
         Inserted::Bins(bins) => {
             use rayon::prelude::*;
             bins.into_par_iter()
-                .map(|bin| condense::condense_shard(bin, &resolved.final_id, &layout, cap))
+                .map(|bin| condense::condense_bin(bin, &resolved.final_id, &layout, cap))
                 .collect::<Result<_, _>>()
                 .map_err(|source| IndexError::ShardOverflow { path: config.db.clone(), source })?
         }

@@ -37,9 +37,15 @@ pub struct RawTarget {
     pub record: u64,
 }
 
+/// Pairs of one shard, in chunks of [`BIN_CHUNK`] so that growing never copies or over-allocates
+/// (a doubling `Vec` would hold up to twice the pairs' memory).
+pub type Bin = Vec<Vec<Pair>>;
+/// Pairs per bin chunk (768 KiB).
+pub const BIN_CHUNK: usize = 1 << 16;
+
 /// Everything stage 1 produces.
 pub struct Sketched {
-    pub bins: Vec<Vec<Pair>>,
+    pub bins: Vec<Bin>,
     pub targets: Vec<RawTarget>,
 }
 
@@ -76,7 +82,7 @@ pub fn sketch_sources(
     shard_bits: u32,
     progress: &Progress,
 ) -> Result<Sketched, BuildError> {
-    let bins: Vec<Mutex<Vec<Pair>>> = (0..1usize << shard_bits).map(|_| Mutex::new(Vec::new())).collect();
+    let bins: Vec<Mutex<Bin>> = (0..1usize << shard_bits).map(|_| Mutex::new(Vec::new())).collect();
     let sketcher = CpuSketcher { params, shard_bits, bins: &bins };
     let targets = read_sources(sources, params, BATCH_BASES, progress, &|batch| {
         sketcher.sketch_batch(batch);
@@ -158,7 +164,7 @@ impl Context<'_> {
 struct CpuSketcher<'a> {
     params: &'a SketchParams,
     shard_bits: u32,
-    bins: &'a [Mutex<Vec<Pair>>],
+    bins: &'a [Mutex<Bin>],
 }
 
 impl CpuSketcher<'_> {
@@ -188,7 +194,17 @@ impl CpuSketcher<'_> {
         let shard = |p: &Pair| (((p.feature as u64) << self.shard_bits) >> 32) as usize;
         pairs.sort_unstable_by_key(shard);
         for run in pairs.chunk_by(|a, b| shard(a) == shard(b)) {
-            self.bins[shard(&run[0])].lock().expect("no sketcher panicked").extend_from_slice(run);
+            let mut bin = self.bins[shard(&run[0])].lock().expect("no sketcher panicked");
+            let mut run = run;
+            while !run.is_empty() {
+                if bin.last().is_none_or(|c| c.len() == BIN_CHUNK) {
+                    bin.push(Vec::with_capacity(BIN_CHUNK));
+                }
+                let chunk = bin.last_mut().expect("a chunk was just ensured");
+                let take = (BIN_CHUNK - chunk.len()).min(run.len());
+                chunk.extend_from_slice(&run[..take]);
+                run = &run[take..];
+            }
         }
     }
 }
