@@ -99,13 +99,15 @@ __device__ __forceinline__ u32 pool_alloc(const Table& t, PoolChunk& c, u64 n, u
     return 0;
 }
 
-__device__ __forceinline__ void fail(const Table& t, u32 bit) {
+__device__ __forceinline__ void fail(const Table& t, u32 bit, u32 values) {
     atomicOr(t.status, bit);
-    atomicAdd(t.lost, 1ull);
+    atomicAdd(t.lost, (u64)values);
 }
 
-// Appends `value` to the list of the key in `slot` (one thread).
-__device__ void append_value(const Table& t, PoolChunk& chunk, u32 slot, u64 value) {
+// Reserves room for up to `want` values in the list of the key in `slot` (one thread): returns how
+// many it reserved (at least 1), at pool positions *pos, *pos + 1, ..., or 0 if the values are lost
+// (counted in the status word). Reservations stay within one bucket.
+__device__ u32 reserve_values(const Table& t, PoolChunk& chunk, u32 slot, u32 want, u64* pos) {
     u64* hp = &t.handles[slot];
     while (true) {
         u64 h = atomicAdd(hp, 0ull);
@@ -119,61 +121,75 @@ __device__ void append_value(const Table& t, PoolChunk& chunk, u32 slot, u64 val
             u64 off;
             if (u32 err = pool_alloc(t, chunk, t.s0, &off)) {
                 atomicExch(hp, h);
-                fail(t, err);
-                return;
+                fail(t, err, want);
+                return 0;
             }
-            t.pool[off] = value;
+            const u32 got = want < t.s0 ? want : t.s0;
             __threadfence();
-            atomicExch(hp, make_handle(HANDLE_READY, 0, 1, (u32)off));
-            return;
+            atomicExch(hp, make_handle(HANDLE_READY, 0, got, (u32)off));
+            *pos = off;
+            return got;
         }
         u32 tail = (u32)h;
         u32 count = (u32)(h >> 32) & 0xFFFFu;
         u32 index = (u32)(h >> 48) & 0x3FFFu;
-        if (count < bucket_capacity(t, index)) {
-            if (atomicCAS(hp, h, h + (1ull << 32)) != h) continue;
-            t.pool[tail + (index > 0 ? 1 : 0) + count] = value;
-            return;
+        const u32 cap = bucket_capacity(t, index);
+        if (count < cap) {
+            const u32 got = want < cap - count ? want : cap - count;
+            if (atomicCAS(hp, h, h + ((u64)got << 32)) != h) continue;
+            *pos = tail + (index > 0 ? 1 : 0) + count;
+            return got;
         }
         if (index == MAX_BUCKET_INDEX) {
-            fail(t, STATUS_MAX_BUCKETS);
-            return;
+            fail(t, STATUS_MAX_BUCKETS, want);
+            return 0;
         }
         if (atomicCAS(hp, h, (h & ~(3ull << 62)) | (HANDLE_BLOCKED << 62)) != h) continue;
-        u32 cap = bucket_capacity(t, index + 1);
+        const u32 next = bucket_capacity(t, index + 1);
         u64 off;
-        if (u32 err = pool_alloc(t, chunk, (u64)cap + 1, &off)) {
+        if (u32 err = pool_alloc(t, chunk, (u64)next + 1, &off)) {
             atomicExch(hp, h);
-            fail(t, err);
-            return;
+            fail(t, err, want);
+            return 0;
         }
+        const u32 got = want < next ? want : next;
         t.pool[off] = tail;
-        t.pool[off + 1] = value;
         __threadfence();
-        atomicExch(hp, make_handle(HANDLE_READY, index + 1, 1, (u32)off));
-        return;
+        atomicExch(hp, make_handle(HANDLE_READY, index + 1, got, (u32)off));
+        *pos = off + 1;
+        return got;
     }
 }
 
-// Inserts (key, value) pairs held by the threads of a tile of G threads (G = 1, 2, 4, 8, 16 or 32).
-// Every thread of the warp must call this together; threads without an item pass has_item = false.
-// The tile takes its members' items one at a time: it probes for the key together, then the
-// owner appends the value.
+// Appends one value (one thread).
+__device__ __forceinline__ void append_value(const Table& t, PoolChunk& chunk, u32 slot, u64 value) {
+    u64 pos;
+    if (reserve_values(t, chunk, slot, 1, &pos)) t.pool[pos] = value;
+}
+
+// Finds or claims the slots of keys held by the threads of a tile of G threads (G = 1, 2, 4, 8, 16
+// or 32) and reserves room for `want` values each. Every thread of the warp must call this
+// together; threads without a key pass has_key = false. The tile takes its members' keys one at a
+// time: it probes for the key together, then the owner reserves. The owner gets the slot (or
+// NO_FEATURE when the table is full), the first reserved position and the number reserved.
 template <int G>
-__device__ void tile_insert(const Table& t, PoolChunk& chunk, bool has_item, u32 key, u64 value) {
+__device__ void tile_reserve(const Table& t, PoolChunk& chunk, bool has_key, u32 key, u32 want, u32* out_slot,
+                             u64* out_pos, u32* out_got) {
     const u32 lane = threadIdx.x & 31u;
     const u32 rank = lane % G;
     const u32 tile_mask = (G == 32) ? 0xFFFFFFFFu : (((1u << G) - 1u) << (lane - rank));
-    u32 pending = __ballot_sync(0xFFFFFFFFu, has_item) & tile_mask;
+    u32 pending = __ballot_sync(0xFFFFFFFFu, has_key) & tile_mask;
+    *out_slot = NO_FEATURE;
+    *out_got = 0;
     while (pending) {
         const u32 leader = __ffs(pending) - 1;
         pending &= pending - 1;
         const u32 k = __shfl_sync(tile_mask, key, leader);
         const u32 h1 = mix32(k ^ 0x9e3779b9u) % t.windows;
-        const u32 h2 = 1 + mix32(k ^ 0x7f4a7c15u) % (t.windows - 1 > 0 ? t.windows - 1 : 1);
-        u32 slot = 0xFFFFFFFFu;
+        const u32 h2 = 1 + mix32(k ^ 0x7f4a7c15u) % (t.windows > 1 ? t.windows - 1 : 1);
+        u32 slot = NO_FEATURE;
         u32 w = h1;
-        for (u32 probe = 0; probe < t.max_probes && slot == 0xFFFFFFFFu;) {
+        for (u32 probe = 0; probe < t.max_probes && slot == NO_FEATURE;) {
             const u32 my_slot = w * G + rank;
             const u32 seen = t.keys[my_slot];
             const u32 found = __ballot_sync(tile_mask, seen == k) & tile_mask;
@@ -197,11 +213,36 @@ __device__ void tile_insert(const Table& t, PoolChunk& chunk, bool has_item, u32
             ++probe;
         }
         if (lane == leader) {
-            if (slot == 0xFFFFFFFFu) fail(t, STATUS_PROBE_LIMIT);
-            else append_value(t, chunk, slot, value);
+            *out_slot = slot;
+            if (slot == NO_FEATURE) fail(t, STATUS_PROBE_LIMIT, want);
+            else *out_got = reserve_values(t, chunk, slot, want, out_pos);
         }
         __syncwarp(tile_mask);
     }
+}
+
+// Inserts each thread's (key, value), if has_item. Lanes of a warp with the same key are served by
+// one representative, which probes once and reserves room for all of them with one CAS (a hot key
+// would otherwise serialize every value on its list handle); lanes beyond the reservation (a
+// bucket boundary) append one by one. Every thread of the warp must call this together.
+template <int G>
+__device__ void warp_insert(const Table& t, PoolChunk& chunk, bool has_item, u32 key, u64 value) {
+    const u32 lane = threadIdx.x & 31u;
+    const u32 active = __ballot_sync(0xFFFFFFFFu, has_item);
+    u32 peers = 0;
+    if (has_item) peers = __match_any_sync(active, key);
+    const u32 rep_lane = has_item ? __ffs(peers) - 1 : lane;
+    const bool rep = has_item && rep_lane == lane;
+    u32 slot, got;
+    u64 pos = 0;
+    tile_reserve<G>(t, chunk, rep, key, rep ? __popc(peers) : 0, &slot, &pos, &got);
+    const u32 r_slot = __shfl_sync(0xFFFFFFFFu, slot, rep_lane);
+    const u64 r_pos = __shfl_sync(0xFFFFFFFFu, pos, rep_lane);
+    const u32 r_got = __shfl_sync(0xFFFFFFFFu, got, rep_lane);
+    if (!has_item || r_slot == NO_FEATURE || r_got == 0) return;  // lost values were counted
+    const u32 my_rank = __popc(peers & ((1u << lane) - 1u));
+    if (my_rank < r_got) t.pool[r_pos + my_rank] = value;
+    else append_value(t, chunk, r_slot, value);
 }
 
 // Number of values stored for the key in `slot`.

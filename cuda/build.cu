@@ -58,7 +58,7 @@ extern "C" __global__ void sketch_windows(Batch b, Sketching p, u32* features) {
 }
 
 // The fused build kernel: sketch each window and insert (feature, target << 32 | window) pairs.
-// The loop runs whole warps together, as tile_insert needs.
+// The loop runs whole warps together, as warp_insert needs.
 template <int G>
 __device__ void build_insert(Batch b, Sketching p, Table t) {
     const u64 stride = (u64)gridDim.x * blockDim.x;
@@ -69,7 +69,7 @@ __device__ void build_insert(Batch b, Sketching p, Table t) {
         u32 target = 0, window_id = 0;
         int n = w < b.windows ? sketch_batch_window(b, p, w, sketch, &target, &window_id) : 0;
         const u64 value = ((u64)target << 32) | window_id;
-        for (u32 j = 0; j < p.sketch_size; ++j) tile_insert<G>(t, chunk, (int)j < n, (int)j < n ? sketch[j] : 0, value);
+        for (u32 j = 0; j < p.sketch_size; ++j) warp_insert<G>(t, chunk, (int)j < n, (int)j < n ? sketch[j] : 0, value);
     }
     store_chunk(t, chunk);
 }
@@ -81,7 +81,7 @@ __device__ void insert_pairs(const u32* keys, const u64* values, u64 n, Table t)
     PoolChunk chunk = load_chunk(t);
     for (u64 base = blockIdx.x * (u64)blockDim.x; base < n; base += stride) {
         const u64 i = base + threadIdx.x;
-        tile_insert<G>(t, chunk, i < n, i < n ? keys[i] : 0, i < n ? values[i] : 0);
+        warp_insert<G>(t, chunk, i < n, i < n ? keys[i] : 0, i < n ? values[i] : 0);
     }
     store_chunk(t, chunk);
 }

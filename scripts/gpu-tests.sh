@@ -28,7 +28,7 @@ $B/kmerdb build -q --gpus 7 data/genomes -d /tmp/x.db 2>&1 | grep -q "GPU 7" && 
 
 if [[ ${1:-} != --skip-bench ]]; then
     step "benchmarks"
-    $B/kmerdb-gpu-bench "$@" || status=1
+    RUST_LOG=debug $B/kmerdb-gpu-bench "$@" || status=1
 fi
 echo
 [[ $status == 0 ]] && echo "GPU SUITE: all passed" || echo "GPU SUITE: FAILURES"

@@ -29,6 +29,7 @@ fn arg(name: &str, default: f64) -> f64 {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let gpu = Gpu::open(0)?;
     let (free, total) = gpu.memory()?;
     println!(

@@ -231,26 +231,35 @@ impl<'g> GpuBuild<'g> {
         shard_bits: u32,
     ) -> Result<Vec<(ShardData, ShardStats)>, BuildError> {
         let table = self.table.into_inner().expect("no GPU batch panicked");
+        let mut clock = std::time::Instant::now();
+        let mut lap = |what: &str| {
+            log::debug!("GPU condense: {what} {:.2} s", clock.elapsed().as_secs_f64());
+            clock = std::time::Instant::now();
+        };
         let remap: Vec<u32> = final_id.iter().map(|f| f.unwrap_or(crate::sketch::NO_FEATURE)).collect();
         let (mut lists, _remap_dev, margs) = table.collect(Some((&remap, layout.window_bits)))?;
+        lap("collect keys (GPU, download)");
         {
             use rayon::slice::ParallelSliceMut;
             lists.par_sort_unstable_by_key(|l| l.key);
         }
+        lap("sort keys (host)");
         let shard_of = |key: u32| (((key as u64) << shard_bits) >> 32) as usize;
         let mut shards: Vec<ShardAssembler> =
             (0..1usize << shard_bits).map(|_| ShardAssembler::new(layout, cap)).collect();
         let kept: Vec<KeyList> =
             lists.iter().filter(|l| shards[shard_of(l.key)].keeps(l.count as usize)).copied().collect();
         let values = table.fill(&kept, margs, true)?;
+        lap("fill lists (GPU, download)");
         let mut at = 0usize;
         let mut ranges = vec![Vec::new(); shards.len()];
         for l in &kept {
             ranges[shard_of(l.key)].push((l.key, at, l.count as usize));
             at += l.count as usize;
         }
+        lap("ranges (host)");
         use rayon::prelude::*;
-        shards
+        let shards = shards
             .into_par_iter()
             .zip(ranges)
             .map(|(mut shard, lists)| {
@@ -262,6 +271,8 @@ impl<'g> GpuBuild<'g> {
             .collect::<Result<Vec<_>, crate::index::locations::ShardOverflow>>()
             .map_err(|source| {
                 BuildError::Index(crate::index::IndexError::ShardOverflow { path: "<gpu build>".into(), source })
-            })
+            });
+        lap("key indexes and list streams (host)");
+        shards
     }
 }
