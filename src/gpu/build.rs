@@ -244,27 +244,43 @@ impl<'g> GpuBuild<'g> {
             lists.par_sort_unstable_by_key(|l| l.key);
         }
         lap("sort keys (host)");
-        let shard_of = |key: u32| (((key as u64) << shard_bits) >> 32) as usize;
-        let mut shards: Vec<ShardAssembler> =
-            (0..1usize << shard_bits).map(|_| ShardAssembler::new(layout, cap)).collect();
-        let kept: Vec<KeyList> =
-            lists.iter().filter(|l| shards[shard_of(l.key)].keeps(l.count as usize)).copied().collect();
+        // Keys are sorted, so each shard is a contiguous run: split at the shard boundaries and let
+        // every shard filter its overpopulated features and lay itself out in parallel.
+        let n_shards = 1usize << shard_bits;
+        let bounds: Vec<usize> = (0..=n_shards)
+            .map(|sh| lists.partition_point(|l| ((l.key as u64) << shard_bits >> 32) < sh as u64))
+            .collect();
+        use rayon::prelude::*;
+        let per_shard: Vec<(ShardAssembler, Vec<KeyList>)> = (0..n_shards)
+            .into_par_iter()
+            .map(|sh| {
+                let mut shard = ShardAssembler::new(layout, cap);
+                let kept = lists[bounds[sh]..bounds[sh + 1]]
+                    .iter()
+                    .filter(|l| shard.keeps(l.count as usize))
+                    .copied()
+                    .collect();
+                (shard, kept)
+            })
+            .collect();
+        let kept: Vec<KeyList> = per_shard.iter().flat_map(|(_, k)| k.iter().copied()).collect();
+        lap("overpopulated features (host)");
         let values = table.fill(&kept, margs, true)?;
         lap("fill lists (GPU, download)");
+        let mut starts = Vec::with_capacity(n_shards);
         let mut at = 0usize;
-        let mut ranges = vec![Vec::new(); shards.len()];
-        for l in &kept {
-            ranges[shard_of(l.key)].push((l.key, at, l.count as usize));
-            at += l.count as usize;
+        for (_, k) in &per_shard {
+            starts.push(at);
+            at += k.iter().map(|l| l.count as usize).sum::<usize>();
         }
-        lap("ranges (host)");
-        use rayon::prelude::*;
-        let shards = shards
+        let shards = per_shard
             .into_par_iter()
-            .zip(ranges)
-            .map(|(mut shard, lists)| {
-                for (key, at, n) in lists {
-                    shard.add(key, &values[at..at + n])?;
+            .zip(starts)
+            .map(|((mut shard, kept), mut at)| {
+                for l in kept {
+                    let n = l.count as usize;
+                    shard.add(l.key, &values[at..at + n])?;
+                    at += n;
                 }
                 Ok(shard.finish())
             })
