@@ -133,7 +133,7 @@ fn bucket_list_table_equals_a_hashmap() {
         skewed.extend(std::iter::repeat_n(i as u32 * 104_729 + 3, m));
     }
     for (name, keys) in [("uniform", uniform), ("skewed", skewed)] {
-        let values: Vec<u64> = (0..keys.len() as u64).map(|i| i * 0x9e37_79b9 ^ 0xabc).collect();
+        let values: Vec<u64> = (0..keys.len() as u64).map(|i| (i * 0x9e37_79b9) ^ 0xabc).collect();
         let expected = reference(&keys, &values);
         println!("{name}: {} pairs, {} keys", keys.len(), expected.len());
         for group in [1, 2, 4, 8, 16, 32] {
