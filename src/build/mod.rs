@@ -236,8 +236,11 @@ fn build_in_pool(
     let (raw_targets, inserted) = sketched?;
     let mut phases = vec![("read and sketch", start.elapsed())];
     let mut mark = Instant::now();
+    let rss = || crate::resources::current_rss_bytes().map(crate::resources::human_bytes).unwrap_or_default();
+    log::debug!("after reading and sketching: resident {}, peak {}", rss(), peak());
     let mut phase = |name: &'static str| {
         phases.push((name, mark.elapsed()));
+        log::debug!("after {name}: resident {}, peak {}", rss(), peak());
         mark = Instant::now();
     };
     let seqid_map = seqid_map?;
@@ -324,6 +327,10 @@ fn build_in_pool(
 }
 
 /// Seconds since the epoch, or `SOURCE_DATE_EPOCH` when set (reproducible builds).
+fn peak() -> String {
+    crate::resources::peak_rss_bytes().map(crate::resources::human_bytes).unwrap_or_default()
+}
+
 fn creation_time() -> i64 {
     std::env::var("SOURCE_DATE_EPOCH")
         .ok()
