@@ -55,13 +55,13 @@ fn gpu_sketches_equal_cpu_sketches() {
     let mut batch = Vec::new();
     for (i, len) in [0usize, 5, 15, 16, 17, 127, 128, 1000, 5003, 100_000].into_iter().enumerate() {
         for alphabet in [&b"ACGT"[..], b"acgtACGTNNRY", b"ACGTNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNN"] {
-            batch.push(Pending { target: i as u32, seq: random_seq(&mut rng, len, alphabet) });
+            batch.push(Pending { target: i as u32, first_window: 0, seq: random_seq(&mut rng, len, alphabet) });
         }
     }
     for seq in
         read_fasta("data/genomes/Phage_lambda.fna.gz").into_iter().chain(read_fasta("data/genomes/Sau_COL.fna.gz"))
     {
-        batch.push(Pending { target: 99, seq });
+        batch.push(Pending { target: 99, first_window: 0, seq });
     }
     for (k, w, stride, s) in
         [(16, 127, None, 16), (32, 127, None, 16), (5, 20, Some(3), 4), (31, 64, None, 64), (1, 1, None, 1)]

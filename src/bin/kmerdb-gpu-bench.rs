@@ -160,7 +160,7 @@ fn fused(gpu: &Gpu, gbp: f64) -> Result<(), Box<dyn std::error::Error>> {
         if error.is_some() {
             return;
         }
-        batch.push(Pending { target, seq: seq.to_vec() });
+        batch.push(Pending { target, first_window: 0, seq: seq.to_vec() });
         target += 1;
         if batch.len() * genome_len >= 1_000_000_000 {
             if let Err(e) = run(&mut batch) {

@@ -6,7 +6,6 @@
 //! policy, chosen because it is deterministic and unbiased: keeping "the first N" would keep
 //! whichever targets happen to sort first.
 
-use crate::build::sketching::Pair;
 use crate::index::bcht::{self, Slot};
 use crate::index::locations::{ListWriter, LocationLayout, ShardOverflow};
 use crate::index::write::ShardData;
@@ -69,47 +68,61 @@ impl ShardAssembler {
     }
 }
 
-/// Condenses one shard from its bin. `final_id[provisional]` renumbers targets; `None` drops their
-/// pairs.
-pub fn condense_bin(
-    bin: crate::build::sketching::Bin,
-    final_id: &[Option<u32>],
-    layout: &LocationLayout,
-    cap: u32,
-) -> Result<(ShardData, ShardStats), ShardOverflow> {
-    let mut pairs = Vec::with_capacity(bin.iter().map(Vec::len).sum());
-    for chunk in bin {
-        pairs.extend_from_slice(&chunk);
-    }
-    condense_shard(pairs, final_id, layout, cap)
+/// Turns a global window number of stage 1 into a packed final location: the target is the one
+/// whose window range holds it, renumbered by `final_id` (`None`: left out of the index).
+pub struct WindowMap {
+    /// First global window of each provisional target (increasing).
+    starts: Vec<u64>,
+    final_id: Vec<Option<u32>>,
 }
 
-/// Condenses one shard. `final_id[provisional]` renumbers targets; `None` drops their pairs.
-pub fn condense_shard(
-    mut pairs: Vec<Pair>,
-    final_id: &[Option<u32>],
+impl WindowMap {
+    pub fn new(targets: &[crate::build::sketching::RawTarget], final_id: &[Option<u32>]) -> Self {
+        Self { starts: targets.iter().map(|t| t.first_window).collect(), final_id: final_id.to_vec() }
+    }
+
+    /// The packed location of global window `w`, if its target is kept.
+    #[inline]
+    pub fn locate(&self, w: u32, layout: &LocationLayout) -> Option<u64> {
+        let w = w as u64;
+        let provisional = self.starts.partition_point(|&s| s <= w) - 1;
+        let target = self.final_id[provisional]?;
+        Some(layout.pack(target, (w - self.starts[provisional]) as u32))
+    }
+}
+
+/// Condenses one shard from its bin.
+pub fn condense_bin(
+    bin: crate::build::sketching::Bin,
+    windows: &WindowMap,
     layout: &LocationLayout,
     cap: u32,
 ) -> Result<(ShardData, ShardStats), ShardOverflow> {
-    pairs.retain_mut(|p| match final_id[p.target as usize] {
-        Some(id) => {
-            p.target = id;
-            true
-        }
-        None => false,
-    });
-    // Field order (feature, target, window) makes this sort group features and order each list.
-    pairs.sort_unstable();
+    let mut located: Vec<(Feature, u64)> = Vec::with_capacity(bin.iter().map(Vec::len).sum());
+    for chunk in bin {
+        located.extend(chunk.iter().filter_map(|p| windows.locate(p.window, layout).map(|loc| (p.feature, loc))));
+    }
+    condense_located(located, layout, cap)
+}
+
+/// Condenses one shard from (feature, packed final location) pairs in any order.
+pub fn condense_located(
+    mut located: Vec<(Feature, u64)>,
+    layout: &LocationLayout,
+    cap: u32,
+) -> Result<(ShardData, ShardStats), ShardOverflow> {
+    // Sorting by (feature, location) groups features and orders each list.
+    located.sort_unstable();
     let mut shard = ShardAssembler::new(layout, cap);
     let mut locs = Vec::new();
-    for group in pairs.chunk_by(|a, b| a.feature == b.feature) {
+    for group in located.chunk_by(|a, b| a.0 == b.0) {
         if shard.keeps(group.len()) {
             locs.clear();
-            locs.extend(group.iter().map(|p| layout.pack(p.target, p.window)));
-            shard.add(group[0].feature, &locs)?;
+            locs.extend(group.iter().map(|&(_, loc)| loc));
+            shard.add(group[0].0, &locs)?;
         }
     }
-    drop(pairs);
+    drop(located);
     Ok(shard.finish())
 }
 
@@ -120,13 +133,28 @@ mod tests {
 
     #[test]
     fn lists_are_sorted_capped_and_renumbered() {
+        use crate::build::sketching::{Pair, RawTarget};
         let layout = LocationLayout::for_counts(4, 100, 254);
-        let p = |feature, target, window| Pair { feature, target, window };
+        // Provisional targets 0..4 with 10 windows each: global windows 0-9, 10-19, 20-29, 30-39.
+        let raw: Vec<RawTarget> = (0..4)
+            .map(|i| RawTarget {
+                name: format!("t{i}"),
+                header: String::new(),
+                length: 1000,
+                windows: 10,
+                first_window: 10 * i,
+                source: 0,
+                record: i + 1,
+            })
+            .collect();
         // Provisional target 2 becomes 0, 0 becomes 1, 1 is left out, 3 becomes 2.
-        let final_id = [Some(1), None, Some(0), Some(2)];
-        let pairs =
-            vec![p(7, 0, 3), p(5, 2, 1), p(7, 2, 9), p(5, 1, 4), p(9, 0, 1), p(9, 2, 1), p(9, 3, 1), p(7, 3, 0)];
-        let (shard, stats) = condense_shard(pairs, &final_id, &layout, 2).unwrap();
+        let windows = WindowMap::new(&raw, &[Some(1), None, Some(0), Some(2)]);
+        let p = |feature, target: u32, window: u32| Pair { feature, window: target * 10 + window };
+        let bin = vec![
+            vec![p(7, 0, 3), p(5, 2, 1), p(7, 2, 9)],
+            vec![p(5, 1, 4), p(9, 0, 1), p(9, 2, 1), p(9, 3, 1), p(7, 3, 0)],
+        ];
+        let (shard, stats) = condense_bin(bin, &windows, &layout, 2).unwrap();
         assert_eq!((stats.features, stats.locations, stats.dropped_features, stats.dropped_locations), (1, 1, 2, 6));
         let value = bcht::lookup(&shard.slots, 5).unwrap();
         let list = LocationList::decode(value, &shard.words, &layout);
@@ -134,8 +162,8 @@ mod tests {
         assert_eq!(bcht::lookup(&shard.slots, 7), None);
         assert_eq!(bcht::lookup(&shard.slots, 9), None);
 
-        let pairs = vec![p(7, 0, 3), p(7, 2, 9), p(7, 3, 0)];
-        let (shard, _) = condense_shard(pairs, &final_id, &layout, 254).unwrap();
+        let bin = vec![vec![p(7, 0, 3), p(7, 2, 9), p(7, 3, 0)]];
+        let (shard, _) = condense_bin(bin, &windows, &layout, 254).unwrap();
         let list = LocationList::decode(bcht::lookup(&shard.slots, 7).unwrap(), &shard.words, &layout);
         assert_eq!(list.iter().map(|l| layout.unpack(l)).collect::<Vec<_>>(), vec![(0, 9), (1, 3), (2, 0)]);
     }

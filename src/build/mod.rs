@@ -94,6 +94,10 @@ pub enum BuildError {
     NothingToIndex { reason: String },
     #[error("more than 2^32 - 1 sequences")]
     TooManyTargets,
+    #[error(
+        "the inputs hold more than 2^32 windows (about 480 Gbp with the default stride), more than a CPU build numbers; build on a GPU"
+    )]
+    TooManyWindows,
     #[error("sequence '{id}' has {windows} windows; at most 2^32 fit a location")]
     SequenceTooLong { id: String, windows: u64 },
     #[error("cannot write the index to {path}: {reason}")]
@@ -260,11 +264,12 @@ fn build_in_pool(
         LocationLayout::for_counts(resolved.targets.len() as u64, max_windows, config.max_locations_per_feature);
 
     let cap = config.max_locations_per_feature;
+    let windows = condense::WindowMap::new(&raw_targets, &resolved.final_id);
     let condensed: Vec<_> = match inserted {
         Inserted::Bins(bins) => {
             use rayon::prelude::*;
             bins.into_par_iter()
-                .map(|bin| condense::condense_bin(bin, &resolved.final_id, &layout, cap))
+                .map(|bin| condense::condense_bin(bin, &windows, &layout, cap))
                 .collect::<Result<_, _>>()
                 .map_err(|source| IndexError::ShardOverflow { path: config.db.clone(), source })?
         }

@@ -17,11 +17,11 @@ const CHUNK_WINDOWS: u64 = 2048;
 /// Bases read from one file before its batch is handed to the sketchers.
 const BATCH_BASES: usize = 8 << 20;
 
-/// A feature at a location, with the target's provisional id. 12 bytes, sorted in place later.
+/// A feature at a window, numbered globally: each target, as it is read, reserves the next
+/// `windows` numbers ([`RawTarget::first_window`]). 8 bytes a location, the bins' whole cost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Pair {
     pub feature: Feature,
-    pub target: u32,
     pub window: u32,
 }
 
@@ -32,6 +32,8 @@ pub struct RawTarget {
     pub header: String,
     pub length: u64,
     pub windows: u64,
+    /// Global number of the target's first window (see [`Pair`]); increasing with the provisional id.
+    pub first_window: u64,
     /// Index into the build's sources, and the record's number in that source (from 1).
     pub source: usize,
     pub record: u64,
@@ -85,6 +87,11 @@ pub fn sketch_sources(
     let bins: Vec<Mutex<Bin>> = (0..1usize << shard_bits).map(|_| Mutex::new(Vec::new())).collect();
     let sketcher = CpuSketcher { params, shard_bits, bins: &bins };
     let targets = read_sources(sources, params, BATCH_BASES, progress, &|batch| {
+        if let Some(last) = batch.last() {
+            if last.first_window + params.window_count(last.seq.len()) > 1 << 32 {
+                return Err(BuildError::TooManyWindows);
+            }
+        }
         sketcher.sketch_batch(batch);
         Ok(())
     })?;
@@ -102,6 +109,8 @@ struct Context<'a> {
 /// A record waiting to be sketched.
 pub struct Pending {
     pub target: u32,
+    /// Global number of its first window.
+    pub first_window: u64,
     pub seq: Vec<u8>,
 }
 
@@ -140,21 +149,24 @@ impl Context<'_> {
             let seq = rec.seq().into_owned();
             let name = String::from_utf8_lossy(rec.id()).into_owned();
             let header = String::from_utf8_lossy(rec.header()).into_owned();
-            let target = {
+            let windows = self.params.window_count(seq.len());
+            let (target, first_window) = {
                 let mut targets = self.targets.lock().expect("no sketcher panicked");
+                let first_window = targets.last().map_or(0, |t: &RawTarget| t.first_window + t.windows);
                 targets.push(RawTarget {
                     name,
                     header,
                     length: seq.len() as u64,
-                    windows: self.params.window_count(seq.len()),
+                    windows,
+                    first_window,
                     source: index,
                     record: reader.records(),
                 });
-                u32::try_from(targets.len() - 1).map_err(|_| BuildError::TooManyTargets)?
+                (u32::try_from(targets.len() - 1).map_err(|_| BuildError::TooManyTargets)?, first_window)
             };
             bases += seq.len();
             self.progress.bases.fetch_add(seq.len() as u64, Ordering::Relaxed);
-            batch.push(Pending { target, seq });
+            batch.push(Pending { target, first_window, seq });
         }
         Ok(batch)
     }
@@ -182,7 +194,8 @@ impl CpuSketcher<'_> {
             |(sketcher, pairs), &(p, first)| {
                 pairs.clear();
                 sketcher.sketch_windows(&p.seq, first..first + CHUNK_WINDOWS, |w, sketch| {
-                    pairs.extend(sketch.iter().map(|&feature| Pair { feature, target: p.target, window: w as u32 }));
+                    let window = (p.first_window + w) as u32;
+                    pairs.extend(sketch.iter().map(|&feature| Pair { feature, window }));
                 });
                 self.deposit(pairs);
             },
