@@ -215,7 +215,8 @@ fn build_in_pool(
         let taxonomy = scope.spawn(|| {
             config.taxonomy.as_ref().map(|dir| {
                 let t = Instant::now();
-                NcbiTaxonomy::load_dir(dir).map(|tax| (tax, t.elapsed()))
+                // Names are read later, for the pruned taxa only: they are most of the dump's memory.
+                NcbiTaxonomy::load_dir_without_names(dir).map(|tax| (tax, t.elapsed()))
             })
         });
         let seqid_map = scope.spawn(|| SeqIdMap::load(&config.seqid_maps));
@@ -253,8 +254,7 @@ fn build_in_pool(
         None => (None, None),
     };
 
-    let resolved = targets::resolve(&raw_targets, &config.sources, taxonomy.as_ref(), &seqid_map, config.strict)?;
-    drop(taxonomy);
+    let mut resolved = targets::resolve(&raw_targets, &config.sources, taxonomy.as_ref(), &seqid_map, config.strict)?;
     if let Some(t) = resolved.targets.iter().find(|t| t.windows > u32::MAX as u64) {
         return Err(BuildError::SequenceTooLong { id: t.name.clone(), windows: t.windows });
     }
@@ -265,19 +265,35 @@ fn build_in_pool(
 
     let cap = config.max_locations_per_feature;
     let windows = condense::WindowMap::new(&raw_targets, &resolved.final_id);
-    let condensed: Vec<_> = match inserted {
-        Inserted::Bins(bins) => {
-            use rayon::prelude::*;
-            bins.into_par_iter()
-                .map(|bin| condense::condense_bin(bin, &windows, &layout, cap))
-                .collect::<Result<_, _>>()
-                .map_err(|source| IndexError::ShardOverflow { path: config.db.clone(), source })?
-        }
-        #[cfg(feature = "gpu")]
-        Inserted::Gpu(gb) => gb.condense(&resolved.final_id, &layout, cap, shard_bits)?,
-        #[cfg(not(feature = "gpu"))]
-        Inserted::Never(_) => unreachable!(),
-    };
+    // The pruned taxa's names are read while the shards condense.
+    let (named, condensed) = std::thread::scope(|scope| {
+        let names = scope.spawn(|| -> Result<Vec<crate::taxonomy::Taxon>, TaxonomyError> {
+            let Some(mut tax) = taxonomy else { return Ok(resolved.taxa.clone()) };
+            let ids: Vec<u32> = resolved.taxa.iter().map(|t| t.taxid).collect();
+            tax.load_names(&ids)?;
+            Ok(resolved
+                .taxa
+                .iter()
+                .map(|t| crate::taxonomy::Taxon { name: tax.name(t.taxid).to_string(), ..t.clone() })
+                .collect())
+        });
+        let condensed: Result<Vec<_>, BuildError> = match inserted {
+            Inserted::Bins(bins) => {
+                use rayon::prelude::*;
+                bins.into_par_iter()
+                    .map(|bin| condense::condense_bin(bin, &windows, &layout, cap))
+                    .collect::<Result<_, _>>()
+                    .map_err(|source| IndexError::ShardOverflow { path: config.db.clone(), source }.into())
+            }
+            #[cfg(feature = "gpu")]
+            Inserted::Gpu(gb) => gb.condense(&resolved.final_id, &layout, cap, shard_bits),
+            #[cfg(not(feature = "gpu"))]
+            Inserted::Never(_) => unreachable!(),
+        };
+        (names.join().expect("the names loader does not panic"), condensed)
+    });
+    let condensed = condensed?;
+    resolved.taxa = named?;
     phase("condense");
     let mut stats = condense::ShardStats::default();
     let mut shards = Vec::with_capacity(condensed.len());

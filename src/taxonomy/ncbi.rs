@@ -45,6 +45,8 @@ pub struct NcbiTaxonomy {
     index: TaxIndex,
     /// Retired taxid → its replacement, from `merged.dmp`.
     merged: TaxidMap<TaxId>,
+    /// `names.dmp`, when it was not read with the nodes (see [`NcbiTaxonomy::load_dir_without_names`]).
+    names_path: Option<PathBuf>,
 }
 
 /// A summary: the arrays hold millions of entries.
@@ -111,6 +113,30 @@ impl NcbiTaxonomy {
     /// # Ok::<(), kmerdb::taxonomy::TaxonomyError>(())
     /// ```
     pub fn load_dir(dir: &Path) -> Result<Self, TaxonomyError> {
+        Self::load(dir, true)
+    }
+
+    /// Loads `nodes.dmp` and `merged.dmp` only: a fraction of the memory (names are most of it).
+    /// [`NcbiTaxonomy::load_names`] then reads the names of just the taxa that are needed.
+    pub fn load_dir_without_names(dir: &Path) -> Result<Self, TaxonomyError> {
+        Self::load(dir, false)
+    }
+
+    /// Reads the scientific names of `taxids` (others stay unnamed) from the `names.dmp` of a
+    /// taxonomy loaded without names; does nothing for one loaded whole.
+    pub fn load_names(&mut self, taxids: &[TaxId]) -> Result<(), TaxonomyError> {
+        let Some(path) = self.names_path.take() else { return Ok(()) };
+        let keep: std::collections::HashSet<TaxId> = taxids.iter().copied().collect();
+        let names = parse_names(&path, Some(&keep))?;
+        self.attach_names(names, false)?;
+        let unnamed = taxids.iter().filter(|&&t| self.contains(t) && self.name(t).is_empty()).count();
+        if unnamed > 0 {
+            log::warn!("{}: {unnamed} taxa have no scientific name", path.display());
+        }
+        Ok(())
+    }
+
+    fn load(dir: &Path, with_names: bool) -> Result<Self, TaxonomyError> {
         let start = Instant::now();
         let nodes_path = find_dump(dir, "nodes.dmp")?.ok_or_else(|| missing(dir, "nodes.dmp"))?;
         let names_path = find_dump(dir, "names.dmp")?.ok_or_else(|| missing(dir, "names.dmp"))?;
@@ -118,7 +144,9 @@ impl NcbiTaxonomy {
 
         // Each gzip file also gets its own inflate thread (see `lines::open_maybe_gz`).
         let (nodes, names) = std::thread::scope(|scope| {
-            let names = scope.spawn(|| timed("names", || parse_names(&names_path)));
+            let names = scope.spawn(|| {
+                if with_names { timed("names", || parse_names(&names_path, None)).map(Some) } else { Ok(None) }
+            });
             // nodes.dmp is the smaller file: its thread also reads merged.dmp.
             let nodes = timed("nodes", || parse_nodes(&nodes_path)).and_then(|nodes| {
                 let merged = match &merged_path {
@@ -142,8 +170,11 @@ impl NcbiTaxonomy {
             names: String::new(),
             index: nodes.index,
             merged,
+            names_path: (!with_names).then(|| names_path.clone()),
         };
-        tax.attach_names(names)?;
+        if let Some(names) = names {
+            tax.attach_names(names, true)?;
+        }
         log::info!(
             "loaded {} taxa ({} merged ids) from {} in {:.2} s",
             tax.len(),
@@ -300,7 +331,7 @@ impl NcbiTaxonomy {
 
     /// Matches parsed scientific names to rows. A taxid named twice is an error; names of taxids
     /// absent from `nodes.dmp` are counted and reported as a warning.
-    fn attach_names(&mut self, names: Names) -> Result<(), TaxonomyError> {
+    fn attach_names(&mut self, names: Names, warn_unnamed: bool) -> Result<(), TaxonomyError> {
         let mut orphans = 0usize;
         let ends = names.records.iter().skip(1).map(|&(_, start)| start).chain([names.buffer.len() as u32]);
         for (&(taxid, start), end) in names.records.iter().zip(ends) {
@@ -319,7 +350,7 @@ impl NcbiTaxonomy {
             log::warn!("{}: {orphans} scientific names belong to taxids absent from nodes.dmp", names.path.display());
         }
         let unnamed = self.name_spans.iter().filter(|s| s.0 == NO_NAME).count();
-        if unnamed > 0 {
+        if warn_unnamed && unnamed > 0 {
             log::warn!("{}: {unnamed} taxa have no scientific name", names.path.display());
         }
         Ok(())
@@ -491,7 +522,7 @@ fn find_cycle(parent_rows: &[u32]) -> Option<usize> {
 }
 
 /// Parses `names.dmp` (fields: taxid, name, unique name, name class), keeping scientific names.
-fn parse_names(path: &Path) -> Result<Names, TaxonomyError> {
+fn parse_names(path: &Path, keep: Option<&std::collections::HashSet<TaxId>>) -> Result<Names, TaxonomyError> {
     let mut records = Vec::with_capacity(1 << 16);
     // Bytes for now: UTF-8 is checked once over the whole buffer, much faster than per name.
     let mut buffer: Vec<u8> = Vec::with_capacity(1 << 20);
@@ -499,7 +530,7 @@ fn parse_names(path: &Path) -> Result<Names, TaxonomyError> {
         let [taxid, name, _unique, class] =
             leading_fields::<4>(strip_dmp_end(line)).map_err(|found| too_few_fields(path, line_no, 4, found))?;
         let taxid = number_field(path, line_no, "taxid", taxid)?;
-        if class != b"scientific name" {
+        if class != b"scientific name" || keep.is_some_and(|k| !k.contains(&taxid)) {
             return Ok(());
         }
         let start = u32::try_from(buffer.len())
@@ -876,5 +907,27 @@ mod tests {
         assert_eq!(tree.kreport_rank_code(2), "D");
         assert_eq!(tree.kreport_rank_code(1), "R");
         assert_eq!(tree.lca(562, 1280), 2);
+    }
+
+    #[test]
+    fn names_can_be_loaded_later_for_chosen_taxa() {
+        let dir = std::env::temp_dir().join(format!("kmerdb-names-later-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("nodes.dmp"),
+            "1\t|\t1\t|\tno rank\t|\n2\t|\t1\t|\tsuperkingdom\t|\n562\t|\t2\t|\tspecies\t|\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("names.dmp"),
+            "1\t|\troot\t|\t\t|\tscientific name\t|\n2\t|\tBacteria\t|\t\t|\tscientific name\t|\n562\t|\tEscherichia coli\t|\t\t|\tscientific name\t|\n",
+        )
+        .unwrap();
+        let mut tax = NcbiTaxonomy::load_dir_without_names(&dir).unwrap();
+        assert_eq!(tax.parent(562), Some(2));
+        assert_eq!(tax.name(562), "");
+        tax.load_names(&[562, 1]).unwrap();
+        assert_eq!((tax.name(562), tax.name(1), tax.name(2)), ("Escherichia coli", "root", ""));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
