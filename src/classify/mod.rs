@@ -169,16 +169,12 @@ impl Run<'_> {
         let mut stream = ReadStream::new(sample.reads.clone());
         let mut direct: HashMap<TaxId, u64> = HashMap::new();
         let (mut total, mut unclassified) = (0u64, 0u64);
-        let mut batch = Vec::new();
+        // Two batches take turns: one is classified while the next is read into the other.
+        let (mut batch, mut spare) = (Vec::new(), Vec::new());
         stream.next_batch(&mut batch, BATCH_READS)?;
         while !batch.is_empty() {
-            let (next, (calls, lines)) = rayon::join(
-                || {
-                    let mut next = Vec::new();
-                    stream.next_batch(&mut next, BATCH_READS).map(|()| next)
-                },
-                || self.classify_batch(&batch, hit_list),
-            );
+            let (next, (calls, lines)) =
+                rayon::join(|| stream.next_batch(&mut spare, BATCH_READS), || self.classify_batch(&batch, hit_list));
             let lines = lines.map_err(|source| ClassifyError::Output { path: "per-read output".into(), source })?;
             if let Some((w, path)) = &mut outs.kraken {
                 use std::io::Write;
@@ -193,7 +189,8 @@ impl Run<'_> {
                 }
                 self.write_reads(&mut outs, read, &call)?;
             }
-            batch = next?;
+            next?;
+            std::mem::swap(&mut batch, &mut spare);
         }
 
         let tree = self.index.taxonomy();

@@ -138,32 +138,41 @@ impl ReadStream {
         }
     }
 
-    /// Up to `max` reads into `batch` (cleared first); an empty batch means the end.
+    /// Up to `max` reads into `batch`; an empty batch means the end. The batch's reads and their
+    /// buffers are reused, so a steady stream of batches allocates nothing.
     pub fn next_batch(&mut self, batch: &mut Vec<Read>, max: usize) -> Result<(), ReadError> {
-        batch.clear();
-        while batch.len() < max {
+        let mut n = 0;
+        while n < max {
             if self.current.is_none() && !self.open_next()? {
                 break;
             }
-            match self.next_read()? {
-                Some(read) => batch.push(read),
-                None => self.current = None,
+            if n == batch.len() {
+                batch.push(Read::default());
+            }
+            if self.next_read(&mut batch[n])? {
+                n += 1;
+            } else {
+                self.current = None;
             }
         }
+        batch.truncate(n);
         Ok(())
     }
 
-    fn next_read(&mut self) -> Result<Option<Read>, ReadError> {
+    /// Reads the next read or pair into `read`; false at the end of the current file (pair).
+    fn next_read(&mut self, read: &mut Read) -> Result<bool, ReadError> {
         let interleaved = matches!(self.layout, ReadLayout::Interleaved(_));
         let readers = self.current.as_mut().expect("a file is open");
-        let mut mates = Vec::with_capacity(2);
+        let mates = if readers.len() == 2 || interleaved { 2 } else { 1 };
+        read.mates.resize_with(mates, Mate::default);
+        let [m1, rest @ ..] = read.mates.as_mut_slice() else { unreachable!("at least one mate") };
         if readers.len() == 2 {
             let (a, b) = readers.split_at_mut(1);
-            let m1 = read_mate(&mut a[0])?;
-            let m2 = read_mate(&mut b[0])?;
-            match (m1, m2) {
-                (None, None) => return Ok(None),
-                (Some(_), None) | (None, Some(_)) => {
+            let got1 = read_mate(&mut a[0], m1)?;
+            let got2 = read_mate(&mut b[0], &mut rest[0])?;
+            match (got1, got2) {
+                (false, false) => return Ok(false),
+                (true, false) | (false, true) => {
                     let (r1, r2) = (&a[0], &b[0]);
                     let (shorter, longer) = if r1.records() < r2.records() { (r1, r2) } else { (r2, r1) };
                     return Err(PairingError::Count {
@@ -173,40 +182,47 @@ impl ReadStream {
                     }
                     .into());
                 }
-                (Some(m1), Some(m2)) => {
-                    check_names(&m1, &m2, &a[0], &b[0], self.count + 1)?;
-                    mates.push(m1);
-                    mates.push(m2);
-                }
+                (true, true) => check_names(m1, &rest[0], &a[0], &b[0], self.count + 1)?,
             }
         } else {
             let r = &mut readers[0];
-            let Some(m1) = read_mate(r)? else { return Ok(None) };
-            mates.push(m1);
+            if !read_mate(r, m1)? {
+                return Ok(false);
+            }
             if interleaved {
-                let Some(m2) = read_mate(r)? else {
+                if !read_mate(r, &mut rest[0])? {
                     return Err(
                         PairingError::OddInterleaved { file: r.source().to_string(), count: r.records() }.into()
                     );
-                };
-                check_names(&mates[0], &m2, r, r, self.count + 1)?;
-                mates.push(m2);
+                }
+                check_names(m1, &rest[0], r, r, self.count + 1)?;
             }
         }
         self.count += 1;
-        Ok(Some(Read { mates }))
+        Ok(true)
     }
 }
 
-fn read_mate(r: &mut SeqReader) -> Result<Option<Mate>, InputError> {
+/// Reads the next record into `mate`, reusing its buffers; false at the end of the input.
+fn read_mate(r: &mut SeqReader, mate: &mut Mate) -> Result<bool, InputError> {
     match r.next_record() {
-        None => Ok(None),
+        None => Ok(false),
         Some(Err(e)) => Err(e),
-        Some(Ok(rec)) => Ok(Some(Mate {
-            header: rec.header().to_vec(),
-            seq: rec.seq().into_owned(),
-            qual: rec.qual().map(<[u8]>::to_vec),
-        })),
+        Some(Ok(rec)) => {
+            mate.header.clear();
+            mate.header.extend_from_slice(rec.header());
+            mate.seq.clear();
+            mate.seq.extend_from_slice(&rec.seq());
+            match rec.qual() {
+                Some(q) => {
+                    let qual = mate.qual.get_or_insert_with(Vec::new);
+                    qual.clear();
+                    qual.extend_from_slice(q);
+                }
+                None => mate.qual = None,
+            }
+            Ok(true)
+        }
     }
 }
 
