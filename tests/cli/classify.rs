@@ -342,3 +342,19 @@ fn golden_report_and_abundance_of_the_bundled_sample() {
         assert_eq!(made, expected, "{name} differs from tests/golden/{name}");
     }
 }
+
+/// A read longer than 100 kb is cut into windows like a reference and classified, as are reads of
+/// all N (unclassified).
+#[test]
+fn very_long_and_all_n_reads() {
+    let genome = gunzip(&data().join("genomes/Ecoli_536.fna.gz"));
+    let seq: String = genome.lines().skip(1).collect::<Vec<_>>().concat();
+    let long = &seq[1_000_000..1_150_000];
+    let input = format!(">long\n{long}\n>allN\n{}\n", "N".repeat(500));
+    let out = classify().arg("-").write_stdin(input).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split('\t').collect()).collect();
+    assert_eq!(lines[0][..4], ["C", "long", "362663", "150000"], "{:?}", &lines[0][..4]);
+    assert_eq!(lines[1][..3], ["U", "allN", "0"]);
+}
