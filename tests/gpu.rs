@@ -235,3 +235,15 @@ fn a_full_gpu_table_stops_the_build_with_a_message() {
     assert!(err.contains("ran out of room"), "{err}");
     assert!(!db.exists());
 }
+
+#[test]
+#[ignore = "needs a GPU"]
+fn gpus_all_falls_back_to_the_cpu_when_the_table_cannot_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("x.db");
+    let huge = GpuBuildOptions { key_slots: Some(1 << 40), pool_slots: None, group: None };
+    build_with(&[PathBuf::from("data/genomes")], &db, GpuRequest::All, huge).unwrap();
+    assert!(db.exists());
+    let err = build_with(&[PathBuf::from("data/genomes")], &db, GpuRequest::List(vec![0]), huge).unwrap_err();
+    assert!(err.contains("2^32") || err.contains("bytes free"), "{err}");
+}

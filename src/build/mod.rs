@@ -191,22 +191,26 @@ fn build_in_pool(
     let shard_bits = DEFAULT_SHARD_BITS;
     let progress = sketching::Progress::default();
     let done = std::sync::atomic::AtomicBool::new(false);
-    #[cfg(feature = "gpu")]
-    let backend = gpu.map_or_else(|| "CPU".to_string(), |g| format!("GPU {} ({})", g.ordinal, g.name));
-    #[cfg(not(feature = "gpu"))]
-    let backend = "CPU".to_string();
     let stage1 = || -> Result<(Vec<sketching::RawTarget>, Inserted<'_>), BuildError> {
         #[cfg(feature = "gpu")]
         if let Some(g) = gpu {
-            let gb = crate::gpu::build::GpuBuild::new(g, &config.sources, &config.sketch, config.gpu_options)?;
-            let targets = sketching::read_sources(
-                &config.sources,
-                &config.sketch,
-                crate::gpu::build::BATCH_BASES,
-                &progress,
-                &|batch| gb.insert_batch(batch),
-            )?;
-            return Ok((targets, Inserted::Gpu(gb)));
+            match crate::gpu::build::GpuBuild::new(g, &config.sources, &config.sketch, config.gpu_options) {
+                Ok(gb) => {
+                    let targets = sketching::read_sources(
+                        &config.sources,
+                        &config.sketch,
+                        crate::gpu::build::BATCH_BASES,
+                        &progress,
+                        &|batch| gb.insert_batch(batch),
+                    )?;
+                    return Ok((targets, Inserted::Gpu(gb)));
+                }
+                // With `--gpus all`, a GPU without room for the table means the CPU, not a failure.
+                Err(e) if config.gpus == GpuRequest::All => {
+                    log::warn!("GPU {}: {e}; building on the CPU", g.ordinal);
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
         let s = sketching::sketch_sources(&config.sources, &config.sketch, shard_bits, &progress)?;
         Ok((s.targets, Inserted::Bins(s.bins)))
@@ -239,6 +243,11 @@ fn build_in_pool(
     });
     // Input errors come first: they are what the user most likely has to fix.
     let (raw_targets, inserted) = sketched?;
+    let backend = match &inserted {
+        #[cfg(feature = "gpu")]
+        Inserted::Gpu(_) => gpu.map_or_else(String::new, |g| format!("GPU {} ({})", g.ordinal, g.name)),
+        _ => "CPU".to_string(),
+    };
     let mut phases = vec![("read and sketch", start.elapsed())];
     let mut mark = Instant::now();
     let rss = || crate::resources::current_rss_bytes().map(crate::resources::human_bytes).unwrap_or_default();

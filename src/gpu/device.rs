@@ -59,7 +59,15 @@ pub fn select(request: &GpuRequest) -> Result<Vec<Gpu>, GpuError> {
             ids.clone()
         }
     };
-    ordinals.into_iter().map(Gpu::open).collect()
+    let opened: Result<Vec<Gpu>, GpuError> = ordinals.into_iter().map(Gpu::open).collect();
+    match (opened, request) {
+        // `all` means "GPUs if they work": a GPU that cannot be used is a warning there.
+        (Err(e), GpuRequest::All) => {
+            log::warn!("GPU unusable ({e}): running on the CPU");
+            Ok(Vec::new())
+        }
+        (result, _) => result,
+    }
 }
 
 impl Gpu {
