@@ -171,7 +171,12 @@ fn tiny_tables_report_what_they_drop() {
     assert_eq!(stored as u64 + status.lost, many.len() as u64, "values lost without being counted");
 }
 
-fn build_with(inputs: &[PathBuf], db: &std::path::Path, gpus: GpuRequest, opts: GpuBuildOptions) -> Result<(), String> {
+fn build_with(
+    inputs: &[PathBuf],
+    db: &std::path::Path,
+    gpus: GpuRequest,
+    opts: GpuBuildOptions,
+) -> Result<String, String> {
     let sources = kmerdb::input::discover_fasta(inputs).map_err(|e| e.to_string())?;
     let tax = PathBuf::from("data/taxonomy");
     let map = inputs[0].join("seqid2taxid.map");
@@ -196,7 +201,8 @@ fn build_with(inputs: &[PathBuf], db: &std::path::Path, gpus: GpuRequest, opts: 
         s.counts.features,
         s.elapsed.as_secs_f64()
     );
-    Ok(())
+    assert!(s.without_taxid.is_empty(), "sequences without taxid: {:?}", s.without_taxid);
+    Ok(s.backend)
 }
 
 #[test]
@@ -246,4 +252,29 @@ fn gpus_all_falls_back_to_the_cpu_when_the_table_cannot_fit() {
     assert!(db.exists());
     let err = build_with(&[PathBuf::from("data/genomes")], &db, GpuRequest::List(vec![0]), huge).unwrap_err();
     assert!(err.contains("2^32") || err.contains("bytes free"), "{err}");
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn rounds_flushed_to_host_memory_give_the_same_bytes() {
+    assert!(std::env::var_os("SOURCE_DATE_EPOCH").is_some(), "set SOURCE_DATE_EPOCH: builds must carry the same date");
+    let dir = tempfile::tempdir().unwrap();
+    let mut sets = vec![PathBuf::from("data/genomes")];
+    if let Some(refs) = std::env::var_os("KMERDB_GPU_TEST_REFS") {
+        sets.push(PathBuf::from(refs));
+    }
+    for set in sets {
+        let (cpu, gpu) = (dir.path().join("cpu.db"), dir.path().join("gpu.db"));
+        build_with(std::slice::from_ref(&set), &cpu, GpuRequest::None, GpuBuildOptions::default()).unwrap();
+        // A table far smaller than the input: every few batches are flushed to host memory.
+        let small = GpuBuildOptions { key_slots: Some(2_000_000), pool_slots: Some(3_000_000), group: None };
+        let backend = build_with(std::slice::from_ref(&set), &gpu, GpuRequest::List(vec![0]), small).unwrap();
+        assert!(backend.contains("rounds"), "{backend}");
+        assert!(
+            std::fs::read(&cpu).unwrap() == std::fs::read(&gpu).unwrap(),
+            "{}: rounds changed the bytes",
+            set.display()
+        );
+        println!("identical index bytes after rounds: {}", set.display());
+    }
 }

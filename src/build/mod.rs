@@ -191,7 +191,8 @@ fn build_in_pool(
     let shard_bits = DEFAULT_SHARD_BITS;
     let progress = sketching::Progress::default();
     let done = std::sync::atomic::AtomicBool::new(false);
-    let stage1 = || -> Result<(Vec<sketching::RawTarget>, Inserted<'_>), BuildError> {
+    // Stage 1, with the name of where it ran.
+    let stage1 = || -> Result<(Vec<sketching::RawTarget>, Inserted<'_>, String), BuildError> {
         #[cfg(feature = "gpu")]
         if let Some(g) = gpu {
             match crate::gpu::build::GpuBuild::new(g, &config.sources, &config.sketch, config.gpu_options) {
@@ -203,7 +204,14 @@ fn build_in_pool(
                         &progress,
                         &|batch| gb.insert_batch(batch),
                     )?;
-                    return Ok((targets, Inserted::Gpu(gb)));
+                    let name = format!("GPU {} ({})", g.ordinal, g.name);
+                    // After rounds flushed to host memory, the CPU condense finishes the job.
+                    return Ok(match gb.finish()? {
+                        crate::gpu::build::Inserted::Table(gb) => (targets, Inserted::Gpu(gb), name),
+                        crate::gpu::build::Inserted::Bins(bins) => {
+                            (targets, Inserted::Bins(bins), format!("{name} in rounds, condensed on the CPU"))
+                        }
+                    });
                 }
                 // With `--gpus all`, a GPU without room for the table means the CPU, not a failure.
                 Err(e) if config.gpus == GpuRequest::All => {
@@ -213,7 +221,7 @@ fn build_in_pool(
             }
         }
         let s = sketching::sketch_sources(&config.sources, &config.sketch, shard_bits, &progress)?;
-        Ok((s.targets, Inserted::Bins(s.bins)))
+        Ok((s.targets, Inserted::Bins(s.bins), "CPU".to_string()))
     };
     let (taxonomy, seqid_map, sketched) = std::thread::scope(|scope| {
         let taxonomy = scope.spawn(|| {
@@ -242,12 +250,8 @@ fn build_in_pool(
         (taxonomy, seqid_map, sketched)
     });
     // Input errors come first: they are what the user most likely has to fix.
-    let (raw_targets, inserted) = sketched?;
-    let backend = match &inserted {
-        #[cfg(feature = "gpu")]
-        Inserted::Gpu(_) => gpu.map_or_else(String::new, |g| format!("GPU {} ({})", g.ordinal, g.name)),
-        _ => "CPU".to_string(),
-    };
+    let (raw_targets, inserted, backend) = sketched?;
+
     let mut phases = vec![("read and sketch", start.elapsed())];
     let mut mark = Instant::now();
     let rss = || crate::resources::current_rss_bytes().map(crate::resources::human_bytes).unwrap_or_default();

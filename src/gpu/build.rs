@@ -133,8 +133,27 @@ pub use crate::compute::GpuBuildOptions;
 pub struct GpuBuild<'g> {
     gpu: &'g Gpu,
     params: SketchParams,
+    shard_bits: u32,
     /// Batches arrive from several reading threads; the GPU takes them one at a time.
-    table: Mutex<BucketListTable<'g>>,
+    table: Mutex<Rounds<'g>>,
+}
+
+/// The table and what earlier rounds flushed from it.
+struct Rounds<'g> {
+    table: BucketListTable<'g>,
+    /// First global window of each provisional target seen so far (see `build::sketching::Pair`).
+    first_window: Vec<u64>,
+    /// Per-shard bins of the flushed rounds, in the CPU build's form; empty while everything fits.
+    bins: Vec<crate::build::sketching::Bin>,
+    rounds: usize,
+    /// Values inserted since the last flush: an upper bound of the keys in use.
+    inserted: u64,
+}
+
+/// What stage 1 on the GPU leaves: the table, or (after rounds) host bins for the CPU condense.
+pub enum Inserted<'g> {
+    Table(GpuBuild<'g>),
+    Bins(Vec<crate::build::sketching::Bin>),
 }
 
 /// Bases the inputs hold, guessed from their sizes (compressed files count 4 bases a byte).
@@ -190,18 +209,94 @@ impl<'g> GpuBuild<'g> {
             config.pool_slots,
             config.group
         );
-        Ok(Self { gpu, params: *params, table: Mutex::new(BucketListTable::new(gpu, config)?) })
+        let table = BucketListTable::new(gpu, config)?;
+        let rounds = Rounds { table, first_window: Vec::new(), bins: Vec::new(), rounds: 0, inserted: 0 };
+        Ok(Self {
+            gpu,
+            params: *params,
+            shard_bits: crate::index::format::DEFAULT_SHARD_BITS,
+            table: Mutex::new(rounds),
+        })
     }
 
-    /// Stage 1 for one batch: upload, sketch and insert, then check the status word.
+    /// Stage 1 for one batch: upload, sketch and insert, then check the status word. When the pool
+    /// might not hold the batch, the table's contents are first flushed to host memory (a round).
     pub fn insert_batch(&self, batch: &[Pending]) -> Result<(), BuildError> {
+        {
+            let mut r = self.table.lock().expect("no GPU batch panicked");
+            for p in batch {
+                let t = p.target as usize;
+                if r.first_window.len() <= t {
+                    r.first_window.resize(t + 1, 0);
+                }
+                r.first_window[t] = p.first_window;
+            }
+            // Each window adds at most sketch_size values and keys, each value taking at most 2
+            // pool slots; keys are kept below 90% of the slots so that probing stays short.
+            let windows: u64 = batch.iter().map(|p| self.params.window_count(p.seq.len())).sum();
+            let values = windows * self.params.sketch_size as u64;
+            let key_room = r.table.key_slots() * 9 / 10;
+            let status = r.table.status()?;
+            let pool_short = r.table.pool_free(&status) < 2 * values;
+            let keys_short = r.inserted + values > key_room && r.table.occupied_keys()? + values > key_room;
+            if (pool_short || keys_short) && status.pool_used > 0 {
+                self.flush(&mut r)?;
+            }
+            r.inserted += values;
+        }
         let dev = DeviceBatch::upload(self.gpu, batch, &self.params)?;
         self.insert_uploaded(&dev)
     }
 
+    /// Moves the table's contents to host bins as (feature, global window) pairs and empties it.
+    fn flush(&self, r: &mut Rounds<'g>) -> Result<(), BuildError> {
+        use crate::build::sketching::{BIN_CHUNK, Pair};
+        if r.bins.is_empty() {
+            r.bins = (0..1usize << self.shard_bits).map(|_| Vec::new()).collect();
+        }
+        let (lists, values) = r.table.drain_pairs()?;
+        let mut at = 0usize;
+        for l in &lists {
+            let shard = ((l.key as u64) << self.shard_bits >> 32) as usize;
+            for &v in &values[at..at + l.count as usize] {
+                let window = r.first_window[(v >> 32) as usize] + (v & 0xffff_ffff);
+                let window = u32::try_from(window).map_err(|_| BuildError::TooManyWindows)?;
+                let bin = &mut r.bins[shard];
+                if bin.last().is_none_or(|c| c.len() == BIN_CHUNK) {
+                    bin.push(Vec::with_capacity(BIN_CHUNK));
+                }
+                bin.last_mut().expect("a chunk was just ensured").push(Pair { feature: l.key, window });
+            }
+            at += l.count as usize;
+        }
+        r.table.clear()?;
+        r.rounds += 1;
+        r.inserted = 0;
+        log::info!(
+            "GPU {}: table full, round {} flushed to host memory ({} values)",
+            self.gpu.ordinal,
+            r.rounds,
+            values.len()
+        );
+        Ok(())
+    }
+
+    /// After the last batch: the table as it is, or, if rounds were flushed, everything in host bins
+    /// for the CPU condense (which gives the same bytes).
+    pub fn finish(self) -> Result<Inserted<'g>, BuildError> {
+        let mut r = self.table.lock().expect("no GPU batch panicked");
+        if r.rounds == 0 {
+            drop(r);
+            return Ok(Inserted::Table(self));
+        }
+        self.flush(&mut r)?;
+        Ok(Inserted::Bins(std::mem::take(&mut r.bins)))
+    }
+
     /// Runs the fused kernel on a batch already on the device and checks the status word.
     pub fn insert_uploaded(&self, dev: &DeviceBatch) -> Result<(), BuildError> {
-        let table = self.table.lock().expect("no GPU batch panicked");
+        let r = self.table.lock().expect("no GPU batch panicked");
+        let table = &r.table;
         let gpu = self.gpu;
         if dev.windows > 0 {
             let f = gpu.function(&format!("build_insert_g{}", table.config().group))?;
@@ -230,7 +325,7 @@ impl<'g> GpuBuild<'g> {
         cap: u32,
         shard_bits: u32,
     ) -> Result<Vec<(ShardData, ShardStats)>, BuildError> {
-        let table = self.table.into_inner().expect("no GPU batch panicked");
+        let table = self.table.into_inner().expect("no GPU batch panicked").table;
         let mut clock = std::time::Instant::now();
         let mut lap = |what: &str| {
             log::debug!("GPU condense: {what} {:.2} s", clock.elapsed().as_secs_f64());

@@ -29,7 +29,7 @@ pub enum GpuError {
     #[error("--gpus asks for GPU {wanted}, but {reason}")]
     Missing { wanted: usize, reason: String },
     #[error(
-        "the GPU table ran out of room ({what}); it needed more than {needed} and rounds that flush to host memory are not implemented yet: build on the CPU (--gpus none) or a GPU with more memory"
+        "the GPU table ran out of room ({what}) with {needed}: one batch needs more than the table holds; build on the CPU (--gpus none) or a GPU with more memory"
     )]
     TableFull { what: String, needed: String },
     #[error("GPU {ordinal} has {free} bytes free, {needed} are needed")]

@@ -178,15 +178,44 @@ impl<'g> BucketListTable<'g> {
         let counters = s.alloc_zeros::<u64>(2)?;
         let status = s.alloc_zeros::<u32>(1)?;
         let chunks = s.alloc_zeros::<u64>(2 * max_threads as usize)?;
-        let table =
+        let mut table =
             Self { gpu, config, windows, keys, handles, pool, counters, status, chunks, max_threads, pool_capacity };
-        let f = gpu.function("fill_u32")?;
-        let (n, v) = (slots as u64, crate::sketch::NO_FEATURE);
-        let mut b = s.launch_builder(&f);
-        b.arg(&table.keys).arg(&n).arg(&v);
-        // SAFETY: the kernel writes `n` words of `keys`, which has `n` words.
-        unsafe { b.launch(launch_config(gpu, n)) }?;
+        table.empty_keys()?;
         Ok(table)
+    }
+
+    fn empty_keys(&mut self) -> Result<(), GpuError> {
+        let f = self.gpu.function("fill_u32")?;
+        let (n, v) = (self.key_slots(), crate::sketch::NO_FEATURE);
+        let mut b = self.gpu.stream.launch_builder(&f);
+        b.arg(&self.keys).arg(&n).arg(&v);
+        // SAFETY: the kernel writes `n` words of `keys`, which has `n` words.
+        unsafe { b.launch(launch_config(self.gpu, n)) }?;
+        Ok(())
+    }
+
+    /// Empties the table for the next round (see `gpu::build`).
+    pub fn clear(&mut self) -> Result<(), GpuError> {
+        self.empty_keys()?;
+        let s = &self.gpu.stream;
+        s.memset_zeros(&mut self.handles)?;
+        s.memset_zeros(&mut self.counters)?;
+        s.memset_zeros(&mut self.status)?;
+        s.memset_zeros(&mut self.chunks)?;
+        s.synchronize()?;
+        Ok(())
+    }
+
+    /// Value slots the pool can still hand out for sure (thread chunks already taken count as used).
+    pub fn pool_free(&self, status: &TableStatus) -> u64 {
+        self.config.pool_slots.saturating_sub(status.pool_used)
+    }
+
+    /// Every (key, stored value) pair, in no particular order; values as stored (no renumbering).
+    pub fn drain_pairs(&self) -> Result<(Vec<KeyList>, Vec<u64>), GpuError> {
+        let (lists, _remap, margs) = self.collect(None)?;
+        let values = self.fill(&lists, margs, false)?;
+        Ok((lists, values))
     }
 
     pub fn key_slots(&self) -> u64 {
@@ -258,6 +287,19 @@ impl<'g> BucketListTable<'g> {
 
     fn remap_args(&self, remap: &CudaSlice<u32>, len: usize, window_bits: u32) -> RemapArgs {
         RemapArgs { remap: ptr(self.gpu, remap), remap_len: len as u32, window_bits }
+    }
+
+    /// Key slots in use.
+    pub fn occupied_keys(&self) -> Result<u64, GpuError> {
+        let s = &self.gpu.stream;
+        let (table, slots) = (self.args(), self.key_slots());
+        let occupied = s.alloc_zeros::<u64>(1)?;
+        let f = self.gpu.function("count_keys")?;
+        let mut b = s.launch_builder(&f);
+        b.arg(&table).arg(&slots).arg(&occupied);
+        // SAFETY: reads the table, adds to one counter.
+        unsafe { b.launch(launch_config(self.gpu, slots)) }?;
+        Ok(s.clone_dtoh(&occupied)?[0])
     }
 
     /// Every key with at least one kept value. `remap` renumbers targets (see `cuda/build.cu`);
