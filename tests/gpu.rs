@@ -205,15 +205,20 @@ fn build_with(
     Ok(s.backend)
 }
 
+/// `data/genomes`, and `$KMERDB_GPU_TEST_REFS` (all of `../shared/data/refs` in
+/// `scripts/gpu-tests.sh`) when set.
+fn reference_sets() -> Vec<PathBuf> {
+    let mut sets = vec![PathBuf::from("data/genomes")];
+    sets.extend(std::env::var_os("KMERDB_GPU_TEST_REFS").map(PathBuf::from));
+    sets
+}
+
 #[test]
 #[ignore = "needs a GPU"]
 fn gpu_index_bytes_equal_cpu_index_bytes() {
     assert!(std::env::var_os("SOURCE_DATE_EPOCH").is_some(), "set SOURCE_DATE_EPOCH: builds must carry the same date");
     let dir = tempfile::tempdir().unwrap();
-    let mut sets = vec![PathBuf::from("data/genomes")];
-    if let Some(refs) = std::env::var_os("KMERDB_GPU_TEST_REFS") {
-        sets.push(PathBuf::from(refs));
-    }
+    let sets = reference_sets();
     for set in sets {
         let genomes = vec![set.clone()];
         let (cpu, gpu) = (dir.path().join("cpu.db"), dir.path().join("gpu.db"));
@@ -259,10 +264,7 @@ fn gpus_all_falls_back_to_the_cpu_when_the_table_cannot_fit() {
 fn rounds_flushed_to_host_memory_give_the_same_bytes() {
     assert!(std::env::var_os("SOURCE_DATE_EPOCH").is_some(), "set SOURCE_DATE_EPOCH: builds must carry the same date");
     let dir = tempfile::tempdir().unwrap();
-    let mut sets = vec![PathBuf::from("data/genomes")];
-    if let Some(refs) = std::env::var_os("KMERDB_GPU_TEST_REFS") {
-        sets.push(PathBuf::from(refs));
-    }
+    let sets = reference_sets();
     for set in sets {
         let (cpu, gpu) = (dir.path().join("cpu.db"), dir.path().join("gpu.db"));
         build_with(std::slice::from_ref(&set), &cpu, GpuRequest::None, GpuBuildOptions::default()).unwrap();
