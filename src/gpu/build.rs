@@ -222,30 +222,30 @@ impl<'g> GpuBuild<'g> {
     /// Stage 1 for one batch: upload, sketch and insert, then check the status word. When the pool
     /// might not hold the batch, the table's contents are first flushed to host memory (a round).
     pub fn insert_batch(&self, batch: &[Pending]) -> Result<(), BuildError> {
-        {
-            let mut r = self.table.lock().expect("no GPU batch panicked");
-            for p in batch {
-                let t = p.target as usize;
-                if r.first_window.len() <= t {
-                    r.first_window.resize(t + 1, 0);
-                }
-                r.first_window[t] = p.first_window;
+        // One lock from the room check to the insert: batches from other reading threads must not
+        // slip in between and fill the room this one was promised.
+        let mut r = self.table.lock().expect("no GPU batch panicked");
+        for p in batch {
+            let t = p.target as usize;
+            if r.first_window.len() <= t {
+                r.first_window.resize(t + 1, 0);
             }
-            // Each window adds at most sketch_size values and keys, each value taking at most 2
-            // pool slots; keys are kept below 90% of the slots so that probing stays short.
-            let windows: u64 = batch.iter().map(|p| self.params.window_count(p.seq.len())).sum();
-            let values = windows * self.params.sketch_size as u64;
-            let key_room = r.table.key_slots() * 9 / 10;
-            let status = r.table.status()?;
-            let pool_short = r.table.pool_free(&status) < 2 * values;
-            let keys_short = r.inserted + values > key_room && r.table.occupied_keys()? + values > key_room;
-            if (pool_short || keys_short) && status.pool_used > 0 {
-                self.flush(&mut r)?;
-            }
-            r.inserted += values;
+            r.first_window[t] = p.first_window;
         }
+        // Each window adds at most sketch_size values and keys, each value taking at most 2 pool
+        // slots; keys are kept below 90% of the slots so that probing stays short.
+        let windows: u64 = batch.iter().map(|p| self.params.window_count(p.seq.len())).sum();
+        let values = windows * self.params.sketch_size as u64;
+        let key_room = r.table.key_slots() * 9 / 10;
+        let status = r.table.status()?;
+        let pool_short = r.table.pool_free(&status) < 2 * values;
+        let keys_short = r.inserted + values > key_room && r.table.occupied_keys()? + values > key_room;
+        if (pool_short || keys_short) && status.pool_used > 0 {
+            self.flush(&mut r)?;
+        }
+        r.inserted += values;
         let dev = DeviceBatch::upload(self.gpu, batch, &self.params)?;
-        self.insert_uploaded(&dev)
+        self.insert_locked(&r, &dev)
     }
 
     /// Moves the table's contents to host bins as (feature, global window) pairs and empties it.
@@ -296,6 +296,10 @@ impl<'g> GpuBuild<'g> {
     /// Runs the fused kernel on a batch already on the device and checks the status word.
     pub fn insert_uploaded(&self, dev: &DeviceBatch) -> Result<(), BuildError> {
         let r = self.table.lock().expect("no GPU batch panicked");
+        self.insert_locked(&r, dev)
+    }
+
+    fn insert_locked(&self, r: &Rounds<'g>, dev: &DeviceBatch) -> Result<(), BuildError> {
         let table = &r.table;
         let gpu = self.gpu;
         if dev.windows > 0 {
