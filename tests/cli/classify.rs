@@ -26,6 +26,13 @@ fn r2() -> PathBuf {
     data().join("reads/sample_R2.fq.gz")
 }
 
+/// `classify` of the bundled read pairs.
+fn classify_pairs() -> assert_cmd::Command {
+    let mut c = classify();
+    c.arg("-1").arg(r1()).arg("-2").arg(r2());
+    c
+}
+
 fn classify() -> assert_cmd::Command {
     let mut c = kmerdb();
     c.arg("classify").arg("-d").arg(db());
@@ -47,11 +54,7 @@ fn multiqc_matches(line: &str) -> bool {
 fn paired_reads_give_kraken_lines_report_and_abundance() {
     let dir = tempfile::tempdir().unwrap();
     let (out, report, abund) = (dir.path().join("s.kraken"), dir.path().join("s.kreport"), dir.path().join("s.tsv"));
-    classify()
-        .arg("-1")
-        .arg(r1())
-        .arg("-2")
-        .arg(r2())
+    classify_pairs()
         .arg("-o")
         .arg(&out)
         .arg("-r")
@@ -148,7 +151,7 @@ fn interleaved_reads_equal_the_two_files() {
     }
     let path = dir.path().join("il.fq");
     std::fs::write(&path, il).unwrap();
-    let paired = classify().arg("-1").arg(r1()).arg("-2").arg(r2()).output().unwrap();
+    let paired = classify_pairs().output().unwrap();
     let inter = classify().arg("--interleaved").arg(&path).output().unwrap();
     assert!(paired.status.success() && inter.status.success());
     assert_eq!(paired.stdout, inter.stdout);
@@ -187,28 +190,14 @@ fn classified_and_unclassified_reads_are_written_per_mate() {
     let dir = tempfile::tempdir().unwrap();
     let c = dir.path().join("c#.fq.gz");
     let u = dir.path().join("u#.fq");
-    classify()
-        .arg("-1")
-        .arg(r1())
-        .arg("-2")
-        .arg(r2())
-        .arg("--classified-out")
-        .arg(&c)
-        .arg("--unclassified-out")
-        .arg(&u)
-        .assert()
-        .success();
+    classify_pairs().arg("--classified-out").arg(&c).arg("--unclassified-out").arg(&u).assert().success();
     let c1 = gunzip(&dir.path().join("c_1.fq.gz"));
     let u1 = std::fs::read_to_string(dir.path().join("u_1.fq")).unwrap();
     let u2 = std::fs::read_to_string(dir.path().join("u_2.fq")).unwrap();
     assert_eq!((c1.lines().count() + u1.lines().count()) / 4, PAIRS);
     assert_eq!(u1.lines().count(), u2.lines().count());
     assert!(c1.starts_with('@'));
-    classify()
-        .arg("-1")
-        .arg(r1())
-        .arg("-2")
-        .arg(r2())
+    classify_pairs()
         .arg("--classified-out")
         .arg(dir.path().join("nohash.fq"))
         .assert()
@@ -320,11 +309,7 @@ fn bad_input_fails_clearly_and_leaves_no_output() {
 fn golden_report_and_abundance_of_the_bundled_sample() {
     let dir = tempfile::tempdir().unwrap();
     let (report, abund) = (dir.path().join("s.kreport"), dir.path().join("s.tsv"));
-    classify()
-        .arg("-1")
-        .arg(r1())
-        .arg("-2")
-        .arg(r2())
+    classify_pairs()
         .arg("-r")
         .arg(&report)
         .arg("--abundance")
