@@ -6,7 +6,7 @@
 //! policy, chosen because it is deterministic and unbiased: keeping "the first N" would keep
 //! whichever targets happen to sort first.
 
-use crate::index::bcht::{self, Slot};
+use crate::index::bcht;
 use crate::index::locations::{ListWriter, LocationLayout, ShardOverflow};
 use crate::index::write::ShardData;
 use crate::sketch::Feature;
@@ -30,17 +30,23 @@ impl std::ops::AddAssign for ShardStats {
 }
 
 /// Lays out one shard from its features in ascending order, each with its sorted locations: the
-/// last step of both the CPU and the GPU build, so that both write the same bytes.
+/// CPU build's last step, and the reference the GPU condense (`gpu::condense`) matches byte for byte.
+///
+/// Lists are laid out in the key index's slot order (not key order), so that the GPU can write them
+/// as soon as the keys are placed, without sorting the keys.
 pub struct ShardAssembler {
     cap: u32,
-    lists: ListWriter,
-    entries: Vec<Slot>,
+    layout: LocationLayout,
+    keys: Vec<Feature>,
+    /// Where each key's locations start in `locs` (one more entry than `keys`).
+    starts: Vec<usize>,
+    locs: Vec<u64>,
     stats: ShardStats,
 }
 
 impl ShardAssembler {
     pub fn new(layout: &LocationLayout, cap: u32) -> Self {
-        Self { cap, lists: ListWriter::new(*layout), entries: Vec::new(), stats: ShardStats::default() }
+        Self { cap, layout: *layout, keys: Vec::new(), starts: vec![0], locs: Vec::new(), stats: ShardStats::default() }
     }
 
     /// Whether a feature with `count` locations is kept; if not, it is counted as dropped.
@@ -53,18 +59,25 @@ impl ShardAssembler {
         true
     }
 
-    /// Adds a kept feature (see [`keeps`](Self::keeps)) with its sorted, packed locations.
-    pub fn add(&mut self, feature: Feature, locs: &[u64]) -> Result<(), ShardOverflow> {
-        let value = self.lists.add(locs)?;
-        self.entries.push(Slot { key: feature, value });
+    /// Adds a kept feature (see [`keeps`](Self::keeps)), greater than the ones before, with its
+    /// sorted, packed locations.
+    pub fn add(&mut self, feature: Feature, locs: &[u64]) {
+        debug_assert!(self.keys.last().is_none_or(|&k| k < feature));
+        self.keys.push(feature);
+        self.locs.extend_from_slice(locs);
+        self.starts.push(self.locs.len());
         self.stats.features += 1;
         self.stats.locations += locs.len() as u64;
-        Ok(())
     }
 
-    pub fn finish(self) -> (ShardData, ShardStats) {
-        let slots = bcht::build(&self.entries);
-        (ShardData { slots, words: self.lists.finish() }, self.stats)
+    pub fn finish(self) -> Result<(ShardData, ShardStats), ShardOverflow> {
+        let mut slots = bcht::place(&self.keys);
+        let mut lists = ListWriter::new(self.layout);
+        for slot in slots.iter_mut().filter(|s| s.key != bcht::EMPTY_KEY) {
+            let i = slot.value as usize;
+            slot.value = lists.add(&self.locs[self.starts[i]..self.starts[i + 1]])?;
+        }
+        Ok((ShardData { slots, words: lists.finish() }, self.stats))
     }
 }
 
@@ -119,11 +132,11 @@ pub fn condense_located(
         if shard.keeps(group.len()) {
             locs.clear();
             locs.extend(group.iter().map(|&(_, loc)| loc));
-            shard.add(group[0].0, &locs)?;
+            shard.add(group[0].0, &locs);
         }
     }
     drop(located);
-    Ok(shard.finish())
+    shard.finish()
 }
 
 #[cfg(test)]

@@ -10,8 +10,9 @@
 //! So a lookup reads candidate buckets in order and stops at the key or at the first empty slot:
 //! at most 3 bucket reads, and usually 1 for a feature that is not in the index.
 //!
-//! The table is built once, from keys in ascending order, by a sequential cuckoo walk whose
-//! choices come from a fixed-seed generator: the same keys always give the same bytes.
+//! The table is built once, in rounds that do not depend on the order keys are visited in (so the
+//! GPU can run them in parallel), then a cuckoo walk for the few keys left over whose choices come
+//! from a fixed-seed generator: the same keys always give the same bytes (see [`build`]).
 
 use crate::sketch::{Feature, NO_FEATURE};
 
@@ -75,26 +76,82 @@ pub fn lookup(slots: &[Slot], key: Feature) -> Option<u32> {
     None
 }
 
+/// Buckets of the first table tried for `n` keys.
+pub fn initial_buckets(n: usize) -> usize {
+    if n == 0 { 0 } else { ((n as f64 / (BUCKET_SLOTS as f64 * TARGET_LOAD)).ceil() as usize).max(1) }
+}
+
+/// The next table size to try after a failed one.
+pub fn grown_buckets(n_buckets: usize) -> usize {
+    n_buckets + n_buckets / 32 + 1
+}
+
 /// Builds the table for `entries`: (key, value) pairs with distinct keys, none of them [`EMPTY_KEY`],
 /// in ascending key order. An empty input gives an empty table.
+///
+/// Two phases, both deterministic:
+/// 1. [`place_rounds`]: in round `j` every key not yet placed goes to its `j`-th candidate bucket if
+///    that has room, smallest keys first. The result does not depend on the order keys are visited
+///    in, so the GPU runs it in parallel (`place_round` in `cuda/condense.cu`) and gets these bytes.
+/// 2. [`place_stragglers`]: the few keys whose three buckets filled up (about 3% at load 0.98) go
+///    through a cuckoo walk, sequentially, with a fixed-seed generator.
+///
+/// If a walk fails, the table grows by about 3% and both phases start again.
 pub fn build(entries: &[Slot]) -> Vec<Slot> {
-    if entries.is_empty() {
-        return Vec::new();
+    let keys: Vec<Feature> = entries.iter().map(|e| e.key).collect();
+    let mut slots = place(&keys);
+    for s in slots.iter_mut().filter(|s| s.key != EMPTY_KEY) {
+        s.value = entries[s.value as usize].value;
     }
-    let mut n_buckets = (entries.len() as f64 / (BUCKET_SLOTS as f64 * TARGET_LOAD)).ceil() as usize;
+    slots
+}
+
+/// Places ascending, distinct `keys`; each occupied slot's value is the index of its key.
+pub fn place(keys: &[Feature]) -> Vec<Slot> {
+    let mut n_buckets = initial_buckets(keys.len());
     loop {
-        if let Some(table) = try_build(entries, n_buckets.max(1)) {
-            return table;
+        let (mut slots, stragglers) = place_rounds(keys, n_buckets);
+        if place_stragglers(&mut slots, &stragglers) {
+            return slots;
         }
-        n_buckets += n_buckets / 32 + 1;
+        n_buckets = grown_buckets(n_buckets);
     }
 }
 
-fn try_build(entries: &[Slot], n_buckets: usize) -> Option<Vec<Slot>> {
+/// Phase 1 of [`build`] on a table of `n_buckets`: the slots (values are key indexes) and the keys
+/// left over, ascending, as slots.
+pub fn place_rounds(keys: &[Feature], n_buckets: usize) -> (Vec<Slot>, Vec<Slot>) {
     let mut slots = vec![EMPTY_SLOT; n_buckets * BUCKET_SLOTS];
     let mut fill = vec![0u8; n_buckets];
+    let mut left: Vec<Slot> = keys.iter().enumerate().map(|(i, &key)| Slot { key, value: i as u32 }).collect();
+    for j in 0..HASH_FUNCTIONS {
+        left.retain(|&s| {
+            let b = bucket_of(s.key, j, n_buckets);
+            if (fill[b] as usize) < BUCKET_SLOTS {
+                slots[b * BUCKET_SLOTS + fill[b] as usize] = s;
+                fill[b] += 1;
+                false
+            } else {
+                true
+            }
+        });
+    }
+    (slots, left)
+}
+
+/// Phase 2 of [`build`]: places `stragglers` (ascending) into `slots` by cuckoo walks. False if a
+/// walk gave up: the table must grow.
+pub fn place_stragglers(slots: &mut [Slot], stragglers: &[Slot]) -> bool {
+    let n_buckets = slots.len() / BUCKET_SLOTS;
+    if stragglers.is_empty() {
+        return true;
+    }
+    let mut fill: Vec<u8> = slots
+        .chunks(BUCKET_SLOTS)
+        .map(|b| b.iter().position(|s| s.key == EMPTY_KEY).unwrap_or(BUCKET_SLOTS) as u8)
+        .collect();
     let mut rng = XorShift64(0x2545_f491_4f6c_dd1d ^ n_buckets as u64);
-    for &entry in entries {
+    for &entry in stragglers {
         let mut cur = entry;
         // The bucket `cur` was just evicted from, which it must not go back to.
         let mut from = usize::MAX;
@@ -110,7 +167,7 @@ fn try_build(entries: &[Slot], n_buckets: usize) -> Option<Vec<Slot>> {
             // Every candidate is full: swap `cur` with a random slot of a random other candidate.
             let others: Vec<usize> = candidates.iter().copied().filter(|&b| b != from).collect();
             if others.is_empty() {
-                return None;
+                return false;
             }
             let b = others[(rng.next() % others.len() as u64) as usize];
             let s = b * BUCKET_SLOTS + (rng.next() % BUCKET_SLOTS as u64) as usize;
@@ -118,10 +175,10 @@ fn try_build(entries: &[Slot], n_buckets: usize) -> Option<Vec<Slot>> {
             from = b;
         }
         if !placed {
-            return None;
+            return false;
         }
     }
-    Some(slots)
+    true
 }
 
 /// A small fixed-seed generator: the builder's choices must be the same on every run.
@@ -183,6 +240,19 @@ mod tests {
         for bucket in table.chunks(BUCKET_SLOTS) {
             let first_empty = bucket.iter().position(|s| s.key == EMPTY_KEY).unwrap_or(BUCKET_SLOTS);
             assert!(bucket[first_empty..].iter().all(|s| s.key == EMPTY_KEY));
+        }
+    }
+
+    /// At the target load the rounds leave a few keys over, so the walk is exercised here.
+    #[test]
+    fn rounds_leave_stragglers_that_the_walk_places() {
+        let entries = random_entries(100_000, 7);
+        let keys: Vec<u32> = entries.iter().map(|e| e.key).collect();
+        let (mut slots, left) = place_rounds(&keys, initial_buckets(keys.len()));
+        assert!(!left.is_empty() && left.len() < keys.len() / 10, "{} left", left.len());
+        assert!(place_stragglers(&mut slots, &left));
+        for (i, &k) in keys.iter().enumerate() {
+            assert_eq!(lookup(&slots, k), Some(i as u32));
         }
     }
 

@@ -73,29 +73,25 @@ pub struct ShardOverflow;
 pub struct ListWriter {
     layout: LocationLayout,
     words: Vec<u32>,
+    /// Bits not yet in a whole word, LSB first.
+    pending: u128,
+    pending_bits: u32,
     entries: u64,
 }
 
 impl ListWriter {
     pub fn new(layout: LocationLayout) -> Self {
-        Self { layout, words: Vec::new(), entries: 0 }
+        Self { layout, words: Vec::new(), pending: 0, pending_bits: 0, entries: 0 }
     }
 
     fn push(&mut self, value: u64) {
-        let eb = self.layout.entry_bits as u64;
-        let mut bit = self.entries * eb;
-        let mut left = eb;
-        let mut v = value;
-        while left > 0 {
-            let (w, shift) = ((bit / 32) as usize, (bit % 32) as u32);
-            if w == self.words.len() {
-                self.words.push(0);
-            }
-            let take = (32 - shift as u64).min(left);
-            self.words[w] |= ((v & ((1u64 << take) - 1)) as u32) << shift;
-            v >>= take;
-            bit += take;
-            left -= take;
+        debug_assert!(self.layout.entry_bits == 64 || value >> self.layout.entry_bits == 0);
+        self.pending |= (value as u128) << self.pending_bits;
+        self.pending_bits += self.layout.entry_bits;
+        while self.pending_bits >= 32 {
+            self.words.push(self.pending as u32);
+            self.pending >>= 32;
+            self.pending_bits -= 32;
         }
         self.entries += 1;
     }
@@ -115,6 +111,9 @@ impl ListWriter {
 
     /// The stream's words, padded.
     pub fn finish(mut self) -> Vec<u32> {
+        if self.pending_bits > 0 {
+            self.words.push(self.pending as u32);
+        }
         self.words.extend([0; PAD_WORDS]);
         self.words
     }
