@@ -1,11 +1,11 @@
 // The GPU build: a fused kernel from sequence bytes to (feature, location) pairs in the bucket-list
-// table, and the condense kernels that turn the table into sorted location lists. Each kernel has
-// a CPU twin: sketch_windows ~ Sketcher::sketch_windows, the table ~ HashMap<u32, Vec<u64>>,
-// fill_lists ~ condense_shard's renumbering and sorting (src/build).
+// table (the condense kernels are in condense.cuh). Each kernel has a CPU twin:
+// sketch_windows ~ Sketcher::sketch_windows, the table ~ HashMap<u32, Vec<u64>>.
 #include "common.cuh"
 #include "sketch.cuh"
 #include "bucket_list.cuh"
 #include "limits.cuh"
+#include "condense.cuh"
 
 // A batch of sequences: bytes back to back; record r has bytes [offset[r], offset[r] + len[r]),
 // target `target[r]` and windows [first_window[r], first_window[r + 1]) of the batch's numbering.
@@ -101,68 +101,4 @@ ENTRY_POINTS(32)
 // Fills n words with v (key tables start with every slot empty).
 extern "C" __global__ void fill_u32(u32* p, u64 n, u32 v) {
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) p[i] = v;
-}
-
-// Renumbering of targets at condense time: remap[provisional] = final id, or NO_FEATURE to drop
-// the target's values. With remap_len == 0 values are kept as they are (table tests).
-struct Remap {
-    const u32* remap;
-    u32 remap_len;
-    u32 window_bits;
-};
-
-__device__ __forceinline__ bool remap_value(const Remap& m, u64 v, u64* out) {
-    if (m.remap_len == 0) {
-        *out = v;
-        return true;
-    }
-    const u32 target = (u32)(v >> 32);
-    if (target >= m.remap_len || m.remap[target] == NO_FEATURE) return false;
-    *out = ((u64)m.remap[target] << m.window_bits) | (u32)v;
-    return true;
-}
-
-// Counts occupied key slots.
-extern "C" __global__ void count_keys(Table t, u64 capacity, u64* occupied) {
-    u64 mine = 0;
-    for (u64 s = blockIdx.x * (u64)blockDim.x + threadIdx.x; s < capacity; s += (u64)gridDim.x * blockDim.x)
-        mine += t.keys[s] != NO_FEATURE;
-    if (mine) atomicAdd(occupied, mine);
-}
-
-// Lists every key with at least one kept value: (key, slot, kept values), in no particular order.
-extern "C" __global__ void collect_keys(Table t, u64 capacity, Remap m, u32* keys, u32* slots, u32* counts,
-                                        u64* n) {
-    for (u64 s = blockIdx.x * (u64)blockDim.x + threadIdx.x; s < capacity; s += (u64)gridDim.x * blockDim.x) {
-        const u32 key = t.keys[s];
-        if (key == NO_FEATURE) continue;
-        u32 kept = 0;
-        u64 out;
-        for_each_value(t, (u32)s, [&](u64 v) { kept += remap_value(m, v, &out); });
-        if (kept == 0) continue;
-        const u64 i = atomicAdd(n, 1ull);
-        keys[i] = key;
-        slots[i] = (u32)s;
-        counts[i] = kept;
-    }
-}
-
-// Writes the kept values of slots[i] at out[offsets[i]..], renumbered and packed; sorted ascending
-// when `sort` is set (the build fills only lists within the location cap, so these are short).
-extern "C" __global__ void fill_lists(Table t, Remap m, const u32* slots, const u64* offsets, u64 n, u32 sort,
-                                      u64* out) {
-    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
-        u64* list = out + offsets[i];
-        u64 len = 0;
-        for_each_value(t, slots[i], [&](u64 v) {
-            u64 packed;
-            if (!remap_value(m, v, &packed)) return;
-            u64 j = len++;
-            while (sort && j > 0 && list[j - 1] > packed) {
-                list[j] = list[j - 1];
-                --j;
-            }
-            list[j] = packed;
-        });
-    }
 }

@@ -280,3 +280,67 @@ fn rounds_flushed_to_host_memory_give_the_same_bytes() {
         println!("identical index bytes after rounds: {}", set.display());
     }
 }
+
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_scan_equals_a_prefix_sum() {
+    let g = gpu();
+    let mut rng = StdRng::seed_from_u64(11);
+    // One tile, its edges, and enough tiles for the scan of tile sums to recurse twice.
+    for n in [1usize, 2047, 2048, 2049, 100_000, 5_000_000] {
+        let input: Vec<u64> = (0..n).map(|_| rng.random_range(0..300)).collect();
+        let dev = g.stream.clone_htod(&input).unwrap();
+        let mut out = g.stream.alloc_zeros::<u64>(n).unwrap();
+        kmerdb::gpu::condense::exclusive_scan(&g, &dev, n as u64, &mut out).unwrap();
+        let got = g.stream.clone_dtoh(&out).unwrap();
+        let mut run = 0u64;
+        for (i, (&x, &y)) in input.iter().zip(&got).enumerate() {
+            assert_eq!(y, run, "n = {n}: item {i}");
+            run += x;
+        }
+    }
+}
+
+/// The GPU condense against its CPU twin on a table of random lists: targets renumbered or left
+/// out, lists over the cap dropped, enough keys per shard that the rounds leave keys to the host.
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_condense_equals_the_cpu_assembler() {
+    use kmerdb::build::condense::condense_located;
+    use kmerdb::index::LocationLayout;
+    let g = gpu();
+    let mut rng = StdRng::seed_from_u64(12);
+    let (targets, windows, cap) = (40u32, 1000u32, 20u32);
+    let (mut keys, mut values) = (Vec::new(), Vec::new());
+    for _ in 0..600_000 {
+        let key = rng.random_range(0..NO_FEATURE);
+        let m = if rng.random_bool(0.6) { 1 } else { rng.random_range(1..=cap + 5) };
+        for _ in 0..m {
+            keys.push(key);
+            values.push((rng.random_range(0..targets) as u64) << 32 | rng.random_range(0..windows) as u64);
+        }
+    }
+    // Provisional target t becomes final target t / 2 when t % 3 != 0; the others are left out.
+    let final_id: Vec<Option<u32>> = (0..targets).map(|t| (t % 3 != 0).then_some(t / 2)).collect();
+    let layout = LocationLayout::for_counts(targets as u64 / 2, windows as u64, cap);
+    let shard_bits = 6;
+
+    let mut per_shard: Vec<Vec<(u32, u64)>> = vec![Vec::new(); 1 << shard_bits];
+    for (&k, &v) in keys.iter().zip(&values) {
+        if let Some(f) = final_id[(v >> 32) as usize] {
+            per_shard[((k as u64) << shard_bits >> 32) as usize].push((k, layout.pack(f, v as u32)));
+        }
+    }
+    let expected: Vec<_> = per_shard.into_iter().map(|p| condense_located(p, &layout, cap).unwrap()).collect();
+
+    let mut t = BucketListTable::new(&g, TableConfig::new(keys.len() as u64, keys.len() as u64 * 3)).unwrap();
+    t.insert_pairs(&keys, &values).unwrap();
+    assert_eq!(t.status().unwrap().bits, 0);
+    let got = kmerdb::gpu::condense::condense(&t, &g, &final_id, &layout, cap, shard_bits).unwrap();
+    assert_eq!(got.len(), expected.len());
+    for (sh, ((gd, gs), (cd, cs))) in got.iter().zip(&expected).enumerate() {
+        assert_eq!(format!("{gs:?}"), format!("{cs:?}"), "shard {sh}: stats differ");
+        assert!(gd.slots == cd.slots, "shard {sh}: key index differs");
+        assert!(gd.words == cd.words, "shard {sh}: list stream differs");
+    }
+}

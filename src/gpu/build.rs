@@ -5,22 +5,20 @@
 //! each (feature, provisional target, window) into the bucket-list table. The status word is read
 //! after every batch: a full table or pool stops the build with a message, never silently.
 //!
-//! Stage 3 (`GpuBuild::condense`): once targets have their final numbers, the GPU lists the keys
-//! and counts each key's kept values (`collect_keys`), and writes each list renumbered, packed and
-//! sorted (`fill_lists`). The host orders the keys and lays out shards with the same
-//! `ShardAssembler` as the CPU build, so the index bytes are the same.
+//! Stage 3 (`GpuBuild::condense`, in `gpu::condense`): once targets have their final numbers, the
+//! GPU lays out every shard's key index and list stream, with the CPU build's bytes.
 
 use crate::build::BuildError;
-use crate::build::condense::{ShardAssembler, ShardStats};
+use crate::build::condense::ShardStats;
 use crate::build::sketching::Pending;
-use crate::gpu::table::{BucketListTable, KeyList, TableConfig, launch_config, ptr};
+use crate::gpu::table::{BucketListTable, TableConfig, launch_config, ptr};
 use crate::gpu::{Gpu, GpuError};
 use crate::index::LocationLayout;
 use crate::index::write::ShardData;
 use crate::input::Source;
 use crate::sketch::SketchParams;
-use cudarc::driver::{DeviceRepr, PushKernelArg};
-use std::sync::Mutex;
+use cudarc::driver::{CudaEvent, CudaStream, DeviceRepr, PinnedHostSlice, PushKernelArg};
+use std::sync::{Arc, Mutex};
 
 /// Bases sent to the GPU per batch.
 pub const BATCH_BASES: usize = 64 << 20;
@@ -127,6 +125,96 @@ impl DeviceBatch {
     }
 }
 
+/// One of the two upload buffers of a build: pinned host memory the reading thread packs a batch
+/// into, and device memory of the same size that the copy stream fills while the GPU is still
+/// inserting the batch before (the other buffer).
+struct Staging {
+    seq: PinnedHostSlice<u8>,
+    offset: PinnedHostSlice<u64>,
+    len: PinnedHostSlice<u32>,
+    target: PinnedHostSlice<u32>,
+    first_window: PinnedHostSlice<u64>,
+    dev: DeviceBatch,
+    /// Recorded after the last kernel that read `dev`.
+    done: Option<CudaEvent>,
+}
+
+impl Staging {
+    fn new(gpu: &Gpu, bases: usize, records: usize) -> Result<Self, GpuError> {
+        let (bases, records) = (bases.max(1), records.max(1));
+        let s = &gpu.stream;
+        // SAFETY: pinned memory starts uninitialised; only the parts `stage` writes are copied.
+        let pinned = unsafe {
+            (
+                gpu.ctx.alloc_pinned::<u8>(bases)?,
+                gpu.ctx.alloc_pinned::<u64>(records)?,
+                gpu.ctx.alloc_pinned::<u32>(records)?,
+                gpu.ctx.alloc_pinned::<u32>(records)?,
+                gpu.ctx.alloc_pinned::<u64>(records + 1)?,
+            )
+        };
+        let dev = DeviceBatch {
+            seq: s.alloc_zeros::<u8>(bases)?,
+            offset: s.alloc_zeros::<u64>(records)?,
+            len: s.alloc_zeros::<u32>(records)?,
+            target: s.alloc_zeros::<u32>(records)?,
+            first_window: s.alloc_zeros::<u64>(records + 1)?,
+            records: 0,
+            windows: 0,
+        };
+        // The copy stream writes these buffers: their allocation must be complete first.
+        s.synchronize()?;
+        let (seq, offset, len, target, first_window) = pinned;
+        Ok(Self { seq, offset, len, target, first_window, dev, done: None })
+    }
+
+    fn fits(&self, bases: usize, records: usize) -> bool {
+        bases <= self.seq.len() && records <= self.len.len()
+    }
+
+    /// Packs `batch` into pinned memory and queues its upload on `copy`; returns the event the
+    /// kernel must wait for.
+    fn stage(
+        &mut self,
+        copy: &Arc<CudaStream>,
+        batch: &[Pending],
+        params: &SketchParams,
+    ) -> Result<CudaEvent, GpuError> {
+        if let Some(done) = self.done.take() {
+            done.synchronize()?;
+        }
+        let (seq, offset, len, target, first_window) = (
+            self.seq.as_mut_slice()?,
+            self.offset.as_mut_slice()?,
+            self.len.as_mut_slice()?,
+            self.target.as_mut_slice()?,
+            self.first_window.as_mut_slice()?,
+        );
+        // Pinned memory is write-combined: written once in order, never read back.
+        let (mut at, mut windows) = (0usize, 0u64);
+        first_window[0] = 0;
+        for (r, p) in batch.iter().enumerate() {
+            seq[at..at + p.seq.len()].copy_from_slice(&p.seq);
+            offset[r] = at as u64;
+            len[r] = p.seq.len() as u32;
+            target[r] = p.target;
+            windows += params.window_count(p.seq.len());
+            first_window[r + 1] = windows;
+            at += p.seq.len();
+        }
+        let records = batch.len();
+        let d = &mut self.dev;
+        copy.memcpy_htod(&seq[..at], &mut d.seq.slice_mut(..at))?;
+        copy.memcpy_htod(&offset[..records], &mut d.offset.slice_mut(..records))?;
+        copy.memcpy_htod(&len[..records], &mut d.len.slice_mut(..records))?;
+        copy.memcpy_htod(&target[..records], &mut d.target.slice_mut(..records))?;
+        copy.memcpy_htod(&first_window[..=records], &mut d.first_window.slice_mut(..=records))?;
+        d.records = records as u32;
+        d.windows = windows;
+        Ok(copy.record_event(None)?)
+    }
+}
+
 pub use crate::compute::GpuBuildOptions;
 
 /// A GPU build in progress.
@@ -148,6 +236,11 @@ struct Rounds<'g> {
     rounds: usize,
     /// Values inserted since the last flush: an upper bound of the keys in use.
     inserted: u64,
+    /// Double-buffered uploads: batch i is copied into `staging[i % 2]` on `copy` while batch
+    /// i - 1 is inserted.
+    staging: [Option<Staging>; 2],
+    next: usize,
+    copy: Arc<CudaStream>,
 }
 
 /// What stage 1 on the GPU leaves: the table, or (after rounds) host bins for the CPU condense.
@@ -210,7 +303,16 @@ impl<'g> GpuBuild<'g> {
             config.group
         );
         let table = BucketListTable::new(gpu, config)?;
-        let rounds = Rounds { table, first_window: Vec::new(), bins: Vec::new(), rounds: 0, inserted: 0 };
+        let rounds = Rounds {
+            table,
+            first_window: Vec::new(),
+            bins: Vec::new(),
+            rounds: 0,
+            inserted: 0,
+            staging: [None, None],
+            next: 0,
+            copy: gpu.ctx.new_stream()?,
+        };
         Ok(Self {
             gpu,
             params: *params,
@@ -219,12 +321,14 @@ impl<'g> GpuBuild<'g> {
         })
     }
 
-    /// Stage 1 for one batch: upload, sketch and insert, then check the status word. When the pool
-    /// might not hold the batch, the table's contents are first flushed to host memory (a round).
+    /// Stage 1 for one batch: upload, sketch and insert. The upload overlaps the insertion of the
+    /// batch before, whose status word is read meanwhile. When the pool might not hold this batch,
+    /// the table's contents are first flushed to host memory (a round).
     pub fn insert_batch(&self, batch: &[Pending]) -> Result<(), BuildError> {
         // One lock from the room check to the insert: batches from other reading threads must not
         // slip in between and fill the room this one was promised.
-        let mut r = self.table.lock().expect("no GPU batch panicked");
+        let mut guard = self.table.lock().expect("no GPU batch panicked");
+        let r = &mut *guard;
         for p in batch {
             let t = p.target as usize;
             if r.first_window.len() <= t {
@@ -232,20 +336,51 @@ impl<'g> GpuBuild<'g> {
             }
             r.first_window[t] = p.first_window;
         }
-        // Each window adds at most sketch_size values and keys, each value taking at most 2 pool
-        // slots; keys are kept below 90% of the slots so that probing stays short.
+        // 1. Upload on the copy stream.
+        let (bases, records) = (batch.iter().map(|p| p.seq.len()).sum::<usize>(), batch.len());
+        let slot = r.next;
+        r.next ^= 1;
+        if !r.staging[slot].as_ref().is_some_and(|st| st.fits(bases, records)) {
+            r.staging[slot] = None;
+            r.staging[slot] = Some(Staging::new(self.gpu, bases.max(BATCH_BASES), records.max(1 << 16))?);
+        }
+        let staging = r.staging[slot].as_mut().expect("just made");
+        let uploaded = staging.stage(&r.copy, batch, &self.params)?;
+
+        // 2. Meanwhile, the status of the batches before (this waits for the last kernel), and
+        // room for this one. Each window adds at most sketch_size values and keys, each value
+        // taking at most 2 pool slots; keys are kept below 90% of the slots so that probing stays
+        // short.
+        let status = self.check_status(&r.table)?;
         let windows: u64 = batch.iter().map(|p| self.params.window_count(p.seq.len())).sum();
         let values = windows * self.params.sketch_size as u64;
         let key_room = r.table.key_slots() * 9 / 10;
-        let status = r.table.status()?;
         let pool_short = r.table.pool_free(&status) < 2 * values;
         let keys_short = r.inserted + values > key_room && r.table.occupied_keys()? + values > key_room;
         if (pool_short || keys_short) && status.pool_used > 0 {
-            self.flush(&mut r)?;
+            self.flush(r)?;
         }
         r.inserted += values;
-        let dev = DeviceBatch::upload(self.gpu, batch, &self.params)?;
-        self.insert_locked(&r, &dev)
+
+        // 3. The kernel, once the upload is in.
+        self.gpu.stream.wait(&uploaded).map_err(GpuError::from)?;
+        let staging = r.staging[slot].as_mut().expect("staged above");
+        self.launch_insert(&r.table, &staging.dev)?;
+        staging.done = Some(self.gpu.stream.record_event(None).map_err(GpuError::from)?);
+        Ok(())
+    }
+
+    /// Waits for the table's work and reads its status word: a full table or pool is an error.
+    fn check_status(&self, table: &BucketListTable) -> Result<crate::gpu::table::TableStatus, BuildError> {
+        let status = table.status()?;
+        if status.is_error() {
+            return Err(GpuError::TableFull {
+                what: status.describe(),
+                needed: format!("{} key slots and {} value slots", table.key_slots(), table.config().pool_slots),
+            }
+            .into());
+        }
+        Ok(status)
     }
 
     /// Moves the table's contents to host bins as (feature, global window) pairs and empties it.
@@ -285,6 +420,9 @@ impl<'g> GpuBuild<'g> {
     /// for the CPU condense (which gives the same bytes).
     pub fn finish(self) -> Result<Inserted<'g>, BuildError> {
         let mut r = self.table.lock().expect("no GPU batch panicked");
+        // The last batch's status.
+        self.check_status(&r.table)?;
+        r.staging = [None, None];
         if r.rounds == 0 {
             drop(r);
             return Ok(Inserted::Table(self));
@@ -293,14 +431,16 @@ impl<'g> GpuBuild<'g> {
         Ok(Inserted::Bins(std::mem::take(&mut r.bins)))
     }
 
-    /// Runs the fused kernel on a batch already on the device and checks the status word.
+    /// Runs the fused kernel on a batch already on the device and checks the status word (the
+    /// benchmark's entry point).
     pub fn insert_uploaded(&self, dev: &DeviceBatch) -> Result<(), BuildError> {
         let r = self.table.lock().expect("no GPU batch panicked");
-        self.insert_locked(&r, dev)
+        self.launch_insert(&r.table, dev)?;
+        self.check_status(&r.table)?;
+        Ok(())
     }
 
-    fn insert_locked(&self, r: &Rounds<'g>, dev: &DeviceBatch) -> Result<(), BuildError> {
-        let table = &r.table;
+    fn launch_insert(&self, table: &BucketListTable, dev: &DeviceBatch) -> Result<(), BuildError> {
         let gpu = self.gpu;
         if dev.windows > 0 {
             let f = gpu.function(&format!("build_insert_g{}", table.config().group))?;
@@ -310,18 +450,10 @@ impl<'g> GpuBuild<'g> {
             // SAFETY: reads the batch, writes only the table.
             unsafe { l.launch(launch_config(gpu, dev.windows)) }.map_err(GpuError::from)?;
         }
-        let status = table.status()?;
-        if status.is_error() {
-            return Err(GpuError::TableFull {
-                what: status.describe(),
-                needed: format!("{} key slots and {} value slots", table.key_slots(), table.config().pool_slots),
-            }
-            .into());
-        }
         Ok(())
     }
 
-    /// Stage 3: the shards, from the table and the final target numbers.
+    /// Stage 3: the shards, from the table and the final target numbers (`gpu::condense`).
     pub fn condense(
         self,
         final_id: &[Option<u32>],
@@ -330,64 +462,6 @@ impl<'g> GpuBuild<'g> {
         shard_bits: u32,
     ) -> Result<Vec<(ShardData, ShardStats)>, BuildError> {
         let table = self.table.into_inner().expect("no GPU batch panicked").table;
-        let mut clock = std::time::Instant::now();
-        let mut lap = |what: &str| {
-            log::debug!("GPU condense: {what} {:.2} s", clock.elapsed().as_secs_f64());
-            clock = std::time::Instant::now();
-        };
-        let remap: Vec<u32> = final_id.iter().map(|f| f.unwrap_or(crate::sketch::NO_FEATURE)).collect();
-        let (mut lists, _remap_dev, margs) = table.collect(Some((&remap, layout.window_bits)))?;
-        lap("collect keys (GPU, download)");
-        {
-            use rayon::slice::ParallelSliceMut;
-            lists.par_sort_unstable_by_key(|l| l.key);
-        }
-        lap("sort keys (host)");
-        // Keys are sorted, so each shard is a contiguous run: split at the shard boundaries and let
-        // every shard filter its overpopulated features and lay itself out in parallel.
-        let n_shards = 1usize << shard_bits;
-        let bounds: Vec<usize> = (0..=n_shards)
-            .map(|sh| lists.partition_point(|l| ((l.key as u64) << shard_bits >> 32) < sh as u64))
-            .collect();
-        use rayon::prelude::*;
-        let per_shard: Vec<(ShardAssembler, Vec<KeyList>)> = (0..n_shards)
-            .into_par_iter()
-            .map(|sh| {
-                let mut shard = ShardAssembler::new(layout, cap);
-                let kept = lists[bounds[sh]..bounds[sh + 1]]
-                    .iter()
-                    .filter(|l| shard.keeps(l.count as usize))
-                    .copied()
-                    .collect();
-                (shard, kept)
-            })
-            .collect();
-        let kept: Vec<KeyList> = per_shard.iter().flat_map(|(_, k)| k.iter().copied()).collect();
-        lap("overpopulated features (host)");
-        let values = table.fill(&kept, margs, true)?;
-        lap("fill lists (GPU, download)");
-        let mut starts = Vec::with_capacity(n_shards);
-        let mut at = 0usize;
-        for (_, k) in &per_shard {
-            starts.push(at);
-            at += k.iter().map(|l| l.count as usize).sum::<usize>();
-        }
-        let shards = per_shard
-            .into_par_iter()
-            .zip(starts)
-            .map(|((mut shard, kept), mut at)| {
-                for l in kept {
-                    let n = l.count as usize;
-                    shard.add(l.key, &values[at..at + n])?;
-                    at += n;
-                }
-                Ok(shard.finish())
-            })
-            .collect::<Result<Vec<_>, crate::index::locations::ShardOverflow>>()
-            .map_err(|source| {
-                BuildError::Index(crate::index::IndexError::ShardOverflow { path: "<gpu build>".into(), source })
-            });
-        lap("key indexes and list streams (host)");
-        shards
+        crate::gpu::condense::condense(&table, self.gpu, final_id, layout, cap, shard_bits)
     }
 }

@@ -8,11 +8,12 @@ use crate::gpu::GpuError;
 use std::path::PathBuf;
 
 /// Every kernel source file, by the name it is included as.
-const FILES: [(&str, &str); 5] = [
+const FILES: [(&str, &str); 6] = [
     ("common.cuh", include_str!("../../cuda/common.cuh")),
     ("sketch.cuh", include_str!("../../cuda/sketch.cuh")),
     ("bucket_list.cuh", include_str!("../../cuda/bucket_list.cuh")),
     ("limits.cuh", include_str!("../../cuda/limits.cuh")),
+    ("condense.cuh", include_str!("../../cuda/condense.cuh")),
     ("build.cu", include_str!("../../cuda/build.cu")),
 ];
 

@@ -4,12 +4,14 @@
 //! - [`kernels`]: the sources in `cuda/`, compiled by NVRTC for the device and cached on disk;
 //! - [`device`]: choosing GPUs (`--gpus`), contexts, streams, loaded kernels;
 //! - [`table`]: the host side of the bucket-list multi-value table (`cuda/bucket_list.cuh`);
-//! - [`build`]: `kmerdb build` on a GPU, writing the very bytes of the CPU build.
+//! - [`build`]: `kmerdb build` on a GPU, writing the very bytes of the CPU build;
+//! - [`condense`]: its last stage, the table to the index's shards.
 //!
 //! Every kernel has a CPU twin and a test comparing them bit for bit; those tests need a GPU and
 //! are `#[ignore]`d in ordinary runs (`scripts/gpu-tests.sh` runs them on a GPU machine).
 
 pub mod build;
+pub mod condense;
 pub mod device;
 pub mod kernels;
 pub mod table;

@@ -28,7 +28,7 @@ pub struct TableArgs {
 // SAFETY: plain old data with the layout of the CUDA struct.
 unsafe impl DeviceRepr for TableArgs {}
 
-/// Kernel view of a target renumbering; must match `struct Remap` in `cuda/build.cu`.
+/// Kernel view of a target renumbering; must match `struct Remap` in `cuda/condense.cuh`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RemapArgs {
@@ -38,6 +38,18 @@ pub struct RemapArgs {
 }
 // SAFETY: plain old data with the layout of the CUDA struct.
 unsafe impl DeviceRepr for RemapArgs {}
+
+/// The keys of a table with kept values, on the device: `n` of each array's entries are used.
+pub struct DeviceKeys {
+    pub keys: CudaSlice<u32>,
+    /// The key's slot in the table (where its list handle is).
+    pub table_slots: CudaSlice<u32>,
+    /// Values kept after renumbering.
+    pub counts: CudaSlice<u32>,
+    pub n: u64,
+    pub remap: CudaSlice<u32>,
+    pub margs: RemapArgs,
+}
 
 /// Status bits, as in `cuda/bucket_list.cuh`.
 pub const STATUS_POOL_EXHAUSTED: u32 = 1;
@@ -302,23 +314,26 @@ impl<'g> BucketListTable<'g> {
         Ok(s.clone_dtoh(&occupied)?[0])
     }
 
-    /// Every key with at least one kept value. `remap` renumbers targets (see `cuda/build.cu`);
-    /// `None` keeps values as stored. Order is arbitrary.
+    /// Every key with at least one kept value, downloaded. `remap` renumbers targets (see
+    /// `cuda/condense.cuh`); `None` keeps values as stored. Order is arbitrary.
     pub fn collect(&self, remap: Option<(&[u32], u32)>) -> Result<(Vec<KeyList>, CudaSlice<u32>, RemapArgs), GpuError> {
+        let keys = self.collect_on_device(remap)?;
+        let s = &self.gpu.stream;
+        let m = keys.n as usize;
+        let (k, sl, c) = (s.clone_dtoh(&keys.keys)?, s.clone_dtoh(&keys.table_slots)?, s.clone_dtoh(&keys.counts)?);
+        let lists = (0..m).map(|i| KeyList { key: k[i], slot: sl[i], count: c[i] }).collect();
+        Ok((lists, keys.remap, keys.margs))
+    }
+
+    /// Every key with at least one kept value, left on the device (see [`collect`](Self::collect)).
+    pub fn collect_on_device(&self, remap: Option<(&[u32], u32)>) -> Result<DeviceKeys, GpuError> {
         let s = &self.gpu.stream;
         let (table, slots) = (self.args(), self.key_slots());
         let remap_host: &[u32] = remap.map(|r| r.0).unwrap_or(&[]);
         let remap_dev = if remap_host.is_empty() { s.alloc_zeros::<u32>(1)? } else { s.clone_htod(remap_host)? };
         let margs = self.remap_args(&remap_dev, remap_host.len(), remap.map_or(0, |r| r.1));
 
-        let occupied = s.alloc_zeros::<u64>(1)?;
-        let f = self.gpu.function("count_keys")?;
-        let mut b = s.launch_builder(&f);
-        b.arg(&table).arg(&slots).arg(&occupied);
-        // SAFETY: reads the table, adds to one counter.
-        unsafe { b.launch(launch_config(self.gpu, slots)) }?;
-        let n = s.clone_dtoh(&occupied)?[0] as usize;
-
+        let n = self.occupied_keys()? as usize;
         let keys = s.alloc_zeros::<u32>(n.max(1))?;
         let key_slots = s.alloc_zeros::<u32>(n.max(1))?;
         let counts = s.alloc_zeros::<u32>(n.max(1))?;
@@ -328,10 +343,8 @@ impl<'g> BucketListTable<'g> {
         b.arg(&table).arg(&slots).arg(&margs).arg(&keys).arg(&key_slots).arg(&counts).arg(&found);
         // SAFETY: writes at most `n` (occupied slots) entries of each output.
         unsafe { b.launch(launch_config(self.gpu, slots)) }?;
-        let m = s.clone_dtoh(&found)?[0] as usize;
-        let (k, sl, c) = (s.clone_dtoh(&keys)?, s.clone_dtoh(&key_slots)?, s.clone_dtoh(&counts)?);
-        let lists = (0..m).map(|i| KeyList { key: k[i], slot: sl[i], count: c[i] }).collect();
-        Ok((lists, remap_dev, margs))
+        let n = s.clone_dtoh(&found)?[0];
+        Ok(DeviceKeys { keys, table_slots: key_slots, counts, n, remap: remap_dev, margs })
     }
 
     /// The kept values of `lists` back to back (each list at the running sum of the counts),

@@ -1,0 +1,320 @@
+// The GPU condense: from the bucket-list table to each shard's key index (BCHT) and list stream,
+// the same bytes as the CPU's ShardAssembler (src/build/condense.rs, src/index/bcht.rs), its twin.
+// collect_keys and fill_lists also serve the table tests and the flush to host memory in rounds.
+//
+// The keys listed by collect_keys (in no particular order) are placed into the shards' BCHTs by the
+// order-independent rounds of bcht::place_rounds: in round j, every key not yet placed proposes to
+// its j-th candidate bucket, and each bucket takes the smallest proposers it has room for. The
+// host places the few keys left over (bcht::place_stragglers), then the lists are written in slot
+// order into each shard's bit stream.
+#pragma once
+#include "common.cuh"
+#include "bucket_list.cuh"
+
+// Renumbering of targets at condense time: remap[provisional] = final id, or NO_FEATURE to drop
+// the target's values. With remap_len == 0 values are kept as they are (table tests).
+struct Remap {
+    const u32* remap;
+    u32 remap_len;
+    u32 window_bits;
+};
+
+__device__ __forceinline__ bool remap_value(const Remap& m, u64 v, u64* out) {
+    if (m.remap_len == 0) {
+        *out = v;
+        return true;
+    }
+    const u32 target = (u32)(v >> 32);
+    if (target >= m.remap_len || m.remap[target] == NO_FEATURE) return false;
+    *out = ((u64)m.remap[target] << m.window_bits) | (u32)v;
+    return true;
+}
+
+// Counts occupied key slots.
+extern "C" __global__ void count_keys(Table t, u64 capacity, u64* occupied) {
+    u64 mine = 0;
+    for (u64 s = blockIdx.x * (u64)blockDim.x + threadIdx.x; s < capacity; s += (u64)gridDim.x * blockDim.x)
+        mine += t.keys[s] != NO_FEATURE;
+    if (mine) atomicAdd(occupied, mine);
+}
+
+// Lists every key with at least one kept value: (key, slot, kept values), in no particular order.
+extern "C" __global__ void collect_keys(Table t, u64 capacity, Remap m, u32* keys, u32* slots, u32* counts,
+                                        u64* n) {
+    for (u64 s = blockIdx.x * (u64)blockDim.x + threadIdx.x; s < capacity; s += (u64)gridDim.x * blockDim.x) {
+        const u32 key = t.keys[s];
+        if (key == NO_FEATURE) continue;
+        u32 kept = 0;
+        u64 out;
+        for_each_value(t, (u32)s, [&](u64 v) { kept += remap_value(m, v, &out); });
+        if (kept == 0) continue;
+        const u64 i = atomicAdd(n, 1ull);
+        keys[i] = key;
+        slots[i] = (u32)s;
+        counts[i] = kept;
+    }
+}
+
+// Writes the kept values of slots[i] at out[offsets[i]..], renumbered and packed; sorted ascending
+// when `sort` is set (the build fills only lists within the location cap, so these are short).
+extern "C" __global__ void fill_lists(Table t, Remap m, const u32* slots, const u64* offsets, u64 n, u32 sort,
+                                      u64* out) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        u64* list = out + offsets[i];
+        u64 len = 0;
+        for_each_value(t, slots[i], [&](u64 v) {
+            u64 packed;
+            if (!remap_value(m, v, &packed)) return;
+            u64 j = len++;
+            while (sort && j > 0 && list[j - 1] > packed) {
+                list[j] = list[j - 1];
+                --j;
+            }
+            list[j] = packed;
+        });
+    }
+}
+
+#define BUCKET_SLOTS 16
+#define EMPTY_SLOT 0x00000000FFFFFFFFull  // key NO_FEATURE, value 0: src/index/bcht.rs EMPTY_SLOT
+#define INLINE_FLAG 0x80000000u
+
+// Must match src/index/bcht.rs: fmix32 and BUCKET_SEEDS.
+__device__ __constant__ u32 BUCKET_SEEDS[3] = {0x9e3779b9u, 0x85ebca6bu, 0xc2b2ae35u};
+
+__device__ __forceinline__ u32 fmix32(u32 h) {
+    h ^= h >> 16;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    return h ^ (h >> 16);
+}
+
+// The shards' tables, one after the other: shard s has buckets [base[s], base[s] + buckets[s]).
+struct Shards {
+    const u64* base;
+    const u64* buckets;
+    u32 shard_bits;
+};
+
+__device__ __forceinline__ u32 shard_of(const Shards& sh, u32 key) {
+    return (u32)(((u64)key << sh.shard_bits) >> 32);
+}
+
+// Global bucket of the j-th candidate of `key` (src/index/bcht.rs bucket_of, offset by the shard).
+__device__ __forceinline__ u64 candidate(const Shards& sh, u32 key, int j) {
+    const u32 s = shard_of(sh, key);
+    return sh.base[s] + (((u64)fmix32(key ^ BUCKET_SEEDS[j]) * sh.buckets[s]) >> 32);
+}
+
+// Per shard, with the location cap: [kept keys, kept locations, dropped keys, dropped locations].
+// Keys over the cap get state 2 (dropped), the others state 0 (to place).
+extern "C" __global__ void shard_stats(const u32* keys, const u32* counts, u64 n, u32 cap, u32 shard_bits,
+                                       u8* state, u64* stats) {
+    __shared__ u64 local[64 * 4];
+    const u32 shards = 1u << shard_bits;
+    for (u32 i = threadIdx.x; i < shards * 4; i += blockDim.x) local[i] = 0;
+    __syncthreads();
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        const u32 s = (u32)(((u64)keys[i] << shard_bits) >> 32);
+        const bool kept = counts[i] <= cap;
+        state[i] = kept ? 0 : 2;
+        atomicAdd(&local[s * 4 + (kept ? 0 : 2)], 1ull);
+        atomicAdd(&local[s * 4 + (kept ? 1 : 3)], (u64)counts[i]);
+    }
+    __syncthreads();
+    for (u32 i = threadIdx.x; i < shards * 4; i += blockDim.x)
+        if (local[i]) atomicAdd(&stats[i], local[i]);
+}
+
+// Round j, step 1: each key still to place counts itself at its j-th candidate bucket.
+extern "C" __global__ void propose_count(const u32* keys, const u8* state, u64 n, Shards sh, int j, u64* proposals) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
+        if (state[i] == 0) atomicAdd(&proposals[candidate(sh, keys[i], j)], 1ull);
+}
+
+// Step 2 (after an exclusive scan of the counts into `first`): each key writes its index into its
+// bucket's range of `proposers`, counting `proposals` back down to zero for the next round.
+extern "C" __global__ void propose_scatter(const u32* keys, const u8* state, u64 n, Shards sh, int j,
+                                           const u64* first, u64* proposals, u32* proposers) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        if (state[i] != 0) continue;
+        const u64 b = candidate(sh, keys[i], j);
+        const u64 at = atomicAdd(&proposals[b], ~0ull) - 1;  // a decrement
+        proposers[first[b] + at] = (u32)i;
+    }
+}
+
+// Step 3: each bucket sorts its proposers by key and takes the smallest it has room for, appending
+// them after its earlier keys. Slots hold (key, index of the key in `keys`).
+extern "C" __global__ void accept(const u32* keys, u8* state, u64 buckets, const u64* first, u32* proposers,
+                                  u32* fill, u64* slots) {
+    for (u64 b = blockIdx.x * (u64)blockDim.x + threadIdx.x; b < buckets; b += (u64)gridDim.x * blockDim.x) {
+        u32* p = proposers + first[b];
+        const u64 m = first[b + 1] - first[b];
+        if (m == 0) continue;
+        // Insertion sort: a bucket gets about 16 proposers in round 0 and few after.
+        for (u64 x = 1; x < m; ++x) {
+            const u32 v = p[x];
+            const u32 kv = keys[v];
+            u64 y = x;
+            while (y > 0 && keys[p[y - 1]] > kv) {
+                p[y] = p[y - 1];
+                --y;
+            }
+            p[y] = v;
+        }
+        u32 f = fill[b];
+        for (u64 x = 0; x < m && f < BUCKET_SLOTS; ++x, ++f) {
+            slots[b * BUCKET_SLOTS + f] = (u64)keys[p[x]] | ((u64)p[x] << 32);
+            state[p[x]] = 1;
+        }
+        fill[b] = f;
+    }
+}
+
+// The keys left after the rounds, as slots (key, index), in no particular order.
+extern "C" __global__ void collect_stragglers(const u32* keys, const u8* state, u64 n, u64* out, u64* found) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
+        if (state[i] == 0) out[atomicAdd(found, 1ull)] = (u64)keys[i] | (i << 32);
+}
+
+// Stream entries each slot's list takes: none for an empty slot or an inline single location, else
+// the length and the locations (src/index/locations.rs ListWriter::add).
+extern "C" __global__ void slot_entries(const u64* slots, u64 n_slots, const u32* counts, u32 inline_single,
+                                        u64* entries) {
+    for (u64 g = blockIdx.x * (u64)blockDim.x + threadIdx.x; g < n_slots; g += (u64)gridDim.x * blockDim.x) {
+        const u64 s = slots[g];
+        u64 e = 0;
+        if ((u32)s != NO_FEATURE) {
+            const u32 c = counts[s >> 32];
+            e = (c == 1 && inline_single) ? 0 : (u64)c + 1;
+        }
+        entries[g] = e;
+    }
+}
+
+// Where each shard's stream starts: the global entry index of its first slot, and its first word.
+struct Streams {
+    const u64* first_entry;
+    const u64* first_word;
+    u32 entry_bits;
+    u32 inline_single;
+};
+
+// ORs the low `bits` of v into a stream at bit `bit` (entries never overlap, so the order of the
+// atomics does not matter).
+__device__ __forceinline__ void put_bits(u32* words, u64 bit, u64 v, u32 bits) {
+    while (bits > 0) {
+        const u32 shift = (u32)(bit & 31);
+        const u32 take = min(32u - shift, bits);
+        const u32 piece = (u32)(v & ((take == 32) ? 0xFFFFFFFFull : ((1ull << take) - 1)));
+        if (piece) atomicOr(&words[bit >> 5], piece << shift);
+        v >>= take;
+        bit += take;
+        bits -= take;
+    }
+}
+
+// Writes each slot's list, renumbered and sorted, into its shard's stream, and sets the slot's
+// value: the inline location, or the list's first entry within the shard. `scratch` has a place for
+// every entry (at the slot's global entry index). Sets *overflow if an entry index needs 32 bits.
+extern "C" __global__ void write_lists(Table t, Remap m, const u32* table_slots, const u32* counts, u64* slots,
+                                       u64 n_slots,
+                                       const u64* entry_start, Shards sh, Streams st, u64* scratch, u32* words,
+                                       u32* overflow) {
+    for (u64 g = blockIdx.x * (u64)blockDim.x + threadIdx.x; g < n_slots; g += (u64)gridDim.x * blockDim.x) {
+        const u64 s = slots[g];
+        const u32 key = (u32)s;
+        if (key == NO_FEATURE) continue;
+        // An inline single has no entries of its own, so no scratch place either: it uses `one`.
+        u64 one;
+        u64* list = (counts[s >> 32] == 1 && st.inline_single) ? &one : scratch + entry_start[g];
+        u64 len = 0;
+        for_each_value(t, table_slots[s >> 32], [&](u64 v) {
+            u64 packed;
+            if (!remap_value(m, v, &packed)) return;
+            u64 j = len++;
+            while (j > 0 && list[j - 1] > packed) {
+                list[j] = list[j - 1];
+                --j;
+            }
+            list[j] = packed;
+        });
+        u32 value;
+        if (len == 1 && st.inline_single) {
+            value = INLINE_FLAG | (u32)list[0];
+        } else {
+            const u32 shard = shard_of(sh, key);
+            const u64 e = entry_start[g] - st.first_entry[shard];
+            if (e >= INLINE_FLAG) atomicOr(overflow, 1u);
+            value = (u32)e;
+            u32* w = words + st.first_word[shard];
+            u64 bit = e * st.entry_bits;
+            put_bits(w, bit, len, st.entry_bits);
+            for (u64 x = 0; x < len; ++x) {
+                bit += st.entry_bits;
+                put_bits(w, bit, list[x], st.entry_bits);
+            }
+        }
+        slots[g] = (u64)key | ((u64)value << 32);
+    }
+}
+
+// Exclusive scan, one tile of SCAN_TILE items per block of SCAN_THREADS threads: out[i] = sum of
+// in[0..i) within the tile; the tile's total goes to sums[block]. scan_add then adds the scanned
+// tile totals.
+#define SCAN_THREADS 256
+#define SCAN_ITEMS 8
+#define SCAN_TILE (SCAN_THREADS * SCAN_ITEMS)
+
+extern "C" __global__ void scan_tiles(const u64* in, u64 n, u64* out, u64* sums) {
+    __shared__ u64 warp_sums[SCAN_THREADS / 32];
+    const u64 first = blockIdx.x * (u64)SCAN_TILE + threadIdx.x * (u64)SCAN_ITEMS;
+    u64 items[SCAN_ITEMS];
+    u64 mine = 0;
+    for (int x = 0; x < SCAN_ITEMS; ++x) {
+        items[x] = first + x < n ? in[first + x] : 0;
+        mine += items[x];
+    }
+    // Inclusive scan of the threads' sums: within warps by shuffles, then across the warps.
+    const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    u64 inc = mine;
+    for (int d = 1; d < 32; d <<= 1) {
+        const u64 o = __shfl_up_sync(0xFFFFFFFFu, inc, d);
+        if (lane >= (u32)d) inc += o;
+    }
+    if (lane == 31) warp_sums[warp] = inc;
+    __syncthreads();
+    if (warp == 0) {
+        u64 w = lane < SCAN_THREADS / 32 ? warp_sums[lane] : 0;
+        for (int d = 1; d < 32; d <<= 1) {
+            const u64 o = __shfl_up_sync(0xFFFFFFFFu, w, d);
+            if (lane >= (u32)d) w += o;
+        }
+        if (lane < SCAN_THREADS / 32) warp_sums[lane] = w;
+    }
+    __syncthreads();
+    u64 run = inc - mine + (warp > 0 ? warp_sums[warp - 1] : 0);
+    for (int x = 0; x < SCAN_ITEMS; ++x) {
+        if (first + x < n) out[first + x] = run;
+        run += items[x];
+    }
+    if (threadIdx.x == SCAN_THREADS - 1) sums[blockIdx.x] = run;
+}
+
+extern "C" __global__ void scan_add(u64* out, u64 n, const u64* tile_offsets) {
+    const u64 i = blockIdx.x * (u64)SCAN_TILE;
+    const u64 add = tile_offsets[blockIdx.x];
+    if (add == 0) return;
+    for (u64 x = threadIdx.x; x < SCAN_TILE && i + x < n; x += SCAN_THREADS) out[i + x] += add;
+}
+
+// out[x] = src[at[x]] for a few indexes (the shard boundaries of a scan).
+extern "C" __global__ void gather_u64(const u64* src, const u64* at, u64 n, u64* out) {
+    for (u64 x = blockIdx.x * (u64)blockDim.x + threadIdx.x; x < n; x += (u64)gridDim.x * blockDim.x) out[x] = src[at[x]];
+}
+
+extern "C" __global__ void fill_u64(u64* p, u64 n, u64 v) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) p[i] = v;
+}
