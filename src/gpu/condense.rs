@@ -35,6 +35,9 @@ macro_rules! launch {
     }};
 }
 
+// SAFETY: plain old data: a key and a value, as the kernels' slot words hold them.
+unsafe impl DeviceRepr for Slot {}
+
 /// Must match `SCAN_TILE` and `SCAN_THREADS` in `cuda/condense.cuh`.
 const SCAN_THREADS: u32 = 256;
 const SCAN_TILE: u64 = SCAN_THREADS as u64 * 8;
@@ -237,7 +240,7 @@ fn place_stragglers(
     gpu: &Gpu,
     keys: &DeviceKeys,
     state: &CudaSlice<u8>,
-    slots: CudaSlice<u64>,
+    mut slots: CudaSlice<u64>,
     tables: &mut ShardTables,
     shard_bits: u32,
 ) -> Result<CudaSlice<u64>, GpuError> {
@@ -252,37 +255,61 @@ fn place_stragglers(
     }
     let mut left: Vec<u64> = s.clone_dtoh(&left.slice(..m))?;
     left.sort_unstable_by_key(|&w| w as u32);
-    let all: Vec<u64> = s.clone_dtoh(&slots)?;
-    drop(slots);
-    let all: &[Slot] = bytemuck::cast_slice(&all);
+    let left: &[Slot] = bytemuck::cast_slice(&left);
+    // The whole table comes over once, each shard's walk works in place, and it goes back once.
+    let mut all: Vec<u64> = s.clone_dtoh(&slots)?;
+    let table: &mut [Slot] = bytemuck::cast_slice_mut(&mut all);
     let n_shards = 1usize << shard_bits;
     let shard_of = |key: u32| ((key as u64) << shard_bits >> 32) as usize;
-    let bounds: Vec<usize> = (0..=n_shards).map(|sh| left.partition_point(|&w| shard_of(w as u32) < sh)).collect();
-    let placed: Vec<Vec<Slot>> = (0..n_shards)
+    let bounds: Vec<usize> = (0..=n_shards).map(|sh| left.partition_point(|w| shard_of(w.key) < sh)).collect();
+    let mut per_shard: Vec<&mut [Slot]> = Vec::with_capacity(n_shards);
+    let mut rest = &mut table[..tables.slot_range(n_shards - 1).end];
+    for sh in 0..n_shards {
+        let (this, next) = rest.split_at_mut(tables.slot_range(sh).len());
+        per_shard.push(this);
+        rest = next;
+    }
+    // A shard whose walk fails is placed again from scratch, as the CPU would, at a larger size.
+    let regrown: Vec<Option<Vec<Slot>>> = per_shard
         .into_par_iter()
-        .map(|sh| {
-            let mut table = all[tables.slot_range(sh)].to_vec();
-            let stragglers: Vec<Slot> = bytemuck::cast_slice(&left[bounds[sh]..bounds[sh + 1]]).to_vec();
-            if bcht::place_stragglers(&mut table, &stragglers) {
-                return table;
+        .enumerate()
+        .map(|(sh, table)| {
+            let stragglers = &left[bounds[sh]..bounds[sh + 1]];
+            if bcht::place_stragglers(table, stragglers) {
+                return None;
             }
-            // The CPU would grow this table and start again: do just that, with its keys.
             let mut entries: Vec<Slot> =
-                table.iter().chain(&stragglers).filter(|s| s.key != bcht::EMPTY_KEY).copied().collect();
+                table.iter().chain(stragglers).filter(|s| s.key != bcht::EMPTY_KEY).copied().collect();
             entries.sort_unstable_by_key(|s| s.key);
             let sorted: Vec<u32> = entries.iter().map(|s| s.key).collect();
-            let mut table = bcht::place(&sorted);
-            for slot in table.iter_mut().filter(|s| s.key != bcht::EMPTY_KEY) {
+            let mut grown = bcht::place(&sorted);
+            for slot in grown.iter_mut().filter(|s| s.key != bcht::EMPTY_KEY) {
                 slot.value = entries[slot.value as usize].value;
             }
-            table
+            Some(grown)
         })
         .collect();
-    let buckets: Vec<u64> = placed.iter().map(|t| (t.len() / BUCKET_SLOTS) as u64).collect();
-    if buckets != tables.buckets {
-        *tables = ShardTables::new(gpu, buckets)?;
+    if regrown.iter().all(Option::is_none) {
+        s.memcpy_htod(&all, &mut slots)?;
+        return Ok(slots);
     }
-    let joined: Vec<Slot> = placed.concat();
+    drop(slots);
+    let table: &[Slot] = bytemuck::cast_slice(&all);
+    let mut joined: Vec<Slot> = Vec::with_capacity(table.len());
+    for (sh, grown) in regrown.iter().enumerate() {
+        joined.extend_from_slice(grown.as_deref().unwrap_or(&table[tables.slot_range(sh)]));
+    }
+    *tables = ShardTables::new(
+        gpu,
+        regrown
+            .iter()
+            .enumerate()
+            .map(|(sh, g)| match g {
+                Some(g) => (g.len() / BUCKET_SLOTS) as u64,
+                None => tables.buckets[sh],
+            })
+            .collect(),
+    )?;
     let words: &[u64] = if joined.is_empty() { &[0] } else { bytemuck::cast_slice(&joined) };
     Ok(s.clone_htod(words)?)
 }
@@ -367,14 +394,21 @@ fn write_lists(
         }));
     }
     drop(scratch);
-    let slots: Vec<u64> = s.clone_dtoh(&slots).map_err(GpuError::from)?;
-    let words: Vec<u32> = s.clone_dtoh(&words).map_err(GpuError::from)?;
-    let slots: &[Slot] = bytemuck::cast_slice(&slots);
-    Ok((0..n_shards)
-        .into_par_iter()
-        .map(|sh| ShardData {
-            slots: slots[tables.slot_range(sh)].to_vec(),
-            words: words[first_word[sh] as usize..first_word[sh + 1] as usize].to_vec(),
-        })
-        .collect())
+    // Straight into each shard's own vectors: one copy, no intermediate.
+    let mut shards = Vec::with_capacity(n_shards);
+    for sh in 0..n_shards {
+        let range = tables.slot_range(sh);
+        let mut shard_slots = vec![EMPTY_SLOT; range.len()];
+        if !range.is_empty() {
+            let view = slots.slice(range);
+            // SAFETY: a slot word is a `Slot` in memory (see `slot_word`).
+            let view = unsafe { view.transmute::<Slot>(view.len()) }.expect("same size");
+            s.memcpy_dtoh(&view, &mut shard_slots).map_err(GpuError::from)?;
+        }
+        let (w0, w1) = (first_word[sh] as usize, first_word[sh + 1] as usize);
+        let mut shard_words = vec![0u32; w1 - w0];
+        s.memcpy_dtoh(&words.slice(w0..w1), &mut shard_words).map_err(GpuError::from)?;
+        shards.push(ShardData { slots: shard_slots, words: shard_words });
+    }
+    Ok(shards)
 }
