@@ -245,6 +245,66 @@ __device__ void warp_insert(const Table& t, PoolChunk& chunk, bool has_item, u32
     else append_value(t, chunk, r_slot, value);
 }
 
+// Block-level aggregation. A key with many values (a repeat in a genome, the head of a skewed
+// distribution) would otherwise take one handle update per value, all of them serialized on its
+// list handle across the GPU. A block instead gathers a tile of pairs in shared memory, sorts it by
+// key, and reserves each run of equal keys with one probe and one handle update per bucket.
+#define AGG_THREADS 256
+#define AGG_ITEMS 8
+#define AGG_TILE (AGG_THREADS * AGG_ITEMS)
+
+struct AggTile {
+    u32 keys[AGG_TILE];  // NO_FEATURE: no pair
+    u64 values[AGG_TILE];
+};
+
+// Sorts the tile by key (bitonic network; blockDim.x threads).
+__device__ void agg_sort(AggTile& s) {
+    for (u32 size = 2; size <= AGG_TILE; size <<= 1) {
+        for (u32 stride = size / 2; stride > 0; stride >>= 1) {
+            __syncthreads();
+            for (u32 p = threadIdx.x; p < AGG_TILE / 2; p += blockDim.x) {
+                const u32 i = 2 * p - (p & (stride - 1));
+                const u32 j = i + stride;
+                const u32 ki = s.keys[i], kj = s.keys[j];
+                if ((ki > kj) == ((i & size) == 0)) {
+                    s.keys[i] = kj;
+                    s.keys[j] = ki;
+                    const u64 v = s.values[i];
+                    s.values[i] = s.values[j];
+                    s.values[j] = v;
+                }
+            }
+        }
+    }
+    __syncthreads();
+}
+
+// Sorts the tile and inserts it: the first pair of each run of equal keys reserves for the run.
+// Every thread of the block must call this together.
+template <int G>
+__device__ void agg_insert(const Table& t, PoolChunk& chunk, AggTile& s) {
+    agg_sort(s);
+    for (u32 i = threadIdx.x; i < AGG_TILE; i += blockDim.x) {
+        const u32 key = s.keys[i];
+        const bool start = key != NO_FEATURE && (i == 0 || s.keys[i - 1] != key);
+        u32 len = 0;
+        if (start)
+            while (i + len < AGG_TILE && s.keys[i + len] == key) ++len;
+        u32 slot, got;
+        u64 pos = 0;
+        tile_reserve<G>(t, chunk, start, key, len, &slot, &pos, &got);
+        if (!start || slot == NO_FEATURE) continue;  // lost values were counted
+        for (u32 done = 0; got > 0;) {
+            for (u32 x = 0; x < got; ++x) t.pool[pos + x] = s.values[i + done + x];
+            done += got;
+            if (done == len) break;
+            got = reserve_values(t, chunk, slot, len - done, &pos);  // the next bucket
+        }
+    }
+    __syncthreads();  // the tile is refilled next
+}
+
 // Number of values stored for the key in `slot`.
 __device__ __forceinline__ u64 list_length(const Table& t, u32 slot) {
     u64 h = t.handles[slot];

@@ -58,9 +58,11 @@ extern "C" __global__ void sketch_windows(Batch b, Sketching p, u32* features) {
 }
 
 // The fused build kernel: sketch each window and insert (feature, target << 32 | window) pairs.
-// The loop runs whole warps together, as warp_insert needs.
+// Blocks of AGG_THREADS threads, one window each per pass, insert their features through a shared
+// tile, AGG_ITEMS features per window at a time (agg_insert). The loop is uniform across a block.
 template <int G>
 __device__ void build_insert(Batch b, Sketching p, Table t) {
+    __shared__ AggTile tile;
     const u64 stride = (u64)gridDim.x * blockDim.x;
     PoolChunk chunk = load_chunk(t);
     for (u64 base = blockIdx.x * (u64)blockDim.x; base < b.windows; base += stride) {
@@ -69,19 +71,30 @@ __device__ void build_insert(Batch b, Sketching p, Table t) {
         u32 target = 0, window_id = 0;
         int n = w < b.windows ? sketch_batch_window(b, p, w, sketch, &target, &window_id) : 0;
         const u64 value = ((u64)target << 32) | window_id;
-        for (u32 j = 0; j < p.sketch_size; ++j) warp_insert<G>(t, chunk, (int)j < n, (int)j < n ? sketch[j] : 0, value);
+        for (u32 j0 = 0; j0 < p.sketch_size; j0 += AGG_ITEMS) {
+            for (u32 x = 0; x < AGG_ITEMS; ++x) {
+                const int j = (int)(j0 + x);
+                tile.keys[threadIdx.x * AGG_ITEMS + x] = j < n ? sketch[j] : NO_FEATURE;
+                tile.values[threadIdx.x * AGG_ITEMS + x] = value;
+            }
+            agg_insert<G>(t, chunk, tile);
+        }
     }
     store_chunk(t, chunk);
 }
 
-// Test entry: insert given pairs.
+// Test and benchmark entry: insert given pairs, a tile per block at a time.
 template <int G>
 __device__ void insert_pairs(const u32* keys, const u64* values, u64 n, Table t) {
-    const u64 stride = (u64)gridDim.x * blockDim.x;
+    __shared__ AggTile tile;
     PoolChunk chunk = load_chunk(t);
-    for (u64 base = blockIdx.x * (u64)blockDim.x; base < n; base += stride) {
-        const u64 i = base + threadIdx.x;
-        warp_insert<G>(t, chunk, i < n, i < n ? keys[i] : 0, i < n ? values[i] : 0);
+    for (u64 base = blockIdx.x * (u64)AGG_TILE; base < n; base += (u64)gridDim.x * AGG_TILE) {
+        for (u32 x = threadIdx.x; x < AGG_TILE; x += blockDim.x) {
+            const bool in = base + x < n;
+            tile.keys[x] = in ? keys[base + x] : NO_FEATURE;
+            tile.values[x] = in ? values[base + x] : 0;
+        }
+        agg_insert<G>(t, chunk, tile);
     }
     store_chunk(t, chunk);
 }
