@@ -179,6 +179,28 @@ extern "C" __global__ void collect_stragglers(const u32* keys, const u8* state, 
         if (state[i] == 0) out[atomicAdd(found, 1ull)] = (u64)keys[i] | (i << 32);
 }
 
+// The order lists are written in: each shard's slots, then its leftover keys (`left`, sorted by
+// key, the shard's first at left_first[shard]). Shard s starts at base[s] * 16 + left_first[s].
+extern "C" __global__ void assemble_order(const u64* slots, u64 n_slots, const u64* left, u64 m, Shards sh,
+                                          const u64* left_first, u64* order) {
+    const u32 shards = 1u << sh.shard_bits;
+    for (u64 g = blockIdx.x * (u64)blockDim.x + threadIdx.x; g < n_slots + m; g += (u64)gridDim.x * blockDim.x) {
+        if (g < n_slots) {
+            const u64 b = g / BUCKET_SLOTS;
+            u32 lo = 0, hi = shards;  // the shard whose buckets hold b: base[lo] <= b < base[lo + 1]
+            while (hi - lo > 1) {
+                const u32 mid = (lo + hi) / 2;
+                if (sh.base[mid] <= b) lo = mid; else hi = mid;
+            }
+            order[g + left_first[lo]] = slots[g];
+        } else {
+            const u64 k = g - n_slots;
+            const u32 s = shard_of(sh, (u32)left[k]);
+            order[sh.base[s + 1] * BUCKET_SLOTS + k] = left[k];
+        }
+    }
+}
+
 // Stream entries each slot's list takes: none for an empty slot or an inline single location, else
 // the length and the locations (src/index/locations.rs ListWriter::add).
 extern "C" __global__ void slot_entries(const u64* slots, u64 n_slots, const u32* counts, u32 inline_single,

@@ -33,7 +33,7 @@ impl std::ops::AddAssign for ShardStats {
 /// CPU build's last step, and the reference the GPU condense (`gpu::condense`) matches byte for byte.
 ///
 /// Lists are laid out in the key index's slot order (not key order), so that the GPU can write them
-/// as soon as the keys are placed, without sorting the keys.
+/// as soon as the keys are placed, without sorting the keys (see [`finish`](Self::finish)).
 pub struct ShardAssembler {
     cap: u32,
     layout: LocationLayout,
@@ -70,14 +70,24 @@ impl ShardAssembler {
         self.stats.locations += locs.len() as u64;
     }
 
+    /// Places the keys (`bcht`'s rounds, then its walk for the keys left over) and writes the
+    /// lists: first those of the keys the rounds placed, in slot order, then those of the leftover
+    /// keys in key order. The walk moves whole slots, values included, so the streams do not depend
+    /// on it, and the GPU can write them before the host walks (see `gpu::condense`).
     pub fn finish(self) -> Result<(ShardData, ShardStats), ShardOverflow> {
-        let mut slots = bcht::place(&self.keys);
-        let mut lists = ListWriter::new(self.layout);
-        for slot in slots.iter_mut().filter(|s| s.key != bcht::EMPTY_KEY) {
-            let i = slot.value as usize;
-            slot.value = lists.add(&self.locs[self.starts[i]..self.starts[i + 1]])?;
+        let mut n_buckets = bcht::initial_buckets(self.keys.len());
+        loop {
+            let (mut slots, mut left) = bcht::place_rounds(&self.keys, n_buckets);
+            let mut lists = ListWriter::new(self.layout);
+            for slot in slots.iter_mut().chain(left.iter_mut()).filter(|s| s.key != bcht::EMPTY_KEY) {
+                let i = slot.value as usize;
+                slot.value = lists.add(&self.locs[self.starts[i]..self.starts[i + 1]])?;
+            }
+            if bcht::place_stragglers(&mut slots, &left) {
+                return Ok((ShardData { slots, words: lists.finish() }, self.stats));
+            }
+            n_buckets = bcht::grown_buckets(n_buckets);
         }
-        Ok((ShardData { slots, words: lists.finish() }, self.stats))
     }
 }
 

@@ -5,10 +5,12 @@
 //!    counts each shard's keys, which sizes its BCHT exactly as `bcht::initial_buckets` does.
 //! 2. Three rounds of `propose_count`, a scan, `propose_scatter` and `accept` run
 //!    `bcht::place_rounds` for every shard at once.
-//! 3. The host places the keys left over (`bcht::place_stragglers`, about 3% of them), growing a
-//!    shard's table as the CPU would if a walk fails, and sends the slots back.
-//! 4. `slot_entries` and a scan give every list its place in its shard's stream, and `write_lists`
-//!    gathers, renumbers, sorts and bit-packs each list and sets the slot values.
+//! 3. `assemble_order` lines up each shard's slots, then the keys the rounds left over (in key
+//!    order); `slot_entries` and a scan give every list its place in its shard's stream, and
+//!    `write_lists` gathers, renumbers, sorts and bit-packs each list and sets the slot values.
+//! 4. The host places the leftover keys, about 3% of them, by `bcht::place_stragglers` in the
+//!    downloaded slots (a walk moves slots with their values, so the streams stay as they are). A
+//!    shard whose walk fails is rebuilt on the host at a larger size, as the CPU would.
 //!
 //! Only the finished slots and streams come back to the host.
 
@@ -68,8 +70,6 @@ unsafe impl DeviceRepr for StreamsArgs {}
 
 /// The shards' BCHTs, one after the other on the device.
 struct ShardTables {
-    /// Buckets of each shard.
-    buckets: Vec<u64>,
     /// First bucket of each shard, and the total at the end.
     base: Vec<u64>,
     base_dev: CudaSlice<u64>,
@@ -83,7 +83,7 @@ impl ShardTables {
             base.push(base.last().unwrap() + b);
         }
         let s = &gpu.stream;
-        Ok(Self { base_dev: s.clone_htod(&base)?, buckets_dev: s.clone_htod(&buckets)?, buckets, base })
+        Ok(Self { base_dev: s.clone_htod(&base)?, buckets_dev: s.clone_htod(&buckets)?, base })
     }
 
     fn total_buckets(&self) -> u64 {
@@ -144,17 +144,14 @@ pub fn condense(
 
     // 2. The rounds.
     let buckets = stats.iter().map(|st| bcht::initial_buckets(st.features as usize) as u64).collect();
-    let mut tables = ShardTables::new(gpu, buckets)?;
+    let tables = ShardTables::new(gpu, buckets)?;
     let slots = place_rounds(gpu, &keys, &mut state, &tables, shard_bits)?;
     lap("key index rounds");
 
-    // 3. The keys left over, on the host.
-    let slots = place_stragglers(gpu, &keys, &state, slots, &mut tables, shard_bits)?;
-    lap("key index leftovers (host)");
-
-    // 4. The lists.
-    let shards = write_lists(gpu, table, &keys, slots, &tables, shard_bits, layout)?;
-    lap("list streams and download");
+    // 3. The lists, in slot order then the leftover keys; then the leftovers' walks on the host.
+    let order = list_order(gpu, &keys, &state, slots, &tables, shard_bits)?;
+    let shards = write_lists(gpu, table, &keys, order, &tables, shard_bits, layout, cap)?;
+    lap("list streams, download, leftover keys (host)");
     Ok(shards.into_iter().zip(stats).collect())
 }
 
@@ -234,120 +231,89 @@ fn slot_word(s: Slot) -> u64 {
     s.key as u64 | (s.value as u64) << 32
 }
 
-/// Phase 2 of `bcht::build`: the keys the rounds left, placed on the host shard by shard. A shard
-/// whose walk fails is placed again from scratch at the sizes the CPU would try.
-fn place_stragglers(
+/// The order lists are written in, on the device: each shard's slots, then the keys its rounds
+/// left over, in key order (as `ShardAssembler::finish` writes them).
+struct ListOrder {
+    /// (key, key index) words; their values become slot values in `write_lists`.
+    order: CudaSlice<u64>,
+    /// Where each shard starts in `order`, and the total at the end.
+    start: Vec<u64>,
+}
+
+fn list_order(
     gpu: &Gpu,
     keys: &DeviceKeys,
     state: &CudaSlice<u8>,
-    mut slots: CudaSlice<u64>,
-    tables: &mut ShardTables,
+    slots: CudaSlice<u64>,
+    tables: &ShardTables,
     shard_bits: u32,
-) -> Result<CudaSlice<u64>, GpuError> {
+) -> Result<ListOrder, GpuError> {
     let s = &gpu.stream;
     let n = keys.n;
     let mut left = s.alloc_zeros::<u64>(n.max(1) as usize)?;
     let found = s.alloc_zeros::<u64>(1)?;
     launch!(gpu, "collect_stragglers", launch_config(gpu, n), &keys.keys, state, &n, &mut left, &found);
     let m = s.clone_dtoh(&found)?[0] as usize;
-    if m == 0 {
-        return Ok(slots);
+    let mut sorted: Vec<u64> = if m == 0 { Vec::new() } else { s.clone_dtoh(&left.slice(..m))? };
+    sorted.sort_unstable_by_key(|&w| w as u32);
+    if m > 0 {
+        s.memcpy_htod(&sorted, &mut left)?;
     }
-    let mut left: Vec<u64> = s.clone_dtoh(&left.slice(..m))?;
-    left.sort_unstable_by_key(|&w| w as u32);
-    let left: &[Slot] = bytemuck::cast_slice(&left);
-    // The whole table comes over once, each shard's walk works in place, and it goes back once.
-    let mut all: Vec<u64> = s.clone_dtoh(&slots)?;
-    let table: &mut [Slot] = bytemuck::cast_slice_mut(&mut all);
     let n_shards = 1usize << shard_bits;
     let shard_of = |key: u32| ((key as u64) << shard_bits >> 32) as usize;
-    let bounds: Vec<usize> = (0..=n_shards).map(|sh| left.partition_point(|w| shard_of(w.key) < sh)).collect();
-    let mut per_shard: Vec<&mut [Slot]> = Vec::with_capacity(n_shards);
-    let mut rest = &mut table[..tables.slot_range(n_shards - 1).end];
-    for sh in 0..n_shards {
-        let (this, next) = rest.split_at_mut(tables.slot_range(sh).len());
-        per_shard.push(this);
-        rest = next;
-    }
-    // A shard whose walk fails is placed again from scratch, as the CPU would, at a larger size.
-    let regrown: Vec<Option<Vec<Slot>>> = per_shard
-        .into_par_iter()
-        .enumerate()
-        .map(|(sh, table)| {
-            let stragglers = &left[bounds[sh]..bounds[sh + 1]];
-            if bcht::place_stragglers(table, stragglers) {
-                return None;
-            }
-            let mut entries: Vec<Slot> =
-                table.iter().chain(stragglers).filter(|s| s.key != bcht::EMPTY_KEY).copied().collect();
-            entries.sort_unstable_by_key(|s| s.key);
-            let sorted: Vec<u32> = entries.iter().map(|s| s.key).collect();
-            let mut grown = bcht::place(&sorted);
-            for slot in grown.iter_mut().filter(|s| s.key != bcht::EMPTY_KEY) {
-                slot.value = entries[slot.value as usize].value;
-            }
-            Some(grown)
-        })
-        .collect();
-    if regrown.iter().all(Option::is_none) {
-        s.memcpy_htod(&all, &mut slots)?;
-        return Ok(slots);
-    }
-    drop(slots);
-    let table: &[Slot] = bytemuck::cast_slice(&all);
-    let mut joined: Vec<Slot> = Vec::with_capacity(table.len());
-    for (sh, grown) in regrown.iter().enumerate() {
-        joined.extend_from_slice(grown.as_deref().unwrap_or(&table[tables.slot_range(sh)]));
-    }
-    *tables = ShardTables::new(
+    let left_first: Vec<u64> =
+        (0..=n_shards).map(|sh| sorted.partition_point(|&w| shard_of(w as u32) < sh) as u64).collect();
+    let start: Vec<u64> = (0..=n_shards).map(|sh| tables.base[sh] * BUCKET_SLOTS as u64 + left_first[sh]).collect();
+    let n_slots = tables.total_buckets() * BUCKET_SLOTS as u64;
+    let total = n_slots + m as u64;
+    let mut order = s.alloc_zeros::<u64>(total.max(1) as usize)?;
+    let left_first_dev = s.clone_htod(&left_first)?;
+    let (sh, m) = (tables.args(gpu, shard_bits), m as u64);
+    launch!(
         gpu,
-        regrown
-            .iter()
-            .enumerate()
-            .map(|(sh, g)| match g {
-                Some(g) => (g.len() / BUCKET_SLOTS) as u64,
-                None => tables.buckets[sh],
-            })
-            .collect(),
-    )?;
-    let words: &[u64] = if joined.is_empty() { &[0] } else { bytemuck::cast_slice(&joined) };
-    Ok(s.clone_htod(words)?)
+        "assemble_order",
+        launch_config(gpu, total),
+        &slots,
+        &n_slots,
+        &left,
+        &m,
+        &sh,
+        &left_first_dev,
+        &mut order
+    );
+    Ok(ListOrder { order, start })
 }
 
-/// Writes every list into its shard's stream and sets the slot values; returns the finished shards.
+/// Writes every list into its shard's stream and sets the slot values, then brings each shard's
+/// slots, leftover keys and stream to the host and places the leftovers there
+/// (`bcht::place_stragglers`). A shard whose walk fails is rebuilt on the host from its lists, as
+/// the CPU would, at a larger size.
+#[allow(clippy::too_many_arguments)]
 fn write_lists(
     gpu: &Gpu,
     table: &BucketListTable,
     keys: &DeviceKeys,
-    mut slots: CudaSlice<u64>,
+    lists: ListOrder,
     tables: &ShardTables,
     shard_bits: u32,
     layout: &LocationLayout,
+    cap: u32,
 ) -> Result<Vec<ShardData>, BuildError> {
     let s = &gpu.stream;
     let n_shards = 1usize << shard_bits;
-    let n_slots = tables.total_buckets() * BUCKET_SLOTS as u64;
+    let ListOrder { mut order, start } = lists;
+    let total = start[n_shards];
     let inline_single = layout.inline_single() as u32;
-    let mut entries = s.alloc_zeros::<u64>(n_slots as usize + 1).map_err(GpuError::from)?;
-    launch!(
-        gpu,
-        "slot_entries",
-        launch_config(gpu, n_slots),
-        &slots,
-        &n_slots,
-        &keys.counts,
-        &inline_single,
-        &mut entries
-    );
-    let mut entry_start = s.alloc_zeros::<u64>(n_slots as usize + 1).map_err(GpuError::from)?;
-    exclusive_scan(gpu, &entries, n_slots + 1, &mut entry_start)?;
+    let mut entries = s.alloc_zeros::<u64>(total as usize + 1).map_err(GpuError::from)?;
+    launch!(gpu, "slot_entries", launch_config(gpu, total), &order, &total, &keys.counts, &inline_single, &mut entries);
+    let mut entry_start = s.alloc_zeros::<u64>(total as usize + 1).map_err(GpuError::from)?;
+    exclusive_scan(gpu, &entries, total + 1, &mut entry_start)?;
     drop(entries);
 
     // Each shard's first entry, and its stream's words.
-    let at: Vec<u64> = tables.base.iter().map(|b| b * BUCKET_SLOTS as u64).collect();
-    let at_dev = s.clone_htod(&at).map_err(GpuError::from)?;
-    let mut first_entry_dev = s.alloc_zeros::<u64>(at.len()).map_err(GpuError::from)?;
-    let count = at.len() as u64;
+    let at_dev = s.clone_htod(&start).map_err(GpuError::from)?;
+    let mut first_entry_dev = s.alloc_zeros::<u64>(start.len()).map_err(GpuError::from)?;
+    let count = start.len() as u64;
     launch!(gpu, "gather_u64", launch_config(gpu, count), &entry_start, &at_dev, &count, &mut first_entry_dev);
     let first_entry = s.clone_dtoh(&first_entry_dev).map_err(GpuError::from)?;
     let eb = layout.entry_bits as u64;
@@ -373,13 +339,13 @@ fn write_lists(
     launch!(
         gpu,
         "write_lists",
-        launch_config(gpu, n_slots),
+        launch_config(gpu, total),
         &targs,
         &margs,
         &keys.table_slots,
         &keys.counts,
-        &mut slots,
-        &n_slots,
+        &mut order,
+        &total,
         &entry_start,
         &sh,
         &st,
@@ -388,27 +354,89 @@ fn write_lists(
         &mut overflow
     );
     if s.clone_dtoh(&overflow).map_err(GpuError::from)?[0] != 0 {
-        return Err(BuildError::Index(crate::index::IndexError::ShardOverflow {
-            path: "<gpu build>".into(),
-            source: ShardOverflow,
-        }));
+        return Err(shard_overflow());
     }
     drop(scratch);
+
     // Straight into each shard's own vectors: one copy, no intermediate.
-    let mut shards = Vec::with_capacity(n_shards);
+    let mut downloaded = Vec::with_capacity(n_shards);
     for sh in 0..n_shards {
-        let range = tables.slot_range(sh);
-        let mut shard_slots = vec![EMPTY_SLOT; range.len()];
-        if !range.is_empty() {
-            let view = slots.slice(range);
-            // SAFETY: a slot word is a `Slot` in memory (see `slot_word`).
-            let view = unsafe { view.transmute::<Slot>(view.len()) }.expect("same size");
-            s.memcpy_dtoh(&view, &mut shard_slots).map_err(GpuError::from)?;
-        }
+        let slots_end = start[sh] as usize + tables.slot_range(sh).len();
+        let part = |range: std::ops::Range<usize>| -> Result<Vec<Slot>, GpuError> {
+            let mut out = vec![EMPTY_SLOT; range.len()];
+            if !range.is_empty() {
+                let view = order.slice(range);
+                // SAFETY: a slot word is a `Slot` in memory (see `slot_word`).
+                let view = unsafe { view.transmute::<Slot>(view.len()) }.expect("same size");
+                s.memcpy_dtoh(&view, &mut out)?;
+            }
+            Ok(out)
+        };
+        let slots = part(start[sh] as usize..slots_end)?;
+        let left = part(slots_end..start[sh + 1] as usize)?;
         let (w0, w1) = (first_word[sh] as usize, first_word[sh + 1] as usize);
         let mut shard_words = vec![0u32; w1 - w0];
         s.memcpy_dtoh(&words.slice(w0..w1), &mut shard_words).map_err(GpuError::from)?;
-        shards.push(ShardData { slots: shard_slots, words: shard_words });
+        downloaded.push((ShardData { slots, words: shard_words }, left));
     }
-    Ok(shards)
+    downloaded
+        .into_par_iter()
+        .map(|(mut shard, left)| {
+            if bcht::place_stragglers(&mut shard.slots, &left) {
+                return Ok(shard);
+            }
+            rebuild(&shard, &left, layout, cap).map_err(|_| shard_overflow())
+        })
+        .collect()
+}
+
+fn shard_overflow() -> BuildError {
+    BuildError::Index(crate::index::IndexError::ShardOverflow { path: "<gpu build>".into(), source: ShardOverflow })
+}
+
+/// A shard laid out again by the CPU's `ShardAssembler` from its keys and their lists (the rare
+/// shard whose leftover keys did not fit by cuckoo walks: the CPU grows its table and starts again).
+fn rebuild(shard: &ShardData, left: &[Slot], layout: &LocationLayout, cap: u32) -> Result<ShardData, ShardOverflow> {
+    use crate::index::locations::LocationList;
+    let mut entries: Vec<Slot> = shard.slots.iter().chain(left).filter(|s| s.key != bcht::EMPTY_KEY).copied().collect();
+    entries.sort_unstable_by_key(|s| s.key);
+    let mut assembler = crate::build::condense::ShardAssembler::new(layout, cap);
+    let mut locs = Vec::new();
+    for e in entries {
+        locs.clear();
+        LocationList::decode(e.value, &shard.words, layout).append_to(&mut locs);
+        assembler.add(e.key, &locs);
+    }
+    Ok(assembler.finish()?.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::build::condense::ShardAssembler;
+
+    /// The fallback for a shard whose walk fails: laying a shard out again from its own slots and
+    /// lists gives the CPU's bytes.
+    #[test]
+    fn rebuilding_a_shard_from_its_lists_gives_the_same_bytes() {
+        let layout = LocationLayout::for_counts(50, 1000, 254);
+        let mut assembler = ShardAssembler::new(&layout, 254);
+        let mut x = 12345u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for key in (0..20_000u32).map(|i| i * 7 + 3) {
+            let mut locs: Vec<u64> =
+                (0..1 + next() % 4).map(|_| layout.pack((next() % 50) as u32, (next() % 1000) as u32)).collect();
+            locs.sort_unstable();
+            locs.dedup();
+            assembler.add(key, &locs);
+        }
+        let (shard, _) = assembler.finish().unwrap();
+        let again = rebuild(&shard, &[], &layout, 254).unwrap();
+        assert!(again == shard);
+    }
 }
