@@ -78,6 +78,7 @@ extern "C" __global__ void fill_lists(Table t, Remap m, const u32* slots, const 
 #define BUCKET_SLOTS 16
 #define EMPTY_SLOT 0x00000000FFFFFFFFull  // key NO_FEATURE, value 0: src/index/bcht.rs EMPTY_SLOT
 #define INLINE_FLAG 0x80000000u
+#define PAD_WORDS 2  // src/index/locations.rs PAD_WORDS
 
 // Must match src/index/bcht.rs: fmix32 and BUCKET_SEEDS.
 __device__ __constant__ u32 BUCKET_SEEDS[3] = {0x9e3779b9u, 0x85ebca6bu, 0xc2b2ae35u};

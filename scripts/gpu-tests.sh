@@ -6,7 +6,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 B=carry/bin
 export SOURCE_DATE_EPOCH=1700000000 KMERDB_CACHE_DIR=${KMERDB_CACHE_DIR:-$(mktemp -d)}
-export KMERDB_GPU_TEST_REFS=carry/refs KMERDB_GPU_TEST_TAXONOMY=carry/taxonomy
+export KMERDB_GPU_TEST_REFS=carry/refs KMERDB_GPU_TEST_TAXONOMY=carry/taxonomy KMERDB_GPU_TEST_READS=carry/reads
 status=0
 step() { echo; echo "== $*"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -24,6 +24,13 @@ for run in compile cached; do
 done
 $B/kmerdb build -q --gpus none data/genomes --taxonomy data/taxonomy --seqid2taxid data/seqid2taxid.map -d /tmp/cpu.db
 cmp /tmp/gpu.db /tmp/cpu.db && echo "data/: GPU and CPU index files identical" || { echo "data/: index files DIFFER"; status=1; }
+# Classification: the same bytes from the GPU and the CPU, through the command line.
+for gpus in 0 none; do
+    $B/kmerdb classify --gpus $gpus -d /tmp/cpu.db -1 data/reads/sample_R1.fq.gz -2 data/reads/sample_R2.fq.gz \
+        -o /tmp/classify-$gpus.txt --report /tmp/classify-$gpus.kreport 2>&1 | grep -E "classified|error" || status=1
+done
+cmp /tmp/classify-0.txt /tmp/classify-none.txt && cmp /tmp/classify-0.kreport /tmp/classify-none.kreport \
+    && echo "data/ reads: GPU and CPU classify outputs identical" || { echo "data/ reads: classify outputs DIFFER"; status=1; }
 # A GPU that is not there: a non-zero exit and a message naming it.
 if out=$($B/kmerdb build -q --gpus 7 data/genomes -d /tmp/x.db 2>&1); then
     echo "--gpus 7 succeeded"; status=1

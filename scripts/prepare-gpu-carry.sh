@@ -4,10 +4,11 @@
 #   carry/bin/       kmerdb, kmerdb-gpu-bench and the test executables (stripped)
 #   carry/refs/      ../shared/data/refs (genomes and seqid2taxid.map)
 #   carry/taxonomy/  the NCBI taxonomy pruned to those genomes' lineages
+#   carry/reads/     ../shared/data/reads' mock community (R1, R2)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SHARED=${SHARED:-../shared}
-rm -rf carry && mkdir -p carry/bin carry/refs carry/taxonomy
+rm -rf carry && mkdir -p carry/bin carry/refs carry/taxonomy carry/reads
 cargo build --release --bins
 json=$(cargo test --release --no-run --message-format=json 2>/dev/null)
 for target in gpu cli kmerdb; do
@@ -23,6 +24,7 @@ done
 strip -o carry/bin/kmerdb target/release/kmerdb
 strip -o carry/bin/kmerdb-gpu-bench target/release/kmerdb-gpu-bench
 cp "$SHARED"/data/refs/*.fna.gz "$SHARED"/data/refs/seqid2taxid.map carry/refs/
+cp "$SHARED"/data/reads/mock_R1.fq.gz "$SHARED"/data/reads/mock_R2.fq.gz carry/reads/
 python3 scripts/make_data_helpers.py prune carry/refs/seqid2taxid.map \
     "$SHARED/data/taxonomy/nodes.dmp.gz" "$SHARED/data/taxonomy/names.dmp.gz" carry/taxonomy
 du -sh carry carry/*

@@ -335,13 +335,6 @@ fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
     use kmerdb::classify::{ClassifyConfig, ReadLayout, Sample, SampleOutputs};
     use kmerdb::input::Source;
     let threads = compute_threads(&args.compute)?;
-    match &args.compute.gpus {
-        kmerdb::compute::GpuRequest::List(ids) => {
-            bail!("--gpus {ids:?}: classification on the GPU is not implemented yet; use --gpus none or all")
-        }
-        kmerdb::compute::GpuRequest::All => log::debug!("classification runs on the CPU (no GPU classifier yet)"),
-        kmerdb::compute::GpuRequest::None => {}
-    }
     if args.max_candidates == 0 {
         bail!("--max-candidates must be at least 1");
     }
@@ -420,6 +413,7 @@ fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
         abundance_rank: args.abundance_rank,
         use_names: args.use_names,
         samples,
+        gpus: args.compute.gpus.clone(),
     };
     let summary = kmerdb::classify::classify(&config, &mut |s| {
         if !quiet {
@@ -434,7 +428,16 @@ fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
             );
         }
     })?;
-    log::debug!("index loaded in {:.3} s", summary.index_load.as_secs_f64());
+    if !quiet {
+        match &summary.device {
+            Some((device, copy)) => log::info!(
+                "classified on {device}; index loaded in {:.2} s ({:.2} s of it copying to the GPU)",
+                summary.index_load.as_secs_f64(),
+                copy.as_secs_f64()
+            ),
+            None => log::info!("classified on the CPU; index loaded in {:.2} s", summary.index_load.as_secs_f64()),
+        }
+    }
     Ok(())
 }
 

@@ -344,3 +344,162 @@ fn gpu_condense_equals_the_cpu_assembler() {
         assert!(gd.words == cd.words, "shard {sh}: list stream differs");
     }
 }
+
+/// Classifies `reads` with the index `db` on `gpus`; returns the Kraken lines, the report and the
+/// abundance profile.
+fn classify_with(db: &std::path::Path, reads: kmerdb::classify::ReadLayout, gpus: GpuRequest) -> [Vec<u8>; 3] {
+    use kmerdb::classify::{ClassifyConfig, Sample, SampleOutputs, classify};
+    let dir = tempfile::tempdir().unwrap();
+    let out = |name: &str| Some(dir.path().join(name));
+    let config = ClassifyConfig {
+        db: db.to_path_buf(),
+        verify: kmerdb::index::Verify::All,
+        threads: 8,
+        hitmin: None,
+        hitdiff: 0.0,
+        max_candidates: 2,
+        insert_size: 600,
+        lowest_rank: None,
+        abundance_rank: None,
+        use_names: false,
+        samples: vec![Sample {
+            name: "s".into(),
+            reads,
+            outputs: SampleOutputs {
+                kraken: out("k.txt"),
+                report: out("k.kreport"),
+                abundance: out("a.tsv"),
+                classified: None,
+                unclassified: None,
+            },
+        }],
+        gpus: gpus.clone(),
+    };
+    let start = std::time::Instant::now();
+    let summary = classify(&config, &mut |_| {}).unwrap();
+    let s = &summary.samples[0];
+    println!(
+        "  {}: {} reads, {} classified, {:.2} s",
+        summary.device.as_ref().map_or("CPU".to_string(), |d| d.0.clone()),
+        s.reads,
+        s.classified,
+        start.elapsed().as_secs_f64()
+    );
+    assert_eq!(summary.device.is_some(), gpus != GpuRequest::None, "the GPU was not used");
+    ["k.txt", "k.kreport", "a.tsv"].map(|f| std::fs::read(dir.path().join(f)).unwrap())
+}
+
+fn file_source(p: &str) -> kmerdb::input::Source {
+    kmerdb::input::Source::File(PathBuf::from(p))
+}
+
+fn assert_same_outputs(what: &str, cpu: &[Vec<u8>; 3], gpu: &[Vec<u8>; 3]) {
+    for (name, (c, g)) in ["per-read output", "kreport", "abundance"].iter().zip(cpu.iter().zip(gpu)) {
+        if c != g {
+            let (cl, gl) = (String::from_utf8_lossy(c), String::from_utf8_lossy(g));
+            let diff = cl.lines().zip(gl.lines()).find(|(a, b)| a != b);
+            panic!("{what}: GPU and CPU {name} differ; first difference:\n CPU {diff:?}");
+        }
+    }
+    println!("identical outputs: {what}");
+}
+
+/// GPU classification gives the CPU's bytes: on the bundled pairs and single reads, and on the mock
+/// community against `../shared/data/refs` when `KMERDB_GPU_TEST_READS` names its reads.
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_classify_output_equals_cpu_output() {
+    use kmerdb::classify::ReadLayout;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cases = vec![(
+        PathBuf::from("data/genomes"),
+        vec![
+            ReadLayout::Paired(vec![(
+                file_source("data/reads/sample_R1.fq.gz"),
+                file_source("data/reads/sample_R2.fq.gz"),
+            )]),
+            ReadLayout::Single(vec![file_source("data/reads/single.fa")]),
+        ],
+    )];
+    if let (Some(refs), Some(reads)) =
+        (std::env::var_os("KMERDB_GPU_TEST_REFS"), std::env::var_os("KMERDB_GPU_TEST_READS"))
+    {
+        let r = PathBuf::from(reads);
+        cases.push((
+            PathBuf::from(refs),
+            vec![ReadLayout::Paired(vec![(
+                kmerdb::input::Source::File(r.join("mock_R1.fq.gz")),
+                kmerdb::input::Source::File(r.join("mock_R2.fq.gz")),
+            )])],
+        ));
+    }
+    for (genomes, layouts) in cases {
+        let db = dir.path().join("x.db");
+        build_with(&[genomes.clone()], &db, GpuRequest::None, GpuBuildOptions::default()).unwrap();
+        for layout in layouts {
+            let what = format!("{} with {layout:?}", genomes.display());
+            let cpu = classify_with(&db, layout.clone(), GpuRequest::None);
+            let gpu = classify_with(&db, layout, GpuRequest::List(vec![0]));
+            assert_same_outputs(&what, &cpu, &gpu);
+        }
+    }
+}
+
+/// Awkward reads give the CPU's answers on the GPU: all N, shorter than k, longer than 100 kb,
+/// random (features absent), lowercase and IUPAC codes, and, with an index that drops every
+/// feature found in more than 2 places, reads whose features are overpopulated.
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_classify_awkward_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let genomes = read_fasta("data/genomes/Ecoli_K12_MG1655.fna.gz");
+    let ecoli = &genomes[0];
+    let mut rng = StdRng::seed_from_u64(21);
+    let mut reads: Vec<(String, Vec<u8>)> = vec![
+        ("all_n".into(), vec![b'N'; 150]),
+        ("shorter_than_k".into(), ecoli[1000..1010].to_vec()),
+        ("one_base".into(), b"A".to_vec()),
+        ("random".into(), random_seq(&mut rng, 150, b"ACGT")),
+        (
+            "lower_iupac".into(),
+            ecoli[5000..5150].to_ascii_lowercase().iter().map(|&b| if b == b'g' { b'R' } else { b }).collect(),
+        ),
+        ("long_150kb".into(), ecoli[200_000..350_000].to_vec()),
+        ("long_random_120kb".into(), random_seq(&mut rng, 120_000, b"ACGTN")),
+    ];
+    for i in 0..2000 {
+        let at = rng.random_range(0..ecoli.len() - 300);
+        let len = rng.random_range(20..300);
+        reads.push((format!("ecoli_{i}"), ecoli[at..at + len].to_vec()));
+    }
+    let fasta = dir.path().join("awkward.fa");
+    let mut text = Vec::new();
+    for (name, seq) in &reads {
+        text.extend_from_slice(format!(">{name}\n").as_bytes());
+        text.extend_from_slice(seq);
+        text.push(b'\n');
+    }
+    std::fs::write(&fasta, text).unwrap();
+    let layout = kmerdb::classify::ReadLayout::Single(vec![kmerdb::input::Source::File(fasta)]);
+    for cap in [254, 2] {
+        let db = dir.path().join(format!("cap{cap}.db"));
+        let sources = kmerdb::input::discover_fasta(&[PathBuf::from("data/genomes")]).unwrap();
+        let config = BuildConfig {
+            sources,
+            db: db.clone(),
+            taxonomy: Some(PathBuf::from("data/taxonomy")),
+            seqid_maps: vec![PathBuf::from("data/seqid2taxid.map")],
+            sketch: SketchParams::new(16, 127, None, 16, 0).unwrap(),
+            max_locations_per_feature: cap,
+            threads: 8,
+            strict: false,
+            progress: false,
+            gpus: GpuRequest::None,
+            gpu_options: GpuBuildOptions::default(),
+        };
+        build(&config, &|_, _| {}).unwrap();
+        let cpu = classify_with(&db, layout.clone(), GpuRequest::None);
+        let gpu = classify_with(&db, layout.clone(), GpuRequest::List(vec![0]));
+        assert_same_outputs(&format!("awkward reads, location cap {cap}"), &cpu, &gpu);
+    }
+}

@@ -4,9 +4,12 @@
 //!    of the CAS rate;
 //! 3. the fused build kernel on synthetic genomes (default 10 Gbp), kernel time only;
 //! 4. `kmerdb build` end to end from uncompressed FASTA in the page cache, GPU against the CPU on
-//!    every core, with a check that both write the same bytes.
+//!    every core, with a check that both write the same bytes;
+//! 5. `kmerdb classify` end to end on simulated 150 bp pairs from uncompressed FASTQ in the page
+//!    cache (default 20 M pairs), GPU against the CPU on every core, with a check that both write
+//!    the same bytes, and the GPU's time by stage.
 //!
-//! Usage: kmerdb-gpu-bench [--gbp N] [--e2e-gbp N] [--skip-e2e]
+//! Usage: kmerdb-gpu-bench [--gbp N] [--e2e-gbp N] [--pairs-m N] [--skip-e2e] [--only-classify]
 
 use cudarc::driver::PushKernelArg;
 use kmerdb::build::sketching::Pending;
@@ -41,11 +44,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         free as f64 / (1u64 << 30) as f64
     );
     let (cas, reads) = limits(&gpu)?;
-    inserts(&gpu, cas)?;
-    fused(&gpu, arg("--gbp", 10.0))?;
-    if !std::env::args().any(|a| a == "--skip-e2e") {
-        end_to_end(arg("--e2e-gbp", 2.0))?;
+    let only_classify = std::env::args().any(|a| a == "--only-classify");
+    if !only_classify {
+        inserts(&gpu, cas)?;
+        fused(&gpu, arg("--gbp", 10.0))?;
+        if !std::env::args().any(|a| a == "--skip-e2e") {
+            end_to_end(arg("--e2e-gbp", 2.0))?;
+        }
     }
+    classify_pairs((arg("--pairs-m", 20.0) * 1e6) as usize, reads)?;
     println!("(limits for reference: CAS {cas:.2} G/s, bucket reads {reads:.2} G/s)");
     Ok(())
 }
@@ -269,5 +276,159 @@ fn end_to_end(gbp: f64) -> Result<(), Box<dyn std::error::Error>> {
         bytes.push(std::fs::read(&db)?);
     }
     println!("end to end: GPU and CPU index bytes {}", if bytes[0] == bytes[1] { "identical" } else { "DIFFER" });
+    Ok(())
+}
+
+/// `kmerdb classify` on `pairs` simulated 150 bp pairs (insert 300, 0.5% substitutions) from 200
+/// synthetic species x 2 strains (2 Mbp each), GPU 0 against the CPU on every core.
+fn classify_pairs(pairs: usize, reads_limit: f64) -> Result<(), Box<dyn std::error::Error>> {
+    use kmerdb::classify::{ClassifyConfig, ReadLayout, Sample, SampleOutputs, classify};
+    use std::io::Write;
+    let dir = tempfile::tempdir()?;
+    let spec = SynthSpec { species: 200, genome_len: 2_000_000, strains: 2, divergence: 0.01, seed: 5 };
+    let fasta = dir.path().join("refs.fna");
+    let mut genomes: Vec<Vec<u8>> = Vec::new();
+    {
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&fasta)?);
+        let mut result = Ok(());
+        generate(&spec, |name, seq| {
+            genomes.push(seq.to_vec());
+            if result.is_ok() {
+                result = writeln!(out, ">{name}").and_then(|_| out.write_all(seq)).and_then(|_| writeln!(out));
+            }
+        });
+        result?;
+        out.flush()?;
+    }
+    let db = dir.path().join("refs.db");
+    let threads = std::thread::available_parallelism()?.get();
+    let config = kmerdb::build::BuildConfig {
+        sources: vec![kmerdb::input::Source::File(fasta)],
+        db: db.clone(),
+        taxonomy: None,
+        seqid_maps: Vec::new(),
+        sketch: SketchParams::new(16, 127, None, 16, 0)?,
+        max_locations_per_feature: 254,
+        threads,
+        strict: false,
+        progress: false,
+        gpus: GpuRequest::List(vec![0]),
+        gpu_options: GpuBuildOptions::default(),
+    };
+    kmerdb::build::build(&config, &|_, _| {})?;
+
+    // Pairs from random places of random genomes, mate 2 reverse-complemented.
+    let t = Instant::now();
+    let (r1, r2) = (dir.path().join("r1.fq"), dir.path().join("r2.fq"));
+    let mut w1 = std::io::BufWriter::with_capacity(1 << 22, std::fs::File::create(&r1)?);
+    let mut w2 = std::io::BufWriter::with_capacity(1 << 22, std::fs::File::create(&r2)?);
+    let qual = [b'I'; 150];
+    let mut x = 0x5eed_u64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let comp = |b: u8| match b {
+        b'A' => b'T',
+        b'C' => b'G',
+        b'G' => b'C',
+        _ => b'A',
+    };
+    let (mut m1, mut m2) = (Vec::with_capacity(150), Vec::with_capacity(150));
+    for i in 0..pairs {
+        let g = &genomes[(next() % genomes.len() as u64) as usize];
+        let at = (next() % (g.len() - 400) as u64) as usize;
+        let insert = 270 + (next() % 60) as usize;
+        m1.clear();
+        m1.extend_from_slice(&g[at..at + 150]);
+        m2.clear();
+        m2.extend(g[at + insert - 150..at + insert].iter().rev().map(|&b| comp(b)));
+        for m in [&mut m1, &mut m2] {
+            for b in m.iter_mut() {
+                if next() % 200 == 0 {
+                    *b = b"ACGT"[(next() % 4) as usize];
+                }
+            }
+        }
+        for (w, m, mate) in [(&mut w1, &m1, 1), (&mut w2, &m2, 2)] {
+            writeln!(w, "@p{i}/{mate}")?;
+            w.write_all(m)?;
+            w.write_all(b"\n+\n")?;
+            w.write_all(&qual)?;
+            w.write_all(b"\n")?;
+        }
+    }
+    w1.flush()?;
+    w2.flush()?;
+    drop((w1, w2));
+    let size = std::fs::metadata(&r1)?.len() + std::fs::metadata(&r2)?.len();
+    let _ = (std::fs::read(&r1)?, std::fs::read(&r2)?); // into the page cache
+    println!(
+        "classify: {pairs} simulated pairs of 150 bp ({:.1} GB of FASTQ) made in {:.1} s",
+        size as f64 / 1e9,
+        t.elapsed().as_secs_f64()
+    );
+
+    let mut outputs = Vec::new();
+    for (name, gpus) in [("GPU 0", GpuRequest::List(vec![0])), ("CPU", GpuRequest::None)] {
+        let out = |f: &str| Some(dir.path().join(format!("{}.{f}", outputs.len())));
+        let config = ClassifyConfig {
+            db: db.clone(),
+            verify: kmerdb::index::Verify::Metadata,
+            threads,
+            hitmin: None,
+            hitdiff: 0.0,
+            max_candidates: 2,
+            insert_size: 600,
+            lowest_rank: None,
+            abundance_rank: None,
+            use_names: false,
+            samples: vec![Sample {
+                name: "bench".into(),
+                reads: ReadLayout::Paired(vec![(
+                    kmerdb::input::Source::File(r1.clone()),
+                    kmerdb::input::Source::File(r2.clone()),
+                )]),
+                outputs: SampleOutputs {
+                    kraken: out("kraken"),
+                    report: out("kreport"),
+                    abundance: None,
+                    classified: None,
+                    unclassified: None,
+                },
+            }],
+            gpus,
+        };
+        let summary = classify(&config, &mut |_| {})?;
+        let s = &summary.samples[0];
+        let secs = s.elapsed.as_secs_f64();
+        println!(
+            "classify end to end {name}: {} pairs in {secs:.2} s = {:.2} M pairs/s ({:.1}% classified; index load {:.2} s, {threads} threads)",
+            s.reads,
+            s.reads as f64 / secs / 1e6,
+            100.0 * s.classified as f64 / s.reads.max(1) as f64,
+            summary.index_load.as_secs_f64()
+        );
+        if let Some(t) = summary.gpu_times {
+            let gpu_secs = (t.upload + t.kernels + t.download).as_secs_f64();
+            println!(
+                "classify GPU stages: {} batches; upload {:.2} s, kernels {:.2} s, download {:.2} s; GPU stages alone {:.2} M pairs/s, kernels alone {:.2} M pairs/s (limit for reference: {reads_limit:.2} G random bucket reads/s); the rest ({:.2} s) is parsing, the decision and writing",
+                t.batches,
+                t.upload.as_secs_f64(),
+                t.kernels.as_secs_f64(),
+                t.download.as_secs_f64(),
+                t.reads as f64 / gpu_secs / 1e6,
+                t.reads as f64 / t.kernels.as_secs_f64() / 1e6,
+                secs - gpu_secs
+            );
+        }
+        outputs.push(std::fs::read(dir.path().join(format!("{}.kraken", outputs.len())))?);
+    }
+    println!(
+        "classify: GPU and CPU per-read outputs {}",
+        if outputs[0] == outputs[1] { "identical" } else { "DIFFER" }
+    );
     Ok(())
 }

@@ -192,7 +192,8 @@ fn feature_taxon(list: &LocationList, index: &Index, target_nodes: &[u32], tree:
     node.map_or(0, |n| tree.node_taxid(n))
 }
 
-fn push_run(runs: &mut Vec<(TaxId, u32)>, taxon: TaxId) {
+/// Appends a feature's taxon to a mate's hit list, run-length encoded.
+pub fn push_run(runs: &mut Vec<(TaxId, u32)>, taxon: TaxId) {
     match runs.last_mut() {
         Some((t, n)) if *t == taxon => *n += 1,
         _ => runs.push((taxon, 1)),

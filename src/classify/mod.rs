@@ -1,10 +1,11 @@
-//! `kmerdb classify` on the CPU: reads to taxa, with Kraken-style outputs.
+//! `kmerdb classify`: reads to taxa, with Kraken-style outputs, on the CPU or a GPU.
 //!
 //! - [`reads`]: single, paired and interleaved input, mate checks, batches;
 //! - [`candidates`]: the method for one read (the specification the GPU path follows);
-//! - here: opening the index once, then for each sample a pipeline in which the next batch is read
-//!   while the current one is classified in parallel; results are written in input order, so the
-//!   output does not depend on the thread count.
+//! - here: opening the index once (and copying it to the GPU if there is one, `gpu::classify`),
+//!   then for each sample a pipeline in which the next batch is read while the current one is
+//!   classified; results are written in input order, so the output depends neither on the thread
+//!   count nor on the device.
 //!
 //! Every output is written under a temporary name and renamed only when the sample is complete.
 
@@ -23,6 +24,9 @@ use std::time::{Duration, Instant};
 
 /// Reads classified per batch: large enough to spread over threads, small enough to stay in cache.
 const BATCH_READS: usize = 4096;
+/// Reads per batch on a GPU: enough to fill it.
+#[cfg(feature = "gpu")]
+const GPU_BATCH_READS: usize = 1 << 18;
 /// Reads whose lookups are overlapped in memory (see `Classifier::classify_group`).
 const GROUP_READS: usize = 4;
 
@@ -58,6 +62,8 @@ pub struct ClassifyConfig {
     pub abundance_rank: Option<String>,
     pub use_names: bool,
     pub samples: Vec<Sample>,
+    /// `all`: a GPU if one is there and the index fits it, else the CPU; a list: that GPU or an error.
+    pub gpus: crate::compute::GpuRequest,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -72,6 +78,11 @@ pub enum ClassifyError {
     UnknownRank(String),
     #[error("cannot start {threads} threads: {reason}")]
     Threads { threads: usize, reason: String },
+    #[cfg(feature = "gpu")]
+    #[error(transparent)]
+    Gpu(#[from] crate::gpu::GpuError),
+    #[error("--gpus {0}: this kmerdb was built without GPU support (cargo feature `gpu`)")]
+    NoGpuSupport(String),
 }
 
 /// What classifying one sample did.
@@ -85,7 +96,13 @@ pub struct SampleSummary {
 
 #[derive(Debug, Clone)]
 pub struct ClassifySummary {
+    /// Opening (and verifying) the index, and copying it to the GPU when one is used.
     pub index_load: Duration,
+    /// The GPU that classified, if one did, and how long its copy of the index took.
+    pub device: Option<(String, Duration)>,
+    /// The GPU classifier's time by stage, when a GPU classified.
+    #[cfg(feature = "gpu")]
+    pub gpu_times: Option<crate::gpu::classify::StageTimes>,
     pub samples: Vec<SampleSummary>,
 }
 
@@ -96,7 +113,6 @@ pub fn classify(
 ) -> Result<ClassifySummary, ClassifyError> {
     let start = Instant::now();
     let index = Index::open(&config.db, config.verify)?;
-    let index_load = start.elapsed();
     let tree = index.taxonomy();
     for rank in config.lowest_rank.iter().chain(&config.abundance_rank) {
         if !tree.taxa().iter().any(|t| t.rank == *rank) {
@@ -115,14 +131,52 @@ pub fn classify(
         .build()
         .map_err(|e| ClassifyError::Threads { threads: config.threads, reason: e.to_string() })?;
     let target_taxa: Vec<TaxId> = index.targets().iter().map(|t| t.taxid).collect();
-    let run = Run { index: &index, params: &params, target_taxa: &target_taxa, config };
+    #[cfg(feature = "gpu")]
+    let gpus = crate::gpu::device::select(&config.gpus)?;
+    #[cfg(feature = "gpu")]
+    let gpu = match gpus.first() {
+        None => None,
+        Some(g) => match crate::gpu::classify::GpuClassifier::new(g, &index, params.max_candidates, params.insert_size)
+        {
+            Ok(c) => Some(c),
+            // With `all`, an index the GPU cannot hold means the CPU, with the reason.
+            Err(e) if config.gpus == crate::compute::GpuRequest::All => {
+                log::info!("GPU {} ({}): {e}; classifying on the CPU", g.ordinal, g.name);
+                None
+            }
+            Err(e) => return Err(e.into()),
+        },
+    };
+    #[cfg(not(feature = "gpu"))]
+    if let crate::compute::GpuRequest::List(ids) = &config.gpus {
+        return Err(ClassifyError::NoGpuSupport(format!("{ids:?}")));
+    }
+    let index_load = start.elapsed();
+    #[cfg(feature = "gpu")]
+    let device = gpu.as_ref().zip(gpus.first()).map(|(c, g)| (format!("GPU {} ({})", g.ordinal, g.name), c.load_time));
+    #[cfg(not(feature = "gpu"))]
+    let device = None;
+    let run = Run {
+        index: &index,
+        params: &params,
+        target_taxa: &target_taxa,
+        config,
+        #[cfg(feature = "gpu")]
+        gpu: gpu.as_ref(),
+    };
     let mut samples = Vec::new();
     for sample in &config.samples {
         let summary = pool.install(|| run.sample(sample))?;
         on_sample(&summary);
         samples.push(summary);
     }
-    Ok(ClassifySummary { index_load, samples })
+    Ok(ClassifySummary {
+        index_load,
+        device,
+        #[cfg(feature = "gpu")]
+        gpu_times: gpu.as_ref().map(|g| g.times()),
+        samples,
+    })
 }
 
 struct Run<'a> {
@@ -130,6 +184,8 @@ struct Run<'a> {
     params: &'a ClassifyParams,
     target_taxa: &'a [TaxId],
     config: &'a ClassifyConfig,
+    #[cfg(feature = "gpu")]
+    gpu: Option<&'a crate::gpu::classify::GpuClassifier<'a>>,
 }
 
 /// A sample's open outputs.
@@ -171,10 +227,12 @@ impl Run<'_> {
         let (mut total, mut unclassified) = (0u64, 0u64);
         // Two batches take turns: one is classified while the next is read into the other.
         let (mut batch, mut spare) = (Vec::new(), Vec::new());
-        stream.next_batch(&mut batch, BATCH_READS)?;
+        let batch_reads = self.batch_reads();
+        stream.next_batch(&mut batch, batch_reads)?;
         while !batch.is_empty() {
-            let (next, (calls, lines)) =
-                rayon::join(|| stream.next_batch(&mut spare, BATCH_READS), || self.classify_batch(&batch, hit_list));
+            let (next, classified) =
+                rayon::join(|| stream.next_batch(&mut spare, batch_reads), || self.classify_batch(&batch, hit_list));
+            let (calls, lines) = classified?;
             let lines = lines.map_err(|source| ClassifyError::Output { path: "per-read output".into(), source })?;
             if let Some((w, path)) = &mut outs.kraken {
                 use std::io::Write;
@@ -221,49 +279,115 @@ impl Run<'_> {
         })
     }
 
-    /// Classifies a batch in parallel; with `hit_list`, also formats its Kraken lines there, so
-    /// that only a copy of bytes is left to the writing thread.
-    fn classify_batch(&self, batch: &[reads::Read], hit_list: bool) -> (Vec<Call>, std::io::Result<Vec<u8>>) {
+    fn batch_reads(&self) -> usize {
+        #[cfg(feature = "gpu")]
+        if self.gpu.is_some() {
+            return GPU_BATCH_READS;
+        }
+        BATCH_READS
+    }
+
+    /// Classifies a batch, on the GPU if there is one, else in parallel on the CPU; with
+    /// `hit_list`, also formats its Kraken lines in parallel, so that only a copy of bytes is left
+    /// to the writing thread.
+    #[allow(clippy::type_complexity)]
+    fn classify_batch(
+        &self,
+        batch: &[reads::Read],
+        hit_list: bool,
+    ) -> Result<(Vec<Call>, std::io::Result<Vec<u8>>), ClassifyError> {
         use rayon::prelude::*;
+        #[cfg(feature = "gpu")]
+        let calls = match self.gpu {
+            Some(gpu) => Some(self.gpu_calls(gpu, batch, hit_list)?),
+            None => None,
+        };
+        #[cfg(not(feature = "gpu"))]
+        let calls: Option<Vec<Call>> = None;
+        let mut calls = match calls {
+            Some(calls) => calls,
+            None => batch
+                .par_chunks(GROUP_READS)
+                .map_init(
+                    || Classifier::new(self.index, self.params, self.target_taxa),
+                    |c, group| {
+                        let mates: Vec<Vec<&[u8]>> =
+                            group.iter().map(|r| r.mates.iter().map(|m| m.seq.as_slice()).collect()).collect();
+                        let reads: Vec<&[&[u8]]> = mates.iter().map(Vec::as_slice).collect();
+                        c.classify_group(&reads, hit_list)
+                    },
+                )
+                .flatten()
+                .collect(),
+        };
+        if !hit_list {
+            return Ok((calls, Ok(Vec::new())));
+        }
         let names = self.config.use_names.then(|| self.index.taxonomy());
-        let groups: Vec<(Vec<Call>, std::io::Result<Vec<u8>>)> = batch
-            .par_chunks(GROUP_READS)
-            .map_init(
-                || Classifier::new(self.index, self.params, self.target_taxa),
-                |c, group| {
-                    let mates: Vec<Vec<&[u8]>> =
-                        group.iter().map(|r| r.mates.iter().map(|m| m.seq.as_slice()).collect()).collect();
-                    let reads: Vec<&[&[u8]]> = mates.iter().map(Vec::as_slice).collect();
-                    let mut calls = c.classify_group(&reads, hit_list);
-                    let mut lines = Vec::new();
-                    let formatted = if hit_list {
-                        group.iter().zip(&mut calls).try_for_each(|(read, call)| {
-                            let result = ReadResult {
-                                id: read.id(),
-                                taxid: call.taxid,
-                                lengths: (read.mates[0].seq.len(), read.mates.get(1).map(|m| m.seq.len())),
-                                hits: std::mem::take(&mut call.hit_runs),
-                            };
-                            output::write_kraken_line(&mut lines, &result, names)
-                        })
-                    } else {
-                        Ok(())
+        let pieces: Vec<std::io::Result<Vec<u8>>> = batch
+            .par_chunks(GROUP_READS * 16)
+            .zip(calls.par_chunks_mut(GROUP_READS * 16))
+            .map(|(reads, calls)| {
+                let mut lines = Vec::new();
+                reads.iter().zip(calls).try_for_each(|(read, call)| {
+                    let result = ReadResult {
+                        id: read.id(),
+                        taxid: call.taxid,
+                        lengths: (read.mates[0].seq.len(), read.mates.get(1).map(|m| m.seq.len())),
+                        hits: std::mem::take(&mut call.hit_runs),
                     };
-                    (calls, formatted.map(|()| lines))
-                },
-            )
+                    output::write_kraken_line(&mut lines, &result, names)
+                })?;
+                Ok(lines)
+            })
             .collect();
-        let mut calls = Vec::with_capacity(batch.len());
         let mut lines = Vec::new();
-        let mut error = None;
-        for (c, l) in groups {
-            calls.extend(c);
-            match l {
+        for piece in pieces {
+            match piece {
                 Ok(l) => lines.extend_from_slice(&l),
-                Err(e) => error = error.or(Some(e)),
+                Err(e) => return Ok((calls, Err(e))),
             }
         }
-        (calls, error.map_or(Ok(lines), Err))
+        Ok((calls, Ok(lines)))
+    }
+
+    /// A batch's calls from the GPU's candidates: the decision here, in parallel, and the few reads
+    /// the GPU leaves (too many locations for its shared memory) by the CPU's classifier.
+    #[cfg(feature = "gpu")]
+    fn gpu_calls(
+        &self,
+        gpu: &crate::gpu::classify::GpuClassifier,
+        batch: &[reads::Read],
+        hit_list: bool,
+    ) -> Result<Vec<Call>, ClassifyError> {
+        use rayon::prelude::*;
+        let mates: Vec<Vec<&[u8]>> = batch.iter().map(|r| r.mates.iter().map(|m| m.seq.as_slice()).collect()).collect();
+        let reads: Vec<&[&[u8]]> = mates.iter().map(Vec::as_slice).collect();
+        let found = gpu.classify(&reads, hit_list)?;
+        let tree = self.index.taxonomy();
+        Ok(found
+            .into_par_iter()
+            .zip(reads.par_iter())
+            .map_init(
+                || Classifier::new(self.index, self.params, self.target_taxa),
+                |c, (read, mates)| match read.candidates {
+                    None => c.classify(mates, hit_list),
+                    Some(candidates) => {
+                        let mut call = Call {
+                            taxid: candidates::decide(&candidates, self.params, self.target_taxa, tree),
+                            ..Call::default()
+                        };
+                        for (m, taxa) in read.feature_taxa.iter().enumerate() {
+                            for &t in taxa {
+                                let taxon = if t == 0 { 0 } else { tree.node_taxid(t - 1) };
+                                candidates::push_run(&mut call.hit_runs[m.min(1)], taxon);
+                            }
+                        }
+                        call
+                    }
+                },
+            )
+            .collect())
     }
 
     /// Writes a read to the classified or unclassified reads output, if asked for.

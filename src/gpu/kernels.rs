@@ -8,20 +8,22 @@ use crate::gpu::GpuError;
 use std::path::PathBuf;
 
 /// Every kernel source file, by the name it is included as.
-const FILES: [(&str, &str); 6] = [
+const FILES: [(&str, &str); 8] = [
     ("common.cuh", include_str!("../../cuda/common.cuh")),
     ("sketch.cuh", include_str!("../../cuda/sketch.cuh")),
     ("bucket_list.cuh", include_str!("../../cuda/bucket_list.cuh")),
     ("limits.cuh", include_str!("../../cuda/limits.cuh")),
     ("condense.cuh", include_str!("../../cuda/condense.cuh")),
     ("build.cu", include_str!("../../cuda/build.cu")),
+    ("classify.cuh", include_str!("../../cuda/classify.cuh")),
+    ("kmerdb.cu", include_str!("../../cuda/kmerdb.cu")),
 ];
 
-/// The translation unit NVRTC compiles: `build.cu` with its includes expanded.
+/// The translation unit NVRTC compiles: `kmerdb.cu` with its includes expanded.
 pub fn source() -> String {
     let mut out = String::new();
     let mut seen = Vec::new();
-    expand("build.cu", &mut out, &mut seen);
+    expand("kmerdb.cu", &mut out, &mut seen);
     out
 }
 

@@ -11,6 +11,7 @@
 //! are `#[ignore]`d in ordinary runs (`scripts/gpu-tests.sh` runs them on a GPU machine).
 
 pub mod build;
+pub mod classify;
 pub mod condense;
 pub mod device;
 pub mod kernels;

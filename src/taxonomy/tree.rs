@@ -242,6 +242,16 @@ impl TaxonTree {
         self.taxa[node as usize].taxid
     }
 
+    /// Each node's parent node (the root is its own parent), for the GPU's LCAs.
+    pub fn parents(&self) -> &[u32] {
+        &self.parents
+    }
+
+    /// Each node's depth below the root, for the GPU's LCAs.
+    pub fn depths(&self) -> &[u32] {
+        &self.depths
+    }
+
     /// LCA of two internal node indices.
     #[inline]
     pub fn lca_node(&self, a: u32, b: u32) -> u32 {

@@ -1,0 +1,264 @@
+// `kmerdb classify` on the GPU: the device twin of src/classify/candidates.rs, bit for bit.
+//
+// Per batch of reads: `read_lookups` sketches each mate (Sketcher::read_features) and looks its
+// features up in the index's key index (bcht::lookup), a scan places every feature's locations,
+// `gather_locations` decodes the lists (LocationList::decode), and `read_candidates` sorts each
+// read's locations and picks its top candidates (top_candidates). The host takes the decision (an
+// LCA over two candidates is cheaper there than a transfer).
+#pragma once
+#include "common.cuh"
+#include "sketch.cuh"
+#include "condense.cuh"
+
+// The index in device memory: every shard's buckets, then every shard's stream, as in the file.
+struct DeviceIndex {
+    const u64* slots;        // (key, value) words
+    const u32* words;
+    const u64* first_bucket; // per shard
+    const u64* buckets;
+    const u64* first_word;
+    const u64* shard_words;
+    u32 shard_bits;
+    u32 entry_bits;
+    u32 window_bits;
+    u32 targets;
+    u32 inline_single;
+    u32 _pad;
+};
+
+// The slot value of `key` (bcht::lookup): candidate buckets in order, stopping at the key or at the
+// first empty slot. Sets *shard.
+__device__ __forceinline__ bool index_lookup(const DeviceIndex& ix, u32 key, u32* shard, u32* value) {
+    const u32 sh = (u32)(((u64)key << ix.shard_bits) >> 32);
+    *shard = sh;
+    const u64 nb = ix.buckets[sh];
+    if (nb == 0) return false;
+    const u64* base = ix.slots + ix.first_bucket[sh] * BUCKET_SLOTS;
+    for (int j = 0; j < 3; ++j) {
+        const u64 b = ((u64)fmix32(key ^ BUCKET_SEEDS[j]) * nb) >> 32;
+        for (int s = 0; s < BUCKET_SLOTS; ++s) {
+            const u64 w = base[b * BUCKET_SLOTS + s];
+            if ((u32)w == key) {
+                *value = (u32)(w >> 32);
+                return true;
+            }
+            if ((u32)w == NO_FEATURE) return false;
+        }
+    }
+    return false;
+}
+
+// Entry i of a stream of eb-bit entries (locations.rs `entry`).
+__device__ __forceinline__ u64 read_entry(const u32* words, u32 eb, u64 i) {
+    const u64 bit = i * eb;
+    const u64 w = bit >> 5;
+    const u32 shift = (u32)(bit & 31);
+    const u64 mask = eb == 64 ? ~0ull : ((1ull << eb) - 1);
+    const u64 two = (u64)words[w] | ((u64)words[w + 1] << 32);
+    if (eb + shift <= 64) return (two >> shift) & mask;
+    return ((two >> shift) | ((u64)words[w + 2] << (64 - shift))) & mask;
+}
+
+// A decoded list: a single inline location, or `len` entries from `first` of the shard's stream.
+struct List {
+    const u32* words;
+    u64 first;
+    u32 len;
+    bool single;
+    u64 loc;
+};
+
+// LocationList::decode, bounds checks included (a damaged index gives an empty list).
+__device__ __forceinline__ List decode_list(const DeviceIndex& ix, u32 shard, u32 value) {
+    List l = {ix.words + ix.first_word[shard], 0, 0, false, 0};
+    if ((value & INLINE_FLAG) && ix.inline_single) {
+        l.single = true;
+        l.len = 1;
+        l.loc = value & ~INLINE_FLAG;
+        return l;
+    }
+    const u64 words = ix.shard_words[shard];
+    const u64 entries = words >= PAD_WORDS ? ((words - PAD_WORDS) * 32) / ix.entry_bits : 0;
+    if ((u64)value >= entries) return l;
+    const u64 len = read_entry(l.words, ix.entry_bits, value);
+    l.first = (u64)value + 1;
+    l.len = ((u64)value + 1 + len > entries) ? 0 : (u32)len;
+    return l;
+}
+
+__device__ __forceinline__ u64 list_at(const DeviceIndex& ix, const List& l, u32 i) {
+    return l.single ? l.loc : read_entry(l.words, ix.entry_bits, l.first + i);
+}
+
+// The taxonomy for the hit lists: each target's tree node, and the tree's parents and depths.
+struct DeviceTree {
+    const u32* target_nodes;
+    const u32* parents;
+    const u32* depths;
+    u32 targets;
+    u32 enabled;
+};
+
+// TaxonTree::lca_index.
+__device__ __forceinline__ u32 lca_node(const DeviceTree& t, u32 i, u32 j) {
+    u32 di = t.depths[i], dj = t.depths[j];
+    while (di > dj) { i = t.parents[i]; --di; }
+    while (dj > di) { j = t.parents[j]; --dj; }
+    while (i != j) { i = t.parents[i]; j = t.parents[j]; }
+    return i;
+}
+
+// Mates of a batch: bytes back to back; mate m has bytes [offset[m], offset[m] + len[m]) and room
+// for its features at [feature_first[m], feature_first[m + 1]).
+struct Mates {
+    const u8* seq;
+    const u64* offset;
+    const u32* len;
+    const u64* feature_first;
+    u64 count;
+};
+
+#define NOT_FOUND 0xFFFFFFFFFFFFFFFFull
+
+// Per mate: its features (Sketcher::read_features: a short mate is one window at the reference
+// density, a long one is cut into windows), each feature's (shard, slot value) or NOT_FOUND, its
+// list length, and, with the tree enabled, the hit list's taxon: 1 + the LCA node of its targets,
+// or 0.
+extern "C" __global__ void read_lookups(Mates mates, Sketching p, DeviceIndex ix, DeviceTree tree, u32* features,
+                                        u32* feature_count, u64* found, u64* lengths, u32* taxa) {
+    for (u64 m = blockIdx.x * (u64)blockDim.x + threadIdx.x; m < mates.count; m += (u64)gridDim.x * blockDim.x) {
+        const u8* seq = mates.seq + mates.offset[m];
+        const u64 len = mates.len[m];
+        u32* out = features + mates.feature_first[m];
+        const u64 per_window = p.window - p.k + 1;
+        const u64 kmers = len + 1 > p.k ? len + 1 - p.k : 0;
+        u32 n = 0;
+        if (kmers > 2 * per_window) {
+            const u64 windows = len < p.k ? 0 : (len - p.k) / p.stride + 1;
+            for (u64 w = 0; w < windows; ++w) {
+                const u64 start = w * p.stride;
+                const u64 end = start + p.window < len ? start + p.window : len;
+                n += sketch_window(seq, start, end, p.k, p.sketch_size, p.seed, out + n);
+            }
+        } else {
+            u64 s = (p.sketch_size * kmers + per_window / 2) / per_window;
+            if (s < 1) s = 1;
+            n = sketch_window(seq, 0, len, p.k, (u32)s, p.seed, out);
+        }
+        feature_count[m] = n;
+        const u64 f0 = mates.feature_first[m], f1 = mates.feature_first[m + 1];
+        for (u64 f = f0; f < f1; ++f) {
+            u64 hit = NOT_FOUND, length = 0;
+            u32 taxon = 0;
+            u32 shard, value;
+            if (f - f0 < n && index_lookup(ix, features[f], &shard, &value)) {
+                hit = ((u64)shard << 32) | value;
+                const List l = decode_list(ix, shard, value);
+                length = l.len;
+                if (tree.enabled) {
+                    u32 node = NO_FEATURE;
+                    for (u32 i = 0; i < l.len; ++i) {
+                        const u32 target = (u32)(list_at(ix, l, i) >> ix.window_bits);
+                        if (target >= tree.targets) continue;
+                        const u32 t = tree.target_nodes[target];
+                        node = node == NO_FEATURE ? t : (node == t ? t : lca_node(tree, node, t));
+                    }
+                    taxon = node == NO_FEATURE ? 0 : node + 1;
+                }
+            }
+            found[f] = hit;
+            lengths[f] = length;
+            if (tree.enabled) taxa[f] = taxon;
+        }
+    }
+}
+
+// Per feature slot: its list's locations at locations[first[f]..]; locations of targets the index
+// does not have (a damaged index) become NOT_FOUND, which sorts last and is skipped.
+extern "C" __global__ void gather_locations(DeviceIndex ix, const u64* found, const u64* first, u64 n,
+                                            u64* locations) {
+    for (u64 f = blockIdx.x * (u64)blockDim.x + threadIdx.x; f < n; f += (u64)gridDim.x * blockDim.x) {
+        const u64 hit = found[f];
+        if (hit == NOT_FOUND) continue;
+        const List l = decode_list(ix, (u32)(hit >> 32), (u32)hit);
+        u64* out = locations + first[f];
+        for (u32 i = 0; i < l.len; ++i) {
+            const u64 loc = list_at(ix, l, i);
+            out[i] = (loc >> ix.window_bits) < ix.targets ? loc : NOT_FOUND;
+        }
+    }
+}
+
+struct Candidate {
+    u32 target, hits, first_window, last_window;
+};
+
+// Per read (one block each): sort its locations in shared memory and pick the top `max`
+// candidates (candidates.rs top_candidates). A read whose locations exceed the shared capacity
+// gets count 0xFFFFFFFF: the host classifies it (the same function, on the CPU).
+extern "C" __global__ void read_candidates(const u64* locations, const u64* read_first, const u32* range, u64 reads,
+                                           u32 capacity, u32 window_bits, u32 max, Candidate* out, u32* count) {
+    extern __shared__ u64 sorted[];
+    for (u64 r = blockIdx.x; r < reads; r += gridDim.x) {
+        const u64 first = read_first[r];
+        const u64 n = read_first[r + 1] - first;
+        if (n > capacity) {
+            if (threadIdx.x == 0) count[r] = 0xFFFFFFFFu;
+            continue;  // uniform across the block
+        }
+        u32 size = 1;
+        while (size < n) size <<= 1;
+        for (u32 i = threadIdx.x; i < size; i += blockDim.x) sorted[i] = i < n ? locations[first + i] : NOT_FOUND;
+        for (u32 k = 2; k <= size; k <<= 1) {
+            for (u32 j = k / 2; j > 0; j >>= 1) {
+                __syncthreads();
+                for (u32 q = threadIdx.x; q < size / 2; q += blockDim.x) {
+                    const u32 a = 2 * q - (q & (j - 1));
+                    const u32 b = a + j;
+                    const u64 x = sorted[a], y = sorted[b];
+                    if ((x > y) == ((a & k) == 0)) {
+                        sorted[a] = y;
+                        sorted[b] = x;
+                    }
+                }
+            }
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            Candidate* top = out + r * max;
+            u32 kept = 0;
+            const u64 wmask = (1ull << window_bits) - 1;
+            u64 at = 0;
+            while (at < n && sorted[at] != NOT_FOUND) {
+                const u32 target = (u32)(sorted[at] >> window_bits);
+                u64 end = at;
+                while (end < n && sorted[end] != NOT_FOUND && (u32)(sorted[end] >> window_bits) == target) ++end;
+                u32 best = 0, bfirst = 0, blast = 0;
+                u64 lo = at;
+                for (u64 hi = at; hi < end; ++hi) {
+                    const u32 whi = (u32)(sorted[hi] & wmask);
+                    while (whi - (u32)(sorted[lo] & wmask) >= range[r]) ++lo;
+                    const u32 hits = (u32)(hi - lo + 1);
+                    if (hits > best) {
+                        best = hits;
+                        bfirst = (u32)(sorted[lo] & wmask);
+                        blast = whi;
+                    }
+                }
+                // Into the sorted top list: more hits first, then the lower target (targets come
+                // in ascending order, so an equal count goes after those already there).
+                u32 pos = 0;
+                while (pos < kept && top[pos].hits >= best) ++pos;
+                if (pos < max) {
+                    const u32 last = kept < max ? kept : max - 1;
+                    for (u32 q = last; q > pos; --q) top[q] = top[q - 1];
+                    top[pos] = Candidate{target, best, bfirst, blast};
+                    if (kept < max) ++kept;
+                }
+                at = end;
+            }
+            count[r] = kept;
+        }
+        __syncthreads();
+    }
+}

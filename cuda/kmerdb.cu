@@ -1,0 +1,3 @@
+// The one translation unit NVRTC compiles (src/gpu/kernels.rs): every kernel of kmerdb.
+#include "build.cu"
+#include "classify.cuh"

@@ -1,0 +1,361 @@
+//! `kmerdb classify` on one GPU: the index's key indexes and list streams in device memory, and per
+//! batch of reads the kernels of `cuda/classify.cuh`, which give every read the same candidates
+//! as `classify::candidates` (their CPU twin; `tests/gpu.rs` compares whole outputs).
+//!
+//! The host keeps two small jobs: the decision (an LCA over the top candidates) and the rare read
+//! with more locations than a block's shared memory holds, which it classifies itself with the
+//! same code as the CPU path.
+
+use crate::classify::candidates::Candidate;
+use crate::gpu::build::SketchArgs;
+use crate::gpu::table::{launch_config, ptr};
+use crate::gpu::{Gpu, GpuError};
+use crate::index::Index;
+use crate::index::format::SectionKind;
+use crate::sketch::SketchParams;
+use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
+use std::time::{Duration, Instant};
+
+/// Locations a block sorts in shared memory (48 KiB, the most a kernel gets without opting in).
+const SHARED_LOCATIONS: u32 = 6144;
+const CANDIDATE_THREADS: u32 = 256;
+
+/// Kernel view of the index; must match `struct DeviceIndex` in `cuda/classify.cuh`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct IndexArgs {
+    slots: u64,
+    words: u64,
+    first_bucket: u64,
+    buckets: u64,
+    first_word: u64,
+    shard_words: u64,
+    shard_bits: u32,
+    entry_bits: u32,
+    window_bits: u32,
+    targets: u32,
+    inline_single: u32,
+    _pad: u32,
+}
+// SAFETY: plain old data with the layout of the CUDA struct.
+unsafe impl DeviceRepr for IndexArgs {}
+
+/// Kernel view of the taxonomy; must match `struct DeviceTree` in `cuda/classify.cuh`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct TreeArgs {
+    target_nodes: u64,
+    parents: u64,
+    depths: u64,
+    targets: u32,
+    enabled: u32,
+}
+// SAFETY: plain old data with the layout of the CUDA struct.
+unsafe impl DeviceRepr for TreeArgs {}
+
+/// Kernel view of a batch's mates; must match `struct Mates` in `cuda/classify.cuh`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct MatesArgs {
+    seq: u64,
+    offset: u64,
+    len: u64,
+    feature_first: u64,
+    count: u64,
+}
+// SAFETY: plain old data with the layout of the CUDA struct.
+unsafe impl DeviceRepr for MatesArgs {}
+
+/// Must match `struct Candidate` in `cuda/classify.cuh`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+struct DeviceCandidate {
+    target: u32,
+    hits: u32,
+    first_window: u32,
+    last_window: u32,
+}
+// SAFETY: plain old data with the layout of the CUDA struct; all zeros is a valid value.
+unsafe impl DeviceRepr for DeviceCandidate {}
+unsafe impl cudarc::driver::ValidAsZeroBits for DeviceCandidate {}
+
+/// What the GPU found for one read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuRead {
+    /// The top candidates, best first; `None` when the read is left to the CPU (too many
+    /// locations for the GPU's shared memory).
+    pub candidates: Option<Vec<Candidate>>,
+    /// With hit lists: per mate, each feature's taxon node plus 1 (0: not in the index).
+    pub feature_taxa: Vec<Vec<u32>>,
+}
+
+/// The index on one GPU, ready for batches of reads.
+pub struct GpuClassifier<'g> {
+    gpu: &'g Gpu,
+    _buffers: Vec<CudaSlice<u8>>,
+    _tables: Vec<CudaSlice<u64>>,
+    _tree: Vec<CudaSlice<u32>>,
+    index: IndexArgs,
+    tree: TreeArgs,
+    sketch: SketchParams,
+    max_candidates: usize,
+    insert_size: usize,
+    /// Copying the index to the device.
+    pub load_time: Duration,
+    times: std::sync::Mutex<StageTimes>,
+}
+
+/// Where the GPU classifier's time went, summed over batches.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StageTimes {
+    pub batches: u64,
+    pub reads: u64,
+    /// Packing mates on the host and copying them over.
+    pub upload: Duration,
+    /// The kernels, with the scan's total read back.
+    pub kernels: Duration,
+    /// Candidates and hit-list taxa back to the host.
+    pub download: Duration,
+}
+
+/// Copies `bytes` to the device through two pinned staging buffers, so that packing one chunk
+/// overlaps the copy of the one before.
+fn upload_pinned(gpu: &Gpu, bytes: &[u8]) -> Result<CudaSlice<u8>, GpuError> {
+    const CHUNK: usize = 64 << 20;
+    let s = &gpu.stream;
+    let mut dev = s.alloc_zeros::<u8>(bytes.len().max(1))?;
+    // SAFETY: only the bytes written below are copied.
+    let mut staging = unsafe { [gpu.ctx.alloc_pinned::<u8>(CHUNK)?, gpu.ctx.alloc_pinned::<u8>(CHUNK)?] };
+    let mut done: [Option<cudarc::driver::CudaEvent>; 2] = [None, None];
+    for (i, chunk) in bytes.chunks(CHUNK).enumerate() {
+        let b = i % 2;
+        if let Some(e) = done[b].take() {
+            e.synchronize()?;
+        }
+        // SAFETY: the buffer's last copy has finished (the event above).
+        let host = unsafe { std::slice::from_raw_parts_mut(staging[b].as_mut_ptr()?, chunk.len()) };
+        host.copy_from_slice(chunk);
+        let at = i * CHUNK;
+        s.memcpy_htod(&*host, &mut dev.slice_mut(at..at + chunk.len()))?;
+        done[b] = Some(s.record_event(None)?);
+    }
+    s.synchronize()?;
+    drop(staging);
+    Ok(dev)
+}
+
+impl<'g> GpuClassifier<'g> {
+    /// Copies the index to `gpu`; an index that does not fit is an `OutOfMemory` error (the
+    /// caller falls back to the CPU or stops, as `--gpus` asks).
+    pub fn new(gpu: &'g Gpu, index: &Index, max_candidates: usize, insert_size: usize) -> Result<Self, GpuError> {
+        let start = Instant::now();
+        let slots = index.section_bytes(SectionKind::Buckets);
+        let words = index.section_bytes(SectionKind::Locations);
+        let (free, _) = gpu.memory()?;
+        // The index, plus room for batches (a quarter of it, at least 2 GiB).
+        let needed = (slots.len() + words.len()) as u64;
+        if needed + (needed / 4).max(2 << 30) > free as u64 {
+            return Err(GpuError::OutOfMemory { ordinal: gpu.ordinal, free, needed });
+        }
+        let s = &gpu.stream;
+        let shards = index.shard_count();
+        let (mut first_bucket, mut buckets, mut first_word, mut shard_words) = (vec![], vec![], vec![], vec![]);
+        let (mut b, mut w) = (0u64, 0u64);
+        for sh in 0..shards {
+            let (nb, nw) = (index.shard_slots(sh).len() as u64 / 16, index.shard_words(sh).len() as u64);
+            first_bucket.push(b);
+            buckets.push(nb);
+            first_word.push(w);
+            shard_words.push(nw);
+            b += nb;
+            w += nw;
+        }
+        let slots_dev = upload_pinned(gpu, slots)?;
+        let words_dev = upload_pinned(gpu, words)?;
+        let tables: Vec<CudaSlice<u64>> = [first_bucket, buckets, first_word, shard_words]
+            .iter()
+            .map(|v| s.clone_htod(v))
+            .collect::<Result<_, _>>()?;
+        let header = index.header();
+        let layout = index.layout();
+        let indexargs = IndexArgs {
+            slots: ptr(gpu, &slots_dev),
+            words: ptr(gpu, &words_dev),
+            first_bucket: ptr(gpu, &tables[0]),
+            buckets: ptr(gpu, &tables[1]),
+            first_word: ptr(gpu, &tables[2]),
+            shard_words: ptr(gpu, &tables[3]),
+            shard_bits: header.shard_bits,
+            entry_bits: layout.entry_bits,
+            window_bits: layout.window_bits,
+            targets: index.targets().len() as u32,
+            inline_single: layout.inline_single() as u32,
+            _pad: 0,
+        };
+        let t = index.taxonomy();
+        let target_nodes: Vec<u32> = index
+            .targets()
+            .iter()
+            .map(|target| t.node(target.taxid).expect("every target's taxon is in the index's tree"))
+            .collect();
+        let tree: Vec<CudaSlice<u32>> = [target_nodes.as_slice(), t.parents(), t.depths()]
+            .iter()
+            .map(|v| if v.is_empty() { s.alloc_zeros::<u32>(1) } else { s.clone_htod(*v) })
+            .collect::<Result<_, _>>()?;
+        let treeargs = TreeArgs {
+            target_nodes: ptr(gpu, &tree[0]),
+            parents: ptr(gpu, &tree[1]),
+            depths: ptr(gpu, &tree[2]),
+            targets: target_nodes.len() as u32,
+            enabled: 0,
+        };
+        s.synchronize()?;
+        Ok(Self {
+            gpu,
+            _buffers: vec![slots_dev, words_dev],
+            _tables: tables,
+            _tree: tree,
+            index: indexargs,
+            tree: treeargs,
+            sketch: header.sketch,
+            max_candidates,
+            insert_size,
+            load_time: start.elapsed(),
+            times: Default::default(),
+        })
+    }
+
+    /// The time spent so far, by stage.
+    pub fn times(&self) -> StageTimes {
+        *self.times.lock().expect("no batch panicked")
+    }
+
+    /// The candidates (and, with `hit_list`, the features' taxa) of each read, given as its mates.
+    pub fn classify(&self, reads: &[&[&[u8]]], hit_list: bool) -> Result<Vec<GpuRead>, GpuError> {
+        let (gpu, s, p) = (self.gpu, &self.gpu.stream, &self.sketch);
+        if reads.is_empty() {
+            return Ok(Vec::new());
+        }
+        let clock = Instant::now();
+        // Mates back to back, each with room for its features (see `Sketcher::read_features`).
+        let per_window = (p.window - p.k + 1) as u64;
+        let (mut seq, mut offset, mut len, mut feature_first) = (Vec::new(), Vec::new(), Vec::new(), vec![0u64]);
+        let (mut read_mates, mut range) = (vec![0usize], Vec::with_capacity(reads.len()));
+        for mates in reads {
+            for m in *mates {
+                offset.push(seq.len() as u64);
+                len.push(m.len() as u32);
+                seq.extend_from_slice(m);
+                let kmers = (m.len() as u64 + 1).saturating_sub(p.k as u64);
+                let room = if kmers > 2 * per_window {
+                    p.window_count(m.len()) * p.sketch_size as u64
+                } else {
+                    ((p.sketch_size as u64 * kmers + per_window / 2) / per_window).max(1)
+                };
+                feature_first.push(feature_first.last().unwrap() + room);
+            }
+            read_mates.push(offset.len());
+            let total: usize = mates.iter().map(|m| m.len()).sum();
+            range.push((2 + total.max(self.insert_size) / p.stride as usize) as u32);
+        }
+        let n_mates = offset.len() as u64;
+        let n_features = *feature_first.last().unwrap();
+        let seq_dev = if seq.is_empty() { s.alloc_zeros::<u8>(1)? } else { s.clone_htod(&seq)? };
+        let (offset_dev, len_dev, ff_dev) =
+            (s.clone_htod(&offset)?, s.clone_htod(&len)?, s.clone_htod(&feature_first)?);
+        let mates = MatesArgs {
+            seq: ptr(gpu, &seq_dev),
+            offset: ptr(gpu, &offset_dev),
+            len: ptr(gpu, &len_dev),
+            feature_first: ptr(gpu, &ff_dev),
+            count: n_mates,
+        };
+        s.synchronize()?;
+        let uploaded = clock.elapsed();
+        let nf = n_features.max(1) as usize;
+        let mut features = s.alloc_zeros::<u32>(nf)?;
+        let mut counts = s.alloc_zeros::<u32>(n_mates as usize)?;
+        let mut found = s.alloc_zeros::<u64>(nf)?;
+        // One more length than features, always 0, so that the scan's last item is the total.
+        let mut lengths = s.alloc_zeros::<u64>(n_features as usize + 1)?;
+        let mut taxa = s.alloc_zeros::<u32>(if hit_list { nf } else { 1 })?;
+        let tree = TreeArgs { enabled: hit_list as u32, ..self.tree };
+        let sk = SketchArgs::from(p);
+        let f = gpu.function("read_lookups")?;
+        let mut b = s.launch_builder(&f);
+        b.arg(&mates).arg(&sk).arg(&self.index).arg(&tree);
+        b.arg(&mut features).arg(&mut counts).arg(&mut found).arg(&mut lengths).arg(&mut taxa);
+        // SAFETY: mate m writes features, found, lengths and taxa within its room
+        // [feature_first[m], feature_first[m + 1]), and counts[m].
+        unsafe { b.launch(launch_config(gpu, n_mates)) }?;
+
+        let mut first = s.alloc_zeros::<u64>(n_features as usize + 1)?;
+        crate::gpu::condense::exclusive_scan(gpu, &lengths, n_features + 1, &mut first)?;
+        let first_host: Vec<u64> = s.clone_dtoh(&first)?;
+        let total = first_host[n_features as usize];
+        let mut locations = s.alloc_zeros::<u64>(total.max(1) as usize)?;
+        let f = gpu.function("gather_locations")?;
+        let mut b = s.launch_builder(&f);
+        b.arg(&self.index).arg(&found).arg(&first).arg(&n_features).arg(&mut locations);
+        // SAFETY: feature f writes lengths[f] locations from first[f], within `total`.
+        unsafe { b.launch(launch_config(gpu, n_features)) }?;
+
+        // Each read's locations: from its first mate's first feature to the next read's.
+        let read_first: Vec<u64> = read_mates.iter().map(|&m| first_host[feature_first[m] as usize]).collect();
+        let n_reads = reads.len() as u64;
+        let (read_first_dev, range_dev) = (s.clone_htod(&read_first)?, s.clone_htod(&range)?);
+        let max = self.max_candidates as u32;
+        let mut cands = s.alloc_zeros::<DeviceCandidate>((n_reads * max as u64).max(1) as usize)?;
+        let mut cand_count = s.alloc_zeros::<u32>(n_reads as usize)?;
+        let f = gpu.function("read_candidates")?;
+        let config = LaunchConfig {
+            grid_dim: (n_reads.min(gpu.multiprocessors() as u64 * 16) as u32, 1, 1),
+            block_dim: (CANDIDATE_THREADS, 1, 1),
+            shared_mem_bytes: SHARED_LOCATIONS * 8,
+        };
+        let (capacity, window_bits) = (SHARED_LOCATIONS, self.index.window_bits);
+        let mut b = s.launch_builder(&f);
+        b.arg(&locations).arg(&read_first_dev).arg(&range_dev).arg(&n_reads).arg(&capacity).arg(&window_bits);
+        b.arg(&max).arg(&mut cands).arg(&mut cand_count);
+        // SAFETY: read r writes max candidates from r * max and count[r].
+        unsafe { b.launch(config) }?;
+
+        s.synchronize()?;
+        let computed = clock.elapsed();
+        let cands: Vec<DeviceCandidate> = s.clone_dtoh(&cands)?;
+        let cand_count: Vec<u32> = s.clone_dtoh(&cand_count)?;
+        let counts: Vec<u32> = s.clone_dtoh(&counts)?;
+        let taxa: Vec<u32> = if hit_list { s.clone_dtoh(&taxa)? } else { Vec::new() };
+        {
+            let mut t = self.times.lock().expect("no batch panicked");
+            t.batches += 1;
+            t.reads += reads.len() as u64;
+            t.upload += uploaded;
+            t.kernels += computed - uploaded;
+            t.download += clock.elapsed() - computed;
+        }
+        let mut out = Vec::with_capacity(reads.len());
+        for r in 0..reads.len() {
+            let candidates = (cand_count[r] != u32::MAX).then(|| {
+                cands[r * max as usize..][..cand_count[r] as usize]
+                    .iter()
+                    .map(|c| Candidate {
+                        target: c.target,
+                        hits: c.hits,
+                        first_window: c.first_window,
+                        last_window: c.last_window,
+                    })
+                    .collect()
+            });
+            let feature_taxa = if hit_list {
+                (read_mates[r]..read_mates[r + 1])
+                    .map(|m| taxa[feature_first[m] as usize..][..counts[m] as usize].to_vec())
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            out.push(GpuRead { candidates, feature_taxa });
+        }
+        Ok(out)
+    }
+}
