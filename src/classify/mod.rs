@@ -22,6 +22,12 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+/// What the GPU found for a batch (nothing without GPU support).
+#[cfg(feature = "gpu")]
+type GpuFound = crate::gpu::classify::GpuBatch;
+#[cfg(not(feature = "gpu"))]
+type GpuFound = ();
+
 /// Reads classified per batch: large enough to spread over threads, small enough to stay in cache.
 const BATCH_READS: usize = 4096;
 /// Reads per batch on a GPU: enough to fill it.
@@ -225,20 +231,47 @@ impl Run<'_> {
         let mut stream = ReadStream::new(sample.reads.clone());
         let mut direct: HashMap<TaxId, u64> = HashMap::new();
         let (mut total, mut unclassified) = (0u64, 0u64);
-        // Two batches take turns: one is classified while the next is read into the other.
-        let (mut batch, mut spare) = (Vec::new(), Vec::new());
+        // Three batches take turns: the next is read while the GPU (if any) looks up the current
+        // one and the host finishes the one before (candidates on the CPU, or the decision after
+        // the GPU, and the Kraken lines); then the finished batch is written.
         let batch_reads = self.batch_reads();
-        stream.next_batch(&mut batch, batch_reads)?;
-        while !batch.is_empty() {
-            let (next, classified) =
-                rayon::join(|| stream.next_batch(&mut spare, batch_reads), || self.classify_batch(&batch, hit_list));
-            let (calls, lines) = classified?;
+        let (mut next, mut current, mut previous) = (Vec::new(), Vec::new(), Vec::new());
+        stream.next_batch(&mut current, batch_reads)?;
+        let mut previous_found: Option<GpuFound> = None;
+        // Where the time goes (debug log): reading, the GPU, finishing (the three overlap), writing.
+        let (mut reading, mut on_gpu, mut finishing, mut writing) =
+            (Duration::ZERO, Duration::ZERO, Duration::ZERO, Duration::ZERO);
+        while !current.is_empty() || !previous.is_empty() {
+            let found_before = previous_found.take();
+            let ((read, read_time), ((found, gpu_time), (finished, finish_time))) = rayon::join(
+                || {
+                    let t = Instant::now();
+                    (stream.next_batch(&mut next, batch_reads), t.elapsed())
+                },
+                || {
+                    rayon::join(
+                        || {
+                            let t = Instant::now();
+                            (self.gpu_stage(&current, hit_list), t.elapsed())
+                        },
+                        || {
+                            let t = Instant::now();
+                            (self.finish_batch(&previous, found_before.as_ref(), hit_list), t.elapsed())
+                        },
+                    )
+                },
+            );
+            reading += read_time;
+            on_gpu += gpu_time;
+            finishing += finish_time;
+            let t = Instant::now();
+            let (calls, lines) = finished?;
             let lines = lines.map_err(|source| ClassifyError::Output { path: "per-read output".into(), source })?;
             if let Some((w, path)) = &mut outs.kraken {
                 use std::io::Write;
                 w.write_all(&lines).map_err(|source| ClassifyError::Output { path: path.clone(), source })?;
             }
-            for (read, call) in batch.iter().zip(calls) {
+            for (read, call) in previous.iter().zip(calls) {
                 total += 1;
                 if call.taxid == 0 {
                     unclassified += 1;
@@ -247,9 +280,21 @@ impl Run<'_> {
                 }
                 self.write_reads(&mut outs, read, &call)?;
             }
-            next?;
-            std::mem::swap(&mut batch, &mut spare);
+            writing += t.elapsed();
+            read?;
+            previous_found = found?;
+            // The finished batch's buffers take the next read.
+            std::mem::swap(&mut previous, &mut current);
+            std::mem::swap(&mut current, &mut next);
         }
+        log::debug!(
+            "{}: reading {:.2} s, GPU {:.2} s, finishing {:.2} s (overlapping), writing {:.2} s",
+            sample.name,
+            reading.as_secs_f64(),
+            on_gpu.as_secs_f64(),
+            finishing.as_secs_f64(),
+            writing.as_secs_f64()
+        );
 
         let tree = self.index.taxonomy();
         if let Some(p) = &o.report {
@@ -287,107 +332,102 @@ impl Run<'_> {
         BATCH_READS
     }
 
-    /// Classifies a batch, on the GPU if there is one, else in parallel on the CPU; with
-    /// `hit_list`, also formats its Kraken lines in parallel, so that only a copy of bytes is left
-    /// to the writing thread.
+    /// The GPU's part of a batch: candidates and hit-list taxa (`None` without a GPU).
+    fn gpu_stage(&self, batch: &[reads::Read], hit_list: bool) -> Result<Option<GpuFound>, ClassifyError> {
+        #[cfg(feature = "gpu")]
+        if let Some(gpu) = self.gpu {
+            let mates: Vec<Vec<&[u8]>> =
+                batch.iter().map(|r| r.mates.iter().map(|m| m.seq.as_slice()).collect()).collect();
+            let reads: Vec<&[&[u8]]> = mates.iter().map(Vec::as_slice).collect();
+            return Ok(Some(gpu.classify(&reads, hit_list)?));
+        }
+        let _ = (batch, hit_list);
+        Ok(None)
+    }
+
+    /// Finishes a batch in parallel: from the GPU's candidates (`found`), or wholly on the CPU;
+    /// with `hit_list`, also formats its Kraken lines, so that only a copy of bytes is left to the
+    /// writing thread. Each group of reads is classified and formatted by one thread, which also
+    /// frees what it made (freeing across threads contends in the allocator).
     #[allow(clippy::type_complexity)]
-    fn classify_batch(
+    fn finish_batch(
         &self,
         batch: &[reads::Read],
+        found: Option<&GpuFound>,
         hit_list: bool,
     ) -> Result<(Vec<Call>, std::io::Result<Vec<u8>>), ClassifyError> {
         use rayon::prelude::*;
-        #[cfg(feature = "gpu")]
-        let calls = match self.gpu {
-            Some(gpu) => Some(self.gpu_calls(gpu, batch, hit_list)?),
-            None => None,
-        };
-        #[cfg(not(feature = "gpu"))]
-        let calls: Option<Vec<Call>> = None;
-        let mut calls = match calls {
-            Some(calls) => calls,
-            None => batch
-                .par_chunks(GROUP_READS)
-                .map_init(
-                    || Classifier::new(self.index, self.params, self.target_taxa),
-                    |c, group| {
-                        let mates: Vec<Vec<&[u8]>> =
-                            group.iter().map(|r| r.mates.iter().map(|m| m.seq.as_slice()).collect()).collect();
-                        let reads: Vec<&[&[u8]]> = mates.iter().map(Vec::as_slice).collect();
-                        c.classify_group(&reads, hit_list)
-                    },
-                )
-                .flatten()
-                .collect(),
-        };
-        if !hit_list {
-            return Ok((calls, Ok(Vec::new())));
-        }
-        let names = self.config.use_names.then(|| self.index.taxonomy());
-        let pieces: Vec<std::io::Result<Vec<u8>>> = batch
-            .par_chunks(GROUP_READS * 16)
-            .zip(calls.par_chunks_mut(GROUP_READS * 16))
-            .map(|(reads, calls)| {
-                let mut lines = Vec::new();
-                reads.iter().zip(calls).try_for_each(|(read, call)| {
-                    let result = ReadResult {
-                        id: read.id(),
-                        taxid: call.taxid,
-                        lengths: (read.mates[0].seq.len(), read.mates.get(1).map(|m| m.seq.len())),
-                        hits: std::mem::take(&mut call.hit_runs),
-                    };
-                    output::write_kraken_line(&mut lines, &result, names)
-                })?;
-                Ok(lines)
-            })
-            .collect();
-        let mut lines = Vec::new();
-        for piece in pieces {
-            match piece {
-                Ok(l) => lines.extend_from_slice(&l),
-                Err(e) => return Ok((calls, Err(e))),
-            }
-        }
-        Ok((calls, Ok(lines)))
-    }
-
-    /// A batch's calls from the GPU's candidates: the decision here, in parallel, and the few reads
-    /// the GPU leaves (too many locations for its shared memory) by the CPU's classifier.
-    #[cfg(feature = "gpu")]
-    fn gpu_calls(
-        &self,
-        gpu: &crate::gpu::classify::GpuClassifier,
-        batch: &[reads::Read],
-        hit_list: bool,
-    ) -> Result<Vec<Call>, ClassifyError> {
-        use rayon::prelude::*;
         let mates: Vec<Vec<&[u8]>> = batch.iter().map(|r| r.mates.iter().map(|m| m.seq.as_slice()).collect()).collect();
         let reads: Vec<&[&[u8]]> = mates.iter().map(Vec::as_slice).collect();
-        let found = gpu.classify(&reads, hit_list)?;
+        let names = self.config.use_names.then(|| self.index.taxonomy());
         let tree = self.index.taxonomy();
-        Ok(found
-            .into_par_iter()
-            .zip(reads.par_iter())
+        let group_reads = if cfg!(feature = "gpu") && self.batch_reads() > BATCH_READS { 256 } else { GROUP_READS };
+        let groups: Vec<(Vec<Call>, std::io::Result<Vec<u8>>)> = reads
+            .par_chunks(group_reads)
+            .enumerate()
             .map_init(
-                || Classifier::new(self.index, self.params, self.target_taxa),
-                |c, (read, mates)| match read.candidates {
-                    None => c.classify(mates, hit_list),
-                    Some(candidates) => {
-                        let mut call = Call {
-                            taxid: candidates::decide(&candidates, self.params, self.target_taxa, tree),
-                            ..Call::default()
-                        };
-                        for (m, taxa) in read.feature_taxa.iter().enumerate() {
-                            for &t in taxa {
-                                let taxon = if t == 0 { 0 } else { tree.node_taxid(t - 1) };
-                                candidates::push_run(&mut call.hit_runs[m.min(1)], taxon);
-                            }
-                        }
-                        call
-                    }
+                || (Classifier::new(self.index, self.params, self.target_taxa), Vec::<Candidate>::new()),
+                |(c, candidates), (g, group)| {
+                    #[cfg(feature = "gpu")]
+                    let mut calls: Vec<Call> = match found {
+                        Some(found) => group
+                            .iter()
+                            .enumerate()
+                            .map(|(j, mates)| {
+                                let r = g * group_reads + j;
+                                if !found.candidates(r, candidates) {
+                                    return c.classify(mates, hit_list);
+                                }
+                                let mut call = Call {
+                                    taxid: candidates::decide(candidates, self.params, self.target_taxa, tree),
+                                    ..Call::default()
+                                };
+                                for (m, taxa) in found.feature_taxa(r).enumerate() {
+                                    for &t in taxa {
+                                        let taxon = if t == 0 { 0 } else { tree.node_taxid(t - 1) };
+                                        candidates::push_run(&mut call.hit_runs[m.min(1)], taxon);
+                                    }
+                                }
+                                call
+                            })
+                            .collect(),
+                        None => c.classify_group(group, hit_list),
+                    };
+                    #[cfg(not(feature = "gpu"))]
+                    let mut calls = {
+                        let _ = (g, &candidates, tree, found);
+                        c.classify_group(group, hit_list)
+                    };
+                    let mut lines = Vec::new();
+                    let formatted = if hit_list {
+                        let first = g * group_reads;
+                        batch[first..first + group.len()].iter().zip(&mut calls).try_for_each(|(read, call)| {
+                            let result = ReadResult {
+                                id: read.id(),
+                                taxid: call.taxid,
+                                lengths: (read.mates[0].seq.len(), read.mates.get(1).map(|m| m.seq.len())),
+                                hits: std::mem::take(&mut call.hit_runs),
+                            };
+                            output::write_kraken_line(&mut lines, &result, names)
+                        })
+                    } else {
+                        Ok(())
+                    };
+                    (calls, formatted.map(|()| lines))
                 },
             )
-            .collect())
+            .collect();
+        let mut calls = Vec::with_capacity(batch.len());
+        let mut lines = Vec::new();
+        let mut error = None;
+        for (c, l) in groups {
+            calls.extend(c);
+            match l {
+                Ok(l) => lines.extend_from_slice(&l),
+                Err(e) => error = error.or(Some(e)),
+            }
+        }
+        Ok((calls, error.map_or(Ok(lines), Err)))
     }
 
     /// Writes a read to the classified or unclassified reads output, if asked for.

@@ -79,14 +79,55 @@ struct DeviceCandidate {
 unsafe impl DeviceRepr for DeviceCandidate {}
 unsafe impl cudarc::driver::ValidAsZeroBits for DeviceCandidate {}
 
-/// What the GPU found for one read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GpuRead {
-    /// The top candidates, best first; `None` when the read is left to the CPU (too many
-    /// locations for the GPU's shared memory).
-    pub candidates: Option<Vec<Candidate>>,
-    /// With hit lists: per mate, each feature's taxon node plus 1 (0: not in the index).
-    pub feature_taxa: Vec<Vec<u32>>,
+/// What the GPU found for a batch of reads, in flat arrays (one allocation each, not one per read:
+/// the host's threads read it side by side).
+#[derive(Debug, Default)]
+pub struct GpuBatch {
+    max: usize,
+    /// Per read: candidates found, or `u32::MAX` when the read is left to the CPU.
+    cand_count: Vec<u32>,
+    cands: Vec<DeviceCandidate>,
+    /// Per mate: features, and where its room starts in `taxa`.
+    feature_count: Vec<u32>,
+    feature_first: Vec<u64>,
+    /// With hit lists: each feature's taxon node plus 1 (0: not in the index).
+    taxa: Vec<u32>,
+    /// First mate of each read.
+    read_mates: Vec<usize>,
+}
+
+impl GpuBatch {
+    pub fn len(&self) -> usize {
+        self.cand_count.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Read `r`'s top candidates, best first, into `out`; false when the read is left to the CPU
+    /// (more locations than the GPU's shared memory holds).
+    pub fn candidates(&self, r: usize, out: &mut Vec<Candidate>) -> bool {
+        out.clear();
+        if self.cand_count[r] == u32::MAX {
+            return false;
+        }
+        out.extend(self.cands[r * self.max..][..self.cand_count[r] as usize].iter().map(|c| Candidate {
+            target: c.target,
+            hits: c.hits,
+            first_window: c.first_window,
+            last_window: c.last_window,
+        }));
+        true
+    }
+
+    /// With hit lists: read `r`'s mates, each as its features' taxon nodes plus 1 (0: absent).
+    pub fn feature_taxa(&self, r: usize) -> impl Iterator<Item = &[u32]> {
+        (self.read_mates[r]..self.read_mates[r + 1]).map(|m| {
+            let first = self.feature_first[m] as usize;
+            self.taxa.get(first..first + self.feature_count[m] as usize).unwrap_or(&[])
+        })
+    }
 }
 
 /// The index on one GPU, ready for batches of reads.
@@ -103,6 +144,8 @@ pub struct GpuClassifier<'g> {
     /// Copying the index to the device.
     pub load_time: Duration,
     times: std::sync::Mutex<StageTimes>,
+    /// Pinned memory the batches' bases are packed into, grown as needed.
+    staging: std::sync::Mutex<Option<cudarc::driver::PinnedHostSlice<u8>>>,
 }
 
 /// Where the GPU classifier's time went, summed over batches.
@@ -222,6 +265,7 @@ impl<'g> GpuClassifier<'g> {
             insert_size,
             load_time: start.elapsed(),
             times: Default::default(),
+            staging: Default::default(),
         })
     }
 
@@ -231,21 +275,32 @@ impl<'g> GpuClassifier<'g> {
     }
 
     /// The candidates (and, with `hit_list`, the features' taxa) of each read, given as its mates.
-    pub fn classify(&self, reads: &[&[&[u8]]], hit_list: bool) -> Result<Vec<GpuRead>, GpuError> {
+    pub fn classify(&self, reads: &[&[&[u8]]], hit_list: bool) -> Result<GpuBatch, GpuError> {
         let (gpu, s, p) = (self.gpu, &self.gpu.stream, &self.sketch);
         if reads.is_empty() {
-            return Ok(Vec::new());
+            return Ok(GpuBatch::default());
         }
         let clock = Instant::now();
         // Mates back to back, each with room for its features (see `Sketcher::read_features`).
         let per_window = (p.window - p.k + 1) as u64;
-        let (mut seq, mut offset, mut len, mut feature_first) = (Vec::new(), Vec::new(), Vec::new(), vec![0u64]);
+        // The bases go straight into pinned memory (no page faults, copies at full speed).
+        let bases: usize = reads.iter().flat_map(|m| m.iter()).map(|m| m.len()).sum();
+        let mut pinned = self.staging.lock().expect("no batch panicked");
+        if pinned.as_ref().is_none_or(|p| p.len() < bases) {
+            *pinned = None;
+            // SAFETY: only the bytes written below are copied.
+            *pinned = Some(unsafe { gpu.ctx.alloc_pinned::<u8>((bases + bases / 4).max(1 << 20))? });
+        }
+        let staging = pinned.as_mut().expect("just made").as_mut_slice()?;
+        let (mut offset, mut len, mut feature_first) = (Vec::new(), Vec::new(), vec![0u64]);
         let (mut read_mates, mut range) = (vec![0usize], Vec::with_capacity(reads.len()));
+        let mut at = 0usize;
         for mates in reads {
             for m in *mates {
-                offset.push(seq.len() as u64);
+                offset.push(at as u64);
                 len.push(m.len() as u32);
-                seq.extend_from_slice(m);
+                staging[at..at + m.len()].copy_from_slice(m);
+                at += m.len();
                 let kmers = (m.len() as u64 + 1).saturating_sub(p.k as u64);
                 let room = if kmers > 2 * per_window {
                     p.window_count(m.len()) * p.sketch_size as u64
@@ -260,7 +315,10 @@ impl<'g> GpuClassifier<'g> {
         }
         let n_mates = offset.len() as u64;
         let n_features = *feature_first.last().unwrap();
-        let seq_dev = if seq.is_empty() { s.alloc_zeros::<u8>(1)? } else { s.clone_htod(&seq)? };
+        let mut seq_dev = s.alloc_zeros::<u8>(bases.max(1))?;
+        if bases > 0 {
+            s.memcpy_htod(&staging[..bases], &mut seq_dev.slice_mut(..bases))?;
+        }
         let (offset_dev, len_dev, ff_dev) =
             (s.clone_htod(&offset)?, s.clone_htod(&len)?, s.clone_htod(&feature_first)?);
         let mates = MatesArgs {
@@ -271,6 +329,7 @@ impl<'g> GpuClassifier<'g> {
             count: n_mates,
         };
         s.synchronize()?;
+        drop(pinned);
         let uploaded = clock.elapsed();
         let nf = n_features.max(1) as usize;
         let mut features = s.alloc_zeros::<u32>(nf)?;
@@ -291,8 +350,17 @@ impl<'g> GpuClassifier<'g> {
 
         let mut first = s.alloc_zeros::<u64>(n_features as usize + 1)?;
         crate::gpu::condense::exclusive_scan(gpu, &lengths, n_features + 1, &mut first)?;
-        let first_host: Vec<u64> = s.clone_dtoh(&first)?;
-        let total = first_host[n_features as usize];
+        // Each read's locations run from its first mate's first feature to the next read's; the
+        // last entry is the total.
+        let at: Vec<u64> = read_mates.iter().map(|&m| feature_first[m]).collect();
+        let (at_dev, n_at) = (s.clone_htod(&at)?, at.len() as u64);
+        let mut read_first_dev = s.alloc_zeros::<u64>(at.len())?;
+        let f = gpu.function("gather_u64")?;
+        let mut b = s.launch_builder(&f);
+        b.arg(&first).arg(&at_dev).arg(&n_at).arg(&mut read_first_dev);
+        // SAFETY: reads `first` at the given indexes (each at most n_features), writes n_at items.
+        unsafe { b.launch(launch_config(gpu, n_at)) }?;
+        let total = s.clone_dtoh(&read_first_dev.slice(at.len() - 1..))?[0];
         let mut locations = s.alloc_zeros::<u64>(total.max(1) as usize)?;
         let f = gpu.function("gather_locations")?;
         let mut b = s.launch_builder(&f);
@@ -300,10 +368,8 @@ impl<'g> GpuClassifier<'g> {
         // SAFETY: feature f writes lengths[f] locations from first[f], within `total`.
         unsafe { b.launch(launch_config(gpu, n_features)) }?;
 
-        // Each read's locations: from its first mate's first feature to the next read's.
-        let read_first: Vec<u64> = read_mates.iter().map(|&m| first_host[feature_first[m] as usize]).collect();
         let n_reads = reads.len() as u64;
-        let (read_first_dev, range_dev) = (s.clone_htod(&read_first)?, s.clone_htod(&range)?);
+        let range_dev = s.clone_htod(&range)?;
         let max = self.max_candidates as u32;
         let mut cands = s.alloc_zeros::<DeviceCandidate>((n_reads * max as u64).max(1) as usize)?;
         let mut cand_count = s.alloc_zeros::<u32>(n_reads as usize)?;
@@ -324,7 +390,7 @@ impl<'g> GpuClassifier<'g> {
         let computed = clock.elapsed();
         let cands: Vec<DeviceCandidate> = s.clone_dtoh(&cands)?;
         let cand_count: Vec<u32> = s.clone_dtoh(&cand_count)?;
-        let counts: Vec<u32> = s.clone_dtoh(&counts)?;
+        let feature_count: Vec<u32> = s.clone_dtoh(&counts)?;
         let taxa: Vec<u32> = if hit_list { s.clone_dtoh(&taxa)? } else { Vec::new() };
         {
             let mut t = self.times.lock().expect("no batch panicked");
@@ -334,28 +400,6 @@ impl<'g> GpuClassifier<'g> {
             t.kernels += computed - uploaded;
             t.download += clock.elapsed() - computed;
         }
-        let mut out = Vec::with_capacity(reads.len());
-        for r in 0..reads.len() {
-            let candidates = (cand_count[r] != u32::MAX).then(|| {
-                cands[r * max as usize..][..cand_count[r] as usize]
-                    .iter()
-                    .map(|c| Candidate {
-                        target: c.target,
-                        hits: c.hits,
-                        first_window: c.first_window,
-                        last_window: c.last_window,
-                    })
-                    .collect()
-            });
-            let feature_taxa = if hit_list {
-                (read_mates[r]..read_mates[r + 1])
-                    .map(|m| taxa[feature_first[m] as usize..][..counts[m] as usize].to_vec())
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            out.push(GpuRead { candidates, feature_taxa });
-        }
-        Ok(out)
+        Ok(GpuBatch { max: max as usize, cand_count, cands, feature_count, feature_first, taxa, read_mates })
     }
 }
