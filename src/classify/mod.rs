@@ -281,6 +281,10 @@ impl Run<'_> {
                 self.write_reads(&mut outs, read, &call)?;
             }
             writing += t.elapsed();
+            #[cfg(feature = "gpu")]
+            if let (Some(gpu), Some(done)) = (self.gpu, found_before) {
+                gpu.recycle(done);
+            }
             read?;
             previous_found = found?;
             // The finished batch's buffers take the next read.

@@ -85,11 +85,13 @@ pub struct ReadStream {
     current: Option<Vec<SeqReader>>,
     /// Reads delivered from the current file (pair).
     count: u64,
+    /// Mates 2 of a batch of pairs, read beside mates 1 (see `next_pairs`).
+    second: Vec<Mate>,
 }
 
 impl ReadStream {
     pub fn new(layout: ReadLayout) -> Self {
-        Self { layout, next_file: 0, current: None, count: 0 }
+        Self { layout, next_file: 0, current: None, count: 0, second: Vec::new() }
     }
 
     /// Opens the next file (pair). An empty file holds no reads: a warning, not an error, so that
@@ -142,9 +144,16 @@ impl ReadStream {
     /// buffers are reused, so a steady stream of batches allocates nothing.
     pub fn next_batch(&mut self, batch: &mut Vec<Read>, max: usize) -> Result<(), ReadError> {
         let mut n = 0;
+        if matches!(self.layout, ReadLayout::Paired(_)) && batch.len() < max {
+            batch.resize_with(max, Read::default);
+        }
         while n < max {
             if self.current.is_none() && !self.open_next()? {
                 break;
+            }
+            if self.current.as_ref().is_some_and(|r| r.len() == 2) {
+                n += self.next_pairs(&mut batch[..], n, max - n)?;
+                continue;
             }
             if n == batch.len() {
                 batch.push(Read::default());
@@ -157,6 +166,68 @@ impl ReadStream {
         }
         batch.truncate(n);
         Ok(())
+    }
+
+    /// Up to `want` pairs of the current file pair into `batch[at..]`: the two files are parsed
+    /// side by side, on two threads, then checked against each other. Errors are those reading
+    /// pair after pair would give, in the same order. Returns the pairs read; fewer than `want`
+    /// means the file pair is finished.
+    fn next_pairs(&mut self, batch: &mut [Read], at: usize, want: usize) -> Result<usize, ReadError> {
+        let readers = self.current.as_mut().expect("a file pair is open");
+        let (a, b) = readers.split_at_mut(1);
+        let (r1, r2) = (&mut a[0], &mut b[0]);
+        self.second.resize_with(want, Mate::default);
+        let reads = &mut batch[at..at + want];
+        let second = &mut self.second[..want];
+        let fill = |r: &mut SeqReader, mates: Vec<&mut Mate>| -> (usize, Option<InputError>) {
+            for (i, mate) in mates.into_iter().enumerate() {
+                match read_mate(r, mate) {
+                    Ok(true) => {}
+                    Ok(false) => return (i, None),
+                    Err(e) => return (i, Some(e)),
+                }
+            }
+            (want, None)
+        };
+        let firsts: Vec<&mut Mate> = reads
+            .iter_mut()
+            .map(|read| {
+                read.mates.resize_with(2, Mate::default);
+                &mut read.mates[0]
+            })
+            .collect();
+        let seconds: Vec<&mut Mate> = second.iter_mut().collect();
+        let ((n1, e1), (n2, e2)) = rayon::join(|| fill(r1, firsts), || fill(r2, seconds));
+        for (i, read) in reads.iter_mut().enumerate().take(n1.min(n2)) {
+            std::mem::swap(&mut read.mates[1], &mut second[i]);
+            check_names(&read.mates[0], &read.mates[1], r1, r2, self.count + i as u64 + 1)?;
+        }
+        let both = n1.min(n2);
+        // Where the first file stops or fails: pair after pair, mate 1 is read before mate 2.
+        if n1 == both {
+            if let Some(e) = e1 {
+                return Err(e.into());
+            }
+        }
+        if n2 == both {
+            if let Some(e) = e2 {
+                return Err(e.into());
+            }
+        }
+        if n1 != n2 {
+            let (shorter, longer) = if n1 < n2 { (&*r1, &*r2) } else { (&*r2, &*r1) };
+            return Err(PairingError::Count {
+                shorter: shorter.source().to_string(),
+                longer: longer.source().to_string(),
+                count: self.count + both as u64,
+            }
+            .into());
+        }
+        self.count += both as u64;
+        if both < want {
+            self.current = None;
+        }
+        Ok(both)
     }
 
     /// Reads the next read or pair into `read`; false at the end of the current file (pair).
@@ -291,6 +362,12 @@ mod tests {
         let other = write(d.path(), "other.fa", ">a/2\nACGT\n>zz/2\nGG\n");
         let err = all(ReadLayout::Paired(vec![(r1, other)])).err().unwrap().to_string();
         assert!(err.contains("read 2 of") && err.contains("'b'") && err.contains("'zz'"), "{err}");
+        // Mates are parsed side by side, but errors come in pair order: the bad record of R2
+        // (pair 2) before the name mismatch of pair 3.
+        let r1 = write(d.path(), "r1.fq", "@a/1\nAC\n+\nII\n@b/1\nGG\n+\nII\n@c/1\nTT\n+\nII\n");
+        let bad = write(d.path(), "bad.fq", "@a/2\nAC\n+\nII\n@b/2\nGG\nII\n@z/2\nTT\n+\nII\n");
+        let err = all(ReadLayout::Paired(vec![(r1, bad)])).err().unwrap().to_string();
+        assert!(err.contains("bad.fq") && !err.contains("'z'"), "{err}");
         let odd = write(d.path(), "odd.fa", ">a\nAC\n>a\nGT\n>b\nAA\n");
         let err = all(ReadLayout::Interleaved(vec![odd])).err().unwrap().to_string();
         assert!(err.contains("odd number"), "{err}");

@@ -146,6 +146,19 @@ pub struct GpuClassifier<'g> {
     times: std::sync::Mutex<StageTimes>,
     /// Pinned memory the batches' bases are packed into, grown as needed.
     staging: std::sync::Mutex<Option<cudarc::driver::PinnedHostSlice<u8>>>,
+    /// A finished batch, for its vectors.
+    recycled: std::sync::Mutex<Option<GpuBatch>>,
+}
+
+/// Copies `src` into `into`, resized to fit.
+fn download<T: DeviceRepr + Default + Clone>(
+    s: &std::sync::Arc<cudarc::driver::CudaStream>,
+    src: &CudaSlice<T>,
+    into: &mut Vec<T>,
+) -> Result<(), GpuError> {
+    into.resize(src.len(), T::default());
+    s.memcpy_dtoh(src, &mut into[..])?;
+    Ok(())
 }
 
 /// Where the GPU classifier's time went, summed over batches.
@@ -266,7 +279,13 @@ impl<'g> GpuClassifier<'g> {
             load_time: start.elapsed(),
             times: Default::default(),
             staging: Default::default(),
+            recycled: Default::default(),
         })
+    }
+
+    /// Hands back a finished batch, whose vectors the next batch's results then fill.
+    pub fn recycle(&self, batch: GpuBatch) {
+        *self.recycled.lock().expect("no batch panicked") = Some(batch);
     }
 
     /// The time spent so far, by stage.
@@ -388,10 +407,16 @@ impl<'g> GpuClassifier<'g> {
 
         s.synchronize()?;
         let computed = clock.elapsed();
-        let cands: Vec<DeviceCandidate> = s.clone_dtoh(&cands)?;
-        let cand_count: Vec<u32> = s.clone_dtoh(&cand_count)?;
-        let feature_count: Vec<u32> = s.clone_dtoh(&counts)?;
-        let taxa: Vec<u32> = if hit_list { s.clone_dtoh(&taxa)? } else { Vec::new() };
+        // Into the vectors of a finished batch when there is one: memory already mapped.
+        let mut out = self.recycled.lock().expect("no batch panicked").take().unwrap_or_default();
+        download(s, &cands, &mut out.cands)?;
+        download(s, &cand_count, &mut out.cand_count)?;
+        download(s, &counts, &mut out.feature_count)?;
+        if hit_list {
+            download(s, &taxa, &mut out.taxa)?;
+        } else {
+            out.taxa.clear();
+        }
         {
             let mut t = self.times.lock().expect("no batch panicked");
             t.batches += 1;
@@ -400,6 +425,9 @@ impl<'g> GpuClassifier<'g> {
             t.kernels += computed - uploaded;
             t.download += clock.elapsed() - computed;
         }
-        Ok(GpuBatch { max: max as usize, cand_count, cands, feature_count, feature_first, taxa, read_mates })
+        out.max = max as usize;
+        out.feature_first = feature_first;
+        out.read_mates = read_mates;
+        Ok(out)
     }
 }
