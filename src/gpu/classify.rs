@@ -307,8 +307,10 @@ impl<'g> GpuClassifier<'g> {
         let mut pinned = self.staging.lock().expect("no batch panicked");
         if pinned.as_ref().is_none_or(|p| p.len() < bases) {
             *pinned = None;
+            // Cached, not write-combined: mates are copied in at odd offsets, which write-combined
+            // memory turns into partial-line flushes.
             // SAFETY: only the bytes written below are copied.
-            *pinned = Some(unsafe { gpu.ctx.alloc_pinned::<u8>((bases + bases / 4).max(1 << 20))? });
+            *pinned = Some(unsafe { gpu.ctx.alloc_pinned_with_flags::<u8>((bases + bases / 4).max(1 << 20), 0)? });
         }
         let staging = pinned.as_mut().expect("just made").as_mut_slice()?;
         let (mut offset, mut len, mut feature_first) = (Vec::new(), Vec::new(), vec![0u64]);
