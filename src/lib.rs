@@ -18,6 +18,7 @@ pub mod gpu;
 pub mod index;
 pub mod info;
 pub mod input;
+pub mod merge;
 pub mod output;
 pub mod resources;
 pub mod sketch;

@@ -32,6 +32,31 @@ enum Command {
     Classify(ClassifyArgs),
     /// Describe an index: parameters, targets, sizes; optionally verify its checksums.
     Info(InfoArgs),
+    /// Join the --candidates-out files of a partitioned index's parts into one run's outputs.
+    Merge(MergeArgs),
+}
+
+#[derive(Args)]
+struct MergeArgs {
+    /// Candidates files, one per part (from `kmerdb classify --candidates-out`).
+    #[arg(value_name = "CANDIDATES", required = true)]
+    inputs: Vec<PathBuf>,
+    /// Kraken-format per-read output (`-` for stdout). Default: stdout, unless another output is
+    /// asked for.
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Kraken report (kreport) for MultiQC, Pavian, Bracken, Krona.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+    /// Reads per taxon (TSV).
+    #[arg(long, value_name = "FILE")]
+    abundance: Option<PathBuf>,
+    /// Sum the abundance profile to this rank (e.g. species).
+    #[arg(long, value_name = "RANK")]
+    abundance_rank: Option<String>,
+    /// Taxon names instead of bare taxids in the per-read output.
+    #[arg(long)]
+    use_names: bool,
 }
 
 #[derive(Args)]
@@ -73,6 +98,10 @@ struct ClassifyArgs {
     /// Unclassified reads, like --classified-out.
     #[arg(long, value_name = "FILE")]
     unclassified_out: Option<PathBuf>,
+    /// Each read's candidates against this index, in the binary form `kmerdb merge` joins across
+    /// the partitions of a partitioned index.
+    #[arg(long, value_name = "FILE")]
+    candidates_out: Option<PathBuf>,
     /// Print taxon names beside taxids in the per-read output.
     #[arg(long)]
     use_names: bool,
@@ -125,6 +154,10 @@ struct BuildArgs {
     /// Features seen in more locations are left out of the index.
     #[arg(long, default_value_t = 254, value_name = "N")]
     max_locations_per_feature: u32,
+    /// Index only part I of N of the genome files (sorted by path, cut into N contiguous runs),
+    /// for partitioned indexes joined per read by `kmerdb merge`.
+    #[arg(long, value_name = "I/N")]
+    partition: Option<kmerdb::build::partition::Partition>,
     #[command(flatten)]
     compute: ComputeArgs,
     /// GPU table key slots (testing; default: sized from the input).
@@ -196,6 +229,7 @@ fn main() {
         Command::Build(args) => run_build(args, cli.quiet),
         Command::Classify(args) => run_classify(args, cli.quiet),
         Command::Info(args) => run_info(args),
+        Command::Merge(args) => run_merge(args, cli.quiet),
     };
     if let Err(e) = result {
         eprintln!("kmerdb: error: {e:#}");
@@ -234,7 +268,11 @@ fn run_build(args: BuildArgs, quiet: bool) -> Result<()> {
             bail!("--seqid2taxid {}: no such file", m.display());
         }
     }
-    let sources = discover_fasta(&args.inputs)?;
+    let mut sources = discover_fasta(&args.inputs)?;
+    if let Some(p) = &args.partition {
+        sources = p.select(sources)?;
+        log::info!("partition {}/{}: {} genome files", p.part, p.parts, sources.len());
+    }
     kmerdb::build::check_output(&args.db)?;
     let config = BuildConfig {
         sources,
@@ -366,13 +404,21 @@ fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
     }
 
     let mut kraken = args.output.clone();
-    let nothing_asked = [&args.output, &args.report, &args.abundance, &args.classified_out, &args.unclassified_out]
-        .iter()
-        .all(|o| o.is_none());
+    let nothing_asked = [
+        &args.output,
+        &args.report,
+        &args.abundance,
+        &args.classified_out,
+        &args.unclassified_out,
+        &args.candidates_out,
+    ]
+    .iter()
+    .all(|o| o.is_none());
     if nothing_asked {
         kraken = Some(PathBuf::from("-"));
     }
-    let templates = [&kraken, &args.report, &args.abundance, &args.classified_out, &args.unclassified_out];
+    let templates =
+        [&kraken, &args.report, &args.abundance, &args.classified_out, &args.unclassified_out, &args.candidates_out];
     let stdout_uses = templates.iter().filter(|t| t.as_ref().is_some_and(|p| p.as_os_str() == "-")).count();
     if stdout_uses > 1 {
         bail!("only one output can go to stdout (-)");
@@ -396,6 +442,7 @@ fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
                 abundance: fill(&args.abundance, &name),
                 classified: fill(&args.classified_out, &name),
                 unclassified: fill(&args.unclassified_out, &name),
+                candidates: fill(&args.candidates_out, &name),
             },
             name,
             reads,
@@ -437,6 +484,33 @@ fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
             ),
             None => log::info!("classified on the CPU; index loaded in {:.2} s", summary.index_load.as_secs_f64()),
         }
+    }
+    Ok(())
+}
+
+fn run_merge(args: MergeArgs, quiet: bool) -> Result<()> {
+    let nothing_asked = [&args.output, &args.report, &args.abundance].iter().all(|o| o.is_none());
+    let outputs = [&args.output, &args.report, &args.abundance];
+    if outputs.iter().filter(|o| o.as_ref().is_some_and(|p| p.as_os_str() == "-")).count() > 1 {
+        bail!("only one output can go to stdout (-)");
+    }
+    let config = kmerdb::merge::MergeConfig {
+        inputs: args.inputs,
+        kraken: if nothing_asked { Some(PathBuf::from("-")) } else { args.output },
+        report: args.report,
+        abundance: args.abundance,
+        abundance_rank: args.abundance_rank,
+        use_names: args.use_names,
+    };
+    let s = kmerdb::merge::merge(&config)?;
+    if !quiet {
+        log::info!(
+            "merged {} parts: {} reads, {} classified ({:.2}%)",
+            config.inputs.len(),
+            s.reads,
+            s.classified,
+            100.0 * s.classified as f64 / s.reads.max(1) as f64
+        );
     }
     Ok(())
 }

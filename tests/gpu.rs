@@ -371,6 +371,7 @@ fn classify_with(db: &std::path::Path, reads: kmerdb::classify::ReadLayout, gpus
                 abundance: out("a.tsv"),
                 classified: None,
                 unclassified: None,
+                candidates: None,
             },
         }],
         gpus: gpus.clone(),

@@ -397,6 +397,7 @@ fn classify_pairs(pairs: usize, reads_limit: f64) -> Result<(), Box<dyn std::err
                     abundance: None,
                     classified: None,
                     unclassified: None,
+                    candidates: None,
                 },
             }],
             gpus,

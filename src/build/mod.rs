@@ -14,6 +14,7 @@
 //! on neither the order of the inputs nor the thread count.
 
 pub mod condense;
+pub mod partition;
 pub mod sketching;
 pub mod targets;
 

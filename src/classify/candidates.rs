@@ -71,6 +71,8 @@ pub struct Candidate {
 pub struct Call {
     pub taxid: TaxId,
     pub hit_runs: [Vec<(TaxId, u32)>; 2],
+    /// With `Classifier::keep_candidates`: the top candidates as (target, hits), best first.
+    pub candidates: Vec<(u32, u32)>,
 }
 
 /// Per-thread classifier with reusable buffers.
@@ -89,6 +91,8 @@ pub struct Classifier<'a> {
     target_taxa: &'a [TaxId],
     /// Target id → node index in the taxonomy tree, for the hit list's LCAs.
     target_nodes: Vec<u32>,
+    /// Whether calls carry their candidates (for `--candidates-out`).
+    pub keep_candidates: bool,
 }
 
 impl<'a> Classifier<'a> {
@@ -107,6 +111,7 @@ impl<'a> Classifier<'a> {
                 .iter()
                 .map(|&t| index.taxonomy().node(t).expect("every target's taxon is in the index's tree"))
                 .collect(),
+            keep_candidates: false,
         }
     }
 
@@ -169,6 +174,9 @@ impl<'a> Classifier<'a> {
             let range = 2 + total_len.max(self.params.insert_size) / stride;
             top_candidates(&mut self.locations, index, range as u32, self.params.max_candidates, &mut self.candidates);
             call.taxid = decide(&self.candidates, self.params, self.target_taxa, tree);
+            if self.keep_candidates {
+                call.candidates = self.candidates.iter().map(|c| (c.target, c.hits)).collect();
+            }
             calls.push(call);
         }
         calls

@@ -22,6 +22,13 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+/// Which per-read outputs a sample writes.
+#[derive(Debug, Clone, Copy)]
+struct Wanted {
+    lines: bool,
+    candidates: bool,
+}
+
 /// What the GPU found for a batch (nothing without GPU support).
 #[cfg(feature = "gpu")]
 type GpuFound = crate::gpu::classify::GpuBatch;
@@ -44,6 +51,8 @@ pub struct SampleOutputs {
     pub abundance: Option<PathBuf>,
     pub classified: Option<PathBuf>,
     pub unclassified: Option<PathBuf>,
+    /// Each read's candidates, for `kmerdb merge` (see `output::candidates`).
+    pub candidates: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone)]
@@ -199,6 +208,7 @@ struct Outputs {
     kraken: Option<(Output, String)>,
     classified: Option<ReadsWriter>,
     unclassified: Option<ReadsWriter>,
+    candidates: Option<(Output, String)>,
 }
 
 fn out_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> ClassifyError + '_ {
@@ -226,8 +236,19 @@ impl Run<'_> {
                 .as_ref()
                 .map(|p| ReadsWriter::create(p, paired).map_err(out_err(p)))
                 .transpose()?,
+            candidates: None,
         };
-        let hit_list = outs.kraken.is_some();
+        if let Some(p) = &o.candidates {
+            let mut w = output::create_output(p).map_err(out_err(p))?;
+            let header = self.candidates_header();
+            let mut bytes = Vec::new();
+            output::candidates::encode_header(&header, &mut bytes);
+            use std::io::Write;
+            w.write_all(&bytes).map_err(out_err(p))?;
+            outs.candidates = Some((w, p.display().to_string()));
+        }
+        let hit_list = outs.kraken.is_some() || outs.candidates.is_some();
+        let want = Wanted { lines: outs.kraken.is_some(), candidates: outs.candidates.is_some() };
         let mut stream = ReadStream::new(sample.reads.clone());
         let mut direct: HashMap<TaxId, u64> = HashMap::new();
         let (mut total, mut unclassified) = (0u64, 0u64);
@@ -256,7 +277,7 @@ impl Run<'_> {
                         },
                         || {
                             let t = Instant::now();
-                            (self.finish_batch(&previous, found_before.as_ref(), hit_list), t.elapsed())
+                            (self.finish_batch(&previous, found_before.as_ref(), hit_list, want), t.elapsed())
                         },
                     )
                 },
@@ -265,11 +286,14 @@ impl Run<'_> {
             on_gpu += gpu_time;
             finishing += finish_time;
             let t = Instant::now();
-            let (calls, lines) = finished?;
+            let (calls, lines, candidates) = finished?;
             let lines = lines.map_err(|source| ClassifyError::Output { path: "per-read output".into(), source })?;
+            use std::io::Write;
             if let Some((w, path)) = &mut outs.kraken {
-                use std::io::Write;
                 w.write_all(&lines).map_err(|source| ClassifyError::Output { path: path.clone(), source })?;
+            }
+            if let Some((w, path)) = &mut outs.candidates {
+                w.write_all(&candidates).map_err(|source| ClassifyError::Output { path: path.clone(), source })?;
             }
             for (read, call) in previous.iter().zip(calls) {
                 total += 1;
@@ -312,7 +336,7 @@ impl Run<'_> {
                 .map_err(out_err(p))?;
             w.finish().map_err(out_err(p))?;
         }
-        if let Some((w, p)) = outs.kraken {
+        for (w, p) in [outs.kraken, outs.candidates].into_iter().flatten() {
             w.finish().map_err(|source| ClassifyError::Output { path: p, source })?;
         }
         for (w, p) in [(outs.classified, &o.classified), (outs.unclassified, &o.unclassified)] {
@@ -334,6 +358,23 @@ impl Run<'_> {
             return GPU_BATCH_READS;
         }
         BATCH_READS
+    }
+
+    /// The header of a `--candidates-out` file for this index and run.
+    fn candidates_header(&self) -> output::candidates::CandidatesHeader {
+        let header = self.index.header();
+        output::candidates::CandidatesHeader {
+            magic: output::candidates::CANDIDATES_MAGIC.into(),
+            version: output::candidates::CANDIDATES_VERSION,
+            sketch: header.sketch,
+            max_locations_per_feature: header.max_locations_per_feature,
+            hitmin: self.params.hitmin,
+            hitdiff: self.params.hitdiff,
+            max_candidates: self.params.max_candidates as u32,
+            lowest_rank: self.params.lowest_rank.clone(),
+            targets: self.index.targets().iter().map(|t| (t.name.clone(), t.taxid)).collect(),
+            taxa: self.index.taxonomy().taxa().to_vec(),
+        }
     }
 
     /// The GPU's part of a batch: candidates and hit-list taxa (`None` without a GPU).
@@ -359,18 +400,23 @@ impl Run<'_> {
         batch: &[reads::Read],
         found: Option<&GpuFound>,
         hit_list: bool,
-    ) -> Result<(Vec<Call>, std::io::Result<Vec<u8>>), ClassifyError> {
+        want: Wanted,
+    ) -> Result<(Vec<Call>, std::io::Result<Vec<u8>>, Vec<u8>), ClassifyError> {
         use rayon::prelude::*;
         let mates: Vec<Vec<&[u8]>> = batch.iter().map(|r| r.mates.iter().map(|m| m.seq.as_slice()).collect()).collect();
         let reads: Vec<&[&[u8]]> = mates.iter().map(Vec::as_slice).collect();
         let names = self.config.use_names.then(|| self.index.taxonomy());
         let tree = self.index.taxonomy();
         let group_reads = if cfg!(feature = "gpu") && self.batch_reads() > BATCH_READS { 256 } else { GROUP_READS };
-        let groups: Vec<(Vec<Call>, std::io::Result<Vec<u8>>)> = reads
+        let groups: Vec<(Vec<Call>, std::io::Result<Vec<u8>>, Vec<u8>)> = reads
             .par_chunks(group_reads)
             .enumerate()
             .map_init(
-                || (Classifier::new(self.index, self.params, self.target_taxa), Vec::<Candidate>::new()),
+                || {
+                    let mut c = Classifier::new(self.index, self.params, self.target_taxa);
+                    c.keep_candidates = want.candidates;
+                    (c, Vec::<Candidate>::new())
+                },
                 |(c, candidates), (g, group)| {
                     #[cfg(feature = "gpu")]
                     let mut calls: Vec<Call> = match found {
@@ -386,6 +432,9 @@ impl Run<'_> {
                                     taxid: candidates::decide(candidates, self.params, self.target_taxa, tree),
                                     ..Call::default()
                                 };
+                                if want.candidates {
+                                    call.candidates = candidates.iter().map(|c| (c.target, c.hits)).collect();
+                                }
                                 for (m, taxa) in found.feature_taxa(r).enumerate() {
                                     for &t in taxa {
                                         let taxon = if t == 0 { 0 } else { tree.node_taxid(t - 1) };
@@ -402,9 +451,24 @@ impl Run<'_> {
                         let _ = (g, &candidates, tree, found);
                         c.classify_group(group, hit_list)
                     };
+                    let first = g * group_reads;
+                    let mut candidate_bytes = Vec::new();
+                    if want.candidates {
+                        for (read, call) in batch[first..first + group.len()].iter().zip(&mut calls) {
+                            let record = output::candidates::ReadCandidates {
+                                id: read.id(),
+                                lengths: (
+                                    read.mates[0].seq.len() as u32,
+                                    read.mates.get(1).map(|m| m.seq.len() as u32),
+                                ),
+                                candidates: std::mem::take(&mut call.candidates),
+                                hits: call.hit_runs.clone(),
+                            };
+                            output::candidates::encode_into(&record, &mut candidate_bytes);
+                        }
+                    }
                     let mut lines = Vec::new();
-                    let formatted = if hit_list {
-                        let first = g * group_reads;
+                    let formatted = if want.lines {
                         batch[first..first + group.len()].iter().zip(&mut calls).try_for_each(|(read, call)| {
                             let result = ReadResult {
                                 id: read.id(),
@@ -417,21 +481,22 @@ impl Run<'_> {
                     } else {
                         Ok(())
                     };
-                    (calls, formatted.map(|()| lines))
+                    (calls, formatted.map(|()| lines), candidate_bytes)
                 },
             )
             .collect();
         let mut calls = Vec::with_capacity(batch.len());
-        let mut lines = Vec::new();
+        let (mut lines, mut candidate_bytes) = (Vec::new(), Vec::new());
         let mut error = None;
-        for (c, l) in groups {
+        for (c, l, b) in groups {
             calls.extend(c);
+            candidate_bytes.extend_from_slice(&b);
             match l {
                 Ok(l) => lines.extend_from_slice(&l),
                 Err(e) => error = error.or(Some(e)),
             }
         }
-        Ok((calls, error.map_or(Ok(lines), Err)))
+        Ok((calls, error.map_or(Ok(lines), Err), candidate_bytes))
     }
 
     /// Writes a read to the classified or unclassified reads output, if asked for.

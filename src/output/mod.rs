@@ -22,6 +22,7 @@
 //! naming the taxid, never silently dropped or written.
 
 mod abundance;
+pub mod candidates;
 mod file;
 mod kraken;
 mod kreport;

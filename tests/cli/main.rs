@@ -4,6 +4,7 @@
 mod build;
 mod classify;
 mod info;
+mod merge;
 
 use assert_cmd::Command;
 use std::path::{Path, PathBuf};

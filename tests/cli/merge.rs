@@ -1,0 +1,138 @@
+//! `kmerdb build --partition`, `classify --candidates-out` and `kmerdb merge`.
+
+use super::{build_data, data, kmerdb, listing};
+use predicates::prelude::*;
+use std::path::{Path, PathBuf};
+
+/// `../shared/data` beside the repository (CI puts it there).
+fn shared() -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data");
+    assert!(p.join("refs").is_dir(), "these tests need ../shared/data beside the repository");
+    p
+}
+
+fn build_refs(db: &Path, extra: &[&str]) {
+    let s = shared();
+    kmerdb()
+        .args(["build", "-q", "-t", "2", "--max-locations-per-feature", "100000", "-d"])
+        .arg(db)
+        .arg("--taxonomy")
+        .arg(s.join("taxonomy"))
+        .arg("--seqid2taxid")
+        .arg(s.join("refs/seqid2taxid.map"))
+        .arg(s.join("refs"))
+        .args(extra)
+        .assert()
+        .success();
+}
+
+fn classify_mock(db: &Path, outputs: &[&str], dir: &Path) {
+    let s = shared();
+    kmerdb()
+        .current_dir(dir)
+        .args(["classify", "-q", "-t", "2", "-d"])
+        .arg(db)
+        .arg("-1")
+        .arg(s.join("reads/mock_R1.fq.gz"))
+        .arg("-2")
+        .arg(s.join("reads/mock_R2.fq.gz"))
+        .args(outputs)
+        .assert()
+        .success();
+}
+
+/// The test: the parts of `../shared/data/refs`, merged, give exactly the outputs of one
+/// index of all of it (per-read lines with hit lists, kreport, abundances). The location cap is
+/// set above any feature's count: a cap applies per part, so with the default (254) a feature
+/// with more locations in all than in any part can be dropped by one index and kept by the parts,
+/// which changes hit lists (calls and reports stayed the same on this data).
+#[test]
+fn merged_parts_equal_one_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    build_refs(&d.join("all.db"), &[]);
+    classify_mock(&d.join("all.db"), &["-o", "all.txt", "--report", "all.kreport", "--abundance", "all.tsv"], d);
+    let mut parts = Vec::new();
+    for i in 1..=3 {
+        let db = d.join(format!("p{i}.db"));
+        build_refs(&db, &["--partition", &format!("{i}/3")]);
+        let cand = format!("p{i}.cand.gz");
+        classify_mock(&db, &["--candidates-out", &cand], d);
+        parts.push(cand);
+    }
+    // The parts in any order.
+    parts.reverse();
+    kmerdb()
+        .current_dir(d)
+        .arg("merge")
+        .args(&parts)
+        .args(["-o", "m.txt", "--report", "m.kreport", "--abundance", "m.tsv"])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("merged 3 parts: 39504 reads"));
+    for ext in ["txt", "kreport", "tsv"] {
+        let (one, merged) =
+            (std::fs::read(d.join(format!("all.{ext}"))).unwrap(), std::fs::read(d.join(format!("m.{ext}"))).unwrap());
+        assert!(one == merged, "merged .{ext} differs from one index's");
+    }
+}
+
+#[test]
+fn bad_partitions_and_candidate_files_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for bad in ["0/2", "3/2", "two"] {
+        build_data(&d.join("x.db"))
+            .args(["--partition", bad])
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains("--partition"));
+    }
+    build_data(&d.join("x.db"))
+        .args(["--partition", "1/20"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("would be empty"));
+    assert!(listing(d).is_empty(), "a failed build left {:?}", listing(d));
+
+    // Two parts of data/ classified: one with the bundled pairs, one with the single reads.
+    build_data(&d.join("p1.db")).args(["-q", "--partition", "1/2"]).assert().success();
+    build_data(&d.join("p2.db")).args(["-q", "--partition", "2/2"]).assert().success();
+    let reads = data().join("reads");
+    kmerdb()
+        .args(["classify", "-q", "-d"])
+        .arg(d.join("p1.db"))
+        .arg("-1")
+        .arg(reads.join("sample_R1.fq.gz"))
+        .arg("-2")
+        .arg(reads.join("sample_R2.fq.gz"))
+        .arg("--candidates-out")
+        .arg(d.join("pairs.cand"))
+        .assert()
+        .success();
+    kmerdb()
+        .args(["classify", "-q", "-d"])
+        .arg(d.join("p2.db"))
+        .arg(reads.join("single.fa"))
+        .arg("--candidates-out")
+        .arg(d.join("single.cand"))
+        .assert()
+        .success();
+    kmerdb()
+        .arg("merge")
+        .arg(d.join("pairs.cand"))
+        .arg(d.join("single.cand"))
+        .args(["-o"])
+        .arg(d.join("m.txt"))
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("read 1:").and(predicate::str::contains("pairs.cand")));
+    assert!(!d.join("m.txt").exists(), "a failed merge left its output");
+    // Not a candidates file: the path is named.
+    kmerdb()
+        .arg("merge")
+        .arg(reads.join("single.fa"))
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("single.fa").and(predicate::str::contains("not a kmerdb candidates file")));
+}
