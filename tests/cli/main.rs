@@ -5,6 +5,7 @@ mod build;
 mod classify;
 mod info;
 mod merge;
+mod workflows;
 
 use assert_cmd::Command;
 use std::path::{Path, PathBuf};
