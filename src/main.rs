@@ -54,6 +54,18 @@ struct MergeArgs {
     /// Sum the abundance profile to this rank (e.g. species).
     #[arg(long, value_name = "RANK")]
     abundance_rank: Option<String>,
+    /// CAMI bioboxes taxonomic profile (percent of reads per taxon at each standard rank).
+    #[arg(long, value_name = "FILE")]
+    cami: Option<PathBuf>,
+    /// Krona text input (`ktImportText FILE`): reads per taxon with its lineage.
+    #[arg(long, value_name = "FILE")]
+    krona: Option<PathBuf>,
+    /// MetaPhlAn-style table: reads per clade at standard ranks, as k__|p__|… paths.
+    #[arg(long, value_name = "FILE")]
+    mpa: Option<PathBuf>,
+    /// The sample's name in the CAMI profile [default: the first file's name].
+    #[arg(long)]
+    sample: Option<String>,
     /// Taxon names instead of bare taxids in the per-read output.
     #[arg(long)]
     use_names: bool,
@@ -102,6 +114,15 @@ struct ClassifyArgs {
     /// the partitions of a partitioned index.
     #[arg(long, value_name = "FILE")]
     candidates_out: Option<PathBuf>,
+    /// CAMI bioboxes taxonomic profile (percent of reads per taxon at each standard rank).
+    #[arg(long, value_name = "FILE")]
+    cami: Option<PathBuf>,
+    /// Krona text input (`ktImportText FILE`): reads per taxon with its lineage.
+    #[arg(long, value_name = "FILE")]
+    krona: Option<PathBuf>,
+    /// MetaPhlAn-style table: reads per clade at standard ranks, as k__|p__|… paths.
+    #[arg(long, value_name = "FILE")]
+    mpa: Option<PathBuf>,
     /// Print taxon names beside taxids in the per-read output.
     #[arg(long)]
     use_names: bool,
@@ -411,14 +432,26 @@ fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
         &args.classified_out,
         &args.unclassified_out,
         &args.candidates_out,
+        &args.cami,
+        &args.krona,
+        &args.mpa,
     ]
     .iter()
     .all(|o| o.is_none());
     if nothing_asked {
         kraken = Some(PathBuf::from("-"));
     }
-    let templates =
-        [&kraken, &args.report, &args.abundance, &args.classified_out, &args.unclassified_out, &args.candidates_out];
+    let templates = [
+        &kraken,
+        &args.report,
+        &args.abundance,
+        &args.classified_out,
+        &args.unclassified_out,
+        &args.candidates_out,
+        &args.cami,
+        &args.krona,
+        &args.mpa,
+    ];
     let stdout_uses = templates.iter().filter(|t| t.as_ref().is_some_and(|p| p.as_os_str() == "-")).count();
     if stdout_uses > 1 {
         bail!("only one output can go to stdout (-)");
@@ -443,6 +476,9 @@ fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
                 classified: fill(&args.classified_out, &name),
                 unclassified: fill(&args.unclassified_out, &name),
                 candidates: fill(&args.candidates_out, &name),
+                cami: fill(&args.cami, &name),
+                krona: fill(&args.krona, &name),
+                mpa: fill(&args.mpa, &name),
             },
             name,
             reads,
@@ -489,17 +525,25 @@ fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
 }
 
 fn run_merge(args: MergeArgs, quiet: bool) -> Result<()> {
-    let nothing_asked = [&args.output, &args.report, &args.abundance].iter().all(|o| o.is_none());
-    let outputs = [&args.output, &args.report, &args.abundance];
+    let outputs = [&args.output, &args.report, &args.abundance, &args.cami, &args.krona, &args.mpa];
+    let nothing_asked = outputs.iter().all(|o| o.is_none());
     if outputs.iter().filter(|o| o.as_ref().is_some_and(|p| p.as_os_str() == "-")).count() > 1 {
         bail!("only one output can go to stdout (-)");
     }
+    let sample = args.sample.clone().unwrap_or_else(|| {
+        let first = args.inputs[0].file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        first.split('.').next().unwrap_or("sample").to_string()
+    });
     let config = kmerdb::merge::MergeConfig {
         inputs: args.inputs,
         kraken: if nothing_asked { Some(PathBuf::from("-")) } else { args.output },
         report: args.report,
         abundance: args.abundance,
         abundance_rank: args.abundance_rank,
+        cami: args.cami,
+        krona: args.krona,
+        mpa: args.mpa,
+        sample,
         use_names: args.use_names,
     };
     let s = kmerdb::merge::merge(&config)?;

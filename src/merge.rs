@@ -24,6 +24,11 @@ pub struct MergeConfig {
     pub report: Option<PathBuf>,
     pub abundance: Option<PathBuf>,
     pub abundance_rank: Option<String>,
+    pub cami: Option<PathBuf>,
+    pub krona: Option<PathBuf>,
+    pub mpa: Option<PathBuf>,
+    /// The sample's name, for the CAMI profile.
+    pub sample: String,
     pub use_names: bool,
 }
 
@@ -221,17 +226,17 @@ pub fn merge(config: &MergeConfig) -> Result<MergeSummary, MergeError> {
             w.write_all(&line).map_err(out_err(p))?;
         }
     }
-    if let Some(p) = &config.report {
-        let mut w = output::create_output(p).map_err(out_err(p))?;
-        output::write_kreport(&mut w, &tree, &direct, unclassified).map_err(out_err(p))?;
-        w.finish().map_err(out_err(p))?;
-    }
-    if let Some(p) = &config.abundance {
-        let mut w = output::create_output(p).map_err(out_err(p))?;
-        output::write_abundance(&mut w, &tree, &direct, unclassified, config.abundance_rank.as_deref())
-            .map_err(out_err(p))?;
-        w.finish().map_err(out_err(p))?;
-    }
+    let summaries = output::Summaries {
+        report: config.report.clone(),
+        abundance: config.abundance.clone(),
+        abundance_rank: config.abundance_rank.clone(),
+        cami: config.cami.clone(),
+        krona: config.krona.clone(),
+        mpa: config.mpa.clone(),
+    };
+    summaries
+        .write(&tree, &direct, unclassified, &config.sample)
+        .map_err(|(p, source)| MergeError::Output { path: p.display().to_string(), source })?;
     if let Some((w, p)) = kraken {
         w.finish().map_err(out_err(&p))?;
     }

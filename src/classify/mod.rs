@@ -53,6 +53,10 @@ pub struct SampleOutputs {
     pub unclassified: Option<PathBuf>,
     /// Each read's candidates, for `kmerdb merge` (see `output::candidates`).
     pub candidates: Option<PathBuf>,
+    /// CAMI profile, Krona text, MPA-style table (see `output::profiles`).
+    pub cami: Option<PathBuf>,
+    pub krona: Option<PathBuf>,
+    pub mpa: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone)]
@@ -325,17 +329,17 @@ impl Run<'_> {
         );
 
         let tree = self.index.taxonomy();
-        if let Some(p) = &o.report {
-            let mut w = output::create_output(p).map_err(out_err(p))?;
-            output::write_kreport(&mut w, tree, &direct, unclassified).map_err(out_err(p))?;
-            w.finish().map_err(out_err(p))?;
-        }
-        if let Some(p) = &o.abundance {
-            let mut w = output::create_output(p).map_err(out_err(p))?;
-            output::write_abundance(&mut w, tree, &direct, unclassified, self.config.abundance_rank.as_deref())
-                .map_err(out_err(p))?;
-            w.finish().map_err(out_err(p))?;
-        }
+        let summaries = output::Summaries {
+            report: o.report.clone(),
+            abundance: o.abundance.clone(),
+            abundance_rank: self.config.abundance_rank.clone(),
+            cami: o.cami.clone(),
+            krona: o.krona.clone(),
+            mpa: o.mpa.clone(),
+        };
+        summaries
+            .write(tree, &direct, unclassified, &sample.name)
+            .map_err(|(p, source)| ClassifyError::Output { path: p.display().to_string(), source })?;
         for (w, p) in [outs.kraken, outs.candidates].into_iter().flatten() {
             w.finish().map_err(|source| ClassifyError::Output { path: p, source })?;
         }

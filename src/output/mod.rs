@@ -26,12 +26,14 @@ pub mod candidates;
 mod file;
 mod kraken;
 mod kreport;
+mod profiles;
 mod reads;
 
 pub use abundance::write_abundance;
 pub use file::{Output, create_output};
 pub use kraken::{ReadResult, read_id, write_kraken_line};
 pub use kreport::{clade_counts, write_kreport};
+pub use profiles::{write_cami, write_krona, write_mpa};
 pub use reads::ReadsWriter;
 
 use std::io;
@@ -73,5 +75,48 @@ pub(crate) mod test_tree {
             t(10239, 1, "superkingdom", "Viruses"),
         ])
         .expect("valid test tree")
+    }
+}
+
+/// The per-sample summaries a run can write, each to its own file (`None`: not written).
+#[derive(Debug, Clone, Default)]
+pub struct Summaries {
+    pub report: Option<std::path::PathBuf>,
+    pub abundance: Option<std::path::PathBuf>,
+    pub abundance_rank: Option<String>,
+    pub cami: Option<std::path::PathBuf>,
+    pub krona: Option<std::path::PathBuf>,
+    pub mpa: Option<std::path::PathBuf>,
+}
+
+impl Summaries {
+    /// Writes every summary asked for; an error names the file.
+    pub fn write(
+        &self,
+        tree: &crate::taxonomy::TaxonTree,
+        direct: &std::collections::HashMap<crate::taxonomy::TaxId, u64>,
+        unclassified: u64,
+        sample: &str,
+    ) -> Result<(), (std::path::PathBuf, std::io::Error)> {
+        type Writer<'a> = Box<dyn Fn(&mut Output) -> std::io::Result<()> + 'a>;
+        let jobs: [(&Option<std::path::PathBuf>, Writer); 5] = [
+            (&self.report, Box::new(|w| write_kreport(w, tree, direct, unclassified))),
+            (
+                &self.abundance,
+                Box::new(|w| write_abundance(w, tree, direct, unclassified, self.abundance_rank.as_deref())),
+            ),
+            (&self.cami, Box::new(|w| write_cami(w, tree, direct, unclassified, sample))),
+            (&self.krona, Box::new(|w| write_krona(w, tree, direct, unclassified))),
+            (&self.mpa, Box::new(|w| write_mpa(w, tree, direct))),
+        ];
+        for (path, write) in jobs {
+            if let Some(p) = path {
+                let err = |e| (p.clone(), e);
+                let mut w = create_output(p).map_err(err)?;
+                write(&mut w).map_err(err)?;
+                w.finish().map_err(err)?;
+            }
+        }
+        Ok(())
     }
 }

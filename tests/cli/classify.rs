@@ -343,3 +343,51 @@ fn very_long_and_all_n_reads() {
     assert_eq!(lines[0][..4], ["C", "long", "362663", "150000"], "{:?}", &lines[0][..4]);
     assert_eq!(lines[1][..3], ["U", "allN", "0"]);
 }
+
+/// The CAMI profile, Krona text and MPA table agree with the kreport of the same run.
+#[test]
+fn profiles_agree_with_the_kreport() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    super::build_data(&d.join("x.db")).arg("-q").assert().success();
+    let reads = super::data().join("reads");
+    super::kmerdb()
+        .current_dir(d)
+        .args(["classify", "-q", "-d", "x.db", "-1"])
+        .arg(reads.join("sample_R1.fq.gz"))
+        .arg("-2")
+        .arg(reads.join("sample_R2.fq.gz"))
+        .args(["--report", "r.kreport", "--cami", "r.cami", "--krona", "r.krona.gz", "--mpa", "r.mpa"])
+        .assert()
+        .success();
+    let kreport = std::fs::read_to_string(d.join("r.kreport")).unwrap();
+    // Clade reads of each species in the kreport (column 2, rank code S).
+    let species: std::collections::BTreeMap<String, u64> = kreport
+        .lines()
+        .map(|l| l.split('\t').collect::<Vec<_>>())
+        .filter(|f| f[3] == "S")
+        .map(|f| (f[5].trim().replace(' ', "_"), f[1].parse().unwrap()))
+        .collect();
+    assert!(!species.is_empty());
+    let total: u64 = kreport
+        .lines()
+        .filter(|l| l.ends_with("\tunclassified") || l.ends_with("\troot"))
+        .map(|l| l.split('\t').nth(1).unwrap().parse::<u64>().unwrap())
+        .sum();
+    let mpa = std::fs::read_to_string(d.join("r.mpa")).unwrap();
+    for (name, reads) in &species {
+        assert!(mpa.lines().any(|l| l.ends_with(&format!("s__{name}\t{reads}"))), "{name} {reads} not in\n{mpa}");
+    }
+    let cami = std::fs::read_to_string(d.join("r.cami")).unwrap();
+    assert!(cami.starts_with("# Taxonomic Profiling Output\n@SampleID:sample\n"), "{cami}");
+    let species_percent: f64 = cami
+        .lines()
+        .filter(|l| l.split('\t').nth(1) == Some("species"))
+        .map(|l| l.rsplit('\t').next().unwrap().parse::<f64>().unwrap())
+        .sum();
+    let expected = 100.0 * species.values().sum::<u64>() as f64 / total as f64;
+    assert!((species_percent - expected).abs() < 1e-3, "{species_percent} vs {expected}");
+    let krona = super::gunzip(&d.join("r.krona.gz"));
+    let krona_reads: u64 = krona.lines().map(|l| l.split('\t').next().unwrap().parse::<u64>().unwrap()).sum();
+    assert_eq!(krona_reads, total);
+}

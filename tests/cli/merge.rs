@@ -51,7 +51,24 @@ fn merged_parts_equal_one_index() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     build_refs(&d.join("all.db"), &[]);
-    classify_mock(&d.join("all.db"), &["-o", "all.txt", "--report", "all.kreport", "--abundance", "all.tsv"], d);
+    classify_mock(
+        &d.join("all.db"),
+        &[
+            "-o",
+            "all.txt",
+            "--report",
+            "all.kreport",
+            "--abundance",
+            "all.tsv",
+            "--cami",
+            "all.cami",
+            "--krona",
+            "all.krona",
+            "--mpa",
+            "all.mpa",
+        ],
+        d,
+    );
     let mut parts = Vec::new();
     for i in 1..=3 {
         let db = d.join(format!("p{i}.db"));
@@ -66,11 +83,23 @@ fn merged_parts_equal_one_index() {
         .current_dir(d)
         .arg("merge")
         .args(&parts)
-        .args(["-o", "m.txt", "--report", "m.kreport", "--abundance", "m.tsv"])
+        .args([
+            "-o",
+            "m.txt",
+            "--report",
+            "m.kreport",
+            "--abundance",
+            "m.tsv",
+            "--cami",
+            "m.cami",
+            "--krona",
+            "m.krona",
+        ])
+        .args(["--mpa", "m.mpa", "--sample", "mock"])
         .assert()
         .success()
         .stderr(predicate::str::contains("merged 3 parts: 39504 reads"));
-    for ext in ["txt", "kreport", "tsv"] {
+    for ext in ["txt", "kreport", "tsv", "cami", "krona", "mpa"] {
         let (one, merged) =
             (std::fs::read(d.join(format!("all.{ext}"))).unwrap(), std::fs::read(d.join(format!("m.{ext}"))).unwrap());
         assert!(one == merged, "merged .{ext} differs from one index's");
