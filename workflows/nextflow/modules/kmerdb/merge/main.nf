@@ -1,0 +1,40 @@
+// Joins a sample's candidates from every part of a partitioned index into the outputs one index of
+// all the genomes would give.
+process KMERDB_MERGE {
+    tag "$meta.id"
+    label 'process_low'
+
+    input:
+    tuple val(meta), path(candidates)
+
+    output:
+    tuple val(meta), path("*.kraken.gz"), emit: kraken
+    tuple val(meta), path("*.kreport"), emit: report
+    tuple val(meta), path("*.abundance.tsv"), emit: abundance
+    tuple val(meta), path("*.cami"), emit: cami
+    tuple val("${task.process}"), val('kmerdb'), eval('kmerdb --version | sed "s/^kmerdb //"'), topic: versions, emit: versions_kmerdb
+
+    when:
+    task.ext.when == null || task.ext.when
+
+    script:
+    def args = task.ext.args ?: ''
+    def prefix = task.ext.prefix ?: "${meta.id}"
+    """
+    kmerdb merge \\
+        ${candidates} \\
+        --sample ${meta.id} \\
+        -o ${prefix}.kraken.gz \\
+        --report ${prefix}.kreport \\
+        --abundance ${prefix}.abundance.tsv \\
+        --cami ${prefix}.cami \\
+        ${args}
+    """
+
+    stub:
+    def prefix = task.ext.prefix ?: "${meta.id}"
+    """
+    echo -n | gzip > ${prefix}.kraken.gz
+    touch ${prefix}.kreport ${prefix}.abundance.tsv ${prefix}.cami
+    """
+}
