@@ -63,6 +63,10 @@ struct MergeArgs {
     /// MetaPhlAn-style table: reads per clade at standard ranks, as k__|p__|… paths.
     #[arg(long, value_name = "FILE")]
     mpa: Option<PathBuf>,
+    /// A self-contained HTML page of the run: each sample's classified fraction and its most
+    /// abundant taxa by rank.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
     /// The sample's name in the CAMI profile [default: the first file's name].
     #[arg(long)]
     sample: Option<String>,
@@ -123,6 +127,10 @@ struct ClassifyArgs {
     /// MetaPhlAn-style table: reads per clade at standard ranks, as k__|p__|… paths.
     #[arg(long, value_name = "FILE")]
     mpa: Option<PathBuf>,
+    /// A self-contained HTML page of the run: each sample's classified fraction and its most
+    /// abundant taxa by rank.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
     /// Print taxon names beside taxids in the per-read output.
     #[arg(long)]
     use_names: bool,
@@ -435,6 +443,7 @@ fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
         &args.cami,
         &args.krona,
         &args.mpa,
+        &args.html,
     ]
     .iter()
     .all(|o| o.is_none());
@@ -497,6 +506,7 @@ fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
         use_names: args.use_names,
         samples,
         gpus: args.compute.gpus.clone(),
+        html: args.html,
     };
     let summary = kmerdb::classify::classify(&config, &mut |s| {
         if !quiet {
@@ -525,7 +535,7 @@ fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
 }
 
 fn run_merge(args: MergeArgs, quiet: bool) -> Result<()> {
-    let outputs = [&args.output, &args.report, &args.abundance, &args.cami, &args.krona, &args.mpa];
+    let outputs = [&args.output, &args.report, &args.abundance, &args.cami, &args.krona, &args.mpa, &args.html];
     let nothing_asked = outputs.iter().all(|o| o.is_none());
     if outputs.iter().filter(|o| o.as_ref().is_some_and(|p| p.as_os_str() == "-")).count() > 1 {
         bail!("only one output can go to stdout (-)");
@@ -544,6 +554,7 @@ fn run_merge(args: MergeArgs, quiet: bool) -> Result<()> {
         krona: args.krona,
         mpa: args.mpa,
         sample,
+        html: args.html,
         use_names: args.use_names,
     };
     let s = kmerdb::merge::merge(&config)?;

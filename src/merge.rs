@@ -27,8 +27,9 @@ pub struct MergeConfig {
     pub cami: Option<PathBuf>,
     pub krona: Option<PathBuf>,
     pub mpa: Option<PathBuf>,
-    /// The sample's name, for the CAMI profile.
+    /// The sample's name, for the CAMI profile and the HTML page.
     pub sample: String,
+    pub html: Option<PathBuf>,
     pub use_names: bool,
 }
 
@@ -237,6 +238,12 @@ pub fn merge(config: &MergeConfig) -> Result<MergeSummary, MergeError> {
     summaries
         .write(&tree, &direct, unclassified, &config.sample)
         .map_err(|(p, source)| MergeError::Output { path: p.display().to_string(), source })?;
+    if let Some(p) = &config.html {
+        let view = output::SampleView::new(&config.sample, &tree, &direct, unclassified).map_err(out_err(p))?;
+        let mut w = output::create_output(p).map_err(out_err(p))?;
+        output::write_html(&mut w, &format!("kmerdb merge: {}", config.sample), &[view]).map_err(out_err(p))?;
+        w.finish().map_err(out_err(p))?;
+    }
     if let Some((w, p)) = kraken {
         w.finish().map_err(out_err(&p))?;
     }

@@ -378,6 +378,7 @@ fn classify_with(db: &std::path::Path, reads: kmerdb::classify::ReadLayout, gpus
             },
         }],
         gpus: gpus.clone(),
+        html: None,
     };
     let start = std::time::Instant::now();
     let summary = classify(&config, &mut |_| {}).unwrap();

@@ -83,6 +83,8 @@ pub struct ClassifyConfig {
     pub samples: Vec<Sample>,
     /// `all`: a GPU if one is there and the index fits it, else the CPU; a list: that GPU or an error.
     pub gpus: crate::compute::GpuRequest,
+    /// One HTML page for the run (every sample).
+    pub html: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -111,6 +113,8 @@ pub struct SampleSummary {
     pub reads: u64,
     pub classified: u64,
     pub elapsed: Duration,
+    /// What `--html` shows of the sample.
+    pub view: output::SampleView,
 }
 
 #[derive(Debug, Clone)]
@@ -188,6 +192,13 @@ pub fn classify(
         let summary = pool.install(|| run.sample(sample))?;
         on_sample(&summary);
         samples.push(summary);
+    }
+    if let Some(p) = &config.html {
+        let views: Vec<output::SampleView> = samples.iter().map(|s: &SampleSummary| s.view.clone()).collect();
+        let title = format!("kmerdb classify: {}", config.db.display());
+        let mut w = output::create_output(p).map_err(out_err(p))?;
+        output::write_html(&mut w, &title, &views).map_err(out_err(p))?;
+        w.finish().map_err(out_err(p))?;
     }
     Ok(ClassifySummary {
         index_load,
@@ -348,7 +359,10 @@ impl Run<'_> {
                 w.finish().map_err(out_err(p))?;
             }
         }
+        let view = output::SampleView::new(&sample.name, tree, &direct, unclassified)
+            .map_err(|source| ClassifyError::Output { path: "HTML report".into(), source })?;
         Ok(SampleSummary {
+            view,
             name: sample.name.clone(),
             reads: total,
             classified: total - unclassified,

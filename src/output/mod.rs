@@ -24,6 +24,7 @@
 mod abundance;
 pub mod candidates;
 mod file;
+mod html;
 mod kraken;
 mod kreport;
 mod profiles;
@@ -31,6 +32,7 @@ mod reads;
 
 pub use abundance::write_abundance;
 pub use file::{Output, create_output};
+pub use html::{SampleView, write_html};
 pub use kraken::{ReadResult, read_id, write_kraken_line};
 pub use kreport::{clade_counts, write_kreport};
 pub use profiles::{write_cami, write_krona, write_mpa};

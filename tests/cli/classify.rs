@@ -391,3 +391,69 @@ fn profiles_agree_with_the_kreport() {
     let krona_reads: u64 = krona.lines().map(|l| l.split('\t').next().unwrap().parse::<u64>().unwrap()).sum();
     assert_eq!(krona_reads, total);
 }
+
+/// `--html`: one page for the run, rendered by headless Chromium (Debian package `chromium`; CI
+/// installs it): the page shows every sample's name, read count and classified fraction, and
+/// the taxa of its bar charts.
+#[test]
+fn html_report_renders_in_chromium() {
+    let dir = tempfile::tempdir().unwrap();
+    let sheet = dir.path().join("samples.tsv");
+    std::fs::write(
+        &sheet,
+        format!(
+            "paired\t{}\t{}\nsingle\t{}\n",
+            r1().display(),
+            r2().display(),
+            data().join("reads/single.fa").display()
+        ),
+    )
+    .unwrap();
+    let html = dir.path().join("run.html");
+    classify()
+        .arg("--samples")
+        .arg(&sheet)
+        .arg("-r")
+        .arg(dir.path().join("{sample}.kreport"))
+        .arg("--html")
+        .arg(&html)
+        .assert()
+        .success();
+    let chromium = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|c| std::process::Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()))
+        .expect("this test renders the page in headless Chromium: apt-get install chromium (.ci/run does)");
+    let out = std::process::Command::new(chromium)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"])
+        .arg(format!("file://{}", html.display()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "chromium: {}", String::from_utf8_lossy(&out.stderr));
+    let dom = String::from_utf8(out.stdout).unwrap();
+    // What the page shows, from the kreports of the same run.
+    for sample in ["paired", "single"] {
+        let kreport = std::fs::read_to_string(dir.path().join(format!("{sample}.kreport"))).unwrap();
+        let count = |name: &str| -> u64 {
+            kreport
+                .lines()
+                .find(|l| l.ends_with(&format!("\t{name}")))
+                .map_or(0, |l| l.split('\t').nth(1).unwrap().parse().unwrap())
+        };
+        let (unclassified, classified) = (count("unclassified"), count("root"));
+        let total = unclassified + classified;
+        let row = format!(
+            "<tr><td>{sample}</td><td>{total}</td><td>{classified}</td><td>{:.2}%</td></tr>",
+            100.0 * classified as f64 / total as f64
+        );
+        assert!(dom.contains(&row), "the rendered page has no row {row}:\n{dom}");
+        assert!(dom.contains(&format!("<h2>{sample}</h2>")));
+        let top_species = kreport
+            .lines()
+            .filter(|l| l.split('\t').nth(3) == Some("S"))
+            .max_by_key(|l| l.split('\t').nth(1).unwrap().parse::<u64>().unwrap())
+            .unwrap();
+        let name = top_species.split('\t').nth(5).unwrap().trim();
+        assert!(dom.contains(&format!(">{name}</text>")), "no bar for {name}");
+    }
+    assert!(dom.contains("<svg") && !dom.contains("<script"));
+}
