@@ -36,6 +36,24 @@ enum Command {
     Merge(MergeArgs),
 }
 
+/// The profile outputs that classify and merge both write.
+#[derive(Args)]
+struct ProfileArgs {
+    /// CAMI bioboxes taxonomic profile (percent of reads per taxon at each standard rank).
+    #[arg(long, value_name = "FILE")]
+    cami: Option<PathBuf>,
+    /// Krona text input (`ktImportText FILE`): reads per taxon with its lineage.
+    #[arg(long, value_name = "FILE")]
+    krona: Option<PathBuf>,
+    /// MetaPhlAn-style table: reads per clade at standard ranks, as k__|p__|… paths.
+    #[arg(long, value_name = "FILE")]
+    mpa: Option<PathBuf>,
+    /// A self-contained HTML page of the run: each sample's classified fraction and its most
+    /// abundant taxa by rank.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+}
+
 #[derive(Args)]
 struct MergeArgs {
     /// Candidates files, one per part (from `kmerdb classify --candidates-out`).
@@ -54,19 +72,8 @@ struct MergeArgs {
     /// Sum the abundance profile to this rank (e.g. species).
     #[arg(long, value_name = "RANK")]
     abundance_rank: Option<String>,
-    /// CAMI bioboxes taxonomic profile (percent of reads per taxon at each standard rank).
-    #[arg(long, value_name = "FILE")]
-    cami: Option<PathBuf>,
-    /// Krona text input (`ktImportText FILE`): reads per taxon with its lineage.
-    #[arg(long, value_name = "FILE")]
-    krona: Option<PathBuf>,
-    /// MetaPhlAn-style table: reads per clade at standard ranks, as k__|p__|… paths.
-    #[arg(long, value_name = "FILE")]
-    mpa: Option<PathBuf>,
-    /// A self-contained HTML page of the run: each sample's classified fraction and its most
-    /// abundant taxa by rank.
-    #[arg(long, value_name = "FILE")]
-    html: Option<PathBuf>,
+    #[command(flatten)]
+    profiles: ProfileArgs,
     /// The sample's name in the CAMI profile [default: the first file's name].
     #[arg(long)]
     sample: Option<String>,
@@ -118,19 +125,8 @@ struct ClassifyArgs {
     /// the partitions of a partitioned index.
     #[arg(long, value_name = "FILE")]
     candidates_out: Option<PathBuf>,
-    /// CAMI bioboxes taxonomic profile (percent of reads per taxon at each standard rank).
-    #[arg(long, value_name = "FILE")]
-    cami: Option<PathBuf>,
-    /// Krona text input (`ktImportText FILE`): reads per taxon with its lineage.
-    #[arg(long, value_name = "FILE")]
-    krona: Option<PathBuf>,
-    /// MetaPhlAn-style table: reads per clade at standard ranks, as k__|p__|… paths.
-    #[arg(long, value_name = "FILE")]
-    mpa: Option<PathBuf>,
-    /// A self-contained HTML page of the run: each sample's classified fraction and its most
-    /// abundant taxa by rank.
-    #[arg(long, value_name = "FILE")]
-    html: Option<PathBuf>,
+    #[command(flatten)]
+    profiles: ProfileArgs,
     /// Print taxon names beside taxids in the per-read output.
     #[arg(long)]
     use_names: bool,
@@ -440,10 +436,10 @@ fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
         &args.classified_out,
         &args.unclassified_out,
         &args.candidates_out,
-        &args.cami,
-        &args.krona,
-        &args.mpa,
-        &args.html,
+        &args.profiles.cami,
+        &args.profiles.krona,
+        &args.profiles.mpa,
+        &args.profiles.html,
     ]
     .iter()
     .all(|o| o.is_none());
@@ -457,9 +453,9 @@ fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
         &args.classified_out,
         &args.unclassified_out,
         &args.candidates_out,
-        &args.cami,
-        &args.krona,
-        &args.mpa,
+        &args.profiles.cami,
+        &args.profiles.krona,
+        &args.profiles.mpa,
     ];
     let stdout_uses = templates.iter().filter(|t| t.as_ref().is_some_and(|p| p.as_os_str() == "-")).count();
     if stdout_uses > 1 {
@@ -485,9 +481,9 @@ fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
                 classified: fill(&args.classified_out, &name),
                 unclassified: fill(&args.unclassified_out, &name),
                 candidates: fill(&args.candidates_out, &name),
-                cami: fill(&args.cami, &name),
-                krona: fill(&args.krona, &name),
-                mpa: fill(&args.mpa, &name),
+                cami: fill(&args.profiles.cami, &name),
+                krona: fill(&args.profiles.krona, &name),
+                mpa: fill(&args.profiles.mpa, &name),
             },
             name,
             reads,
@@ -506,7 +502,7 @@ fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
         use_names: args.use_names,
         samples,
         gpus: args.compute.gpus.clone(),
-        html: args.html,
+        html: args.profiles.html,
     };
     let summary = kmerdb::classify::classify(&config, &mut |s| {
         if !quiet {
@@ -535,7 +531,15 @@ fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
 }
 
 fn run_merge(args: MergeArgs, quiet: bool) -> Result<()> {
-    let outputs = [&args.output, &args.report, &args.abundance, &args.cami, &args.krona, &args.mpa, &args.html];
+    let outputs = [
+        &args.output,
+        &args.report,
+        &args.abundance,
+        &args.profiles.cami,
+        &args.profiles.krona,
+        &args.profiles.mpa,
+        &args.profiles.html,
+    ];
     let nothing_asked = outputs.iter().all(|o| o.is_none());
     if outputs.iter().filter(|o| o.as_ref().is_some_and(|p| p.as_os_str() == "-")).count() > 1 {
         bail!("only one output can go to stdout (-)");
@@ -550,11 +554,11 @@ fn run_merge(args: MergeArgs, quiet: bool) -> Result<()> {
         report: args.report,
         abundance: args.abundance,
         abundance_rank: args.abundance_rank,
-        cami: args.cami,
-        krona: args.krona,
-        mpa: args.mpa,
+        cami: args.profiles.cami,
+        krona: args.profiles.krona,
+        mpa: args.profiles.mpa,
         sample,
-        html: args.html,
+        html: args.profiles.html,
         use_names: args.use_names,
     };
     let s = kmerdb::merge::merge(&config)?;

@@ -157,20 +157,20 @@ fn interleaved_reads_equal_the_two_files() {
     assert_eq!(paired.stdout, inter.stdout);
 }
 
+/// A sample sheet in `dir`: the bundled pairs as `paired`, the single reads as `single`.
+fn two_sample_sheet(dir: &std::path::Path) -> std::path::PathBuf {
+    let sheet = dir.join("samples.tsv");
+    let single = data().join("reads/single.fa");
+    let text =
+        format!("# name\tR1\tR2\npaired\t{}\t{}\nsingle\t{}\n", r1().display(), r2().display(), single.display());
+    std::fs::write(&sheet, text).unwrap();
+    sheet
+}
+
 #[test]
 fn several_samples_with_one_index_load() {
     let dir = tempfile::tempdir().unwrap();
-    let sheet = dir.path().join("samples.tsv");
-    std::fs::write(
-        &sheet,
-        format!(
-            "# name\tR1\tR2\npaired\t{}\t{}\nsingle\t{}\n",
-            r1().display(),
-            r2().display(),
-            data().join("reads/single.fa").display()
-        ),
-    )
-    .unwrap();
+    let sheet = two_sample_sheet(dir.path());
     let out = dir.path().join("{sample}.kreport");
     classify().arg("--samples").arg(&sheet).arg("-r").arg(&out).assert().success();
     assert!(dir.path().join("paired.kreport").exists() && dir.path().join("single.kreport").exists());
@@ -398,17 +398,7 @@ fn profiles_agree_with_the_kreport() {
 #[test]
 fn html_report_renders_in_chromium() {
     let dir = tempfile::tempdir().unwrap();
-    let sheet = dir.path().join("samples.tsv");
-    std::fs::write(
-        &sheet,
-        format!(
-            "paired\t{}\t{}\nsingle\t{}\n",
-            r1().display(),
-            r2().display(),
-            data().join("reads/single.fa").display()
-        ),
-    )
-    .unwrap();
+    let sheet = two_sample_sheet(dir.path());
     let html = dir.path().join("run.html");
     classify()
         .arg("--samples")
