@@ -157,6 +157,13 @@ pub fn classify(
     #[cfg(feature = "gpu")]
     let gpus = crate::gpu::device::select(&config.gpus)?;
     #[cfg(feature = "gpu")]
+    if gpus.len() > 1 {
+        log::info!(
+            "classifying on GPU {} only: classification on several GPUs is not implemented yet",
+            gpus[0].ordinal
+        );
+    }
+    #[cfg(feature = "gpu")]
     let gpu = match gpus.first() {
         None => None,
         Some(g) => match crate::gpu::classify::GpuClassifier::new(g, &index, params.max_candidates, params.insert_size)
