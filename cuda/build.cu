@@ -115,3 +115,31 @@ ENTRY_POINTS(32)
 extern "C" __global__ void fill_u32(u32* p, u64 n, u32 v) {
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) p[i] = v;
 }
+
+// Several GPUs, step 1 on the GPU that read a batch: sketch each window and sort its (feature,
+// value) pairs by the GPU that owns the feature's shard (shard * gpus / 2^shard_bits: contiguous
+// shard ranges), into that GPU's stretch of `keys` / `values` (capacity each).
+struct Split {
+    u32* keys;
+    u64* values;
+    u32* counts;
+    u64 capacity;
+    u32 gpus;
+    u32 shard_bits;
+};
+
+extern "C" __global__ void sketch_split(Batch b, Sketching p, Split s) {
+    for (u64 w = blockIdx.x * (u64)blockDim.x + threadIdx.x; w < b.windows; w += (u64)gridDim.x * blockDim.x) {
+        u32 sketch[MAX_SKETCH];
+        u32 target, window_id;
+        const int n = sketch_batch_window(b, p, w, sketch, &target, &window_id);
+        const u64 value = ((u64)target << 32) | window_id;
+        for (int j = 0; j < n; ++j) {
+            const u32 shard = (u32)(((u64)sketch[j] << s.shard_bits) >> 32);
+            const u32 d = (u32)(((u64)shard * s.gpus) >> s.shard_bits);
+            const u64 at = (u64)d * s.capacity + atomicAdd(&s.counts[d], 1u);
+            s.keys[at] = sketch[j];
+            s.values[at] = value;
+        }
+    }
+}

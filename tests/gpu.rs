@@ -508,3 +508,32 @@ fn gpu_classify_awkward_reads() {
         assert_same_outputs(&format!("awkward reads, location cap {cap}"), &cpu, &gpu);
     }
 }
+
+/// Several GPUs (run by `scripts/gpu-tests.sh` on a machine with 2 or more): an index sharded by
+/// feature hash range over 2, then all GPUs, has the bytes of the CPU's and of one GPU's.
+#[test]
+#[ignore = "needs 2 or more GPUs"]
+fn multi_gpu_index_bytes_equal_cpu_index_bytes() {
+    assert!(std::env::var_os("SOURCE_DATE_EPOCH").is_some(), "set SOURCE_DATE_EPOCH: builds must carry the same date");
+    let count = kmerdb::gpu::device::device_count();
+    assert!(count >= 2, "this test needs 2 or more GPUs, found {count}");
+    let dir = tempfile::tempdir().unwrap();
+    for set in reference_sets() {
+        let genomes = vec![set.clone()];
+        let (cpu, one, many) = (dir.path().join("cpu.db"), dir.path().join("one.db"), dir.path().join("many.db"));
+        build_with(&genomes, &cpu, GpuRequest::None, GpuBuildOptions::default()).unwrap();
+        build_with(&genomes, &one, GpuRequest::List(vec![0]), GpuBuildOptions::default()).unwrap();
+        let cpu_bytes = std::fs::read(&cpu).unwrap();
+        assert!(cpu_bytes == std::fs::read(&one).unwrap(), "{}: 1 GPU and CPU differ", set.display());
+        let mut requests = vec![GpuRequest::List(vec![0, 1])];
+        if count > 2 {
+            requests.push(GpuRequest::All);
+        }
+        for request in requests {
+            let backend = build_with(&genomes, &many, request.clone(), GpuBuildOptions::default()).unwrap();
+            assert!(backend.starts_with("GPUs"), "{backend}");
+            assert!(cpu_bytes == std::fs::read(&many).unwrap(), "{}: {backend} and CPU differ", set.display());
+            println!("identical index bytes: {} on {backend}", set.display());
+        }
+    }
+}

@@ -159,10 +159,7 @@ pub fn build(config: &BuildConfig, on_progress: &(dyn Fn(u64, u64) + Sync)) -> R
     #[cfg(feature = "gpu")]
     {
         let gpus = crate::gpu::device::select(&config.gpus)?;
-        if gpus.len() > 1 {
-            log::info!("building on GPU {} only: builds on several GPUs are not implemented yet", gpus[0].ordinal);
-        }
-        pool.install(|| build_in_pool(config, start, on_progress, gpus.first()))
+        pool.install(|| build_in_pool(config, start, on_progress, &gpus))
     }
     #[cfg(not(feature = "gpu"))]
     {
@@ -178,6 +175,8 @@ enum Inserted<'g> {
     Bins(Vec<sketching::Bin>),
     #[cfg(feature = "gpu")]
     Gpu(crate::gpu::build::GpuBuild<'g>),
+    #[cfg(feature = "gpu")]
+    Gpus(crate::gpu::multi::MultiBuild<'g>),
     #[cfg(not(feature = "gpu"))]
     #[allow(dead_code)]
     Never(std::marker::PhantomData<&'g ()>),
@@ -187,7 +186,7 @@ fn build_in_pool(
     config: &BuildConfig,
     start: Instant,
     on_progress: &(dyn Fn(u64, u64) + Sync),
-    #[cfg(feature = "gpu")] gpu: Option<&crate::gpu::Gpu>,
+    #[cfg(feature = "gpu")] gpus: &[crate::gpu::Gpu],
 ) -> Result<BuildSummary, BuildError> {
     let shard_bits = DEFAULT_SHARD_BITS;
     let progress = sketching::Progress::default();
@@ -195,7 +194,33 @@ fn build_in_pool(
     // Stage 1, with the name of where it ran.
     let stage1 = || -> Result<(Vec<sketching::RawTarget>, Inserted<'_>, String), BuildError> {
         #[cfg(feature = "gpu")]
-        if let Some(g) = gpu {
+        if gpus.len() > 1 {
+            match crate::gpu::multi::MultiBuild::new(
+                gpus,
+                &config.sources,
+                &config.sketch,
+                config.gpu_options,
+                shard_bits,
+            ) {
+                Ok(mb) => {
+                    let targets = sketching::read_sources(
+                        &config.sources,
+                        &config.sketch,
+                        crate::gpu::build::BATCH_BASES,
+                        &progress,
+                        &|batch| mb.insert_batch(batch),
+                    )?;
+                    let ids: Vec<String> = gpus.iter().map(|g| g.ordinal.to_string()).collect();
+                    return Ok((targets, Inserted::Gpus(mb), format!("GPUs {} ({})", ids.join(","), gpus[0].name)));
+                }
+                Err(e) if config.gpus == GpuRequest::All => {
+                    log::warn!("GPUs: {e}; building on the CPU");
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        #[cfg(feature = "gpu")]
+        if let Some(g) = gpus.first().filter(|_| gpus.len() == 1) {
             match crate::gpu::build::GpuBuild::new(g, &config.sources, &config.sketch, config.gpu_options) {
                 Ok(gb) => {
                     let targets = sketching::read_sources(
@@ -301,6 +326,8 @@ fn build_in_pool(
             }
             #[cfg(feature = "gpu")]
             Inserted::Gpu(gb) => gb.condense(&resolved.final_id, &layout, cap, shard_bits),
+            #[cfg(feature = "gpu")]
+            Inserted::Gpus(mb) => mb.condense(&resolved.final_id, &layout, cap, shard_bits),
             #[cfg(not(feature = "gpu"))]
             Inserted::Never(_) => unreachable!(),
         };

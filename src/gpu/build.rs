@@ -26,7 +26,7 @@ pub const BATCH_BASES: usize = 64 << 20;
 /// Kernel view of a batch; must match `struct Batch` in `cuda/build.cu`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
-struct BatchArgs {
+pub(crate) struct BatchArgs {
     seq: u64,
     offset: u64,
     len: u64,
@@ -96,7 +96,7 @@ impl DeviceBatch {
         })
     }
 
-    fn args(&self, gpu: &Gpu) -> BatchArgs {
+    pub(crate) fn args(&self, gpu: &Gpu) -> BatchArgs {
         BatchArgs {
             seq: ptr(gpu, &self.seq),
             offset: ptr(gpu, &self.offset),
@@ -267,6 +267,45 @@ fn estimate_bases(sources: &[Source]) -> Option<u64> {
     Some(total)
 }
 
+/// The table for `1 / share` of the inputs' values on `gpu`: sized from the inputs (or from free
+/// memory for stdin), at most 70% of the free memory.
+pub fn table_config(
+    gpu: &Gpu,
+    sources: &[Source],
+    params: &SketchParams,
+    opts: GpuBuildOptions,
+    share: u64,
+) -> Result<TableConfig, GpuError> {
+    let (free, _) = gpu.memory()?;
+    // Per expected value: 2 pool slots (first buckets of 2, growth 1.5, links) of 8 bytes and
+    // 0.75 key slots of 12 bytes; at most 70% of the free memory.
+    let fit_values = (free as u64 * 7 / 10) / 25;
+    let values = match estimate_bases(sources) {
+        Some(bases) => (bases / params.stride as u64 + 1) * params.sketch_size as u64 * 11 / 10 / share + (1 << 20),
+        None => fit_values,
+    }
+    .min(fit_values);
+    let mut config = TableConfig::new((values * 3 / 4).max(1 << 16), (2 * values).min(u32::MAX as u64));
+    if let Some(k) = opts.key_slots {
+        config.key_slots = k;
+    }
+    if let Some(p) = opts.pool_slots {
+        config.pool_slots = p;
+    }
+    if let Some(g) = opts.group {
+        config.group = g;
+    }
+    log::debug!(
+        "GPU {} ({}): table of {} key slots and {} value slots, groups of {}",
+        gpu.ordinal,
+        gpu.name,
+        config.key_slots,
+        config.pool_slots,
+        config.group
+    );
+    Ok(config)
+}
+
 impl<'g> GpuBuild<'g> {
     /// Sizes the table from the inputs (or from free memory for stdin) and allocates it.
     pub fn new(
@@ -275,33 +314,7 @@ impl<'g> GpuBuild<'g> {
         params: &SketchParams,
         opts: GpuBuildOptions,
     ) -> Result<Self, GpuError> {
-        let (free, _) = gpu.memory()?;
-        // Per expected value: 2 pool slots (first buckets of 2, growth 1.5, links) of 8 bytes and
-        // 0.75 key slots of 12 bytes; at most 70% of the free memory.
-        let fit_values = (free as u64 * 7 / 10) / 25;
-        let values = match estimate_bases(sources) {
-            Some(bases) => (bases / params.stride as u64 + 1) * params.sketch_size as u64 * 11 / 10 + (1 << 20),
-            None => fit_values,
-        }
-        .min(fit_values);
-        let mut config = TableConfig::new((values * 3 / 4).max(1 << 16), (2 * values).min(u32::MAX as u64));
-        if let Some(k) = opts.key_slots {
-            config.key_slots = k;
-        }
-        if let Some(p) = opts.pool_slots {
-            config.pool_slots = p;
-        }
-        if let Some(g) = opts.group {
-            config.group = g;
-        }
-        log::debug!(
-            "GPU {} ({}): table of {} key slots and {} value slots, groups of {}",
-            gpu.ordinal,
-            gpu.name,
-            config.key_slots,
-            config.pool_slots,
-            config.group
-        );
+        let config = table_config(gpu, sources, params, opts, 1)?;
         let table = BucketListTable::new(gpu, config)?;
         let rounds = Rounds {
             table,

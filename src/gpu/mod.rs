@@ -15,6 +15,7 @@ pub mod classify;
 pub mod condense;
 pub mod device;
 pub mod kernels;
+pub mod multi;
 pub mod table;
 
 pub use device::Gpu;
