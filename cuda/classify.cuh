@@ -10,13 +10,12 @@
 #include "sketch.cuh"
 #include "condense.cuh"
 
-// The index in device memory: every shard's buckets, then every shard's stream, as in the file.
+// The index in device memory, shard by shard: each shard's buckets ((key, value) words) and stream
+// may be on this GPU or, with several GPUs, on another one, read through peer access.
 struct DeviceIndex {
-    const u64* slots;        // (key, value) words
-    const u32* words;
-    const u64* first_bucket; // per shard
+    const u64* slot_base;    // per shard: address of its first slot
+    const u64* word_base;    // per shard: address of its stream's first word
     const u64* buckets;
-    const u64* first_word;
     const u64* shard_words;
     u32 shard_bits;
     u32 entry_bits;
@@ -33,7 +32,7 @@ __device__ __forceinline__ bool index_lookup(const DeviceIndex& ix, u32 key, u32
     *shard = sh;
     const u64 nb = ix.buckets[sh];
     if (nb == 0) return false;
-    const u64* base = ix.slots + ix.first_bucket[sh] * BUCKET_SLOTS;
+    const u64* base = (const u64*)ix.slot_base[sh];
     for (int j = 0; j < 3; ++j) {
         const u64 b = ((u64)fmix32(key ^ BUCKET_SEEDS[j]) * nb) >> 32;
         for (int s = 0; s < BUCKET_SLOTS; ++s) {
@@ -70,7 +69,7 @@ struct List {
 
 // LocationList::decode, bounds checks included (a damaged index gives an empty list).
 __device__ __forceinline__ List decode_list(const DeviceIndex& ix, u32 shard, u32 value) {
-    List l = {ix.words + ix.first_word[shard], 0, 0, false, 0};
+    List l = {(const u32*)ix.word_base[shard], 0, 0, false, 0};
     if ((value & INLINE_FLAG) && ix.inline_single) {
         l.single = true;
         l.len = 1;

@@ -537,3 +537,40 @@ fn multi_gpu_index_bytes_equal_cpu_index_bytes() {
         }
     }
 }
+
+/// Several GPUs: the index's shards spread over 2 GPUs (each reading the other's through peer
+/// access), each GPU classifying its share of every batch; the outputs are the CPU's.
+#[test]
+#[ignore = "needs 2 or more GPUs"]
+fn multi_gpu_classify_output_equals_cpu_output() {
+    use kmerdb::classify::ReadLayout;
+    let count = kmerdb::gpu::device::device_count();
+    assert!(count >= 2, "this test needs 2 or more GPUs, found {count}");
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("x.db");
+    let mut cases = vec![(
+        PathBuf::from("data/genomes"),
+        ReadLayout::Paired(vec![(
+            file_source("data/reads/sample_R1.fq.gz"),
+            file_source("data/reads/sample_R2.fq.gz"),
+        )]),
+    )];
+    if let (Some(refs), Some(reads)) =
+        (std::env::var_os("KMERDB_GPU_TEST_REFS"), std::env::var_os("KMERDB_GPU_TEST_READS"))
+    {
+        let r = PathBuf::from(reads);
+        cases.push((
+            PathBuf::from(refs),
+            ReadLayout::Paired(vec![(
+                kmerdb::input::Source::File(r.join("mock_R1.fq.gz")),
+                kmerdb::input::Source::File(r.join("mock_R2.fq.gz")),
+            )]),
+        ));
+    }
+    for (genomes, layout) in cases {
+        build_with(&[genomes.clone()], &db, GpuRequest::None, GpuBuildOptions::default()).unwrap();
+        let cpu = classify_with(&db, layout.clone(), GpuRequest::None);
+        let gpus = classify_with(&db, layout, GpuRequest::List(vec![0, 1]));
+        assert_same_outputs(&format!("{} on 2 GPUs", genomes.display()), &cpu, &gpus);
+    }
+}

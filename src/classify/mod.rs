@@ -31,7 +31,7 @@ struct Wanted {
 
 /// What the GPU found for a batch (nothing without GPU support).
 #[cfg(feature = "gpu")]
-type GpuFound = crate::gpu::classify::GpuBatch;
+type GpuFound = crate::gpu::classify::GpuResults;
 #[cfg(not(feature = "gpu"))]
 type GpuFound = ();
 
@@ -157,25 +157,18 @@ pub fn classify(
     #[cfg(feature = "gpu")]
     let gpus = crate::gpu::device::select(&config.gpus)?;
     #[cfg(feature = "gpu")]
-    if gpus.len() > 1 {
-        log::info!(
-            "classifying on GPU {} only: classification on several GPUs is not implemented yet",
-            gpus[0].ordinal
-        );
-    }
-    #[cfg(feature = "gpu")]
-    let gpu = match gpus.first() {
-        None => None,
-        Some(g) => match crate::gpu::classify::GpuClassifier::new(g, &index, params.max_candidates, params.insert_size)
-        {
-            Ok(c) => Some(c),
-            // With `all`, an index the GPU cannot hold means the CPU, with the reason.
+    let classifiers = if gpus.is_empty() {
+        Vec::new()
+    } else {
+        match crate::gpu::classify::GpuClassifier::on_gpus(&gpus, &index, params.max_candidates, params.insert_size) {
+            Ok(c) => c,
+            // With `all`, an index the GPUs cannot hold means the CPU, with the reason.
             Err(e) if config.gpus == crate::compute::GpuRequest::All => {
-                log::info!("GPU {} ({}): {e}; classifying on the CPU", g.ordinal, g.name);
-                None
+                log::info!("{e}; classifying on the CPU");
+                Vec::new()
             }
             Err(e) => return Err(e.into()),
-        },
+        }
     };
     #[cfg(not(feature = "gpu"))]
     if let crate::compute::GpuRequest::List(ids) = &config.gpus {
@@ -183,7 +176,11 @@ pub fn classify(
     }
     let index_load = start.elapsed();
     #[cfg(feature = "gpu")]
-    let device = gpu.as_ref().zip(gpus.first()).map(|(c, g)| (format!("GPU {} ({})", g.ordinal, g.name), c.load_time));
+    let device = classifiers.first().map(|c| {
+        let ids: Vec<String> = gpus.iter().map(|g| g.ordinal.to_string()).collect();
+        let which = if ids.len() == 1 { "GPU" } else { "GPUs" };
+        (format!("{which} {} ({})", ids.join(","), gpus[0].name), c.load_time)
+    });
     #[cfg(not(feature = "gpu"))]
     let device = None;
     let run = Run {
@@ -192,7 +189,7 @@ pub fn classify(
         target_taxa: &target_taxa,
         config,
         #[cfg(feature = "gpu")]
-        gpu: gpu.as_ref(),
+        gpus: &classifiers,
     };
     let mut samples = Vec::new();
     for sample in &config.samples {
@@ -211,7 +208,13 @@ pub fn classify(
         index_load,
         device,
         #[cfg(feature = "gpu")]
-        gpu_times: gpu.as_ref().map(|g| g.times()),
+        gpu_times: classifiers.first().map(|_| {
+            let mut total = crate::gpu::classify::StageTimes::default();
+            for t in classifiers.iter().map(|c| c.times()) {
+                total.add(&t);
+            }
+            total
+        }),
         samples,
     })
 }
@@ -221,8 +224,9 @@ struct Run<'a> {
     params: &'a ClassifyParams,
     target_taxa: &'a [TaxId],
     config: &'a ClassifyConfig,
+    /// One classifier per GPU; empty on the CPU.
     #[cfg(feature = "gpu")]
-    gpu: Option<&'a crate::gpu::classify::GpuClassifier<'a>>,
+    gpus: &'a [crate::gpu::classify::GpuClassifier<'a>],
 }
 
 /// A sample's open outputs.
@@ -328,8 +332,8 @@ impl Run<'_> {
             }
             writing += t.elapsed();
             #[cfg(feature = "gpu")]
-            if let (Some(gpu), Some(done)) = (self.gpu, found_before) {
-                gpu.recycle(done);
+            if let Some(done) = found_before {
+                done.recycle(self.gpus);
             }
             read?;
             previous_found = found?;
@@ -379,7 +383,7 @@ impl Run<'_> {
 
     fn batch_reads(&self) -> usize {
         #[cfg(feature = "gpu")]
-        if self.gpu.is_some() {
+        if !self.gpus.is_empty() {
             return GPU_BATCH_READS;
         }
         BATCH_READS
@@ -405,11 +409,11 @@ impl Run<'_> {
     /// The GPU's part of a batch: candidates and hit-list taxa (`None` without a GPU).
     fn gpu_stage(&self, batch: &[reads::Read], hit_list: bool) -> Result<Option<GpuFound>, ClassifyError> {
         #[cfg(feature = "gpu")]
-        if let Some(gpu) = self.gpu {
+        if !self.gpus.is_empty() {
             let mates: Vec<Vec<&[u8]>> =
                 batch.iter().map(|r| r.mates.iter().map(|m| m.seq.as_slice()).collect()).collect();
             let reads: Vec<&[&[u8]]> = mates.iter().map(Vec::as_slice).collect();
-            return Ok(Some(gpu.classify(&reads, hit_list)?));
+            return Ok(Some(crate::gpu::classify::classify_on(self.gpus, &reads, hit_list)?));
         }
         let _ = (batch, hit_list);
         Ok(None)

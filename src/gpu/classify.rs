@@ -24,11 +24,9 @@ const CANDIDATE_THREADS: u32 = 256;
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 struct IndexArgs {
-    slots: u64,
-    words: u64,
-    first_bucket: u64,
+    slot_base: u64,
+    word_base: u64,
     buckets: u64,
-    first_word: u64,
     shard_words: u64,
     shard_bits: u32,
     entry_bits: u32,
@@ -96,6 +94,16 @@ pub struct GpuBatch {
     read_mates: Vec<usize>,
 }
 
+impl StageTimes {
+    pub fn add(&mut self, o: &Self) {
+        self.batches += o.batches;
+        self.reads += o.reads;
+        self.upload += o.upload;
+        self.kernels += o.kernels;
+        self.download += o.download;
+    }
+}
+
 impl GpuBatch {
     pub fn len(&self) -> usize {
         self.cand_count.len()
@@ -130,10 +138,51 @@ impl GpuBatch {
     }
 }
 
+/// What the GPUs found for a batch split over them: part `p` holds reads `p * chunk ..`.
+#[derive(Debug, Default)]
+pub struct GpuResults {
+    parts: Vec<GpuBatch>,
+    chunk: usize,
+}
+
+impl GpuResults {
+    /// See [`GpuBatch::candidates`].
+    pub fn candidates(&self, r: usize, out: &mut Vec<Candidate>) -> bool {
+        self.parts[r / self.chunk].candidates(r % self.chunk, out)
+    }
+
+    /// See [`GpuBatch::feature_taxa`].
+    pub fn feature_taxa(&self, r: usize) -> impl Iterator<Item = &[u32]> {
+        self.parts[r / self.chunk].feature_taxa(r % self.chunk)
+    }
+
+    /// Hands each part back to its GPU's classifier (see [`GpuClassifier::recycle`]).
+    pub fn recycle(self, classifiers: &[GpuClassifier]) {
+        for (c, part) in classifiers.iter().zip(self.parts) {
+            c.recycle(part);
+        }
+    }
+}
+
+/// Classifies `reads` on every GPU at once, each taking a contiguous share.
+pub fn classify_on(classifiers: &[GpuClassifier], reads: &[&[&[u8]]], hit_list: bool) -> Result<GpuResults, GpuError> {
+    let chunk = reads.len().div_ceil(classifiers.len()).max(1);
+    let parts = std::thread::scope(|scope| {
+        let jobs: Vec<_> = classifiers
+            .iter()
+            .zip(reads.chunks(chunk))
+            .map(|(c, part)| scope.spawn(move || c.classify(part, hit_list)))
+            .collect();
+        jobs.into_iter().map(|j| j.join().expect("a GPU batch does not panic")).collect::<Result<Vec<_>, _>>()
+    })?;
+    Ok(GpuResults { parts, chunk })
+}
+
 /// The index on one GPU, ready for batches of reads.
 pub struct GpuClassifier<'g> {
     gpu: &'g Gpu,
-    _buffers: Vec<CudaSlice<u8>>,
+    /// The index, shared by the classifiers of all GPUs.
+    _shards: std::sync::Arc<DeviceShards>,
     _tables: Vec<CudaSlice<u64>>,
     _tree: Vec<CudaSlice<u32>>,
     index: IndexArgs,
@@ -161,7 +210,7 @@ fn download<T: DeviceRepr + Default + Clone>(
     Ok(())
 }
 
-/// Where the GPU classifier's time went, summed over batches.
+/// Where the GPU classifier's time went, summed over batches (and over GPUs, with several).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StageTimes {
     pub batches: u64,
@@ -200,46 +249,79 @@ fn upload_pinned(gpu: &Gpu, bytes: &[u8]) -> Result<CudaSlice<u8>, GpuError> {
     Ok(dev)
 }
 
-impl<'g> GpuClassifier<'g> {
-    /// Copies the index to `gpu`; an index that does not fit is an `OutOfMemory` error (the
-    /// caller falls back to the CPU or stops, as `--gpus` asks).
-    pub fn new(gpu: &'g Gpu, index: &Index, max_candidates: usize, insert_size: usize) -> Result<Self, GpuError> {
-        let start = Instant::now();
-        let slots = index.section_bytes(SectionKind::Buckets);
-        let words = index.section_bytes(SectionKind::Locations);
-        let (free, _) = gpu.memory()?;
-        // The index, plus room for batches (a quarter of it, at least 2 GiB).
-        let needed = (slots.len() + words.len()) as u64;
-        if needed + (needed / 4).max(2 << 30) > free as u64 {
-            return Err(GpuError::OutOfMemory { ordinal: gpu.ordinal, free, needed });
-        }
-        let s = &gpu.stream;
-        let shards = index.shard_count();
-        let (mut first_bucket, mut buckets, mut first_word, mut shard_words) = (vec![], vec![], vec![], vec![]);
-        let (mut b, mut w) = (0u64, 0u64);
+/// The index's shards in the memory of one or more GPUs: GPU `d` of `n` holds the shards `s` with
+/// `s * n / shards == d` (contiguous in the file, so one copy each). With several GPUs every GPU
+/// reads the others' shards through peer access.
+pub struct DeviceShards {
+    /// Each GPU's slots and words (kept alive here).
+    _buffers: Vec<CudaSlice<u8>>,
+    /// Per shard: the device address of its first slot and of its stream's first word.
+    slot_base: Vec<u64>,
+    word_base: Vec<u64>,
+    buckets: Vec<u64>,
+    shard_words: Vec<u64>,
+}
+
+impl DeviceShards {
+    /// Copies the index's shards to `gpus`; a GPU without room for its share (and working
+    /// space) is an `OutOfMemory` error.
+    pub fn upload(gpus: &[&Gpu], index: &Index) -> Result<Self, GpuError> {
+        let (slots, words) = (index.section_bytes(SectionKind::Buckets), index.section_bytes(SectionKind::Locations));
+        let (shards, n) = (index.shard_count(), gpus.len());
+        let (mut first_bucket, mut buckets, mut first_word, mut shard_words) = (vec![0u64], vec![], vec![0u64], vec![]);
         for sh in 0..shards {
-            let (nb, nw) = (index.shard_slots(sh).len() as u64 / 16, index.shard_words(sh).len() as u64);
-            first_bucket.push(b);
-            buckets.push(nb);
-            first_word.push(w);
-            shard_words.push(nw);
-            b += nb;
-            w += nw;
+            buckets.push(index.shard_slots(sh).len() as u64 / 16);
+            shard_words.push(index.shard_words(sh).len() as u64);
+            first_bucket.push(first_bucket[sh] + buckets[sh]);
+            first_word.push(first_word[sh] + shard_words[sh]);
         }
-        let slots_dev = upload_pinned(gpu, slots)?;
-        let words_dev = upload_pinned(gpu, words)?;
-        let tables: Vec<CudaSlice<u64>> = [first_bucket, buckets, first_word, shard_words]
+        if n > 1 {
+            crate::gpu::multi::enable_peer_access(gpus)?;
+        }
+        let (mut slot_base, mut word_base, mut buffers) = (vec![0u64; shards], vec![0u64; shards], Vec::new());
+        for (d, gpu) in gpus.iter().enumerate() {
+            let mine: Vec<usize> = (0..shards).filter(|&s| s * n / shards == d).collect();
+            let (lo, hi) = (mine.first().copied().unwrap_or(0), mine.last().map_or(0, |&l| l + 1));
+            let slot_bytes = &slots[first_bucket[lo] as usize * 128..first_bucket[hi] as usize * 128];
+            let word_bytes = &words[first_word[lo] as usize * 4..first_word[hi] as usize * 4];
+            let (free, _) = gpu.memory()?;
+            // Its share of the index, plus room for batches (a quarter of it, at least 2 GiB).
+            let needed = (slot_bytes.len() + word_bytes.len()) as u64;
+            if needed + (needed / 4).max(2 << 30) > free as u64 {
+                return Err(GpuError::OutOfMemory { ordinal: gpu.ordinal, free, needed });
+            }
+            let (sd, wd) = (upload_pinned(gpu, slot_bytes)?, upload_pinned(gpu, word_bytes)?);
+            for &sh in &mine {
+                slot_base[sh] = ptr(gpu, &sd) + (first_bucket[sh] - first_bucket[lo]) * 128;
+                word_base[sh] = ptr(gpu, &wd) + (first_word[sh] - first_word[lo]) * 4;
+            }
+            buffers.extend([sd, wd]);
+        }
+        Ok(Self { _buffers: buffers, slot_base, word_base, buckets, shard_words })
+    }
+}
+
+impl<'g> GpuClassifier<'g> {
+    /// A classifier on `gpu` for the index whose shards `shards` holds (on this GPU or others).
+    pub fn new(
+        gpu: &'g Gpu,
+        index: &Index,
+        shards: std::sync::Arc<DeviceShards>,
+        max_candidates: usize,
+        insert_size: usize,
+    ) -> Result<Self, GpuError> {
+        let start = Instant::now();
+        let s = &gpu.stream;
+        let tables: Vec<CudaSlice<u64>> = [&shards.slot_base, &shards.word_base, &shards.buckets, &shards.shard_words]
             .iter()
-            .map(|v| s.clone_htod(v))
+            .map(|v| s.clone_htod(v.as_slice()))
             .collect::<Result<_, _>>()?;
         let header = index.header();
         let layout = index.layout();
         let indexargs = IndexArgs {
-            slots: ptr(gpu, &slots_dev),
-            words: ptr(gpu, &words_dev),
-            first_bucket: ptr(gpu, &tables[0]),
-            buckets: ptr(gpu, &tables[1]),
-            first_word: ptr(gpu, &tables[2]),
+            slot_base: ptr(gpu, &tables[0]),
+            word_base: ptr(gpu, &tables[1]),
+            buckets: ptr(gpu, &tables[2]),
             shard_words: ptr(gpu, &tables[3]),
             shard_bits: header.shard_bits,
             entry_bits: layout.entry_bits,
@@ -268,7 +350,7 @@ impl<'g> GpuClassifier<'g> {
         s.synchronize()?;
         Ok(Self {
             gpu,
-            _buffers: vec![slots_dev, words_dev],
+            _shards: shards,
             _tables: tables,
             _tree: tree,
             index: indexargs,
@@ -281,6 +363,25 @@ impl<'g> GpuClassifier<'g> {
             staging: Default::default(),
             recycled: Default::default(),
         })
+    }
+
+    /// One classifier per GPU, for the index spread over all of them; `load_time` of the first
+    /// includes copying the index.
+    pub fn on_gpus(
+        gpus: &'g [Gpu],
+        index: &Index,
+        max_candidates: usize,
+        insert_size: usize,
+    ) -> Result<Vec<Self>, GpuError> {
+        let start = Instant::now();
+        let refs: Vec<&Gpu> = gpus.iter().collect();
+        let shards = std::sync::Arc::new(DeviceShards::upload(&refs, index)?);
+        let mut all = gpus
+            .iter()
+            .map(|g| Self::new(g, index, shards.clone(), max_candidates, insert_size))
+            .collect::<Result<Vec<_>, _>>()?;
+        all[0].load_time = start.elapsed();
+        Ok(all)
     }
 
     /// Hands back a finished batch, whose vectors the next batch's results then fill.

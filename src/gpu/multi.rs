@@ -50,7 +50,7 @@ pub struct MultiBuild<'g> {
 
 /// Lets every GPU read the others' memory directly (a peer copy without it goes through the host,
 /// about a tenth as fast: REFERENCE.md §6).
-fn enable_peer_access(gpus: &[&Gpu]) -> Result<(), GpuError> {
+pub(crate) fn enable_peer_access(gpus: &[&Gpu]) -> Result<(), GpuError> {
     use cudarc::driver::sys;
     for a in gpus {
         a.ctx.bind_to_thread()?;
