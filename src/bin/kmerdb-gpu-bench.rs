@@ -9,7 +9,10 @@
 //!    cache (default 20 M pairs), GPU against the CPU on every core, with a check that both write
 //!    the same bytes, and the GPU's time by stage.
 //!
-//! Usage: kmerdb-gpu-bench [--gbp N] [--e2e-gbp N] [--pairs-m N] [--skip-e2e] [--only-classify]
+//! With `--gpu-sets "0 0,1"`, the end-to-end runs are made on each set of GPUs in turn (scaling).
+//!
+//! Usage: kmerdb-gpu-bench [--gbp N] [--e2e-gbp N] [--pairs-m N] [--gpu-sets LISTS] [--skip-e2e]
+//! [--skip-micro] [--only-classify]
 
 use cudarc::driver::PushKernelArg;
 use kmerdb::build::sketching::Pending;
@@ -24,6 +27,22 @@ use std::time::Instant;
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
+}
+
+/// The GPU sets of the end-to-end runs (`--gpu-sets "0 0,1"`), each named, then the CPU.
+fn runs() -> Vec<(String, GpuRequest)> {
+    let args: Vec<String> = std::env::args().collect();
+    let sets = args.iter().position(|a| a == "--gpu-sets").and_then(|i| args.get(i + 1)).cloned();
+    let mut runs: Vec<(String, GpuRequest)> = sets
+        .unwrap_or_else(|| "0".into())
+        .split_whitespace()
+        .map(|set| {
+            let ids: Vec<usize> = set.split(',').map(|i| i.parse().expect("GPU ids")).collect();
+            (format!("GPU {set}"), GpuRequest::List(ids))
+        })
+        .collect();
+    runs.push(("CPU".into(), GpuRequest::None));
+    runs
 }
 
 fn arg(name: &str, default: f64) -> f64 {
@@ -46,8 +65,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (cas, reads) = limits(&gpu)?;
     let only_classify = std::env::args().any(|a| a == "--only-classify");
     if !only_classify {
-        inserts(&gpu, cas)?;
-        fused(&gpu, arg("--gbp", 10.0))?;
+        if !std::env::args().any(|a| a == "--skip-micro") {
+            inserts(&gpu, cas)?;
+            fused(&gpu, arg("--gbp", 10.0))?;
+        }
         if !std::env::args().any(|a| a == "--skip-e2e") {
             end_to_end(arg("--e2e-gbp", 2.0))?;
         }
@@ -247,7 +268,7 @@ fn end_to_end(gbp: f64) -> Result<(), Box<dyn std::error::Error>> {
     }
     let threads = std::thread::available_parallelism()?.get();
     let mut bytes = Vec::new();
-    for (name, gpus) in [("GPU 0", GpuRequest::List(vec![0])), ("CPU", GpuRequest::None)] {
+    for (name, gpus) in runs() {
         let db = dir.path().join(format!("{}.db", bytes.len()));
         let config = kmerdb::build::BuildConfig {
             sources: files.iter().cloned().map(kmerdb::input::Source::File).collect(),
@@ -275,7 +296,8 @@ fn end_to_end(gbp: f64) -> Result<(), Box<dyn std::error::Error>> {
         );
         bytes.push(std::fs::read(&db)?);
     }
-    println!("end to end: GPU and CPU index bytes {}", if bytes[0] == bytes[1] { "identical" } else { "DIFFER" });
+    let same = bytes.iter().all(|b| *b == bytes[0]);
+    println!("end to end: GPU and CPU index bytes {}", if same { "identical" } else { "DIFFER" });
     Ok(())
 }
 
@@ -372,7 +394,7 @@ fn classify_pairs(pairs: usize, reads_limit: f64) -> Result<(), Box<dyn std::err
     );
 
     let mut outputs = Vec::new();
-    for (name, gpus) in [("GPU 0", GpuRequest::List(vec![0])), ("CPU", GpuRequest::None)] {
+    for (name, gpus) in runs() {
         let out = |f: &str| Some(dir.path().join(format!("{}.{f}", outputs.len())));
         let config = ClassifyConfig {
             db: db.clone(),
@@ -419,7 +441,7 @@ fn classify_pairs(pairs: usize, reads_limit: f64) -> Result<(), Box<dyn std::err
         if let Some(t) = summary.gpu_times {
             let gpu_secs = (t.upload + t.kernels + t.download).as_secs_f64();
             println!(
-                "classify GPU stages: {} batches; upload {:.2} s, kernels {:.2} s, download {:.2} s; GPU stages alone {:.2} M pairs/s, kernels alone {:.2} M pairs/s (limit for reference: {reads_limit:.2} G random bucket reads/s); the rest ({:.2} s) is parsing, the decision and writing",
+                "classify GPU stages (summed over GPUs): {} batches; upload {:.2} s, kernels {:.2} s, download {:.2} s; GPU stages alone {:.2} M pairs/s, kernels alone {:.2} M pairs/s (limit for reference: {reads_limit:.2} G random bucket reads/s); the rest ({:.2} s) is parsing, the decision and writing",
                 t.batches,
                 t.upload.as_secs_f64(),
                 t.kernels.as_secs_f64(),
@@ -433,7 +455,7 @@ fn classify_pairs(pairs: usize, reads_limit: f64) -> Result<(), Box<dyn std::err
     }
     println!(
         "classify: GPU and CPU per-read outputs {}",
-        if outputs[0] == outputs[1] { "identical" } else { "DIFFER" }
+        if outputs.iter().all(|o| *o == outputs[0]) { "identical" } else { "DIFFER" }
     );
     Ok(())
 }

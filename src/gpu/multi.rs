@@ -49,11 +49,27 @@ pub struct MultiBuild<'g> {
 }
 
 /// Lets every GPU read the others' memory directly (a peer copy without it goes through the host,
-/// about a tenth as fast: REFERENCE.md §6).
+/// about a tenth as fast: REFERENCE.md §6). Two grants are needed: peer access between contexts,
+/// and access to each device's default memory pool, from which cudarc allocates (stream-ordered
+/// allocations are not covered by peer access).
 pub(crate) fn enable_peer_access(gpus: &[&Gpu]) -> Result<(), GpuError> {
     use cudarc::driver::sys;
     for a in gpus {
         a.ctx.bind_to_thread()?;
+        let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+        // SAFETY: an out-parameter for this context's device.
+        unsafe { sys::cuDeviceGetDefaultMemPool(&mut pool, a.ctx.cu_device()) }.result()?;
+        for b in gpus.iter().filter(|b| b.ordinal != a.ordinal) {
+            let desc = sys::CUmemAccessDesc {
+                location: sys::CUmemLocation {
+                    type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+                    id: b.ctx.cu_device(),
+                },
+                flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+            };
+            // SAFETY: one valid descriptor for `a`'s default pool.
+            unsafe { sys::cuMemPoolSetAccess(pool, &desc, 1) }.result()?;
+        }
         for b in gpus {
             if a.ordinal == b.ordinal {
                 continue;
