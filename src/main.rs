@@ -428,26 +428,9 @@ fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
         bail!("stdin (-) can be read only once");
     }
 
-    let mut kraken = args.output.clone();
-    let nothing_asked = [
-        &args.output,
-        &args.report,
-        &args.abundance,
-        &args.classified_out,
-        &args.unclassified_out,
-        &args.candidates_out,
-        &args.profiles.cami,
-        &args.profiles.krona,
-        &args.profiles.mpa,
-        &args.profiles.html,
-    ]
-    .iter()
-    .all(|o| o.is_none());
-    if nothing_asked {
-        kraken = Some(PathBuf::from("-"));
-    }
-    let templates = [
-        &kraken,
+    // The outputs named per sample; with none of them (nor --html) asked for, per-read lines go
+    // to stdout.
+    let per_sample = [
         &args.report,
         &args.abundance,
         &args.classified_out,
@@ -457,6 +440,9 @@ fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
         &args.profiles.krona,
         &args.profiles.mpa,
     ];
+    let nothing_asked = args.output.is_none() && args.profiles.html.is_none() && per_sample.iter().all(|o| o.is_none());
+    let kraken = if nothing_asked { Some(PathBuf::from("-")) } else { args.output.clone() };
+    let templates: Vec<&Option<PathBuf>> = std::iter::once(&kraken).chain(per_sample).collect();
     let stdout_uses = templates.iter().filter(|t| t.as_ref().is_some_and(|p| p.as_os_str() == "-")).count();
     if stdout_uses > 1 {
         bail!("only one output can go to stdout (-)");

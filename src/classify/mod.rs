@@ -436,7 +436,8 @@ impl Run<'_> {
         let reads: Vec<&[&[u8]]> = mates.iter().map(Vec::as_slice).collect();
         let names = self.config.use_names.then(|| self.index.taxonomy());
         let tree = self.index.taxonomy();
-        let group_reads = if cfg!(feature = "gpu") && self.batch_reads() > BATCH_READS { 256 } else { GROUP_READS };
+        // GPU batches are large: bigger groups, fewer tasks.
+        let group_reads = if self.batch_reads() > BATCH_READS { 256 } else { GROUP_READS };
         let groups: Vec<(Vec<Call>, std::io::Result<Vec<u8>>, Vec<u8>)> = reads
             .par_chunks(group_reads)
             .enumerate()

@@ -280,8 +280,8 @@ impl DeviceShards {
         }
         let (mut slot_base, mut word_base, mut buffers) = (vec![0u64; shards], vec![0u64; shards], Vec::new());
         for (d, gpu) in gpus.iter().enumerate() {
-            let mine: Vec<usize> = (0..shards).filter(|&s| s * n / shards == d).collect();
-            let (lo, hi) = (mine.first().copied().unwrap_or(0), mine.last().map_or(0, |&l| l + 1));
+            let mine = crate::gpu::multi::owned_shards(d, n, shards);
+            let (lo, hi) = (mine.start, mine.end.max(mine.start));
             let slot_bytes = &slots[first_bucket[lo] as usize * 128..first_bucket[hi] as usize * 128];
             let word_bytes = &words[first_word[lo] as usize * 4..first_word[hi] as usize * 4];
             let (free, _) = gpu.memory()?;
@@ -291,7 +291,7 @@ impl DeviceShards {
                 return Err(GpuError::OutOfMemory { ordinal: gpu.ordinal, free, needed });
             }
             let (sd, wd) = (upload_pinned(gpu, slot_bytes)?, upload_pinned(gpu, word_bytes)?);
-            for &sh in &mine {
+            for sh in mine {
                 slot_base[sh] = ptr(gpu, &sd) + (first_bucket[sh] - first_bucket[lo]) * 128;
                 word_base[sh] = ptr(gpu, &wd) + (first_word[sh] - first_word[lo]) * 4;
             }

@@ -36,6 +36,14 @@ struct SplitArgs {
 // SAFETY: plain old data with the layout of the CUDA struct.
 unsafe impl DeviceRepr for SplitArgs {}
 
+/// The shards GPU `d` of `gpus` owns among `shards`: those with `shard * gpus / shards == d`, a
+/// contiguous range (the same rule as `sketch_split` in `cuda/build.cu`).
+pub fn owned_shards(d: usize, gpus: usize, shards: usize) -> std::ops::Range<usize> {
+    let first = (0..shards).find(|&s| s * gpus / shards == d).unwrap_or(shards);
+    let end = (first..shards).find(|&s| s * gpus / shards != d).unwrap_or(shards);
+    first..end
+}
+
 /// A build across several GPUs.
 pub struct MultiBuild<'g> {
     gpus: Vec<&'g Gpu>,
@@ -130,10 +138,7 @@ impl<'g> MultiBuild<'g> {
 
     /// The shards GPU `d` owns.
     fn owned(&self, d: usize) -> std::ops::Range<usize> {
-        let (shards, n) = (1usize << self.shard_bits, self.gpus.len());
-        let first = (0..shards).find(|&s| s * n / shards == d).unwrap_or(shards);
-        let end = (first..shards).find(|&s| s * n / shards != d).unwrap_or(shards);
-        first..end
+        owned_shards(d, self.gpus.len(), 1 << self.shard_bits)
     }
 
     /// Stage 1 for one batch: sketched on the next GPU in turn, its pairs sent to their owners.

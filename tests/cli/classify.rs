@@ -349,15 +349,9 @@ fn very_long_and_all_n_reads() {
 fn profiles_agree_with_the_kreport() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    super::build_data(&d.join("x.db")).arg("-q").assert().success();
-    let reads = super::data().join("reads");
-    super::kmerdb()
+    classify_pairs()
         .current_dir(d)
-        .args(["classify", "-q", "-d", "x.db", "-1"])
-        .arg(reads.join("sample_R1.fq.gz"))
-        .arg("-2")
-        .arg(reads.join("sample_R2.fq.gz"))
-        .args(["--report", "r.kreport", "--cami", "r.cami", "--krona", "r.krona.gz", "--mpa", "r.mpa"])
+        .args(["-q", "--report", "r.kreport", "--cami", "r.cami", "--krona", "r.krona.gz", "--mpa", "r.mpa"])
         .assert()
         .success();
     let kreport = std::fs::read_to_string(d.join("r.kreport")).unwrap();
