@@ -116,9 +116,13 @@ extern "C" __global__ void fill_u32(u32* p, u64 n, u32 v) {
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) p[i] = v;
 }
 
-// Several GPUs, step 1 on the GPU that read a batch: sketch each window and sort its (feature,
-// value) pairs by the GPU that owns the feature's shard (shard * gpus / 2^shard_bits: contiguous
-// shard ranges), into that GPU's stretch of `keys` / `values` (capacity each).
+// Several GPUs, step 1 on the GPU that read a batch (the partition): sketch each window and sort its
+// (feature, value) pairs by the GPU that owns the feature's shard (shard * gpus / 2^shard_bits:
+// contiguous shard ranges), into that GPU's stretch of `keys` / `values` (capacity each). A block
+// counts its pairs per owner in shared memory and reserves room once per owner, so the global
+// counters see one atomic per block and owner, not one per pair. The order within a stretch is
+// not fixed; the condense sorts.
+#define MAX_SPLIT_GPUS 32
 struct Split {
     u32* keys;
     u64* values;
@@ -128,18 +132,36 @@ struct Split {
     u32 shard_bits;
 };
 
+__device__ __forceinline__ u32 owner_of(u32 feature, const Split& s) {
+    const u32 shard = (u32)(((u64)feature << s.shard_bits) >> 32);
+    return (u32)(((u64)shard * s.gpus) >> s.shard_bits);
+}
+
 extern "C" __global__ void sketch_split(Batch b, Sketching p, Split s) {
-    for (u64 w = blockIdx.x * (u64)blockDim.x + threadIdx.x; w < b.windows; w += (u64)gridDim.x * blockDim.x) {
+    __shared__ u32 count[MAX_SPLIT_GPUS];
+    __shared__ u64 base[MAX_SPLIT_GPUS];
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    // The loop is uniform across the block (it synchronizes).
+    for (u64 first = blockIdx.x * (u64)blockDim.x; first < b.windows; first += stride) {
+        const u64 w = first + threadIdx.x;
+        if (threadIdx.x < s.gpus) count[threadIdx.x] = 0;
+        __syncthreads();
         u32 sketch[MAX_SKETCH];
-        u32 target, window_id;
-        const int n = sketch_batch_window(b, p, w, sketch, &target, &window_id);
+        u32 at[MAX_SKETCH];
+        u32 target = 0, window_id = 0;
+        const int n = w < b.windows ? sketch_batch_window(b, p, w, sketch, &target, &window_id) : 0;
         const u64 value = ((u64)target << 32) | window_id;
-        for (int j = 0; j < n; ++j) {
-            const u32 shard = (u32)(((u64)sketch[j] << s.shard_bits) >> 32);
-            const u32 d = (u32)(((u64)shard * s.gpus) >> s.shard_bits);
-            const u64 at = (u64)d * s.capacity + atomicAdd(&s.counts[d], 1u);
-            s.keys[at] = sketch[j];
-            s.values[at] = value;
+        for (int j = 0; j < n; ++j) at[j] = atomicAdd(&count[owner_of(sketch[j], s)], 1u);
+        __syncthreads();
+        if (threadIdx.x < s.gpus) {
+            base[threadIdx.x] = (u64)threadIdx.x * s.capacity + atomicAdd(&s.counts[threadIdx.x], count[threadIdx.x]);
         }
+        __syncthreads();
+        for (int j = 0; j < n; ++j) {
+            const u64 to = base[owner_of(sketch[j], s)] + at[j];
+            s.keys[to] = sketch[j];
+            s.values[to] = value;
+        }
+        __syncthreads();
     }
 }

@@ -384,7 +384,9 @@ impl Run<'_> {
     fn batch_reads(&self) -> usize {
         #[cfg(feature = "gpu")]
         if !self.gpus.is_empty() {
-            return GPU_BATCH_READS;
+            // Each GPU takes a share of a batch: a share as large as one GPU's batch keeps the
+            // per-batch costs (allocations, launches, waits) as small a part.
+            return GPU_BATCH_READS * self.gpus.len();
         }
         BATCH_READS
     }

@@ -128,7 +128,7 @@ impl DeviceBatch {
 /// One of the two upload buffers of a build: pinned host memory the reading thread packs a batch
 /// into, and device memory of the same size that the copy stream fills while the GPU is still
 /// inserting the batch before (the other buffer).
-struct Staging {
+pub(crate) struct Staging {
     seq: PinnedHostSlice<u8>,
     offset: PinnedHostSlice<u64>,
     len: PinnedHostSlice<u32>,
@@ -140,7 +140,7 @@ struct Staging {
 }
 
 impl Staging {
-    fn new(gpu: &Gpu, bases: usize, records: usize) -> Result<Self, GpuError> {
+    pub(crate) fn new(gpu: &Gpu, bases: usize, records: usize) -> Result<Self, GpuError> {
         let (bases, records) = (bases.max(1), records.max(1));
         let s = &gpu.stream;
         // SAFETY: pinned memory starts uninitialised; only the parts `stage` writes are copied.
@@ -168,13 +168,18 @@ impl Staging {
         Ok(Self { seq, offset, len, target, first_window, dev, done: None })
     }
 
-    fn fits(&self, bases: usize, records: usize) -> bool {
+    pub(crate) fn fits(&self, bases: usize, records: usize) -> bool {
         bases <= self.seq.len() && records <= self.len.len()
+    }
+
+    /// The batch last staged, on the device.
+    pub(crate) fn batch(&self) -> &DeviceBatch {
+        &self.dev
     }
 
     /// Packs `batch` into pinned memory and queues its upload on `copy`; returns the event the
     /// kernel must wait for.
-    fn stage(
+    pub(crate) fn stage(
         &mut self,
         copy: &Arc<CudaStream>,
         batch: &[Pending],
@@ -267,24 +272,49 @@ fn estimate_bases(sources: &[Source]) -> Option<u64> {
     Some(total)
 }
 
-/// The table for `1 / share` of the inputs' values on `gpu`: sized from the inputs (or from free
-/// memory for stdin), at most 70% of the free memory.
+/// Device bytes a table takes per value it is sized for: 2 pool slots (first buckets of 2, growth
+/// 1.5, links) of 8 bytes and 0.75 key slots of 12 bytes.
+const TABLE_BYTES_PER_VALUE: u64 = 25;
+
+/// The table for GPU `gpu`'s share of the inputs' values when `shares` GPUs split them: sized from
+/// the inputs (or from free memory for stdin), at most 70% of the free memory. One GPU builds in
+/// rounds when its table fills; several cannot, so for them a share that does not fit is a
+/// `TooLarge` error that says how many such GPUs would hold it.
 pub fn table_config(
     gpu: &Gpu,
     sources: &[Source],
     params: &SketchParams,
     opts: GpuBuildOptions,
-    share: u64,
+    shares: u64,
 ) -> Result<TableConfig, GpuError> {
     let (free, _) = gpu.memory()?;
-    // Per expected value: 2 pool slots (first buckets of 2, growth 1.5, links) of 8 bytes and
-    // 0.75 key slots of 12 bytes; at most 70% of the free memory.
-    let fit_values = (free as u64 * 7 / 10) / 25;
-    let values = match estimate_bases(sources) {
-        Some(bases) => (bases / params.stride as u64 + 1) * params.sketch_size as u64 * 11 / 10 / share + (1 << 20),
-        None => fit_values,
+    let fit_values = (free as u64 * 7 / 10) / TABLE_BYTES_PER_VALUE;
+    let bases = estimate_bases(sources);
+    let estimate = bases.map(|bases| {
+        let all = (bases / params.stride as u64 + 1) * params.sketch_size as u64 * 11 / 10;
+        // A share, and half as much again: shares differ a little, and a full table stops a
+        // build on several GPUs. Measured: a tenth more was not enough for the 2 Gbp synthetic
+        // benchmark on 2 GPUs.
+        let share = if shares > 1 { all * 3 / 2 / shares } else { all };
+        share + (1 << 20)
+    });
+    if let (Some(wanted), Some(bases), true) = (estimate, bases, shares > 1 && opts.pool_slots.is_none()) {
+        if wanted > fit_values {
+            let would = (wanted * shares).div_ceil(fit_values);
+            return Err(GpuError::TooLarge {
+                what: format!("the build table for about {:.2} Gbp of sequence", bases as f64 / 1e9),
+                per_gpu: wanted * TABLE_BYTES_PER_VALUE * 10 / 7,
+                gpus: shares as usize,
+                ordinal: gpu.ordinal,
+                free: free as u64,
+                advice: format!(
+                    "it would fit on {would} GPUs with as much free memory; or build on one GPU (--gpus {}), which builds in rounds through host memory, or on the CPU (--gpus none)",
+                    gpu.ordinal
+                ),
+            });
+        }
     }
-    .min(fit_values);
+    let values = estimate.unwrap_or(fit_values).min(fit_values);
     let mut config = TableConfig::new((values * 3 / 4).max(1 << 16), (2 * values).min(u32::MAX as u64));
     if let Some(k) = opts.key_slots {
         config.key_slots = k;
@@ -387,11 +417,8 @@ impl<'g> GpuBuild<'g> {
     fn check_status(&self, table: &BucketListTable) -> Result<crate::gpu::table::TableStatus, BuildError> {
         let status = table.status()?;
         if status.is_error() {
-            return Err(GpuError::TableFull {
-                what: status.describe(),
-                needed: format!("{} key slots and {} value slots", table.key_slots(), table.config().pool_slots),
-            }
-            .into());
+            // Rounds flush before a batch could overflow, so this is one batch too large.
+            return Err(table.full(&status, "one batch needs more than the table holds; build on the CPU (--gpus none) or a GPU with more memory").into());
         }
         Ok(status)
     }

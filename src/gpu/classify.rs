@@ -262,9 +262,15 @@ pub struct DeviceShards {
     shard_words: Vec<u64>,
 }
 
+/// Device memory a GPU needs for `share` bytes of the index: the share, plus room for batches of
+/// reads (a quarter of it, at least 2 GiB).
+fn with_working_space(share: u64) -> u64 {
+    share + (share / 4).max(2 << 30)
+}
+
 impl DeviceShards {
     /// Copies the index's shards to `gpus`; a GPU without room for its share (and working
-    /// space) is an `OutOfMemory` error.
+    /// space) is a `TooLarge` error that says how many GPUs would hold it.
     pub fn upload(gpus: &[&Gpu], index: &Index) -> Result<Self, GpuError> {
         let (slots, words) = (index.section_bytes(SectionKind::Buckets), index.section_bytes(SectionKind::Locations));
         let (shards, n) = (index.shard_count(), gpus.len());
@@ -285,10 +291,25 @@ impl DeviceShards {
             let slot_bytes = &slots[first_bucket[lo] as usize * 128..first_bucket[hi] as usize * 128];
             let word_bytes = &words[first_word[lo] as usize * 4..first_word[hi] as usize * 4];
             let (free, _) = gpu.memory()?;
-            // Its share of the index, plus room for batches (a quarter of it, at least 2 GiB).
             let needed = (slot_bytes.len() + word_bytes.len()) as u64;
-            if needed + (needed / 4).max(2 << 30) > free as u64 {
-                return Err(GpuError::OutOfMemory { ordinal: gpu.ordinal, free, needed });
+            if with_working_space(needed) > free as u64 {
+                let total = (slots.len() + words.len()) as u64;
+                // The fewest GPUs with this much free memory whose shares would fit.
+                let would = (n..=shards).find(|&m| with_working_space(total.div_ceil(m as u64)) <= free as u64);
+                let advice = match would {
+                    Some(m) => format!(
+                        "it would fit on {m} GPUs with as much free memory; or classify on the CPU (--gpus none), which memory-maps the index"
+                    ),
+                    None => "classify on the CPU (--gpus none), which memory-maps the index".into(),
+                };
+                return Err(GpuError::TooLarge {
+                    what: format!("the index ({})", crate::resources::human_bytes(total)),
+                    per_gpu: with_working_space(needed),
+                    gpus: n,
+                    ordinal: gpu.ordinal,
+                    free: free as u64,
+                    advice,
+                });
             }
             let (sd, wd) = (upload_pinned(gpu, slot_bytes)?, upload_pinned(gpu, word_bytes)?);
             for sh in mine {

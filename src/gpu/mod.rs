@@ -21,6 +21,7 @@ pub mod table;
 pub use device::Gpu;
 
 pub use crate::compute::GpuRequest;
+use crate::resources::human_bytes;
 
 #[derive(Debug, thiserror::Error)]
 pub enum GpuError {
@@ -33,9 +34,12 @@ pub enum GpuError {
     #[error("--gpus asks for GPU {wanted}, but {reason}")]
     Missing { wanted: usize, reason: String },
     #[error(
-        "the GPU table ran out of room ({what}) with {needed}: one batch needs more than the table holds; build on the CPU (--gpus none) or a GPU with more memory"
+        "GPU {ordinal}'s table ran out of room ({what}) with {key_slots} key slots and {value_slots} value slots; {advice}"
     )]
-    TableFull { what: String, needed: String },
-    #[error("GPU {ordinal} has {free} bytes free, {needed} are needed")]
+    TableFull { ordinal: usize, what: String, key_slots: u64, value_slots: u64, advice: String },
+    #[error("GPU {ordinal} has {} free, {} are needed", human_bytes(*free as u64), human_bytes(*needed))]
     OutOfMemory { ordinal: usize, free: usize, needed: u64 },
+    /// A job split over several GPUs whose share does not fit one of them, with what would fit.
+    #[error("{what} needs about {} on each of {gpus} GPUs, but GPU {ordinal} has {} free; {advice}", human_bytes(*per_gpu), human_bytes(*free))]
+    TooLarge { what: String, per_gpu: u64, gpus: usize, ordinal: usize, free: u64, advice: String },
 }

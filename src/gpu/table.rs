@@ -172,8 +172,11 @@ impl<'g> BucketListTable<'g> {
             windows += 1;
         }
         let windows = u32::try_from(windows).map_err(|_| GpuError::TableFull {
+            ordinal: gpu.ordinal,
             what: "more than 2^32 probing windows requested".into(),
-            needed: format!("{} key slots", config.key_slots),
+            key_slots: config.key_slots,
+            value_slots: config.pool_slots,
+            advice: "build on several GPUs, or on the CPU (--gpus none)".into(),
         })?;
         let (free, _) = gpu.memory()?;
         let max_threads = max_threads(gpu);
@@ -260,6 +263,17 @@ impl<'g> BucketListTable<'g> {
         }
     }
 
+    /// The error for a status word that says the table ran out of room, with `advice` on what to do.
+    pub fn full(&self, status: &TableStatus, advice: &str) -> GpuError {
+        GpuError::TableFull {
+            ordinal: self.gpu.ordinal,
+            what: status.describe(),
+            key_slots: self.key_slots(),
+            value_slots: self.config.pool_slots,
+            advice: advice.into(),
+        }
+    }
+
     /// Waits for the table's work and reads its status word.
     pub fn status(&self) -> Result<TableStatus, GpuError> {
         let s = &self.gpu.stream;
@@ -283,6 +297,16 @@ impl<'g> BucketListTable<'g> {
         values: &CudaSlice<u64>,
         n: u64,
     ) -> Result<(), GpuError> {
+        let (k, v) = (ptr(self.gpu, keys), ptr(self.gpu, values));
+        self.queue_insert(k, v, n)?;
+        self.gpu.stream.synchronize()?;
+        Ok(())
+    }
+
+    /// Queues the insertion of `n` pairs at the device addresses `keys` (u32 each) and `values`
+    /// (u64 each) on the GPU's stream, and returns at once. The caller keeps both alive, and
+    /// unchanged, until the stream has passed this point.
+    pub fn queue_insert(&self, keys: u64, values: u64, n: u64) -> Result<(), GpuError> {
         if n == 0 {
             return Ok(());
         }
@@ -290,10 +314,10 @@ impl<'g> BucketListTable<'g> {
         let f = self.gpu.function(&format!("insert_pairs_g{}", self.config.group))?;
         let args = self.args();
         let mut b = s.launch_builder(&f);
-        b.arg(keys).arg(values).arg(&n).arg(&args);
-        // SAFETY: the kernel reads `n` keys and values and writes only the table.
+        b.arg(&keys).arg(&values).arg(&n).arg(&args);
+        // SAFETY: the kernel reads `n` keys and values (valid, per the caller) and writes only
+        // the table.
         unsafe { b.launch(launch_config(self.gpu, n)) }?;
-        s.synchronize()?;
         Ok(())
     }
 

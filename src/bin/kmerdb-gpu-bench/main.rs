@@ -10,9 +10,14 @@
 //!    the same bytes, and the GPU's time by stage.
 //!
 //! With `--gpu-sets "0 0,1"`, the end-to-end runs are made on each set of GPUs in turn (scaling).
+//! With `--scaling`, the limits and then only the device-side scaling runs of `scaling.rs` on 1, 2,
+//! 4, ... GPUs (weak: `--scaling-gbp-per-gpu`, default 1, and `--scaling-pairs-m-per-gpu`, default
+//! 2; strong: `--scaling-gbp`, default 4, and `--scaling-pairs-m`, default 4).
 //!
 //! Usage: kmerdb-gpu-bench [--gbp N] [--e2e-gbp N] [--pairs-m N] [--gpu-sets LISTS] [--skip-e2e]
-//! [--skip-micro] [--only-classify]
+//! [--skip-micro] [--only-classify] [--scaling ...]
+
+mod scaling;
 
 use cudarc::driver::PushKernelArg;
 use kmerdb::build::sketching::Pending;
@@ -23,6 +28,9 @@ use kmerdb::gpu::table::{BucketListTable, TableConfig, launch_config};
 use kmerdb::sketch::SketchParams;
 use kmerdb::synth::{SynthSpec, generate};
 use std::time::Instant;
+
+/// Genomes' sequences, in order.
+type Genomes = Vec<Vec<u8>>;
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -63,6 +71,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         free as f64 / (1u64 << 30) as f64
     );
     let (cas, reads) = limits(&gpu)?;
+    if std::env::args().any(|a| a == "--scaling") {
+        drop(gpu);
+        return scaling_runs();
+    }
     let only_classify = std::env::args().any(|a| a == "--only-classify");
     if !only_classify {
         if !std::env::args().any(|a| a == "--skip-micro") {
@@ -75,6 +87,30 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     classify_pairs((arg("--pairs-m", 20.0) * 1e6) as usize, reads)?;
     println!("(limits for reference: CAS {cas:.2} G/s, bucket reads {reads:.2} G/s)");
+    Ok(())
+}
+
+/// The device-side scaling runs (`scaling.rs`) on 1, 2, 4, ... of this machine's GPUs.
+fn scaling_runs() -> Result<(), Box<dyn std::error::Error>> {
+    let count = kmerdb::gpu::device::device_count();
+    let gpus = (0..count).map(Gpu::open).collect::<Result<Vec<_>, _>>()?;
+    let mut sets: Vec<usize> = (0..).map(|i| 1usize << i).take_while(|&n| n <= count).collect();
+    if !sets.contains(&count) {
+        sets.push(count);
+    }
+    println!("scaling: {count} GPUs ({}), sets of {sets:?}", gpus[0].name);
+    scaling::peer_bandwidth(&gpus)?;
+    scaling::build_scaling(&gpus, &sets, arg("--scaling-gbp-per-gpu", 1.0), arg("--scaling-gbp", 4.0))?;
+    let dir = tempfile::tempdir()?;
+    let (db, genomes) = classify_refs(dir.path())?;
+    let index = kmerdb::index::Index::open(&db, kmerdb::index::Verify::Metadata)?;
+    let (per_gpu, total) =
+        ((arg("--scaling-pairs-m-per-gpu", 2.0) * 1e6) as usize, (arg("--scaling-pairs-m", 4.0) * 1e6) as usize);
+    let t = Instant::now();
+    let pairs: Vec<(Vec<u8>, Vec<u8>)> =
+        simulate_pairs(&genomes, 0x5eed).take((per_gpu * sets.last().copied().unwrap_or(1)).max(total)).collect();
+    println!("scaling, classify: {} simulated pairs made in {:.1} s", pairs.len(), t.elapsed().as_secs_f64());
+    scaling::classify_scaling(&gpus, &sets, &index, &pairs, per_gpu, total)?;
     Ok(())
 }
 
@@ -301,14 +337,12 @@ fn end_to_end(gbp: f64) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// `kmerdb classify` on `pairs` simulated 150 bp pairs (insert 300, 0.5% substitutions) from 200
-/// synthetic species x 2 strains (2 Mbp each), GPU 0 against the CPU on every core.
-fn classify_pairs(pairs: usize, reads_limit: f64) -> Result<(), Box<dyn std::error::Error>> {
-    use kmerdb::classify::{ClassifyConfig, ReadLayout, Sample, SampleOutputs, classify};
+/// The reference set of the classify benchmarks: 200 synthetic species x 2 strains (2 Mbp each),
+/// indexed on GPU 0 into `dir`. Returns the index and the genomes.
+fn classify_refs(dir: &std::path::Path) -> Result<(std::path::PathBuf, Genomes), Box<dyn std::error::Error>> {
     use std::io::Write;
-    let dir = tempfile::tempdir()?;
     let spec = SynthSpec { species: 200, genome_len: 2_000_000, strains: 2, divergence: 0.01, seed: 5 };
-    let fasta = dir.path().join("refs.fna");
+    let fasta = dir.join("refs.fna");
     let mut genomes: Vec<Vec<u8>> = Vec::new();
     {
         let mut out = std::io::BufWriter::new(std::fs::File::create(&fasta)?);
@@ -322,8 +356,7 @@ fn classify_pairs(pairs: usize, reads_limit: f64) -> Result<(), Box<dyn std::err
         result?;
         out.flush()?;
     }
-    let db = dir.path().join("refs.db");
-    let threads = std::thread::available_parallelism()?.get();
+    let db = dir.join("refs.db");
     let config = kmerdb::build::BuildConfig {
         sources: vec![kmerdb::input::Source::File(fasta)],
         db: db.clone(),
@@ -331,21 +364,20 @@ fn classify_pairs(pairs: usize, reads_limit: f64) -> Result<(), Box<dyn std::err
         seqid_maps: Vec::new(),
         sketch: SketchParams::new(16, 127, None, 16, 0)?,
         max_locations_per_feature: 254,
-        threads,
+        threads: std::thread::available_parallelism()?.get(),
         strict: false,
         progress: false,
         gpus: GpuRequest::List(vec![0]),
         gpu_options: GpuBuildOptions::default(),
     };
     kmerdb::build::build(&config, &|_, _| {})?;
+    Ok((db, genomes))
+}
 
-    // Pairs from random places of random genomes, mate 2 reverse-complemented.
-    let t = Instant::now();
-    let (r1, r2) = (dir.path().join("r1.fq"), dir.path().join("r2.fq"));
-    let mut w1 = std::io::BufWriter::with_capacity(1 << 22, std::fs::File::create(&r1)?);
-    let mut w2 = std::io::BufWriter::with_capacity(1 << 22, std::fs::File::create(&r2)?);
-    let qual = [b'I'; 150];
-    let mut x = 0x5eed_u64;
+/// Simulated 150 bp pairs from random places of random genomes (insert 270-330, 0.5%
+/// substitutions), mate 2 reverse-complemented; the same pairs for the same seed.
+fn simulate_pairs(genomes: &[Vec<u8>], seed: u64) -> impl Iterator<Item = (Vec<u8>, Vec<u8>)> + '_ {
+    let mut x = seed;
     let mut next = move || {
         x ^= x << 13;
         x ^= x >> 7;
@@ -358,15 +390,12 @@ fn classify_pairs(pairs: usize, reads_limit: f64) -> Result<(), Box<dyn std::err
         b'G' => b'C',
         _ => b'A',
     };
-    let (mut m1, mut m2) = (Vec::with_capacity(150), Vec::with_capacity(150));
-    for i in 0..pairs {
+    std::iter::repeat(()).map(move |_| {
         let g = &genomes[(next() % genomes.len() as u64) as usize];
         let at = (next() % (g.len() - 400) as u64) as usize;
         let insert = 270 + (next() % 60) as usize;
-        m1.clear();
-        m1.extend_from_slice(&g[at..at + 150]);
-        m2.clear();
-        m2.extend(g[at + insert - 150..at + insert].iter().rev().map(|&b| comp(b)));
+        let mut m1 = g[at..at + 150].to_vec();
+        let mut m2: Vec<u8> = g[at + insert - 150..at + insert].iter().rev().map(|&b| comp(b)).collect();
         for m in [&mut m1, &mut m2] {
             for b in m.iter_mut() {
                 if next() % 200 == 0 {
@@ -374,6 +403,24 @@ fn classify_pairs(pairs: usize, reads_limit: f64) -> Result<(), Box<dyn std::err
                 }
             }
         }
+        (m1, m2)
+    })
+}
+
+/// `kmerdb classify` on `pairs` simulated pairs (`simulate_pairs`) of the `classify_refs` set, on
+/// each GPU set and the CPU on every core.
+fn classify_pairs(pairs: usize, reads_limit: f64) -> Result<(), Box<dyn std::error::Error>> {
+    use kmerdb::classify::{ClassifyConfig, ReadLayout, Sample, SampleOutputs, classify};
+    use std::io::Write;
+    let dir = tempfile::tempdir()?;
+    let (db, genomes) = classify_refs(dir.path())?;
+    let threads = std::thread::available_parallelism()?.get();
+    let t = Instant::now();
+    let (r1, r2) = (dir.path().join("r1.fq"), dir.path().join("r2.fq"));
+    let mut w1 = std::io::BufWriter::with_capacity(1 << 22, std::fs::File::create(&r1)?);
+    let mut w2 = std::io::BufWriter::with_capacity(1 << 22, std::fs::File::create(&r2)?);
+    let qual = [b'I'; 150];
+    for (i, (m1, m2)) in simulate_pairs(&genomes, 0x5eed).take(pairs).enumerate() {
         for (w, m, mate) in [(&mut w1, &m1, 1), (&mut w2, &m2, 2)] {
             writeln!(w, "@p{i}/{mate}")?;
             w.write_all(m)?;
