@@ -133,7 +133,7 @@ struct Split {
 };
 
 __device__ __forceinline__ u32 owner_of(u32 feature, const Split& s) {
-    const u32 shard = (u32)(((u64)feature << s.shard_bits) >> 32);
+    const u32 shard = shard_of_key(feature, s.shard_bits);
     return (u32)(((u64)shard * s.gpus) >> s.shard_bits);
 }
 

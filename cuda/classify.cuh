@@ -28,7 +28,7 @@ struct DeviceIndex {
 // The slot value of `key` (bcht::lookup): candidate buckets in order, stopping at the key or at the
 // first empty slot. Sets *shard.
 __device__ __forceinline__ bool index_lookup(const DeviceIndex& ix, u32 key, u32* shard, u32* value) {
-    const u32 sh = (u32)(((u64)key << ix.shard_bits) >> 32);
+    const u32 sh = shard_of_key(key, ix.shard_bits);
     *shard = sh;
     const u64 nb = ix.buckets[sh];
     if (nb == 0) return false;

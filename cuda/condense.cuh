@@ -99,7 +99,7 @@ struct Shards {
 };
 
 __device__ __forceinline__ u32 shard_of(const Shards& sh, u32 key) {
-    return (u32)(((u64)key << sh.shard_bits) >> 32);
+    return shard_of_key(key, sh.shard_bits);
 }
 
 // Global bucket of the j-th candidate of `key` (src/index/bcht.rs bucket_of, offset by the shard).
@@ -117,7 +117,7 @@ extern "C" __global__ void shard_stats(const u32* keys, const u32* counts, u64 n
     for (u32 i = threadIdx.x; i < shards * 4; i += blockDim.x) local[i] = 0;
     __syncthreads();
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
-        const u32 s = (u32)(((u64)keys[i] << shard_bits) >> 32);
+        const u32 s = shard_of_key(keys[i], shard_bits);
         const bool kept = counts[i] <= cap;
         state[i] = kept ? 0 : 2;
         atomicAdd(&local[s * 4 + (kept ? 0 : 2)], 1ull);

@@ -328,7 +328,7 @@ fn gpu_condense_equals_the_cpu_assembler() {
     let mut per_shard: Vec<Vec<(u32, u64)>> = vec![Vec::new(); 1 << shard_bits];
     for (&k, &v) in keys.iter().zip(&values) {
         if let Some(f) = final_id[(v >> 32) as usize] {
-            per_shard[((k as u64) << shard_bits >> 32) as usize].push((k, layout.pack(f, v as u32)));
+            per_shard[kmerdb::index::format::shard_of(k, shard_bits)].push((k, layout.pack(f, v as u32)));
         }
     }
     let expected: Vec<_> = per_shard.into_iter().map(|p| condense_located(p, &layout, cap).unwrap()).collect();

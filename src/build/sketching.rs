@@ -204,7 +204,7 @@ impl CpuSketcher<'_> {
 
     /// Moves a chunk's pairs into the shard bins, taking each shard's lock once.
     fn deposit(&self, pairs: &mut [Pair]) {
-        let shard = |p: &Pair| (((p.feature as u64) << self.shard_bits) >> 32) as usize;
+        let shard = |p: &Pair| crate::index::format::shard_of(p.feature, self.shard_bits);
         pairs.sort_unstable_by_key(shard);
         for run in pairs.chunk_by(|a, b| shard(a) == shard(b)) {
             let mut bin = self.bins[shard(&run[0])].lock().expect("no sketcher panicked");

@@ -432,7 +432,7 @@ impl<'g> GpuBuild<'g> {
         let (lists, values) = r.table.drain_pairs()?;
         let mut at = 0usize;
         for l in &lists {
-            let shard = ((l.key as u64) << self.shard_bits >> 32) as usize;
+            let shard = crate::index::format::shard_of(l.key, self.shard_bits);
             for &v in &values[at..at + l.count as usize] {
                 let window = r.first_window[(v >> 32) as usize] + (v & 0xffff_ffff);
                 let window = u32::try_from(window).map_err(|_| BuildError::TooManyWindows)?;

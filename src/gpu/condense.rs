@@ -255,12 +255,13 @@ fn list_order(
     launch!(gpu, "collect_stragglers", launch_config(gpu, n), &keys.keys, state, &n, &mut left, &found);
     let m = s.clone_dtoh(&found)?[0] as usize;
     let mut sorted: Vec<u64> = if m == 0 { Vec::new() } else { s.clone_dtoh(&left.slice(..m))? };
-    sorted.sort_unstable_by_key(|&w| w as u32);
+    // By shard, then key: each shard's leftover keys in key order, shard after shard.
+    let shard_of = |key: u32| crate::index::format::shard_of(key, shard_bits);
+    sorted.sort_unstable_by_key(|&w| (shard_of(w as u32), w as u32));
     if m > 0 {
         s.memcpy_htod(&sorted, &mut left)?;
     }
     let n_shards = 1usize << shard_bits;
-    let shard_of = |key: u32| ((key as u64) << shard_bits >> 32) as usize;
     let left_first: Vec<u64> =
         (0..=n_shards).map(|sh| sorted.partition_point(|&w| shard_of(w as u32) < sh) as u64).collect();
     let start: Vec<u64> = (0..=n_shards).map(|sh| tables.base[sh] * BUCKET_SLOTS as u64 + left_first[sh]).collect();

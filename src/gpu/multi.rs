@@ -1,8 +1,8 @@
-//! `kmerdb build` on several GPUs of one machine: one index sharded by feature hash range
+//! `kmerdb build` on several GPUs of one machine: one index sharded by feature hash
 //! (REFERENCE.md §3, multi-GPU HashGraph and WarpCore's distributed mode).
 //!
 //! GPU `d` of `n` owns the shards `s` with `s * n / 2^shard_bits == d`, a contiguous range of
-//! feature hashes. Batches go to the GPUs in turn. The GPU that gets a batch uploads it (pinned,
+//! shards, each an even share of the features (`index::format::shard_of`). Batches go to the GPUs in turn. The GPU that gets a batch uploads it (pinned,
 //! double-buffered, as on one GPU), sketches it and sorts each (feature, location) pair by owner
 //! (`sketch_split` in `cuda/build.cu`: the partition); each owner copies its stretch over (a peer
 //! copy on its own stream: the exchange) and inserts it into its own bucket-list table. Nothing

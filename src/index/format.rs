@@ -12,8 +12,11 @@
 //!   taxonomy   bincode Vec<Taxon>: the lineages of the targets' taxa, ordered by taxid
 //! ```
 //! Everything is little-endian; the large sections are memory-mapped and cast in place.
-//! Features are split into `1 << shard_bits` shards by their top bits, so shard `i` holds a
-//! contiguous range of hash values and several GPUs can each take a contiguous group of shards.
+//! Features are split into `1 << shard_bits` shards by their low bits ([`shard_of`]). Not by their
+//! top bits (format version 1): a sketch keeps each window's smallest hash values, so features
+//! crowd the bottom of the hash range and top-bit shards are lopsided (about 10 of 64 shards held
+//! nearly every feature); the low bits of the smallest values are as even as any. Several GPUs
+//! each take a contiguous group of shards, so even shards mean even shares.
 
 use crate::index::locations::LocationLayout;
 use crate::sketch::SketchParams;
@@ -26,11 +29,19 @@ compile_error!("kmerdb memory-maps little-endian index files and does not suppor
 /// First bytes of every index: a non-ASCII byte, the name, and a CR-LF that text-mode copies break.
 pub const MAGIC: [u8; 8] = *b"\x89KMERDB\n";
 /// Bumped whenever the bytes of an index change meaning.
-pub const FORMAT_VERSION: u32 = 1;
+/// Version 2: shards by the features' low bits (version 1 used the top bits).
+pub const FORMAT_VERSION: u32 = 2;
 pub const PREAMBLE_LEN: usize = 64;
 pub const SECTION_ALIGN: u64 = 4096;
 /// Features are split into 2^6 = 64 shards.
 pub const DEFAULT_SHARD_BITS: u32 = 6;
+
+/// The shard of `feature` among `1 << shard_bits`: its low bits (the device twin is `shard_of_key`
+/// in `cuda/common.cuh`).
+#[inline]
+pub fn shard_of(feature: u32, shard_bits: u32) -> usize {
+    (feature & ((1u64 << shard_bits) - 1) as u32) as usize
+}
 
 /// bincode settings of the header and metadata sections.
 pub(crate) fn bincode_config() -> impl bincode::config::Config {

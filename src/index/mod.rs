@@ -189,7 +189,7 @@ impl Index {
 
     #[inline]
     pub fn shard_of(&self, feature: Feature) -> usize {
-        (((feature as u64) << self.header.shard_bits) >> 32) as usize
+        format::shard_of(feature, self.header.shard_bits)
     }
 
     pub fn shard_count(&self) -> usize {

@@ -20,6 +20,24 @@ fn builds_the_bundled_genomes() {
     assert!(taxids.contains(&10710) && taxids.contains(&93062), "{taxids:?}");
 }
 
+/// Regression: shards by the features' top bits (format version 1) were lopsided, because sketches
+/// keep each window's smallest hash values; on 4 GPUs one GPU got every feature. Shards by the low
+/// bits hold even shares.
+#[test]
+fn shards_hold_even_shares_of_the_features() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("data.db");
+    build_data(&db).assert().success();
+    let index = kmerdb::index::Index::open(&db, kmerdb::index::Verify::Metadata).unwrap();
+    let per_shard: Vec<usize> = (0..index.shard_count())
+        .map(|s| index.shard_slots(s).iter().filter(|x| x.key != kmerdb::index::bcht::EMPTY_KEY).count())
+        .collect();
+    let mean = per_shard.iter().sum::<usize>() as f64 / per_shard.len() as f64;
+    let (min, max) = (*per_shard.iter().min().unwrap() as f64, *per_shard.iter().max().unwrap() as f64);
+    assert!(mean > 500.0, "too few features to judge: {per_shard:?}");
+    assert!(max < 1.2 * mean && min > 0.8 * mean, "features per shard: {per_shard:?}");
+}
+
 #[test]
 fn same_bytes_for_any_thread_count_and_input_order() {
     let dir = tempfile::tempdir().unwrap();

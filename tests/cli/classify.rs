@@ -286,13 +286,14 @@ fn bad_input_fails_clearly_and_leaves_no_output() {
     let mut flipped = good.clone();
     flipped[good.len() / 3] ^= 1;
     let flipped = put("flipped.db", &flipped);
+    // Version 1 (shards by the features' top bits) is no longer read.
     let mut version = good.clone();
-    version[8] = 2;
+    version[8] = 1;
     let version = put("version.db", &version);
     let not_index = put("not.db", b"hello");
     for (db, expect) in [
         (&flipped, "corrupted"),
-        (&version, "format version 2"),
+        (&version, "format version 1"),
         (&not_index, "not a kmerdb index"),
         (&inputs.path().join("nope.db"), "nope.db"),
     ] {

@@ -99,6 +99,7 @@ fn scaling_runs() -> Result<(), Box<dyn std::error::Error>> {
         sets.push(count);
     }
     println!("scaling: {count} GPUs ({}), sets of {sets:?}", gpus[0].name);
+    scaling::cas_together(&gpus)?;
     scaling::peer_bandwidth(&gpus)?;
     scaling::build_scaling(&gpus, &sets, arg("--scaling-gbp-per-gpu", 1.0), arg("--scaling-gbp", 4.0))?;
     let dir = tempfile::tempdir()?;

@@ -156,22 +156,21 @@ pub fn build_phases(gpus: &[&Gpu], genomes: &[Vec<u8>], params: &SketchParams) -
     t.exchange = start.elapsed();
     t.exchanged_bytes = (0..n).map(|d| incoming(d, true) * 12).sum();
 
-    // Insert: each owner its received pairs and its own stretches.
+    // Insert: each owner its received pairs and its own stretches, each GPU from its own thread.
     let start = Instant::now();
-    for d in 0..n {
+    on_each(n, |d| {
         let owner = gpus[d];
         tables[d].queue_insert(ptr(owner, &recv[d].0), ptr(owner, &recv[d].1), incoming(d, true))?;
         for (b, c) in counts[d].iter().enumerate() {
             let (k, v) = partitions[d][b].stretch(owner, d);
             tables[d].queue_insert(k, v, c[d] as u64)?;
         }
-    }
-    for (d, table) in tables.iter().enumerate() {
-        let status = table.status()?;
+        let status = tables[d].status()?;
         if status.is_error() {
             return Err(format!("GPU {d}: table full: {}", status.describe()).into());
         }
-    }
+        Ok(())
+    })?;
     t.insert = start.elapsed();
     drop((recv, partitions, batches));
 
@@ -396,5 +395,42 @@ pub fn classify_scaling(
             );
         }
     }
+    Ok(())
+}
+
+/// The random-CAS limit of each GPU alone and of all GPUs at once (each on its own thread): what
+/// the insert phase can reach when every GPU inserts together.
+pub fn cas_together(gpus: &[Gpu]) -> Result<()> {
+    use cudarc::driver::PushKernelArg;
+    let n: u64 = 1 << 30; // 8 GiB of u64 per GPU
+    let arrays: Vec<_> =
+        gpus.iter().map(|g| g.stream.alloc_zeros::<u64>(n as usize)).collect::<std::result::Result<_, _>>()?;
+    let iters = 256u32;
+    let rate = |d: usize| -> Result<f64> {
+        let g = &gpus[d];
+        let threads = g.multiprocessors() as u64 * 2048;
+        let f = g.function("limit_cas")?;
+        let mut v = Vec::new();
+        for run in 0..3u64 {
+            g.stream.synchronize()?;
+            let t = Instant::now();
+            let mut b = g.stream.launch_builder(&f);
+            b.arg(&arrays[d]).arg(&n).arg(&iters).arg(&run);
+            // SAFETY: CAS inside the array.
+            unsafe { b.launch(kmerdb::gpu::table::launch_config(g, threads)) }?;
+            g.stream.synchronize()?;
+            v.push((threads * iters as u64) as f64 / t.elapsed().as_secs_f64() / 1e9);
+        }
+        Ok(crate::median(v))
+    };
+    let alone: Vec<f64> = (0..gpus.len()).map(rate).collect::<Result<_>>()?;
+    let (together, _) = on_each(gpus.len(), rate)?;
+    let fmt = |v: &[f64]| v.iter().map(|r| format!("{r:.2}")).collect::<Vec<_>>().join(", ");
+    println!(
+        "limits: random 8-byte CAS per GPU alone [{}] G/s, all {} at once [{}] G/s (8 GiB each, median of 3)",
+        fmt(&alone),
+        gpus.len(),
+        fmt(&together)
+    );
     Ok(())
 }
