@@ -435,8 +435,14 @@ impl<'g> GpuClassifier<'g> {
             *pinned = Some(unsafe { gpu.ctx.alloc_pinned_with_flags::<u8>((bases + bases / 4).max(1 << 20), 0)? });
         }
         let staging = pinned.as_mut().expect("just made").as_mut_slice()?;
-        let (mut offset, mut len, mut feature_first) = (Vec::new(), Vec::new(), vec![0u64]);
-        let (mut read_mates, mut range) = (vec![0usize], Vec::with_capacity(reads.len()));
+        // Sized up front: growing them page-faults, which several GPUs' threads contend for.
+        let mates: usize = reads.iter().map(|m| m.len()).sum();
+        let (mut offset, mut len) = (Vec::with_capacity(mates), Vec::with_capacity(mates));
+        let mut feature_first = Vec::with_capacity(mates + 1);
+        feature_first.push(0u64);
+        let mut read_mates = Vec::with_capacity(reads.len() + 1);
+        read_mates.push(0usize);
+        let mut range = Vec::with_capacity(reads.len());
         let mut at = 0usize;
         for mates in reads {
             for m in *mates {

@@ -382,13 +382,25 @@ fn write_lists(
     }
     downloaded
         .into_par_iter()
-        .map(|(mut shard, left)| {
-            if bcht::place_stragglers(&mut shard.slots, &left) {
-                return Ok(shard);
-            }
-            rebuild(&shard, &left, layout, cap).map_err(|_| shard_overflow())
-        })
+        .map(|(shard, left)| walk_or_rebuild(shard, &left, layout, cap).map_err(|_| shard_overflow()))
         .collect()
+}
+
+/// Places a shard's leftover keys by the walk; if the walk fails, lays the shard out again as the
+/// CPU would (`rebuild`). The walk runs on a copy: a failed walk has moved slots and holds one
+/// evicted key in hand, so the rebuild needs the slots as they were before it.
+fn walk_or_rebuild(
+    mut shard: ShardData,
+    left: &[Slot],
+    layout: &LocationLayout,
+    cap: u32,
+) -> Result<ShardData, ShardOverflow> {
+    let mut walked = shard.slots.clone();
+    if bcht::place_stragglers(&mut walked, left) {
+        shard.slots = walked;
+        return Ok(shard);
+    }
+    rebuild(&shard, left, layout, cap)
 }
 
 fn shard_overflow() -> BuildError {
@@ -439,5 +451,49 @@ mod tests {
         let (shard, _) = assembler.finish().unwrap();
         let again = rebuild(&shard, &[], &layout, 254).unwrap();
         assert!(again == shard);
+    }
+
+    /// Regression: a shard whose walk failed was rebuilt from the slots the failed walk had
+    /// moved (one key lost in hand, placed leftovers counted twice), so it differed from the
+    /// CPU's. Here the GPU's state before the walk is made on the CPU (lists in slot order, then
+    /// the leftover keys'), for keys whose walk fails at the first size.
+    #[test]
+    fn a_shard_whose_walk_fails_gets_the_cpu_bytes() {
+        use crate::index::locations::ListWriter;
+        let layout = LocationLayout::for_counts(50, 1000, 254);
+        let mut x = 99u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut tried = 0;
+        loop {
+            tried += 1;
+            assert!(tried < 2000, "no key set whose walk fails found");
+            let mut keys: Vec<u32> = (0..7300).map(|_| (next() % (u32::MAX as u64)) as u32).collect();
+            keys.sort_unstable();
+            keys.dedup();
+            let (mut slots, mut left) = bcht::place_rounds(&keys, bcht::initial_buckets(keys.len()));
+            if bcht::place_stragglers(&mut slots.clone(), &left) {
+                continue;
+            }
+            let lists: Vec<Vec<u64>> =
+                keys.iter().map(|_| vec![layout.pack((next() % 50) as u32, (next() % 1000) as u32)]).collect();
+            let mut writer = ListWriter::new(layout);
+            for slot in slots.iter_mut().chain(left.iter_mut()).filter(|s| s.key != bcht::EMPTY_KEY) {
+                slot.value = writer.add(&lists[slot.value as usize]).unwrap();
+            }
+            let before = ShardData { slots, words: writer.finish() };
+            let got = walk_or_rebuild(before, &left, &layout, 254).unwrap();
+            let mut assembler = ShardAssembler::new(&layout, 254);
+            for (k, l) in keys.iter().zip(&lists) {
+                assembler.add(*k, l);
+            }
+            let (expected, _) = assembler.finish().unwrap();
+            assert!(got == expected, "the rebuilt shard differs from the CPU's");
+            return;
+        }
     }
 }
