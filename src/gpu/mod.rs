@@ -17,6 +17,7 @@ pub mod device;
 pub mod kernels;
 pub mod multi;
 pub mod table;
+pub mod transfer;
 
 pub use device::Gpu;
 
