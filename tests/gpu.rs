@@ -617,19 +617,3 @@ fn multi_gpu_capacity_errors_say_what_would_fit() {
     assert!(err.contains("ran out of room") && err.contains("share of the index"), "{err}");
     assert!(!db.exists());
 }
-
-/// Large downloads go through pinned chunks (`gpu::transfer`): every byte arrives, at odd lengths
-/// and across chunk boundaries.
-#[test]
-#[ignore = "needs a GPU"]
-fn pinned_downloads_equal_the_device_data() {
-    let g = gpu();
-    let mut rng = StdRng::seed_from_u64(3);
-    for len in [1usize, 1000, (4 << 20) / 4 + 1, (32 << 20) / 4 * 3 + 17] {
-        let data: Vec<u32> = (0..len).map(|_| rng.random()).collect();
-        let dev = g.stream.clone_htod(&data).unwrap();
-        let mut back = vec![0u32; len];
-        kmerdb::gpu::transfer::download(&g, &dev.slice(..), &mut back).unwrap();
-        assert!(back == data, "download of {len} words differs");
-    }
-}

@@ -369,7 +369,7 @@ fn write_lists(
                 let view = order.slice(range);
                 // SAFETY: a slot word is a `Slot` in memory (see `slot_word`).
                 let view = unsafe { view.transmute::<Slot>(view.len()) }.expect("same size");
-                crate::gpu::transfer::download(gpu, &view, &mut out)?;
+                s.memcpy_dtoh(&view, &mut out)?;
             }
             Ok(out)
         };
@@ -377,7 +377,7 @@ fn write_lists(
         let left = part(slots_end..start[sh + 1] as usize)?;
         let (w0, w1) = (first_word[sh] as usize, first_word[sh + 1] as usize);
         let mut shard_words = vec![0u32; w1 - w0];
-        crate::gpu::transfer::download(gpu, &words.slice(w0..w1), &mut shard_words)?;
+        s.memcpy_dtoh(&words.slice(w0..w1), &mut shard_words).map_err(GpuError::from)?;
         downloaded.push((ShardData { slots, words: shard_words }, left));
     }
     downloaded

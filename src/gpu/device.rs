@@ -15,8 +15,6 @@ pub struct Gpu {
     module: Arc<CudaModule>,
     /// Whether the kernels came from the on-disk cache.
     pub cached_kernels: bool,
-    /// Pinned buffers for large downloads (`gpu::transfer`), made on first use.
-    pub(crate) download_staging: std::sync::Mutex<Vec<cudarc::driver::PinnedHostSlice<u8>>>,
 }
 
 /// Whether the CUDA driver library can be loaded (cudarc panics on first use otherwise).
@@ -84,7 +82,7 @@ impl Gpu {
         let module = ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin))?;
         let name = ctx.name()?;
         let stream = ctx.default_stream();
-        Ok(Self { ordinal, name, arch, ctx, stream, module, cached_kernels, download_staging: Default::default() })
+        Ok(Self { ordinal, name, arch, ctx, stream, module, cached_kernels })
     }
 
     pub fn function(&self, name: &str) -> Result<CudaFunction, GpuError> {

@@ -17,7 +17,6 @@ pub mod device;
 pub mod kernels;
 pub mod multi;
 pub mod table;
-pub mod transfer;
 
 pub use device::Gpu;
 
