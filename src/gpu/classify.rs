@@ -436,9 +436,9 @@ impl<'g> GpuClassifier<'g> {
         }
         let staging = pinned.as_mut().expect("just made").as_mut_slice()?;
         // Sized up front: growing them page-faults, which several GPUs' threads contend for.
-        let mates: usize = reads.iter().map(|m| m.len()).sum();
-        let (mut offset, mut len) = (Vec::with_capacity(mates), Vec::with_capacity(mates));
-        let mut feature_first = Vec::with_capacity(mates + 1);
+        let mate_count: usize = reads.iter().map(|m| m.len()).sum();
+        let (mut offset, mut len) = (Vec::with_capacity(mate_count), Vec::with_capacity(mate_count));
+        let mut feature_first = Vec::with_capacity(mate_count + 1);
         feature_first.push(0u64);
         let mut read_mates = Vec::with_capacity(reads.len() + 1);
         read_mates.push(0usize);

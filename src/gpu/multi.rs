@@ -144,6 +144,39 @@ pub fn queue_peer_copy(
     Ok(())
 }
 
+/// Queues the copy of `count` (key, value) pairs from the stretch at `src_pairs` (keys, values) on
+/// `src` to `dst_pairs` on `dst`, on `stream` (one of `dst`'s): the exchange of one stretch.
+pub fn queue_pairs_copy(
+    dst: &Gpu,
+    dst_pairs: (u64, u64),
+    src: &Gpu,
+    src_pairs: (u64, u64),
+    count: u64,
+    stream: &CudaStream,
+) -> Result<(), GpuError> {
+    let count = count as usize;
+    queue_peer_copy(dst, dst_pairs.0, src, src_pairs.0, count * 4, stream)?;
+    queue_peer_copy(dst, dst_pairs.1, src, src_pairs.1, count * 8, stream)
+}
+
+/// Condenses GPU `d`'s table (of `gpus`) and keeps the shards it owns, which hold every location of
+/// their features: `gpu::condense` of one GPU's share.
+#[allow(clippy::too_many_arguments)]
+pub fn condense_owned(
+    table: &BucketListTable,
+    gpu: &Gpu,
+    d: usize,
+    gpus: usize,
+    final_id: &[Option<u32>],
+    layout: &LocationLayout,
+    cap: u32,
+    shard_bits: u32,
+) -> Result<Vec<(ShardData, ShardStats)>, BuildError> {
+    let mine = owned_shards(d, gpus, 1 << shard_bits);
+    let all = crate::gpu::condense::condense(table, gpu, final_id, layout, cap, shard_bits)?;
+    Ok(all.into_iter().enumerate().filter(|(s, _)| mine.contains(s)).map(|(_, x)| x).collect())
+}
+
 /// A GPU's sketching side: its upload buffers and partitions, used for every other batch in turn.
 struct Sender {
     slots: [Option<SendSlot>; 2],
@@ -252,11 +285,6 @@ impl<'g> MultiBuild<'g> {
         Ok(Self { gpus, params: *params, shard_bits, senders, owners, next: AtomicUsize::new(0) })
     }
 
-    /// The shards GPU `d` owns.
-    fn owned(&self, d: usize) -> std::ops::Range<usize> {
-        owned_shards(d, self.gpus.len(), 1 << self.shard_bits)
-    }
-
     /// Stage 1 for one batch, on the next GPU in turn: upload, partition, then every owner's copy
     /// and insert queued behind it. Returns once the partition's counts are back; the copies and
     /// inserts run on.
@@ -317,8 +345,7 @@ impl<'g> MultiBuild<'g> {
             // SAFETY: the copies below fill both before anything reads them.
             let (keys, values) = unsafe { (recv.alloc::<u32>(count as usize), recv.alloc::<u64>(count as usize)) };
             let (keys, values) = (keys.map_err(GpuError::from)?, values.map_err(GpuError::from)?);
-            queue_peer_copy(owner_gpu, ptr(owner_gpu, &keys), gpu, k, count as usize * 4, recv)?;
-            queue_peer_copy(owner_gpu, ptr(owner_gpu, &values), gpu, v, count as usize * 8, recv)?;
+            queue_pairs_copy(owner_gpu, (ptr(owner_gpu, &keys), ptr(owner_gpu, &values)), gpu, (k, v), count, recv)?;
             let copied = recv.record_event(None).map_err(GpuError::from)?;
             owner_gpu.stream.wait(&copied).map_err(GpuError::from)?;
             owner.table.queue_insert(ptr(owner_gpu, &keys), ptr(owner_gpu, &values), count)?;
@@ -366,20 +393,16 @@ impl<'g> MultiBuild<'g> {
         shard_bits: u32,
     ) -> Result<Vec<(ShardData, ShardStats)>, BuildError> {
         self.finish()?;
-        let owned: Vec<std::ops::Range<usize>> = (0..self.gpus.len()).map(|d| self.owned(d)).collect();
-        let gpus = &self.gpus;
+        let (gpus, n) = (&self.gpus, self.gpus.len());
         let parts = std::thread::scope(|scope| {
             let jobs: Vec<_> = self
                 .owners
                 .into_iter()
                 .enumerate()
                 .map(|(d, owner)| {
-                    let mine = owned[d].clone();
-                    scope.spawn(move || -> Result<Vec<(ShardData, ShardStats)>, BuildError> {
+                    scope.spawn(move || {
                         let owner = owner.into_inner().expect("no GPU batch panicked");
-                        let all =
-                            crate::gpu::condense::condense(&owner.table, gpus[d], final_id, layout, cap, shard_bits)?;
-                        Ok(all.into_iter().enumerate().filter(|(s, _)| mine.contains(s)).map(|(_, x)| x).collect())
+                        condense_owned(&owner.table, gpus[d], d, n, final_id, layout, cap, shard_bits)
                     })
                 })
                 .collect();

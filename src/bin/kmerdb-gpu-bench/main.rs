@@ -115,6 +115,22 @@ fn scaling_runs() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// Random 8-byte CAS per second (in G/s) of one launch of `limit_cas` on `array`, each thread
+/// doing 256; `run` seeds the addresses.
+fn cas_rate(gpu: &Gpu, array: &cudarc::driver::CudaSlice<u64>, run: u64) -> Result<f64, Box<dyn std::error::Error>> {
+    let s = &gpu.stream;
+    let (n, iters, threads) = (array.len() as u64, 256u32, gpu.multiprocessors() as u64 * 2048);
+    let f = gpu.function("limit_cas")?;
+    let mut b = s.launch_builder(&f);
+    b.arg(array).arg(&n).arg(&iters).arg(&run);
+    s.synchronize()?;
+    let t = Instant::now();
+    // SAFETY: CAS inside the array.
+    unsafe { b.launch(launch_config(gpu, threads)) }?;
+    s.synchronize()?;
+    Ok((threads * iters as u64) as f64 / t.elapsed().as_secs_f64() / 1e9)
+}
+
 /// Random 8-byte CAS and random 128-byte reads on an 8 GiB array.
 fn limits(gpu: &Gpu) -> Result<(f64, f64), Box<dyn std::error::Error>> {
     let s = &gpu.stream;
@@ -125,15 +141,7 @@ fn limits(gpu: &Gpu) -> Result<(f64, f64), Box<dyn std::error::Error>> {
     let iters = 256u32;
     let (mut cas, mut reads) = (Vec::new(), Vec::new());
     for run in 0..4u64 {
-        let f = gpu.function("limit_cas")?;
-        let mut b = s.launch_builder(&f);
-        b.arg(&a).arg(&n).arg(&iters).arg(&run);
-        s.synchronize()?;
-        let t = Instant::now();
-        // SAFETY: CAS inside the array.
-        unsafe { b.launch(launch_config(gpu, threads)) }?;
-        s.synchronize()?;
-        let secs = t.elapsed().as_secs_f64();
+        let cas_rate = cas_rate(gpu, &a, run)?;
         let f = gpu.function("limit_bucket_reads")?;
         let lines = n / 16;
         let mut b = s.launch_builder(&f);
@@ -144,7 +152,7 @@ fn limits(gpu: &Gpu) -> Result<(f64, f64), Box<dyn std::error::Error>> {
         s.synchronize()?;
         let secs2 = t2.elapsed().as_secs_f64();
         if run > 0 {
-            cas.push((threads * iters as u64) as f64 / secs / 1e9);
+            cas.push(cas_rate);
             reads.push((threads / 16 * iters as u64) as f64 / secs2 / 1e9);
         }
     }

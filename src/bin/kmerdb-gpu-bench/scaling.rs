@@ -18,7 +18,7 @@
 use kmerdb::build::sketching::Pending;
 use kmerdb::gpu::Gpu;
 use kmerdb::gpu::build::DeviceBatch;
-use kmerdb::gpu::multi::{Partition, enable_peer_access, partition, queue_peer_copy};
+use kmerdb::gpu::multi::{Partition, condense_owned, enable_peer_access, partition, queue_pairs_copy, queue_peer_copy};
 use kmerdb::gpu::table::{BucketListTable, TableConfig, ptr};
 use kmerdb::index::LocationLayout;
 use kmerdb::sketch::SketchParams;
@@ -119,12 +119,11 @@ pub fn build_phases(gpus: &[&Gpu], genomes: &[Vec<u8>], params: &SketchParams) -
     // Tables and receive buffers (not timed).
     let mut tables = Vec::new();
     let mut recv = Vec::new();
-    let streams: Vec<Vec<_>> =
-        gpus.iter().map(|g| gpus.iter().map(|_| g.ctx.new_stream()).collect()).collect::<Vec<_>>();
-    let streams: Vec<Vec<_>> = streams
-        .into_iter()
-        .map(|v| v.into_iter().collect::<std::result::Result<Vec<_>, _>>())
-        .collect::<std::result::Result<_, _>>()?;
+    // streams[d][g]: GPU d's stream for the copies from GPU g.
+    let mut streams = Vec::new();
+    for g in gpus {
+        streams.push(gpus.iter().map(|_| g.ctx.new_stream()).collect::<std::result::Result<Vec<_>, _>>()?);
+    }
     for (d, g) in gpus.iter().enumerate() {
         let values = incoming(d, true) + incoming(d, false);
         let v = values * 11 / 10 + (1 << 20);
@@ -144,8 +143,7 @@ pub fn build_phases(gpus: &[&Gpu], genomes: &[Vec<u8>], params: &SketchParams) -
                 let (k, v) = partitions[g][b].stretch(gpus[g], d);
                 let c = c[d] as u64;
                 let s = &streams[d][g];
-                queue_peer_copy(owner, rk + at * 4, gpus[g], k, c as usize * 4, s)?;
-                queue_peer_copy(owner, rv + at * 8, gpus[g], v, c as usize * 8, s)?;
+                queue_pairs_copy(owner, (rk + at * 4, rv + at * 8), gpus[g], (k, v), c, s)?;
                 at += c;
             }
         }
@@ -179,13 +177,8 @@ pub fn build_phases(gpus: &[&Gpu], genomes: &[Vec<u8>], params: &SketchParams) -
     let max_windows = genomes.iter().map(|g| params.window_count(g.len())).max().unwrap_or(1);
     let layout = LocationLayout::for_counts(genomes.len() as u64, max_windows, 254);
     let (stats, time) = on_each(n, |d| {
-        let shards = kmerdb::gpu::condense::condense(&tables[d], gpus[d], &final_id, &layout, 254, shard_bits)?;
-        let mine = kmerdb::gpu::multi::owned_shards(d, n, 1 << shard_bits);
-        Ok(shards
-            .iter()
-            .enumerate()
-            .filter(|(s, _)| mine.contains(s))
-            .fold((0u64, 0u64), |(f, l), (_, (_, st))| (f + st.features, l + st.locations)))
+        let shards = condense_owned(&tables[d], gpus[d], d, n, &final_id, &layout, 254, shard_bits)?;
+        Ok(shards.iter().fold((0u64, 0u64), |(f, l), (_, st)| (f + st.features, l + st.locations)))
     })?;
     t.condense = time;
     (t.features, t.locations) = stats.iter().fold((0, 0), |(f, l), s| (f + s.0, l + s.1));
@@ -410,27 +403,11 @@ pub fn classify_scaling(
 /// The random-CAS limit of each GPU alone and of all GPUs at once (each on its own thread): what
 /// the insert phase can reach when every GPU inserts together.
 pub fn cas_together(gpus: &[Gpu]) -> Result<()> {
-    use cudarc::driver::PushKernelArg;
-    let n: u64 = 1 << 30; // 8 GiB of u64 per GPU
-    let arrays: Vec<_> =
-        gpus.iter().map(|g| g.stream.alloc_zeros::<u64>(n as usize)).collect::<std::result::Result<_, _>>()?;
-    let iters = 256u32;
+    let n: usize = 1 << 30; // 8 GiB of u64 per GPU
+    let arrays: Vec<_> = gpus.iter().map(|g| g.stream.alloc_zeros::<u64>(n)).collect::<std::result::Result<_, _>>()?;
     let rate = |d: usize| -> Result<f64> {
-        let g = &gpus[d];
-        let threads = g.multiprocessors() as u64 * 2048;
-        let f = g.function("limit_cas")?;
-        let mut v = Vec::new();
-        for run in 0..3u64 {
-            g.stream.synchronize()?;
-            let t = Instant::now();
-            let mut b = g.stream.launch_builder(&f);
-            b.arg(&arrays[d]).arg(&n).arg(&iters).arg(&run);
-            // SAFETY: CAS inside the array.
-            unsafe { b.launch(kmerdb::gpu::table::launch_config(g, threads)) }?;
-            g.stream.synchronize()?;
-            v.push((threads * iters as u64) as f64 / t.elapsed().as_secs_f64() / 1e9);
-        }
-        Ok(crate::median(v))
+        let runs = (0..3).map(|run| crate::cas_rate(&gpus[d], &arrays[d], run)).collect::<Result<Vec<_>>>()?;
+        Ok(crate::median(runs))
     };
     let alone: Vec<f64> = (0..gpus.len()).map(rate).collect::<Result<_>>()?;
     let (together, _) = on_each(gpus.len(), rate)?;
