@@ -414,7 +414,7 @@ fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
         bail!("give reads in one way: as READS, as -1/-2 pairs, or with --samples");
     }
     if let Some(sheet) = &args.samples {
-        samples = read_sample_sheet(sheet, args.interleaved)?;
+        samples = kmerdb::classify::samples::read_sample_sheet(sheet, args.interleaved)?;
     } else if !args.r1.is_empty() {
         let pairs = sources(&args.r1).into_iter().zip(sources(&args.r2)).collect();
         samples.push((sample_name(&args.r1[0]), ReadLayout::Paired(pairs)));
@@ -573,48 +573,6 @@ fn sample_name(path: &std::path::Path) -> String {
         }
     }
     if stem == "-" { "stdin".into() } else { stem.to_string() }
-}
-
-/// Reads a sample sheet: `name<TAB>R1[<TAB>R2]` per line, `#` comments, paths relative to the sheet.
-fn read_sample_sheet(
-    sheet: &std::path::Path,
-    interleaved: bool,
-) -> Result<Vec<(String, kmerdb::classify::ReadLayout)>> {
-    use kmerdb::classify::ReadLayout;
-    use kmerdb::input::Source;
-    let text = std::fs::read_to_string(sheet).with_context(|| format!("{}", sheet.display()))?;
-    let base = sheet.parent().unwrap_or(std::path::Path::new("."));
-    let mut samples: Vec<(String, ReadLayout)> = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        if line.trim().is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let fields: Vec<&str> = line.split('\t').collect();
-        let path = |f: &str| Source::File(base.join(f));
-        let layout = match fields[..] {
-            [_, r1] if interleaved => ReadLayout::Interleaved(vec![path(r1)]),
-            [_, r1] => ReadLayout::Single(vec![path(r1)]),
-            [_, r1, r2] => ReadLayout::Paired(vec![(path(r1), path(r2))]),
-            _ => bail!(
-                "{} line {}: expected name<TAB>R1[<TAB>R2], found {} fields",
-                sheet.display(),
-                n + 1,
-                fields.len()
-            ),
-        };
-        let name = fields[0].to_string();
-        if name.is_empty() || name.contains('/') {
-            bail!("{} line {}: the sample name must be non-empty and contain no '/'", sheet.display(), n + 1);
-        }
-        if samples.iter().any(|(s, _)| *s == name) {
-            bail!("{} line {}: sample '{}' is listed twice", sheet.display(), n + 1, name);
-        }
-        samples.push((name, layout));
-    }
-    if samples.is_empty() {
-        bail!("{}: no samples listed", sheet.display());
-    }
-    Ok(samples)
 }
 
 fn run_info(args: InfoArgs) -> Result<()> {

@@ -2,6 +2,7 @@
 //!
 //! - [`reads`]: single, paired and interleaved input, mate checks, batches;
 //! - [`candidates`]: the method for one read (the specification the GPU path follows);
+//! - [`samples`]: `--samples` sheets;
 //! - here: opening the index once (and copying it to the GPU if there is one, `gpu::classify`),
 //!   then for each sample a pipeline in which the next batch is read while the current one is
 //!   classified; results are written in input order, so the output depends neither on the thread
@@ -11,6 +12,7 @@
 
 pub mod candidates;
 pub mod reads;
+pub mod samples;
 
 pub use candidates::{Call, Candidate, Classifier, ClassifyParams};
 pub use reads::{ReadLayout, ReadStream};
