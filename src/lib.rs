@@ -8,7 +8,8 @@
 //! - [`index`]: the index file: format, key index, location lists, writer and reader;
 //! - [`build`]: the build, genomes → index (CPU, or one GPU through [`gpu`]);
 //! - [`classify`]: reads → taxa; [`output`]: the files classification writes;
-//! - [`info`]: describing an index.
+//! - [`info`]: describing an index;
+//! - [`paths`]: the files a command reads and writes, checked against each other before any work.
 
 pub mod build;
 pub mod classify;
@@ -20,6 +21,7 @@ pub mod info;
 pub mod input;
 pub mod merge;
 pub mod output;
+pub mod paths;
 pub mod resources;
 pub mod sketch;
 pub mod synth;

@@ -235,6 +235,18 @@ struct InfoArgs {
     verify: bool,
 }
 
+/// A command line that cannot run as given: exit code 2, as for clap's own usage errors.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct UsageError(String);
+
+/// Returns a [`UsageError`] from the enclosing function.
+macro_rules! usage {
+    ($($arg:tt)*) => {
+        return Err(UsageError(format!($($arg)*)).into())
+    };
+}
+
 fn main() {
     let cli = Cli::parse();
     let level = match (cli.quiet, cli.verbose) {
@@ -258,14 +270,15 @@ fn main() {
     };
     if let Err(e) = result {
         eprintln!("kmerdb: error: {e:#}");
-        std::process::exit(1);
+        let usage = e.downcast_ref::<UsageError>().is_some() || e.downcast_ref::<kmerdb::paths::PathClash>().is_some();
+        std::process::exit(if usage { 2 } else { 1 });
     }
 }
 
 /// The thread count, validated.
 fn compute_threads(args: &ComputeArgs) -> Result<usize> {
     match args.threads {
-        Some(0) => bail!("--threads must be at least 1"),
+        Some(0) => usage!("--threads must be at least 1"),
         Some(n) => Ok(n),
         None => Ok(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
     }
@@ -281,7 +294,7 @@ fn run_build(args: BuildArgs, quiet: bool) -> Result<()> {
         kmerdb::sketch::DEFAULT_HASH_SEED,
     )?;
     if args.max_locations_per_feature == 0 {
-        bail!("--max-locations-per-feature must be at least 1");
+        usage!("--max-locations-per-feature must be at least 1");
     }
     if let Some(dir) = &args.taxonomy {
         if !dir.is_dir() {
@@ -298,6 +311,7 @@ fn run_build(args: BuildArgs, quiet: bool) -> Result<()> {
         sources = p.select(sources)?;
         log::info!("partition {}/{}: {} genome files", p.part, p.parts, sources.len());
     }
+    build_file_plan(&args, &sources).check()?;
     kmerdb::build::check_output(&args.db)?;
     let config = BuildConfig {
         sources,
@@ -329,6 +343,28 @@ fn run_build(args: BuildArgs, quiet: bool) -> Result<()> {
     let summary = summary?;
     report_build(&summary);
     Ok(())
+}
+
+/// What a build reads (genome files, the taxonomy's dump files, the maps) and writes (the index).
+fn build_file_plan(args: &BuildArgs, sources: &[kmerdb::input::Source]) -> kmerdb::paths::FilePlan {
+    let mut plan = kmerdb::paths::FilePlan::new();
+    for s in sources {
+        if let kmerdb::input::Source::File(p) = s {
+            plan.reads("INPUT", p);
+        }
+    }
+    if let Some(dir) = &args.taxonomy {
+        for name in ["nodes.dmp", "names.dmp", "merged.dmp"] {
+            for ext in ["", ".gz"] {
+                plan.reads("--taxonomy", &dir.join(format!("{name}{ext}")));
+            }
+        }
+    }
+    for m in &args.seqid_maps {
+        plan.reads("--seqid2taxid", m);
+    }
+    plan.writes("-d/--db", &args.db);
+    plan
 }
 
 /// A bar over the input files' on-disk bytes (known up front even when compressed), with the bases
@@ -399,19 +435,19 @@ fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
     use kmerdb::input::Source;
     let threads = compute_threads(&args.compute)?;
     if args.max_candidates == 0 {
-        bail!("--max-candidates must be at least 1");
+        usage!("--max-candidates must be at least 1");
     }
     if !(0.0..=1.0).contains(&args.hitdiff) {
-        bail!("--hitdiff must be between 0 and 1");
+        usage!("--hitdiff must be between 0 and 1");
     }
     let sources = |paths: &[PathBuf]| -> Vec<Source> { paths.iter().map(|p| Source::from_arg(p)).collect() };
     let mut samples: Vec<(String, ReadLayout)> = Vec::new();
     if args.r1.len() != args.r2.len() {
-        bail!("-1 is given {} times but -2 {} times: give one -2 for every -1", args.r1.len(), args.r2.len());
+        usage!("-1 is given {} times but -2 {} times: give one -2 for every -1", args.r1.len(), args.r2.len());
     }
     let given = [!args.reads.is_empty(), !args.r1.is_empty(), args.samples.is_some()];
     if given.iter().filter(|&&g| g).count() != 1 {
-        bail!("give reads in one way: as READS, as -1/-2 pairs, or with --samples");
+        usage!("give reads in one way: as READS, as -1/-2 pairs, or with --samples");
     }
     if let Some(sheet) = &args.samples {
         samples = kmerdb::classify::samples::read_sample_sheet(sheet, args.interleaved)?;
@@ -425,7 +461,7 @@ fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
     }
     let stdin_uses = samples.iter().flat_map(|(_, l)| l.sources()).filter(|s| **s == Source::Stdin).count();
     if stdin_uses > 1 {
-        bail!("stdin (-) can be read only once");
+        usage!("stdin (-) can be read only once");
     }
 
     // The outputs named per sample; with none of them (nor --html) asked for, per-read lines go
@@ -445,19 +481,19 @@ fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
     let templates: Vec<&Option<PathBuf>> = std::iter::once(&kraken).chain(per_sample).collect();
     let stdout_uses = templates.iter().filter(|t| t.as_ref().is_some_and(|p| p.as_os_str() == "-")).count();
     if stdout_uses > 1 {
-        bail!("only one output can go to stdout (-)");
+        usage!("only one output can go to stdout (-)");
     }
     if samples.len() > 1 {
         for t in templates.iter().filter_map(|t| t.as_ref()) {
             if !t.to_string_lossy().contains("{sample}") {
-                bail!("{}: with several samples every output name must contain {{sample}}", t.display());
+                usage!("{}: with several samples every output name must contain {{sample}}", t.display());
             }
         }
     }
     let fill = |t: &Option<PathBuf>, name: &str| {
         t.as_ref().map(|p| PathBuf::from(p.to_string_lossy().replace("{sample}", name)))
     };
-    let samples = samples
+    let samples: Vec<Sample> = samples
         .into_iter()
         .map(|(name, reads)| Sample {
             outputs: SampleOutputs {
@@ -475,6 +511,7 @@ fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
             reads,
         })
         .collect();
+    classify_file_plan(&args, &samples)?.check()?;
     let config = ClassifyConfig {
         db: args.db,
         verify: if args.no_verify { Verify::Metadata } else { Verify::All },
@@ -516,6 +553,70 @@ fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
     Ok(())
 }
 
+/// What a classify run reads (the index, the sheet, every sample's reads) and writes (every output
+/// of every sample, each mate's file for paired reads outputs, the HTML page).
+fn classify_file_plan(args: &ClassifyArgs, samples: &[kmerdb::classify::Sample]) -> Result<kmerdb::paths::FilePlan> {
+    use kmerdb::classify::ReadLayout;
+    use kmerdb::input::Source;
+    let mut plan = kmerdb::paths::FilePlan::new();
+    plan.reads("-d/--db", &args.db);
+    if let Some(sheet) = &args.samples {
+        plan.reads("--samples", sheet);
+    }
+    let several = samples.len() > 1 || args.samples.is_some();
+    let label = |flag: &str, sample: &str| if several { format!("{flag} (sample {sample})") } else { flag.to_string() };
+    for s in samples {
+        let mut read = |flag: &str, src: &Source| {
+            if let Source::File(p) = src {
+                plan.reads(label(flag, &s.name), p);
+            }
+        };
+        match &s.reads {
+            ReadLayout::Single(files) | ReadLayout::Interleaved(files) => {
+                files.iter().for_each(|f| read(if args.samples.is_some() { "--samples" } else { "READS" }, f))
+            }
+            ReadLayout::Paired(pairs) => {
+                for (r1, r2) in pairs {
+                    read(if args.samples.is_some() { "--samples" } else { "-1" }, r1);
+                    read(if args.samples.is_some() { "--samples" } else { "-2" }, r2);
+                }
+            }
+        }
+    }
+    for s in samples {
+        let o = &s.outputs;
+        let files = [
+            ("-o/--output", &o.kraken),
+            ("-r/--report", &o.report),
+            ("--abundance", &o.abundance),
+            ("--candidates-out", &o.candidates),
+            ("--cami", &o.cami),
+            ("--krona", &o.krona),
+            ("--mpa", &o.mpa),
+        ];
+        for (flag, path) in files {
+            if let Some(p) = path {
+                plan.writes(label(flag, &s.name), p);
+            }
+        }
+        for (flag, template) in [("--classified-out", &o.classified), ("--unclassified-out", &o.unclassified)] {
+            let Some(t) = template else { continue };
+            if s.reads.is_paired() {
+                let mates = kmerdb::output::mate_paths(t).map_err(|e| UsageError(format!("{flag} {e}")))?;
+                for m in &mates {
+                    plan.writes(label(flag, &s.name), m);
+                }
+            } else {
+                plan.writes(label(flag, &s.name), t);
+            }
+        }
+    }
+    if let Some(p) = &args.profiles.html {
+        plan.writes("--html", p);
+    }
+    Ok(plan)
+}
+
 fn run_merge(args: MergeArgs, quiet: bool) -> Result<()> {
     let outputs = [
         &args.output,
@@ -528,8 +629,19 @@ fn run_merge(args: MergeArgs, quiet: bool) -> Result<()> {
     ];
     let nothing_asked = outputs.iter().all(|o| o.is_none());
     if outputs.iter().filter(|o| o.as_ref().is_some_and(|p| p.as_os_str() == "-")).count() > 1 {
-        bail!("only one output can go to stdout (-)");
+        usage!("only one output can go to stdout (-)");
     }
+    let mut plan = kmerdb::paths::FilePlan::new();
+    for input in &args.inputs {
+        plan.reads("CANDIDATES", input);
+    }
+    let flags = ["-o/--output", "--report", "--abundance", "--cami", "--krona", "--mpa", "--html"];
+    for (flag, path) in flags.iter().zip(outputs) {
+        if let Some(p) = path {
+            plan.writes(*flag, p);
+        }
+    }
+    plan.check()?;
     let sample = args.sample.clone().unwrap_or_else(|| {
         let first = args.inputs[0].file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         first.split('.').next().unwrap_or("sample").to_string()

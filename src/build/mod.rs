@@ -133,6 +133,17 @@ pub fn check_output(db: &std::path::Path) -> Result<(), BuildError> {
     if db.is_dir() {
         return Err(err("it is a directory".into()));
     }
+    // A build replaces an older index, never some other file a typo named (a genome, reads).
+    if let Ok(meta) = std::fs::metadata(db) {
+        let mut start = [0u8; 8];
+        let read = std::fs::File::open(db).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut start));
+        if meta.is_file() && meta.len() > 0 && (read.is_err() || start != crate::index::format::MAGIC) {
+            return Err(err(
+                "the file exists and is not a kmerdb index; a build replaces only an index (remove the file, or choose another -d)"
+                    .into(),
+            ));
+        }
+    }
     let dir = match db.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => std::path::Path::new("."),

@@ -36,7 +36,7 @@ pub use html::{SampleView, write_html};
 pub use kraken::{ReadResult, read_id, write_kraken_line};
 pub use kreport::{clade_counts, write_kreport};
 pub use profiles::{write_cami, write_krona, write_mpa};
-pub use reads::ReadsWriter;
+pub use reads::{ReadsWriter, mate_paths};
 
 use std::io;
 

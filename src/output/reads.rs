@@ -72,7 +72,7 @@ impl ReadsWriter {
 }
 
 /// The two mates' paths for a paired template: its single `#` replaced by `_1` and `_2`.
-fn mate_paths(template: &Path) -> io::Result<[PathBuf; 2]> {
+pub fn mate_paths(template: &Path) -> io::Result<[PathBuf; 2]> {
     let invalid = |why: &str| io::Error::new(io::ErrorKind::InvalidInput, format!("{}: {why}", template.display()));
     let text = template.to_str().ok_or_else(|| invalid("a paired reads output name must be valid UTF-8"))?;
     let mut parts = text.split('#');

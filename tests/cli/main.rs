@@ -3,6 +3,7 @@
 
 mod build;
 mod classify;
+mod clobber;
 mod info;
 mod merge;
 mod workflows;
