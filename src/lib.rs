@@ -9,7 +9,8 @@
 //! - [`build`]: the build, genomes → index (CPU, or one GPU through [`gpu`]);
 //! - [`classify`]: reads → taxa; [`output`]: the files classification writes;
 //! - [`info`]: describing an index;
-//! - [`paths`]: the files a command reads and writes, checked against each other before any work.
+//! - [`paths`]: the files a command reads and writes, checked against each other before any work;
+//! - [`temp_files`]: temporary files, named per process and removed on error, signal or next run.
 
 pub mod build;
 pub mod classify;
@@ -26,3 +27,4 @@ pub mod resources;
 pub mod sketch;
 pub mod synth;
 pub mod taxonomy;
+pub mod temp_files;

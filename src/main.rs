@@ -262,6 +262,7 @@ fn main() {
             l => writeln!(buf, "kmerdb: {}: {}", l.as_str().to_lowercase(), record.args()),
         })
         .init();
+    remove_temp_files_on_signals();
     let result = match cli.command {
         Command::Build(args) => run_build(args, cli.quiet),
         Command::Classify(args) => run_classify(args, cli.quiet),
@@ -269,10 +270,43 @@ fn main() {
         Command::Merge(args) => run_merge(args, cli.quiet),
     };
     if let Err(e) = result {
-        eprintln!("kmerdb: error: {e:#}");
+        // The library's messages already quote their causes; add only what they do not say.
+        let mut message = e.to_string();
+        for cause in e.chain().skip(1).map(|c| c.to_string()) {
+            if !message.contains(&cause) {
+                message = format!("{message}: {cause}");
+            }
+        }
+        eprintln!("kmerdb: error: {message}");
         let usage = e.downcast_ref::<UsageError>().is_some() || e.downcast_ref::<kmerdb::paths::PathClash>().is_some();
         std::process::exit(if usage { 2 } else { 1 });
     }
+}
+
+/// SIGINT, SIGTERM and SIGHUP end the run without leaving temporary files: a thread waits for
+/// them, removes every temporary file the run is writing (older outputs and indexes stay as they
+/// were) and exits with 128 + the signal's number, as shells report a signal.
+fn remove_temp_files_on_signals() {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = match signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) {
+        Ok(s) => s,
+        Err(e) => {
+            log::warn!("cannot watch for Ctrl-C ({e}): an interrupted run may leave temporary files");
+            return;
+        }
+    };
+    std::thread::spawn(move || {
+        if let Some(signal) = signals.forever().next() {
+            let name = match signal {
+                SIGINT => "SIGINT",
+                SIGTERM => "SIGTERM",
+                _ => "SIGHUP",
+            };
+            kmerdb::temp_files::remove_all_and_exit(128 + signal, |removed| {
+                eprintln!("kmerdb: interrupted ({name}); removed {removed} temporary files");
+            });
+        }
+    });
 }
 
 /// The thread count, validated.

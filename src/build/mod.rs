@@ -22,7 +22,7 @@ use crate::compute::{GpuBuildOptions, GpuRequest};
 use crate::index::format::{
     Counts, DEFAULT_SHARD_BITS, Header, IndexError, KeyIndexParams, Provenance, TaxonomySource,
 };
-use crate::index::{LocationLayout, bcht, write_index};
+use crate::index::{IndexFile, LocationLayout, bcht, write_index};
 use crate::input::{InputError, Source};
 use crate::sketch::{HASH_FUNCTION_ID, SketchParams};
 use crate::taxonomy::{NcbiTaxonomy, SeqIdMap, TaxonomyError};
@@ -144,18 +144,11 @@ pub fn check_output(db: &std::path::Path) -> Result<(), BuildError> {
             ));
         }
     }
-    let dir = match db.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => std::path::Path::new("."),
-    };
+    let dir = crate::temp_files::folder_of(db);
     if !dir.is_dir() {
         return Err(err(format!("directory {} does not exist", dir.display())));
     }
-    tempfile::Builder::new()
-        .prefix(".kmerdb-write-test")
-        .tempfile_in(dir)
-        .map(drop)
-        .map_err(|e| err(format!("directory {} is not writable ({e})", dir.display())))
+    Ok(())
 }
 
 /// Runs a whole build. `on_progress` is called about every 100 ms from a helper thread while the
@@ -163,6 +156,8 @@ pub fn check_output(db: &std::path::Path) -> Result<(), BuildError> {
 pub fn build(config: &BuildConfig, on_progress: &(dyn Fn(u64, u64) + Sync)) -> Result<BuildSummary, BuildError> {
     let start = Instant::now();
     check_output(&config.db)?;
+    // Made now: a folder that cannot be written fails before any work.
+    let out = IndexFile::create(&config.db)?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(config.threads)
         .build()
@@ -170,14 +165,14 @@ pub fn build(config: &BuildConfig, on_progress: &(dyn Fn(u64, u64) + Sync)) -> R
     #[cfg(feature = "gpu")]
     {
         let gpus = crate::gpu::device::select(&config.gpus)?;
-        pool.install(|| build_in_pool(config, start, on_progress, &gpus))
+        pool.install(|| build_in_pool(config, out, start, on_progress, &gpus))
     }
     #[cfg(not(feature = "gpu"))]
     {
         if let GpuRequest::List(ids) = &config.gpus {
             return Err(BuildError::NoGpuSupport(format!("{ids:?}")));
         }
-        pool.install(|| build_in_pool(config, start, on_progress))
+        pool.install(|| build_in_pool(config, out, start, on_progress))
     }
 }
 
@@ -195,6 +190,7 @@ enum Inserted<'g> {
 
 fn build_in_pool(
     config: &BuildConfig,
+    out: IndexFile,
     start: Instant,
     on_progress: &(dyn Fn(u64, u64) + Sync),
     #[cfg(feature = "gpu")] gpus: &[crate::gpu::Gpu],
@@ -385,7 +381,7 @@ fn build_in_pool(
         },
         sections: Vec::new(),
     };
-    let index_bytes = write_index(&config.db, header, &shards, &resolved.targets, &resolved.taxa)?;
+    let index_bytes = write_index(out, header, &shards, &resolved.targets, &resolved.taxa)?;
     phase("write");
     Ok(BuildSummary {
         db: config.db.clone(),

@@ -17,7 +17,7 @@ pub mod write;
 
 pub use format::{Header, IndexError, SectionKind, TargetInfo};
 pub use locations::{LocationLayout, LocationList};
-pub use write::{ShardData, write_index};
+pub use write::{IndexFile, ShardData, write_index};
 
 use crate::sketch::Feature;
 use crate::taxonomy::{Taxon, TaxonTree};

@@ -1,6 +1,10 @@
 //! Writing an index file: sections streamed to a temporary file in the target directory, the
 //! header written last, then an atomic rename. An interrupted build leaves no index behind and an
 //! older index at the same path intact.
+//!
+//! The temporary file ([`IndexFile`]) is made when the build starts, so that a folder that cannot
+//! be written fails the build before any work, and so that SIGINT/SIGTERM find it to remove
+//! (`temp_files`).
 
 use crate::index::bcht::Slot;
 use crate::index::format::{
@@ -19,14 +23,41 @@ pub struct ShardData {
     pub words: Vec<u32>,
 }
 
-/// Writes the index to `path` and returns its size in bytes. `header.sections` is filled in here.
+/// The index being written: a registered temporary file beside its destination.
+#[derive(Debug)]
+pub struct IndexFile {
+    temp: crate::temp_files::TempFile,
+    path: std::path::PathBuf,
+}
+
+impl IndexFile {
+    /// Creates the temporary file for the index at `path` (removing what interrupted builds of
+    /// `path` left behind). Errors name the folder.
+    pub fn create(path: &Path) -> Result<Self, IndexError> {
+        let dir = crate::temp_files::folder_of(path);
+        let temp = crate::temp_files::create_beside(path).map_err(|source| IndexError::Io {
+            path: dir.to_path_buf(),
+            source: std::io::Error::new(source.kind(), format!("directory is not writable ({source})")),
+        })?;
+        Ok(Self { temp, path: path.to_path_buf() })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Writes the index into `file`, renames it into place and returns its size in bytes.
+/// `header.sections` is filled in here.
 pub fn write_index(
-    path: &Path,
+    file: IndexFile,
     mut header: Header,
     shards: &[ShardData],
     targets: &[TargetInfo],
     taxa: &[Taxon],
 ) -> Result<u64, IndexError> {
+    let IndexFile { temp, path } = file;
+    let path = path.as_path();
     let io = |source| IndexError::Io { path: path.to_path_buf(), source };
     let targets_bytes = encode(path, "targets", &targets)?;
     let taxa_bytes = encode(path, "taxonomy", &taxa)?;
@@ -59,19 +90,7 @@ pub fn write_index(
         offset = align_up(offset + s.len);
     }
 
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let tmp = tempfile::Builder::new()
-        .prefix(&format!(".{}.", path.file_name().and_then(|n| n.to_str()).unwrap_or("kmerdb")))
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map_err(|source| IndexError::Io {
-            path: dir.to_path_buf(),
-            source: std::io::Error::new(source.kind(), format!("cannot create a file in this directory: {source}")),
-        })?;
-    let mut out = BufWriter::with_capacity(1 << 20, tmp);
+    let mut out = BufWriter::with_capacity(1 << 20, temp);
 
     let mut checksums = Vec::new();
     for section in header.sections.clone() {
@@ -105,10 +124,9 @@ pub fn write_index(
     out.seek(SeekFrom::Start(0)).map_err(io)?;
     out.write_all(&preamble).map_err(io)?;
     out.write_all(&header_bytes).map_err(io)?;
-    let tmp = out.into_inner().map_err(|e| io(e.into_error()))?;
-    tmp.as_file().sync_all().map_err(io)?;
-    let size = tmp.as_file().metadata().map_err(io)?.len();
-    tmp.persist(path).map_err(|e| io(e.error))?;
+    let temp = out.into_inner().map_err(|e| io(e.into_error()))?;
+    let size = temp.as_file().metadata().map_err(io)?.len();
+    temp.persist(path).map_err(io)?;
     Ok(size)
 }
 

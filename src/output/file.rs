@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 
 use flate2::Compression;
 use flate2::write::GzEncoder;
-use tempfile::NamedTempFile;
+
+use crate::temp_files::{self, TempFile};
 
 /// Buffer size for every output: large enough that per-line writes cost little.
 const BUFFER: usize = 1 << 17;
@@ -28,15 +29,15 @@ enum Sink {
     Stdout(BufWriter<Stdout>),
     /// An existing non-regular file (device, pipe), written in place.
     Direct(BufWriter<File>),
-    Plain(BufWriter<NamedTempFile>, PathBuf),
-    Gzip(BufWriter<GzEncoder<NamedTempFile>>, PathBuf),
+    Plain(BufWriter<TempFile>, PathBuf),
+    Gzip(BufWriter<GzEncoder<TempFile>>, PathBuf),
 }
 
 /// Opens `path` for writing: `-` is stdout, a name ending in `.gz` is gzip-compressed (default
 /// level), anything else is written as is.
 ///
-/// Files go to a hidden temporary file (`.NAME.XXXXXX`) in the same directory until
-/// [`Output::finish`]. Errors name the path.
+/// Files go to a hidden temporary file (`.NAME.kmerdb-PID-XXXXXX.tmp`, see `temp_files`) in the
+/// same directory until [`Output::finish`]. Errors name the path.
 pub fn create_output(path: &Path) -> io::Result<Output> {
     if path.as_os_str() == "-" {
         return Ok(Output { sink: Sink::Stdout(BufWriter::with_capacity(BUFFER, io::stdout())) });
@@ -46,23 +47,7 @@ pub fn create_output(path: &Path) -> io::Result<Output> {
         let file = OpenOptions::new().write(true).open(path).map_err(context)?;
         return Ok(Output { sink: Sink::Direct(BufWriter::with_capacity(BUFFER, file)) });
     }
-    let name = path.file_name().ok_or_else(|| {
-        io::Error::new(io::ErrorKind::InvalidInput, format!("output path {} names no file", path.display()))
-    })?;
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
-    let mut prefix = std::ffi::OsString::from(".");
-    prefix.push(name);
-    prefix.push(".");
-    let mut builder = tempfile::Builder::new();
-    builder.prefix(&prefix);
-    // tempfile creates files readable by the owner only; an output should get the usual
-    // permissions (0666 less the umask), like a file the user created.
-    #[cfg(unix)]
-    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
-    let temp = builder.tempfile_in(dir).map_err(context)?;
+    let temp = temp_files::create_beside(path).map_err(context)?;
     let sink = if path.extension().is_some_and(|ext| ext == "gz") {
         Sink::Gzip(BufWriter::with_capacity(BUFFER, GzEncoder::new(temp, Compression::default())), path.to_owned())
     } else {
@@ -81,10 +66,7 @@ impl Output {
             Sink::Plain(w, path) => (w.into_inner().map_err(|e| e.into_error())?, path),
             Sink::Gzip(w, path) => (w.into_inner().map_err(|e| e.into_error())?.finish()?, path),
         };
-        let context = |e: io::Error| io::Error::new(e.kind(), format!("cannot write {}: {e}", path.display()));
-        temp.as_file().sync_all().map_err(context)?;
-        temp.persist(&path).map_err(|e| context(e.error))?;
-        Ok(())
+        temp.persist(&path)
     }
 
     /// True if this output is the process's standard output.

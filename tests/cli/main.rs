@@ -4,6 +4,7 @@
 mod build;
 mod classify;
 mod clobber;
+mod faults;
 mod info;
 mod merge;
 mod workflows;

@@ -1,0 +1,239 @@
+//! Temporary files: every file kmerdb writes is first a hidden temporary file beside its
+//! destination (renamed into place when complete), and large scratch data may be spilled to
+//! temporary files too. This module names them, registers them and removes them.
+//!
+//! - **Names** say whose they are: `.NAME.kmerdb-PID-XXXXXX.tmp` beside `NAME`. A run killed
+//!   outright (SIGKILL, a crash, a power cut) cannot clean up, so the next run that writes `NAME`
+//!   removes such files whose process is gone, with an info line ([`create_beside`]). A file whose
+//!   process still runs (two builds of one index at once) is left alone.
+//! - **Registration**: while a [`TempFile`] lives, its path is in a process-wide list;
+//!   [`remove_all_and_exit`] deletes every listed file. `main` calls it when SIGINT, SIGTERM or SIGHUP
+//!   arrives, before exiting, so an interrupted run leaves nothing behind.
+//! - Dropping a [`TempFile`] deletes it; [`TempFile::persist`] renames it over its destination.
+
+use std::fs::File;
+use std::io::{self, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Paths of the live temporary files, by registration number.
+static LIVE: Mutex<Vec<(u64, PathBuf)>> = Mutex::new(Vec::new());
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+/// A registered temporary file; deleted on drop unless persisted.
+#[derive(Debug)]
+pub struct TempFile {
+    /// `None` only inside `persist`, once the file has been handed to the rename.
+    inner: Option<tempfile::NamedTempFile>,
+    key: u64,
+}
+
+/// The part of a temporary file's name after `.NAME.`: `kmerdb-PID-`.
+fn marker(pid: u32) -> String {
+    format!("kmerdb-{pid}-")
+}
+
+/// Creates a temporary file in `dest`'s folder, named for `dest` and this process, after removing
+/// the temporary files of `dest` that runs which no longer exist left behind. Its permissions are
+/// those of a file the user creates (0666 less the umask), since it becomes an output.
+pub fn create_beside(dest: &Path) -> io::Result<TempFile> {
+    let name = dest.file_name().ok_or_else(|| {
+        io::Error::new(io::ErrorKind::InvalidInput, format!("output path {} names no file", dest.display()))
+    })?;
+    let dir = folder_of(dest);
+    remove_stale(dir, &name.to_string_lossy());
+    let mut prefix = std::ffi::OsString::from(".");
+    prefix.push(name);
+    prefix.push(".");
+    prefix.push(marker(std::process::id()));
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(&prefix).suffix(".tmp").rand_bytes(6);
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+    register(|| builder.tempfile_in(dir))
+}
+
+/// Creates a scratch file in `dir` (spilled data, never renamed into place), named
+/// `.kmerdb-spill.kmerdb-PID-XXXXXX.tmp` so that a later run can tell whose it is.
+pub fn create_scratch(dir: &Path) -> io::Result<TempFile> {
+    remove_stale(dir, "kmerdb-spill");
+    let prefix = format!(".kmerdb-spill.{}", marker(std::process::id()));
+    register(|| tempfile::Builder::new().prefix(&prefix).suffix(".tmp").rand_bytes(6).tempfile_in(dir))
+}
+
+/// Creates a file with `create` and lists it, under the list's lock: a signal that arrives
+/// meanwhile waits, so no file is made after [`remove_all_and_exit`] has run.
+fn register(create: impl FnOnce() -> io::Result<tempfile::NamedTempFile>) -> io::Result<TempFile> {
+    let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let inner = create()?;
+    let key = NEXT.fetch_add(1, Ordering::Relaxed);
+    live.push((key, inner.path().to_path_buf()));
+    Ok(TempFile { inner: Some(inner), key })
+}
+
+fn unregister(key: u64) {
+    LIVE.lock().unwrap_or_else(|e| e.into_inner()).retain(|(k, _)| *k != key);
+}
+
+/// Deletes every live temporary file of this process, calls `report` with how many there were,
+/// and exits with `code`, holding the list's lock to the end so that no other thread makes a new
+/// one meanwhile (for the signal handler in `main`).
+pub fn remove_all_and_exit(code: i32, report: impl FnOnce(usize)) -> ! {
+    let live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let removed = live.iter().filter(|(_, p)| std::fs::remove_file(p).is_ok()).count();
+    report(removed);
+    std::process::exit(code)
+}
+
+/// `dest`'s folder (`.` for a bare name).
+pub fn folder_of(dest: &Path) -> &Path {
+    match dest.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    }
+}
+
+/// Removes `.NAME.kmerdb-PID-*.tmp` files in `dir` whose process is gone.
+fn remove_stale(dir: &Path, name: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let start = format!(".{name}.kmerdb-");
+    for entry in entries.flatten() {
+        let file = entry.file_name();
+        let Some(file) = file.to_str() else { continue };
+        let Some(rest) = file.strip_prefix(&start).and_then(|r| r.strip_suffix(".tmp")) else { continue };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else { continue };
+        if pid == std::process::id() || process_may_be_running(pid) {
+            continue;
+        }
+        if std::fs::remove_file(entry.path()).is_ok() {
+            log::info!(
+                "removed {}, a temporary file left by an interrupted kmerdb run (process {pid}, no longer running)",
+                entry.path().display()
+            );
+        }
+    }
+}
+
+/// Whether process `pid` may be a running kmerdb. Where this cannot be told (no `/proc`), it may.
+fn process_may_be_running(pid: u32) -> bool {
+    if !Path::new("/proc/self").exists() {
+        return true;
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/comm")) {
+        // A live process of another program has the number now: the kmerdb that had it is gone.
+        Ok(comm) => comm.trim_end().starts_with("kmerdb"),
+        Err(_) => false,
+    }
+}
+
+impl TempFile {
+    fn inner(&self) -> &tempfile::NamedTempFile {
+        self.inner.as_ref().expect("a TempFile holds its file until persisted")
+    }
+
+    pub fn path(&self) -> &Path {
+        self.inner().path()
+    }
+
+    pub fn as_file(&self) -> &File {
+        self.inner().as_file()
+    }
+
+    /// Syncs the file and renames it over `dest` (atomic within one file system). On error the
+    /// temporary file is deleted and `dest` is untouched.
+    pub fn persist(mut self, dest: &Path) -> io::Result<()> {
+        let context = |e: io::Error| io::Error::new(e.kind(), format!("cannot write {}: {e}", dest.display()));
+        self.as_file().sync_all().map_err(context)?;
+        let inner = self.inner.take().expect("a TempFile holds its file until persisted");
+        // On failure the file comes back and is deleted here; `self` unregisters on drop.
+        inner.persist(dest).map(drop).map_err(|e| context(e.error))
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        unregister(self.key);
+        // The inner `NamedTempFile` deletes the file when it drops, right after this.
+    }
+}
+
+// Through the `File` itself: `NamedTempFile`'s own `Write` adds the temporary path to every
+// error, and callers name the destination instead.
+impl Write for TempFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.as_file().write(buf)
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.as_file().write_all(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.as_file().flush()
+    }
+}
+
+impl Seek for TempFile {
+    fn seek(&mut self, pos: SeekFrom) -> io::Result<u64> {
+        self.as_file().seek(pos)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> =
+            std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn named_for_the_destination_and_the_process_and_removed_on_drop() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = create_beside(&dir.path().join("x.db")).unwrap();
+        let name = t.path().file_name().unwrap().to_string_lossy().into_owned();
+        assert!(name.starts_with(&format!(".x.db.kmerdb-{}-", std::process::id())) && name.ends_with(".tmp"), "{name}");
+        assert!(LIVE.lock().unwrap().iter().any(|(_, p)| p == t.path()));
+        let path = t.path().to_path_buf();
+        drop(t);
+        assert!(!path.exists());
+        assert!(!LIVE.lock().unwrap().iter().any(|(_, p)| *p == path));
+    }
+
+    #[test]
+    fn persist_renames_and_unregisters() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("out.txt");
+        let mut t = create_beside(&dest).unwrap();
+        t.write_all(b"done").unwrap();
+        let path = t.path().to_path_buf();
+        t.persist(&dest).unwrap();
+        assert_eq!(std::fs::read(&dest).unwrap(), b"done");
+        assert_eq!(names(dir.path()), ["out.txt"]);
+        assert!(!LIVE.lock().unwrap().iter().any(|(_, p)| *p == path));
+    }
+
+    /// Leftovers of dead processes are removed by the next run writing the same file; those of a
+    /// live kmerdb (this test binary is not one, so use our own pid) and of other names are kept.
+    #[test]
+    fn stale_files_of_the_same_destination_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        // Pid numbers above the kernel's maximum (4194304) belong to no process.
+        std::fs::write(d.join(".x.db.kmerdb-999999999-abcdef.tmp"), "stale").unwrap();
+        std::fs::write(d.join(".y.db.kmerdb-999999999-abcdef.tmp"), "other name").unwrap();
+        std::fs::write(d.join(format!(".x.db.kmerdb-{}-zzzzzz.tmp", std::process::id())), "ours").unwrap();
+        std::fs::write(d.join(".x.db.notours.tmp"), "not kmerdb's").unwrap();
+        let t = create_beside(&d.join("x.db")).unwrap();
+        let left = names(d);
+        assert!(!left.contains(&".x.db.kmerdb-999999999-abcdef.tmp".to_string()), "{left:?}");
+        assert!(left.contains(&".y.db.kmerdb-999999999-abcdef.tmp".to_string()), "{left:?}");
+        assert!(left.contains(&".x.db.notours.tmp".to_string()), "{left:?}");
+        assert!(left.iter().any(|n| n.ends_with("zzzzzz.tmp")), "{left:?}");
+        drop(t);
+    }
+}

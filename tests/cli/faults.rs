@@ -1,0 +1,242 @@
+//! Faults (issue 14, part 3): a full disk, signals, a killed run, two builds of one index at once.
+//! Each must end with a clear error or exit code, no temporary file left (but for SIGKILL, whose
+//! leftover the next build removes), and older indexes and outputs intact.
+
+use crate::{build_data, data, genome_files, kmerdb, listing};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `kmerdb` as a std `Command` (for spawning and signalling), set up as `crate::kmerdb` is.
+fn kmerdb_process() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_kmerdb"));
+    c.env("SOURCE_DATE_EPOCH", "1700000000").env_remove("KMERDB_DB");
+    c
+}
+
+/// Hidden temporary files kmerdb left in `dir`.
+fn temporaries(dir: &Path) -> Vec<String> {
+    listing(dir).into_iter().filter(|n| n.starts_with('.') && n.contains(".kmerdb-")).collect()
+}
+
+/// Runs `script` with sh in a private mount namespace (`unshare`), where `$FULL` is a fresh tmpfs
+/// of `size` bytes: the disk that fills up. Returns what the script printed.
+fn on_small_disk(size: &str, script: &str, dir: &Path) -> String {
+    let full = dir.join("full");
+    std::fs::create_dir(&full).unwrap();
+    let bin = Path::new(env!("CARGO_BIN_EXE_kmerdb")).parent().unwrap();
+    let out = Command::new("unshare")
+        .args(["--map-root-user", "--mount", "sh", "-c"])
+        .arg(format!("mount -t tmpfs -o size={size} tmpfs \"$FULL\" || exit 99\n{script}"))
+        .current_dir(dir)
+        .env("FULL", &full)
+        .env("PATH", format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default()))
+        .env("SOURCE_DATE_EPOCH", "1700000000")
+        .output()
+        .expect("unshare (util-linux) runs");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_ne!(out.status.code(), Some(99), "cannot mount a tmpfs in a user namespace: {text}");
+    text
+}
+
+#[test]
+fn a_full_disk_fails_the_build_naming_the_index_and_keeps_the_older_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // A small older index (phage lambda), then the whole of data/ (14 MB) onto a 2 MB disk.
+    let lambda = genome_files().into_iter().find(|p| p.to_string_lossy().contains("lambda")).unwrap();
+    kmerdb().arg("build").arg("-q").arg("-d").arg(d.join("old.db")).arg(&lambda).assert().success();
+    let script = format!(
+        "cp old.db \"$FULL/d.db\"
+kmerdb build -d \"$FULL/d.db\" --taxonomy {tax} --seqid2taxid {map} {genomes}
+echo \"exit=$?\"
+echo \"left: $(ls -A \"$FULL\" | tr '\\n' ' ')\"
+cmp -s old.db \"$FULL/d.db\" && echo intact",
+        tax = data().join("taxonomy").display(),
+        map = data().join("seqid2taxid.map").display(),
+        genomes = data().join("genomes").display(),
+    );
+    let text = on_small_disk("2m", &script, d);
+    assert!(text.contains("exit=1"), "{text}");
+    assert!(text.contains("full/d.db") && text.contains("No space left on device"), "{text}");
+    assert!(text.contains("left: d.db \n"), "temporary files left behind: {text}");
+    assert!(text.contains("intact"), "the older index was changed: {text}");
+}
+
+#[test]
+fn a_full_disk_fails_classify_naming_the_output_and_keeps_the_older_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    build_data(&d.join("d.db")).arg("-q").assert().success();
+    let script = format!(
+        "echo old > \"$FULL/s.kraken\"
+kmerdb classify -d d.db -1 {r1} -2 {r2} -o \"$FULL/s.kraken\" -r \"$FULL/s.kreport\"
+echo \"exit=$?\"
+echo \"left: $(ls -A \"$FULL\" | tr '\\n' ' ')\"
+echo \"content: $(cat \"$FULL/s.kraken\")\"",
+        r1 = data().join("reads/sample_R1.fq.gz").display(),
+        r2 = data().join("reads/sample_R2.fq.gz").display(),
+    );
+    let text = on_small_disk("64k", &script, d);
+    assert!(text.contains("exit=1"), "{text}");
+    assert!(text.contains("full/s.kraken") && text.contains("No space left on device"), "{text}");
+    assert!(text.contains("left: s.kraken \n"), "temporary files left behind: {text}");
+    assert!(text.contains("content: old\n"), "the older output was changed: {text}");
+}
+
+/// A named pipe: kmerdb blocks reading it for as long as the test holds it open.
+fn fifo(path: &Path) {
+    let ok = Command::new("mkfifo").arg(path).status().unwrap().success();
+    assert!(ok, "mkfifo {}", path.display());
+}
+
+/// Waits (up to a minute) until `dir` holds a kmerdb temporary file.
+fn wait_for_temporary(dir: &Path, child: &mut Child) -> Vec<String> {
+    let start = Instant::now();
+    loop {
+        let t = temporaries(dir);
+        if !t.is_empty() {
+            return t;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("kmerdb ended ({status}) before writing anything");
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "no temporary file appeared in {}", dir.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn signal(child: &Child, name: &str) {
+    assert!(Command::new("kill").args([&format!("-{name}"), &child.id().to_string()]).status().unwrap().success());
+}
+
+/// A FASTA record of `n` pseudo-random bases.
+fn fasta_record(name: &str, n: usize) -> String {
+    let mut x = 88172645463325252u64;
+    let seq: String = (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            b"ACGT"[(x % 4) as usize] as char
+        })
+        .collect();
+    format!(">{name}\n{seq}\n")
+}
+
+/// Starts `kmerdb ARGS` in `dir` with one input being the pipe `pipe`, writes `first` into the
+/// pipe (the rest of the input never comes) and returns the process and the open pipe.
+fn start_on_pipe(dir: &Path, args: &[&str], pipe: &Path, first: &str) -> (Child, std::fs::File) {
+    let child =
+        kmerdb_process().current_dir(dir).args(args).stderr(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
+    // Opening for writing waits until kmerdb opens the pipe for reading.
+    let mut w = std::fs::OpenOptions::new().write(true).open(pipe).unwrap();
+    w.write_all(first.as_bytes()).unwrap();
+    w.flush().unwrap();
+    (child, w)
+}
+
+fn stderr_of(child: Child) -> (Option<i32>, String) {
+    let out = child.wait_with_output().unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn sigint_and_sigterm_during_classify_remove_its_temporary_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    build_data(&d.join("d.db")).arg("-q").assert().success();
+    std::fs::write(d.join("s.kraken"), "old\n").unwrap();
+    for (name, code) in [("INT", 130), ("TERM", 143)] {
+        let pipe = d.join(format!("reads-{name}.fa"));
+        fifo(&pipe);
+        let args = ["classify", "-d", "d.db", pipe.to_str().unwrap(), "-o", "s.kraken", "-r", "s.kreport"];
+        let (mut child, held) = start_on_pipe(d, &args, &pipe, &fasta_record("r1", 150));
+        let seen = wait_for_temporary(d, &mut child);
+        assert!(seen.iter().any(|n| n.starts_with(".s.kraken.kmerdb-")), "{seen:?}");
+        signal(&child, name);
+        let (status, stderr) = stderr_of(child);
+        drop(held);
+        assert_eq!(status, Some(code), "SIG{name}: {stderr}");
+        assert!(stderr.contains("interrupted"), "{stderr}");
+        assert!(temporaries(d).is_empty(), "SIG{name} left {:?}", temporaries(d));
+        assert_eq!(std::fs::read_to_string(d.join("s.kraken")).unwrap(), "old\n");
+        assert!(!d.join("s.kreport").exists());
+    }
+}
+
+#[test]
+fn sigterm_during_a_build_removes_the_unfinished_index_and_keeps_the_older_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let lambda = genome_files().into_iter().find(|p| p.to_string_lossy().contains("lambda")).unwrap();
+    kmerdb().arg("build").arg("-q").arg("-d").arg(d.join("x.db")).arg(&lambda).assert().success();
+    let old = std::fs::read(d.join("x.db")).unwrap();
+    for (name, code) in [("TERM", 143), ("INT", 130)] {
+        let pipe = d.join(format!("g-{name}.fa"));
+        fifo(&pipe);
+        let args = ["build", "-d", "x.db", pipe.to_str().unwrap()];
+        let (mut child, held) = start_on_pipe(d, &args, &pipe, &fasta_record("g1", 100_000));
+        let seen = wait_for_temporary(d, &mut child);
+        assert!(seen.iter().all(|n| n.starts_with(".x.db.kmerdb-")), "{seen:?}");
+        signal(&child, name);
+        let (status, stderr) = stderr_of(child);
+        drop(held);
+        assert_eq!(status, Some(code), "SIG{name}: {stderr}");
+        assert!(temporaries(d).is_empty(), "SIG{name} left {:?}", temporaries(d));
+        assert!(std::fs::read(d.join("x.db")).unwrap() == old, "the older index was changed");
+    }
+}
+
+/// SIGKILL cannot be caught: the unfinished index stays, named for the killed process, and the
+/// next build of the same index removes it, saying so.
+#[test]
+fn the_next_build_removes_what_a_killed_build_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let pipe = d.join("g.fa");
+    fifo(&pipe);
+    let (mut child, held) = start_on_pipe(d, &["build", "-d", "x.db", pipe.to_str().unwrap()], &pipe, ">g\nACGT\n");
+    let left = wait_for_temporary(d, &mut child);
+    let pid = child.id();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    drop(held);
+    assert_eq!(temporaries(d), left, "a killed build leaves its file");
+    assert!(left[0].starts_with(&format!(".x.db.kmerdb-{pid}-")), "{left:?}");
+    let lambda = genome_files().into_iter().find(|p| p.to_string_lossy().contains("lambda")).unwrap();
+    let out = kmerdb().current_dir(d).args(["build", "-d", "x.db"]).arg(&lambda).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains(&left[0]) && stderr.contains("interrupted"), "no info line about the leftover: {stderr}");
+    assert!(temporaries(d).is_empty(), "{:?}", temporaries(d));
+}
+
+/// Two builds of different genomes into one `-d` at once: the index is always one of the two
+/// builds' whole, byte for byte, never a mix, and nothing is left behind.
+#[test]
+fn two_builds_of_one_index_at_once_leave_one_of_them_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let files = genome_files();
+    let (a, b): (Vec<PathBuf>, Vec<PathBuf>) = (files[..3].to_vec(), files[3..].to_vec());
+    let build = |db: &Path, inputs: &[PathBuf]| {
+        let mut c = kmerdb_process();
+        c.current_dir(d).args(["build", "-q", "-t", "1", "-d"]).arg(db).args(inputs);
+        c
+    };
+    assert!(build(&d.join("a.db"), &a).status().unwrap().success());
+    assert!(build(&d.join("b.db"), &b).status().unwrap().success());
+    let (ref_a, ref_b) = (std::fs::read(d.join("a.db")).unwrap(), std::fs::read(d.join("b.db")).unwrap());
+    assert!(ref_a != ref_b);
+    for round in 0..4 {
+        let (mut first, mut second) = (build(&d.join("x.db"), &a), build(&d.join("x.db"), &b));
+        let (p, q) = (first.spawn().unwrap(), second.spawn().unwrap());
+        let (p, q) = (p.wait_with_output().unwrap(), q.wait_with_output().unwrap());
+        assert!(p.status.success() && q.status.success(), "round {round}");
+        let got = std::fs::read(d.join("x.db")).unwrap();
+        assert!(got == ref_a || got == ref_b, "round {round}: the index is neither build's");
+        assert!(temporaries(d).is_empty(), "round {round}: {:?}", temporaries(d));
+    }
+}
