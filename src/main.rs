@@ -2,7 +2,7 @@
 //! library and turns errors into messages and exit codes (0 success, 1 any error, 2 bad usage).
 
 use anyhow::{Context, Result, bail};
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use kmerdb::build::{BuildConfig, BuildSummary};
 use kmerdb::index::{Index, Verify};
 use kmerdb::input::discover_fasta;
@@ -34,6 +34,19 @@ enum Command {
     Info(InfoArgs),
     /// Join the --candidates-out files of a partitioned index's parts into one run's outputs.
     Merge(MergeArgs),
+    /// Print a shell completion script (e.g. `kmerdb completions bash > ~/.local/share/bash-completion/completions/kmerdb`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages (kmerdb.1 and one per subcommand) into a folder (`man/` in the
+    /// repository holds them; a test checks that they are current).
+    #[command(hide = true)]
+    Manpages {
+        /// Folder to write into (created if missing).
+        dir: PathBuf,
+    },
 }
 
 /// The profile outputs that classify and merge both write.
@@ -268,6 +281,11 @@ fn main() {
         Command::Classify(args) => run_classify(args, cli.quiet),
         Command::Info(args) => run_info(args),
         Command::Merge(args) => run_merge(args, cli.quiet),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "kmerdb", &mut std::io::stdout());
+            Ok(())
+        }
+        Command::Manpages { dir } => write_man_pages(&dir),
     };
     if let Err(e) = result {
         // The library's messages already quote their causes; add only what they do not say.
@@ -720,6 +738,45 @@ fn sample_name(path: &std::path::Path) -> String {
     }
     if stem == "-" { "stdin".into() } else { stem.to_string() }
 }
+
+/// The man pages of the visible commands, from the same definitions as `--help`.
+fn write_man_pages(dir: &std::path::Path) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut cmd = Cli::command();
+    cmd.build();
+    let page = |cmd: clap::Command, name: String, extra: &str| -> Result<()> {
+        let path = dir.join(format!("{name}.1"));
+        let mut roff = Vec::new();
+        clap_mangen::Man::new(cmd).title(name.to_uppercase()).render(&mut roff)?;
+        roff.extend_from_slice(extra.as_bytes());
+        std::fs::write(&path, roff).with_context(|| format!("cannot write {}", path.display()))
+    };
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set() && s.get_name() != "help") {
+        let name = format!("kmerdb-{}", sub.get_name());
+        let sub = sub.clone().name(name.clone()).bin_name(name.replace('-', " ")).version(env!("CARGO_PKG_VERSION"));
+        page(sub, name, "")?;
+    }
+    page(cmd.clone(), "kmerdb".into(), MAN_EXTRA)
+}
+
+/// Sections of kmerdb.1 that clap's definitions do not hold (roff).
+const MAN_EXTRA: &str = r#".SH "EXIT STATUS"
+0 on success; 1 on any error (the message names the file and record); 2 on bad usage, such as an
+output that names an input or another output; 128 + N when signal N ended the run (130 after
+Ctrl\-C), after removing the run's temporary files.
+.SH ENVIRONMENT
+.TP
+\fBKMERDB_DB\fR
+The index when \fB\-d\fR is not given (default kmerdb.db).
+.TP
+\fBKMERDB_CACHE_DIR\fR
+Where compiled GPU kernels are cached (default ~/.cache/kmerdb).
+.TP
+\fBSOURCE_DATE_EPOCH\fR
+The build date recorded in an index, for reproducible builds.
+.SH "SEE ALSO"
+\fBkmerdb\-build\fR(1), \fBkmerdb\-classify\fR(1), \fBkmerdb\-merge\fR(1), \fBkmerdb\-info\fR(1)
+"#;
 
 fn run_info(args: InfoArgs) -> Result<()> {
     let index = Index::open(&args.db, Verify::Metadata)?;

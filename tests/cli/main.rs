@@ -6,6 +6,7 @@ mod classify;
 mod clobber;
 mod faults;
 mod info;
+mod install;
 mod merge;
 mod workflows;
 
