@@ -11,7 +11,6 @@ use crate::gpu::build::SketchArgs;
 use crate::gpu::table::{launch_config, ptr};
 use crate::gpu::{Gpu, GpuError};
 use crate::index::Index;
-use crate::index::format::SectionKind;
 use crate::sketch::SketchParams;
 use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 use std::time::{Duration, Instant};
@@ -272,15 +271,13 @@ impl DeviceShards {
     /// Copies the index's shards to `gpus`; a GPU without room for its share (and working
     /// space) is a `TooLarge` error that says how many GPUs would hold it.
     pub fn upload(gpus: &[&Gpu], index: &Index) -> Result<Self, GpuError> {
-        let (slots, words) = (index.section_bytes(SectionKind::Buckets), index.section_bytes(SectionKind::Locations));
+        let data = index.shard_data();
         let (shards, n) = (index.shard_count(), gpus.len());
-        let (mut first_bucket, mut buckets, mut first_word, mut shard_words) = (vec![0u64], vec![], vec![0u64], vec![]);
-        for sh in 0..shards {
-            buckets.push(index.shard_slots(sh).len() as u64 / 16);
-            shard_words.push(index.shard_words(sh).len() as u64);
-            first_bucket.push(first_bucket[sh] + buckets[sh]);
-            first_word.push(first_word[sh] + shard_words[sh]);
-        }
+        let entries: Vec<_> = (0..shards).map(|sh| *index.shard_entry(sh)).collect();
+        let buckets: Vec<u64> = entries.iter().map(|e| e.buckets).collect();
+        let shard_words: Vec<u64> = entries.iter().map(|e| e.words).collect();
+        // Where shard `sh`'s block starts in the shard data; `starts[shards]` is its end.
+        let starts: Vec<u64> = entries.iter().map(|e| e.offset).chain([data.len() as u64]).collect();
         if n > 1 {
             crate::gpu::multi::enable_peer_access(gpus)?;
         }
@@ -288,12 +285,12 @@ impl DeviceShards {
         for (d, gpu) in gpus.iter().enumerate() {
             let mine = crate::gpu::multi::owned_shards(d, n, shards);
             let (lo, hi) = (mine.start, mine.end.max(mine.start));
-            let slot_bytes = &slots[first_bucket[lo] as usize * 128..first_bucket[hi] as usize * 128];
-            let word_bytes = &words[first_word[lo] as usize * 4..first_word[hi] as usize * 4];
+            // The GPU's shards are one stretch of the file: one copy.
+            let bytes = &data[starts[lo] as usize..starts[hi] as usize];
             let (free, _) = gpu.memory()?;
-            let needed = (slot_bytes.len() + word_bytes.len()) as u64;
+            let needed = bytes.len() as u64;
             if with_working_space(needed) > free as u64 {
-                let total = (slots.len() + words.len()) as u64;
+                let total = data.len() as u64;
                 // The fewest GPUs with this much free memory whose shares would fit.
                 let would = (n..=shards).find(|&m| with_working_space(total.div_ceil(m as u64)) <= free as u64);
                 let advice = match would {
@@ -311,12 +308,12 @@ impl DeviceShards {
                     advice,
                 });
             }
-            let (sd, wd) = (upload_pinned(gpu, slot_bytes)?, upload_pinned(gpu, word_bytes)?);
+            let dev = upload_pinned(gpu, bytes)?;
             for sh in mine {
-                slot_base[sh] = ptr(gpu, &sd) + (first_bucket[sh] - first_bucket[lo]) * 128;
-                word_base[sh] = ptr(gpu, &wd) + (first_word[sh] - first_word[lo]) * 4;
+                slot_base[sh] = ptr(gpu, &dev) + (starts[sh] - starts[lo]);
+                word_base[sh] = slot_base[sh] + buckets[sh] * 128;
             }
-            buffers.extend([sd, wd]);
+            buffers.push(dev);
         }
         Ok(Self { _buffers: buffers, slot_base, word_base, buckets, shard_words })
     }

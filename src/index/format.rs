@@ -5,13 +5,22 @@
 //!              header length (u64), header xxh3-64 checksum (u64), 32 zero bytes
 //! offset 64    header: bincode (fixed-width integers) of [`Header`]
 //! 4 KiB-aligned sections, in this order, each with its xxh3-64 checksum in the header:
-//!   shards     per shard 4 x u64: first bucket, bucket count, first location word, word count
-//!   buckets    every shard's key index, 16 slots of (feature u32, value u32) per bucket
-//!   locations  every shard's location words (see `index::locations`)
-//!   targets    bincode Vec<TargetInfo>, ordered by target id (= sequence name order)
-//!   taxonomy   bincode Vec<Taxon>: the lineages of the targets' taxa, ordered by taxid
+//!   shards      per shard a [`ShardEntry`]: offset in the shard data, buckets, words, checksum
+//!   shard data  per shard, in shard order, one block at a 128-byte boundary (zeros between):
+//!               its key index (16 slots of (feature u32, value u32) per bucket), then its
+//!               location words (see `index::locations`)
+//!   targets     bincode Vec<TargetInfo>, ordered by target id (= sequence name order)
+//!   taxonomy    bincode Vec<Taxon>: the lineages of the targets' taxa, ordered by taxid
 //! ```
-//! Everything is little-endian; the large sections are memory-mapped and cast in place.
+//! Everything is little-endian; the shard data is memory-mapped and cast in place.
+//!
+//! Each shard's block is whole in itself (format version 3; version 2 kept all key indexes, then
+//! all location words): a build writes each shard as soon as it is laid out, at an offset that
+//! depends only on the shards before it, so a GPU build writes the file while it still condenses
+//! later shards. Each shard has its own xxh3-64 checksum (of its key index bytes, then its words'
+//! bytes), so verifying runs on every core; the shard data section's checksum is the xxh3-64 of
+//! the shards' checksums, in order, as little-endian u64s. Blocks start at 128-byte boundaries, a
+//! bucket's cache line, so that a bucket is one line in memory and on the GPU.
 //! Features are split into `1 << shard_bits` shards by their low bits ([`shard_of`]). Not by their
 //! top bits (format version 1): a sketch keeps each window's smallest hash values, so features
 //! crowd the bottom of the hash range and top-bit shards are lopsided (about 10 of 64 shards held
@@ -30,9 +39,12 @@ compile_error!("kmerdb memory-maps little-endian index files and does not suppor
 pub const MAGIC: [u8; 8] = *b"\x89KMERDB\n";
 /// Bumped whenever the bytes of an index change meaning.
 /// Version 2: shards by the features' low bits (version 1 used the top bits).
-pub const FORMAT_VERSION: u32 = 2;
+/// Version 3: each shard's key index and words in one block, with its own checksum.
+pub const FORMAT_VERSION: u32 = 3;
 pub const PREAMBLE_LEN: usize = 64;
 pub const SECTION_ALIGN: u64 = 4096;
+/// Alignment of each shard's block in the shard data: one bucket's cache line.
+pub const SHARD_ALIGN: u64 = 128;
 /// Features are split into 2^6 = 64 shards.
 pub const DEFAULT_SHARD_BITS: u32 = 6;
 
@@ -118,26 +130,19 @@ pub struct Provenance {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SectionKind {
     Shards,
-    Buckets,
-    Locations,
+    ShardData,
     Targets,
     Taxonomy,
 }
 
 impl SectionKind {
-    pub const ALL: [SectionKind; 5] = [
-        SectionKind::Shards,
-        SectionKind::Buckets,
-        SectionKind::Locations,
-        SectionKind::Targets,
-        SectionKind::Taxonomy,
-    ];
+    pub const ALL: [SectionKind; 4] =
+        [SectionKind::Shards, SectionKind::ShardData, SectionKind::Targets, SectionKind::Taxonomy];
 
     pub fn name(&self) -> &'static str {
         match self {
             SectionKind::Shards => "shards",
-            SectionKind::Buckets => "buckets",
-            SectionKind::Locations => "locations",
+            SectionKind::ShardData => "shard data",
             SectionKind::Targets => "targets",
             SectionKind::Taxonomy => "taxonomy",
         }
@@ -161,14 +166,48 @@ pub struct TargetInfo {
     pub windows: u64,
 }
 
-/// Where one shard's arrays lie, in slots (buckets section) and words (locations section).
+/// Where one shard's block lies in the shard data section, its sizes and its checksum.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct ShardEntry {
-    pub first_bucket: u64,
+    /// Bytes from the start of the shard data section (a multiple of [`SHARD_ALIGN`]).
+    pub offset: u64,
+    /// Buckets of the key index (16 slots, 128 bytes each), at `offset`.
     pub buckets: u64,
-    pub first_word: u64,
+    /// Location words (4 bytes each), right after the buckets.
     pub words: u64,
+    /// xxh3-64 of the key index bytes followed by the words' bytes.
+    pub checksum: u64,
+}
+
+impl ShardEntry {
+    /// Bytes of the key index and the words (the block without its padding).
+    pub fn len(&self) -> u64 {
+        self.buckets * 128 + self.words * 4
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Where the next shard's block starts.
+    pub fn next_offset(&self) -> u64 {
+        (self.offset + self.len()).div_ceil(SHARD_ALIGN) * SHARD_ALIGN
+    }
+}
+
+/// The shard data section's checksum: xxh3-64 of the shards' checksums in order.
+pub fn shard_data_checksum(entries: &[ShardEntry]) -> u64 {
+    let sums: Vec<u8> = entries.iter().flat_map(|e| e.checksum.to_le_bytes()).collect();
+    xxhash_rust::xxh3::xxh3_64(&sums)
+}
+
+/// A shard's checksum: xxh3-64 of its slots' bytes, then its words' bytes.
+pub fn shard_checksum(slots: &[u8], words: &[u8]) -> u64 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(slots);
+    h.update(words);
+    h.digest()
 }
 
 /// Errors reading or writing an index. Every one names the file.

@@ -17,19 +17,20 @@ pub mod write;
 
 pub use format::{Header, IndexError, SectionKind, TargetInfo};
 pub use locations::{LocationLayout, LocationList};
-pub use write::{IndexFile, ShardData, write_index};
+pub use write::{IndexFile, IndexWriter, ShardData, write_index};
 
 use crate::sketch::Feature;
 use crate::taxonomy::{Taxon, TaxonTree};
 use bcht::Slot;
-use format::{FORMAT_VERSION, MAGIC, PREAMBLE_LEN, SectionEntry, ShardEntry, bincode_config};
+use format::{FORMAT_VERSION, MAGIC, PREAMBLE_LEN, SHARD_ALIGN, SectionEntry, ShardEntry, bincode_config};
 use memmap2::Mmap;
 use std::path::{Path, PathBuf};
 
 /// How much of the file to check against its checksums when opening.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verify {
-    /// Every section: reads the whole file once (xxh3 runs at several GB/s; I/O dominates).
+    /// Every section: reads the whole file once (xxh3 runs at several GB/s on each core, shards in
+    /// parallel; I/O dominates).
     All,
     /// The header and the small metadata sections only.
     Metadata,
@@ -43,8 +44,8 @@ pub struct Index {
     shards: Vec<ShardEntry>,
     targets: Vec<TargetInfo>,
     taxonomy: TaxonTree,
-    buckets_at: usize,
-    locations_at: usize,
+    /// Absolute offset of the shard data section.
+    data_at: usize,
 }
 
 impl Index {
@@ -84,7 +85,13 @@ impl Index {
                 .section(kind)
                 .ok_or_else(|| IndexError::Corrupt { path: p(), what: format!("no {} section", kind.name()) })?;
             if s.offset.saturating_add(s.len) > len {
-                return Err(truncated(&format!("the {} section", kind.name()), s.offset + s.len));
+                return Err(truncated(&format!("the {} section", kind.name()), s.offset.saturating_add(s.len)));
+            }
+            if s.offset % format::SECTION_ALIGN != 0 {
+                return Err(IndexError::Corrupt {
+                    path: p(),
+                    what: format!("its {} section is misplaced", kind.name()),
+                });
             }
         }
         let mut index = Index {
@@ -95,14 +102,9 @@ impl Index {
             targets: Vec::new(),
             taxonomy: TaxonTree::new(vec![Taxon { taxid: 1, parent: 1, rank: "no rank".into(), name: "root".into() }])
                 .expect("a lone root is a valid tree"),
-            buckets_at: 0,
-            locations_at: 0,
+            data_at: 0,
         };
-        let kinds: &[SectionKind] = match verify {
-            Verify::All => &SectionKind::ALL,
-            Verify::Metadata => &[SectionKind::Shards, SectionKind::Targets, SectionKind::Taxonomy],
-        };
-        for &kind in kinds {
+        for kind in [SectionKind::Shards, SectionKind::Targets, SectionKind::Taxonomy] {
             index.verify_section(kind)?;
         }
         index.shards = bytemuck::pod_collect_to_vec(index.section_bytes(SectionKind::Shards));
@@ -110,9 +112,11 @@ impl Index {
         let taxa: Vec<Taxon> = decode(path, "taxonomy", index.section_bytes(SectionKind::Taxonomy))?;
         index.taxonomy = TaxonTree::new(taxa)
             .map_err(|e| IndexError::Corrupt { path: p(), what: format!("its taxonomy is invalid: {e}") })?;
-        index.buckets_at = index.entry(SectionKind::Buckets).offset as usize;
-        index.locations_at = index.entry(SectionKind::Locations).offset as usize;
+        index.data_at = index.entry(SectionKind::ShardData).offset as usize;
         index.check_shard_table()?;
+        if verify == Verify::All {
+            index.verify_shards()?;
+        }
         Ok(index)
     }
 
@@ -135,10 +139,34 @@ impl Index {
 
     /// Checks every section against its checksum.
     pub fn verify_all(&self) -> Result<(), IndexError> {
-        SectionKind::ALL.iter().try_for_each(|&k| self.verify_section(k))
+        for kind in [SectionKind::Shards, SectionKind::Targets, SectionKind::Taxonomy] {
+            self.verify_section(kind)?;
+        }
+        self.verify_shards()
     }
 
-    /// The shard table must cover the sections exactly: a lookup never reads outside them.
+    /// Checks every shard's block against its checksum, shards in parallel, and the shard data
+    /// section's checksum (of the shards' checksums).
+    fn verify_shards(&self) -> Result<(), IndexError> {
+        use rayon::prelude::*;
+        let bad = |what: String| IndexError::Checksum { path: self.path.clone(), what };
+        if format::shard_data_checksum(&self.shards) != self.entry(SectionKind::ShardData).checksum {
+            return Err(bad("shard table's checksums".into()));
+        }
+        (0..self.shards.len()).into_par_iter().try_for_each(|s| {
+            let (slots, words) = (self.shard_slots(s), self.shard_words(s));
+            if format::shard_checksum(bytemuck::cast_slice(slots), bytemuck::cast_slice(words))
+                != self.shards[s].checksum
+            {
+                return Err(bad(format!("shard {s}")));
+            }
+            Ok(())
+        })
+    }
+
+    /// The shard table must lay the blocks out one after the other, each at the 128-byte boundary
+    /// after the one before, exactly filling the shard data section: a lookup never reads outside
+    /// it, and the layout is the one every build writes.
     fn check_shard_table(&self) -> Result<(), IndexError> {
         let corrupt = |what: String| IndexError::Corrupt { path: self.path.clone(), what };
         if self.shards.len() != self.header.shard_count() {
@@ -148,17 +176,16 @@ impl Index {
                 self.header.shard_count()
             )));
         }
-        let (mut buckets, mut words) = (0u64, 0u64);
-        for s in &self.shards {
-            if s.first_bucket != buckets || s.first_word != words {
-                return Err(corrupt("the shard table is inconsistent".into()));
+        let mut next = 0u64;
+        for (i, s) in self.shards.iter().enumerate() {
+            let len = s.buckets.checked_mul(128).zip(s.words.checked_mul(4)).and_then(|(b, w)| b.checked_add(w));
+            if s.offset != next || s.offset % SHARD_ALIGN != 0 || len.and_then(|l| l.checked_add(s.offset)).is_none() {
+                return Err(corrupt(format!("the shard table is inconsistent at shard {i}")));
             }
-            buckets += s.buckets;
-            words += s.words;
+            next = s.next_offset();
         }
-        if buckets * 128 != self.entry(SectionKind::Buckets).len || words * 4 != self.entry(SectionKind::Locations).len
-        {
-            return Err(corrupt("the shard table does not match the section sizes".into()));
+        if next != self.entry(SectionKind::ShardData).len {
+            return Err(corrupt("the shard table does not match the shard data's size".into()));
         }
         Ok(())
     }
@@ -196,17 +223,27 @@ impl Index {
         self.shards.len()
     }
 
+    /// Where a shard's block lies in the shard data, with its sizes.
+    pub fn shard_entry(&self, shard: usize) -> &ShardEntry {
+        &self.shards[shard]
+    }
+
+    /// The shard data section (every shard's block; see [`Index::shard_entry`]).
+    pub fn shard_data(&self) -> &[u8] {
+        self.section_bytes(SectionKind::ShardData)
+    }
+
     /// A shard's key index, whole buckets of 16 slots.
     pub fn shard_slots(&self, shard: usize) -> &[Slot] {
         let s = &self.shards[shard];
-        let at = self.buckets_at + s.first_bucket as usize * 128;
+        let at = self.data_at + s.offset as usize;
         bytemuck::cast_slice(&self.mmap[at..at + s.buckets as usize * 128])
     }
 
     /// A shard's location words.
     pub fn shard_words(&self, shard: usize) -> &[u32] {
         let s = &self.shards[shard];
-        let at = self.locations_at + s.first_word as usize * 4;
+        let at = self.data_at + (s.offset + s.buckets * 128) as usize;
         bytemuck::cast_slice(&self.mmap[at..at + s.words as usize * 4])
     }
 

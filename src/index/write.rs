@@ -1,20 +1,21 @@
-//! Writing an index file: sections streamed to a temporary file in the target directory, the
-//! header written last, then an atomic rename. An interrupted build leaves no index behind and an
-//! older index at the same path intact.
+//! Writing an index file (format in `index::format`): a temporary file beside the destination,
+//! shard blocks written one by one as the build lays them out, the small sections and the header
+//! last, then an atomic rename. An interrupted build leaves no index behind and an older index at
+//! the same path intact.
 //!
 //! The temporary file ([`IndexFile`]) is made when the build starts, so that a folder that cannot
 //! be written fails the build before any work, and so that SIGINT/SIGTERM find it to remove
-//! (`temp_files`).
+//! (`temp_files`). [`IndexWriter`] places each shard at an offset that depends only on the shards
+//! before it (`pwrite`), so a GPU build writes shards while it condenses later ones.
 
 use crate::index::bcht::Slot;
 use crate::index::format::{
     FORMAT_VERSION, Header, IndexError, MAGIC, PREAMBLE_LEN, SectionEntry, SectionKind, ShardEntry, TargetInfo,
-    align_up, bincode_config,
+    align_up, bincode_config, shard_checksum, shard_data_checksum,
 };
 use crate::taxonomy::Taxon;
-use std::io::{BufWriter, Seek, SeekFrom, Write};
-use std::path::Path;
-use xxhash_rust::xxh3::Xxh3;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
 
 /// One shard as built: its key index and its location words.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -27,7 +28,7 @@ pub struct ShardData {
 #[derive(Debug)]
 pub struct IndexFile {
     temp: crate::temp_files::TempFile,
-    path: std::path::PathBuf,
+    path: PathBuf,
 }
 
 impl IndexFile {
@@ -47,87 +48,146 @@ impl IndexFile {
     }
 }
 
-/// Writes the index into `file`, renames it into place and returns its size in bytes.
-/// `header.sections` is filled in here.
+/// Writes an index shard by shard: [`IndexWriter::add_shard`] for shards 0, 1, ... in order (from
+/// any one thread), then [`IndexWriter::finish`].
+#[derive(Debug)]
+pub struct IndexWriter {
+    file: IndexFile,
+    header_len: u64,
+    shard_count: usize,
+    /// Absolute offsets of the shard table and of the shard data.
+    table_at: u64,
+    data_at: u64,
+    entries: Vec<ShardEntry>,
+    /// Bytes of shard data written (each block, with the padding before the next).
+    data_len: u64,
+}
+
+/// The section entries a header has before its offsets and checksums are known: enough to fix
+/// the header's encoded length (every field is fixed-width but the strings, known up front).
+fn placeholder_sections() -> Vec<SectionEntry> {
+    SectionKind::ALL.iter().map(|&kind| SectionEntry { kind, offset: 0, len: 0, checksum: 0 }).collect()
+}
+
+impl IndexWriter {
+    /// Starts the index in `file`. `template` is the header as far as it is known (its counts,
+    /// layout and sections may change; its strings and shard count may not), which fixes where
+    /// the sections go.
+    pub fn new(file: IndexFile, template: &Header) -> Result<Self, IndexError> {
+        let mut h = template.clone();
+        h.sections = placeholder_sections();
+        let header_len = encode(&file.path, "header", &h)?.len() as u64;
+        let shard_count = template.shard_count();
+        let table_at = align_up(PREAMBLE_LEN as u64 + header_len);
+        let data_at = align_up(table_at + shard_count as u64 * std::mem::size_of::<ShardEntry>() as u64);
+        Ok(Self { file, header_len, shard_count, table_at, data_at, entries: Vec::new(), data_len: 0 })
+    }
+
+    fn io(&self) -> impl Fn(std::io::Error) -> IndexError + '_ {
+        |source| IndexError::Io { path: self.file.path.clone(), source }
+    }
+
+    /// Shards written so far.
+    pub fn shards_written(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Writes the next shard's block. `checksum` is [`shard_checksum`] of its bytes if the caller
+    /// has it (computed on other threads); otherwise it is computed here.
+    pub fn add_shard(&mut self, slots: &[Slot], words: &[u32], checksum: Option<u64>) -> Result<(), IndexError> {
+        assert!(self.entries.len() < self.shard_count, "more shards than the header says");
+        assert!(slots.len() % crate::index::bcht::BUCKET_SLOTS == 0, "whole buckets");
+        let (slot_bytes, word_bytes): (&[u8], &[u8]) = (bytemuck::cast_slice(slots), bytemuck::cast_slice(words));
+        let entry = ShardEntry {
+            offset: self.data_len,
+            buckets: (slots.len() / crate::index::bcht::BUCKET_SLOTS) as u64,
+            words: words.len() as u64,
+            checksum: checksum.unwrap_or_else(|| shard_checksum(slot_bytes, word_bytes)),
+        };
+        debug_assert_eq!(entry.checksum, shard_checksum(slot_bytes, word_bytes));
+        let at = self.data_at + entry.offset;
+        let file = self.file.temp.as_file();
+        file.write_all_at(slot_bytes, at).map_err(self.io())?;
+        file.write_all_at(word_bytes, at + slot_bytes.len() as u64).map_err(self.io())?;
+        self.data_len = entry.next_offset();
+        self.entries.push(entry);
+        Ok(())
+    }
+
+    /// Writes the shard table, the targets, the taxonomy and `header` (its sections filled in
+    /// here), renames the file into place and returns its size in bytes.
+    pub fn finish(self, mut header: Header, targets: &[TargetInfo], taxa: &[Taxon]) -> Result<u64, IndexError> {
+        let path = self.file.path.clone();
+        let io = |source| IndexError::Io { path: path.clone(), source };
+        assert_eq!(self.entries.len(), self.shard_count, "every shard is written before the index is finished");
+        let targets_bytes = encode(&path, "targets", &targets)?;
+        let taxa_bytes = encode(&path, "taxonomy", &taxa)?;
+        let table: &[u8] = bytemuck::cast_slice(&self.entries);
+        let targets_at = align_up(self.data_at + self.data_len);
+        let taxonomy_at = align_up(targets_at + targets_bytes.len() as u64);
+        let xxh3 = xxhash_rust::xxh3::xxh3_64;
+        header.sections = vec![
+            SectionEntry {
+                kind: SectionKind::Shards,
+                offset: self.table_at,
+                len: table.len() as u64,
+                checksum: xxh3(table),
+            },
+            SectionEntry {
+                kind: SectionKind::ShardData,
+                offset: self.data_at,
+                len: self.data_len,
+                checksum: shard_data_checksum(&self.entries),
+            },
+            SectionEntry {
+                kind: SectionKind::Targets,
+                offset: targets_at,
+                len: targets_bytes.len() as u64,
+                checksum: xxh3(&targets_bytes),
+            },
+            SectionEntry {
+                kind: SectionKind::Taxonomy,
+                offset: taxonomy_at,
+                len: taxa_bytes.len() as u64,
+                checksum: xxh3(&taxa_bytes),
+            },
+        ];
+        let header_bytes = encode(&path, "header", &header)?;
+        assert_eq!(header_bytes.len() as u64, self.header_len, "the header's length changed while writing");
+        let mut preamble = [0u8; PREAMBLE_LEN];
+        preamble[0..8].copy_from_slice(&MAGIC);
+        preamble[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        preamble[16..24].copy_from_slice(&self.header_len.to_le_bytes());
+        preamble[24..32].copy_from_slice(&xxh3(&header_bytes).to_le_bytes());
+        let file = self.file.temp.as_file();
+        for (bytes, at) in [
+            (table, self.table_at),
+            (&targets_bytes[..], targets_at),
+            (&taxa_bytes[..], taxonomy_at),
+            (&header_bytes[..], PREAMBLE_LEN as u64),
+            (&preamble[..], 0),
+        ] {
+            file.write_all_at(bytes, at).map_err(io)?;
+        }
+        let size = file.metadata().map_err(io)?.len();
+        self.file.temp.persist(&path).map_err(io)?;
+        Ok(size)
+    }
+}
+
+/// Writes a whole index from shards in memory (the CPU build) and returns its size in bytes.
 pub fn write_index(
     file: IndexFile,
-    mut header: Header,
+    header: Header,
     shards: &[ShardData],
     targets: &[TargetInfo],
     taxa: &[Taxon],
 ) -> Result<u64, IndexError> {
-    let IndexFile { temp, path } = file;
-    let path = path.as_path();
-    let io = |source| IndexError::Io { path: path.to_path_buf(), source };
-    let targets_bytes = encode(path, "targets", &targets)?;
-    let taxa_bytes = encode(path, "taxonomy", &taxa)?;
-
-    let mut table = Vec::with_capacity(shards.len());
-    let (mut slots, mut words) = (0u64, 0u64);
+    let mut w = IndexWriter::new(file, &header)?;
     for s in shards {
-        table.push(ShardEntry {
-            first_bucket: slots / 16,
-            buckets: s.slots.len() as u64 / 16,
-            first_word: words,
-            words: s.words.len() as u64,
-        });
-        slots += s.slots.len() as u64;
-        words += s.words.len() as u64;
+        w.add_shard(&s.slots, &s.words, None)?;
     }
-    let lens = [
-        (SectionKind::Shards, table.len() as u64 * 32),
-        (SectionKind::Buckets, slots * 8),
-        (SectionKind::Locations, words * 4),
-        (SectionKind::Targets, targets_bytes.len() as u64),
-        (SectionKind::Taxonomy, taxa_bytes.len() as u64),
-    ];
-    // Fixed-width encoding: the header's length does not depend on the offsets and checksums.
-    header.sections = lens.iter().map(|&(kind, len)| SectionEntry { kind, offset: 0, len, checksum: 0 }).collect();
-    let header_len = encode(path, "header", &header)?.len() as u64;
-    let mut offset = align_up(PREAMBLE_LEN as u64 + header_len);
-    for s in &mut header.sections {
-        s.offset = offset;
-        offset = align_up(offset + s.len);
-    }
-
-    let mut out = BufWriter::with_capacity(1 << 20, temp);
-
-    let mut checksums = Vec::new();
-    for section in header.sections.clone() {
-        out.seek(SeekFrom::Start(section.offset)).map_err(io)?;
-        let mut hasher = Xxh3::new();
-        let mut put = |bytes: &[u8]| -> std::io::Result<()> {
-            hasher.update(bytes);
-            out.write_all(bytes)
-        };
-        match section.kind {
-            SectionKind::Shards => put(bytemuck::cast_slice(&table)),
-            SectionKind::Buckets => shards.iter().try_for_each(|s| put(bytemuck::cast_slice(&s.slots))),
-            SectionKind::Locations => shards.iter().try_for_each(|s| put(bytemuck::cast_slice(&s.words))),
-            SectionKind::Targets => put(&targets_bytes),
-            SectionKind::Taxonomy => put(&taxa_bytes),
-        }
-        .map_err(io)?;
-        checksums.push(hasher.digest());
-    }
-    for (s, c) in header.sections.iter_mut().zip(checksums) {
-        s.checksum = c;
-    }
-
-    let header_bytes = encode(path, "header", &header)?;
-    debug_assert_eq!(header_bytes.len() as u64, header_len);
-    let mut preamble = [0u8; PREAMBLE_LEN];
-    preamble[0..8].copy_from_slice(&MAGIC);
-    preamble[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
-    preamble[16..24].copy_from_slice(&header_len.to_le_bytes());
-    preamble[24..32].copy_from_slice(&xxhash_rust::xxh3::xxh3_64(&header_bytes).to_le_bytes());
-    out.seek(SeekFrom::Start(0)).map_err(io)?;
-    out.write_all(&preamble).map_err(io)?;
-    out.write_all(&header_bytes).map_err(io)?;
-    let temp = out.into_inner().map_err(|e| io(e.into_error()))?;
-    let size = temp.as_file().metadata().map_err(io)?.len();
-    temp.persist(path).map_err(io)?;
-    Ok(size)
+    w.finish(header, targets, taxa)
 }
 
 fn encode<T: serde::Serialize>(path: &Path, what: &'static str, value: &T) -> Result<Vec<u8>, IndexError> {
@@ -136,4 +196,72 @@ fn encode<T: serde::Serialize>(path: &Path, what: &'static str, value: &T) -> Re
         what,
         source,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::format::{Counts, KeyIndexParams, Provenance, SHARD_ALIGN, TaxonomySource};
+    use crate::index::{Index, LocationLayout, Verify};
+
+    fn header(shard_bits: u32) -> Header {
+        Header {
+            sketch: crate::sketch::SketchParams::new(16, 127, None, 16, 0).unwrap(),
+            hash_function: crate::sketch::HASH_FUNCTION_ID,
+            max_locations_per_feature: 254,
+            shard_bits,
+            key_index: KeyIndexParams { bucket_slots: 16, hash_functions: 3, seeds: crate::index::bcht::BUCKET_SEEDS },
+            layout: LocationLayout::for_counts(10, 1000, 254),
+            taxonomy: TaxonomySource::PerSequence,
+            counts: Counts::default(),
+            provenance: Provenance { kmerdb_version: "test".into(), created_unix: 0, command_line: vec!["x".into()] },
+            sections: Vec::new(),
+        }
+    }
+
+    /// Shards of odd sizes (empty ones too), written one by one, read back in place: each block
+    /// at a 128-byte boundary, every shard's checksum verified, a flipped byte found in its shard.
+    #[test]
+    fn shards_written_one_by_one_read_back_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.db");
+        let h = header(3);
+        let shards: Vec<ShardData> = (0..8u32)
+            .map(|s| ShardData {
+                slots: (0..(s % 3) * 16).map(|i| Slot { key: s * 1000 + i, value: i }).collect(),
+                words: (0..s * 7 % 5).map(|w| w ^ s).collect(),
+            })
+            .collect();
+        let mut w = IndexWriter::new(IndexFile::create(&path).unwrap(), &h).unwrap();
+        for s in &shards {
+            w.add_shard(&s.slots, &s.words, None).unwrap();
+        }
+        let mut counts = Counts::default();
+        counts.targets = 1;
+        let mut final_header = h.clone();
+        final_header.counts = counts;
+        let targets = vec![TargetInfo { name: "t".into(), taxid: 2, length: 10, windows: 1 }];
+        let taxa = vec![
+            Taxon { taxid: 1, parent: 1, rank: "no rank".into(), name: "root".into() },
+            Taxon { taxid: 2, parent: 1, rank: "species".into(), name: "t".into() },
+        ];
+        w.finish(final_header.clone(), &targets, &taxa).unwrap();
+        let index = Index::open(&path, Verify::All).unwrap();
+        assert_eq!(index.header().counts.targets, 1);
+        for (i, s) in shards.iter().enumerate() {
+            assert_eq!(index.shard_slots(i), &s.slots[..], "shard {i}");
+            assert_eq!(index.shard_words(i), &s.words[..], "shard {i}");
+            assert_eq!(index.shard_entry(i).offset % SHARD_ALIGN, 0);
+        }
+        // Flip a byte of shard 4's words: only a full verification sees it, and names the shard.
+        let mut bytes = std::fs::read(&path).unwrap();
+        let data_at = index.header().section(SectionKind::ShardData).unwrap().offset;
+        let e = *index.shard_entry(4);
+        bytes[(data_at + e.offset + e.buckets * 128) as usize] ^= 1;
+        drop(index);
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(Index::open(&path, Verify::Metadata).is_ok());
+        let err = Index::open(&path, Verify::All).err().unwrap().to_string();
+        assert!(err.contains("shard 4"), "{err}");
+    }
 }
