@@ -30,10 +30,17 @@ impl std::str::FromStr for GpuRequest {
     }
 }
 
-/// Settings of the GPU build table a caller may force (tests: tiny tables; benchmarks: group sizes).
+/// Settings of the GPU build a caller may force (tests: many passes, pairs kept off the GPU or
+/// spilled to disk; benchmarks: group sizes). `None`: chosen from the GPUs' and the host's memory.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct GpuBuildOptions {
-    pub key_slots: Option<u64>,
-    pub pool_slots: Option<u64>,
+    /// At most this many values per GPU in one pass.
+    pub pass_values: Option<u64>,
+    /// Bytes of pairs each GPU keeps between reading and the passes (the rest go to host memory).
+    pub device_pair_bytes: Option<u64>,
+    /// Bytes of pairs host memory keeps (the rest go to spill files in the build's temporary
+    /// folder).
+    pub host_pair_bytes: Option<u64>,
+    /// Threads probing the table together: 1, 2, 4, 8, 16 or 32.
     pub group: Option<u32>,
 }

@@ -198,12 +198,19 @@ struct BuildArgs {
     partition: Option<kmerdb::build::partition::Partition>,
     #[command(flatten)]
     compute: ComputeArgs,
-    /// GPU table key slots (testing; default: sized from the input).
+    /// Folder for a GPU build's spill files, when the pairs of a large input fit neither the GPUs'
+    /// nor the host's memory [default: the index's folder].
+    #[arg(long, value_name = "DIR")]
+    tmp_dir: Option<PathBuf>,
+    /// At most this many values per GPU in one pass (testing; default: from GPU memory).
     #[arg(long, hide = true)]
-    gpu_key_slots: Option<u64>,
-    /// GPU table value slots (testing; default: sized from the input).
+    gpu_pass_values: Option<u64>,
+    /// Bytes of pairs each GPU keeps while reading (testing; default: from GPU memory).
     #[arg(long, hide = true)]
-    gpu_pool_slots: Option<u64>,
+    gpu_device_pairs: Option<u64>,
+    /// Bytes of pairs host memory keeps before spill files (testing; default: from host memory).
+    #[arg(long, hide = true)]
+    gpu_host_pairs: Option<u64>,
     /// Threads probing the GPU table together: 1, 2, 4, 8, 16 or 32 (default 4).
     #[arg(long, hide = true, value_parser = ["1", "2", "4", "8", "16", "32"])]
     gpu_group: Option<String>,
@@ -377,10 +384,12 @@ fn run_build(args: BuildArgs, quiet: bool) -> Result<()> {
         progress: !quiet && std::io::stderr().is_terminal(),
         gpus: args.compute.gpus.clone(),
         gpu_options: kmerdb::compute::GpuBuildOptions {
-            key_slots: args.gpu_key_slots,
-            pool_slots: args.gpu_pool_slots,
+            pass_values: args.gpu_pass_values,
+            device_pair_bytes: args.gpu_device_pairs,
+            host_pair_bytes: args.gpu_host_pairs,
             group: args.gpu_group.map(|g| g.parse().expect("validated by clap")),
         },
+        tmp_dir: args.tmp_dir,
     };
     let bar = progress_bar(&config);
     let summary = kmerdb::build::build(&config, &|bases, bytes| {

@@ -32,10 +32,16 @@ impl Mix {
 }
 
 /// Calls `f(name, sequence)` for every strain of every species, species after species.
-pub fn generate(spec: &SynthSpec, mut f: impl FnMut(&str, &[u8])) {
+pub fn generate(spec: &SynthSpec, f: impl FnMut(&str, &[u8])) {
+    generate_species(spec, 0..spec.species, 1, f)
+}
+
+/// [`generate`] for the species `range` that are `first + k * step` (each species depends on the
+/// seed and its number only, so parts can be made in parallel).
+fn generate_species(spec: &SynthSpec, range: std::ops::Range<usize>, step: usize, mut f: impl FnMut(&str, &[u8])) {
     const BASES: &[u8; 4] = b"ACGT";
     let mut seq = vec![0u8; spec.genome_len];
-    for sp in 0..spec.species {
+    for sp in range.step_by(step) {
         let mut rng = Mix(spec.seed ^ (sp as u64).wrapping_mul(0xd1b5_4a32_d192_ed03));
         for chunk in seq.chunks_mut(32) {
             let mut r = rng.next();
@@ -60,6 +66,39 @@ pub fn generate(spec: &SynthSpec, mut f: impl FnMut(&str, &[u8])) {
     }
 }
 
+/// Writes the collection as FASTA files, species dealt to `files` round-robin, one thread per file.
+pub fn write_fasta_files(spec: &SynthSpec, files: &[std::path::PathBuf]) -> std::io::Result<()> {
+    std::thread::scope(|scope| {
+        let jobs: Vec<_> = files
+            .iter()
+            .enumerate()
+            .map(|(i, path)| {
+                scope.spawn(move || -> std::io::Result<()> {
+                    let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
+                    let mut result = Ok(());
+                    generate_species(spec, i..spec.species, files.len(), |name, seq| {
+                        if result.is_ok() {
+                            result = write_record(&mut out, name, seq);
+                        }
+                    });
+                    result?;
+                    out.flush()
+                })
+            })
+            .collect();
+        jobs.into_iter().try_for_each(|j| j.join().expect("a writer does not panic"))
+    })
+}
+
+fn write_record(out: &mut impl Write, name: &str, seq: &[u8]) -> std::io::Result<()> {
+    writeln!(out, ">{name}")?;
+    for line in seq.chunks(80) {
+        out.write_all(line)?;
+        out.write_all(b"\n")?;
+    }
+    Ok(())
+}
+
 /// Writes the collection as FASTA (80 bases a line).
 pub fn write_fasta(spec: &SynthSpec, out: &mut impl Write) -> std::io::Result<()> {
     let mut result = Ok(());
@@ -67,14 +106,7 @@ pub fn write_fasta(spec: &SynthSpec, out: &mut impl Write) -> std::io::Result<()
         if result.is_err() {
             return;
         }
-        result = (|| {
-            writeln!(out, ">{name}")?;
-            for line in seq.chunks(80) {
-                out.write_all(line)?;
-                out.write_all(b"\n")?;
-            }
-            Ok(())
-        })();
+        result = write_record(out, name, seq);
     });
     result
 }
@@ -94,5 +126,23 @@ mod tests {
         let mut again = Vec::new();
         generate(&spec, |_, s| again.push(s.to_vec()));
         assert_eq!(seqs, again);
+    }
+
+    /// Files written in parallel hold every species once, each as `generate` makes it.
+    #[test]
+    fn parallel_files_hold_the_same_genomes() {
+        let spec = SynthSpec { species: 5, genome_len: 1000, strains: 2, divergence: 0.01, seed: 3 };
+        let dir = tempfile::tempdir().unwrap();
+        let files: Vec<_> = (0..3).map(|i| dir.path().join(format!("f{i}.fa"))).collect();
+        write_fasta_files(&spec, &files).unwrap();
+        let mut all = Vec::new();
+        write_fasta(&spec, &mut all).unwrap();
+        let records = |text: &str| -> Vec<String> {
+            let mut r: Vec<String> = text.split('>').filter(|x| !x.is_empty()).map(String::from).collect();
+            r.sort();
+            r
+        };
+        let joined: String = files.iter().map(|f| std::fs::read_to_string(f).unwrap()).collect();
+        assert_eq!(records(&joined), records(std::str::from_utf8(&all).unwrap()));
     }
 }

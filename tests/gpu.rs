@@ -77,6 +77,74 @@ fn gpu_sketches_equal_cpu_sketches() {
     }
 }
 
+/// The build's pair kernels against the CPU: `sketch_split` (every window's features as
+/// (feature, global window) pairs, each in its owner's stretch, shards counted) for 1, 2 and 3
+/// owners; `count_shards` + `scatter_by_shard` (sorted by shard); `select_pass` (a shard range,
+/// global windows back to target and window).
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_pair_kernels_equal_their_cpu_twins() {
+    use kmerdb::gpu::passes::twins;
+    use kmerdb::index::format::shard_of;
+    let g = gpu();
+    let mut rng = StdRng::seed_from_u64(77);
+    let p = SketchParams::new(16, 127, None, 16, 0x5eed).unwrap();
+    let (mut batch, mut next_window) = (Vec::new(), 1000u64);
+    for (i, len) in [0usize, 15, 16, 200, 5003, 100_000, 250_000].into_iter().enumerate() {
+        let seq = random_seq(&mut rng, len, b"ACGTACGTACGTN");
+        let windows = p.window_count(seq.len());
+        batch.push(Pending { target: i as u32, first_window: next_window, seq });
+        next_window += windows;
+    }
+    let mut cpu: Vec<u64> = Vec::new();
+    let mut sk = Sketcher::new(p);
+    for rec in &batch {
+        sk.sketch_all(&rec.seq, |w, sketch| {
+            cpu.extend(sketch.iter().map(|&f| f as u64 | (rec.first_window + w) << 32));
+        });
+    }
+    let shard_bits = 6;
+    let shard = |pair: u64| shard_of(pair as u32, shard_bits);
+    for owners in [1usize, 2, 3] {
+        let (mut got, counts) = twins::split(&g, &batch, &p, owners, shard_bits).unwrap();
+        for (d, pairs) in got.iter_mut().enumerate() {
+            let mut want: Vec<u64> = cpu.iter().copied().filter(|&x| shard(x) % owners == d).collect();
+            want.sort_unstable();
+            pairs.sort_unstable();
+            assert!(*pairs == want, "{owners} owners: owner {d}'s pairs differ");
+        }
+        for (sh, &c) in counts.iter().enumerate() {
+            assert_eq!(c, cpu.iter().filter(|&&x| shard(x) == sh).count() as u64, "shard {sh}'s count");
+        }
+    }
+    let (sorted, start) = twins::sort_by_shard(&g, &cpu, shard_bits).unwrap();
+    for sh in 0..1 << shard_bits {
+        assert!(sorted[start[sh] as usize..start[sh + 1] as usize].iter().all(|&x| shard(x) == sh), "shard {sh}");
+    }
+    let (mut a, mut b) = (sorted.clone(), cpu.clone());
+    a.sort_unstable();
+    b.sort_unstable();
+    assert!(a == b, "sorting by shard changed the pairs");
+    let first: Vec<u32> = batch.iter().map(|r| r.first_window as u32).collect();
+    for (lo, hi) in [(0u32, 64u32), (5, 6), (10, 40)] {
+        let (keys, values) = twins::select(&g, &cpu, lo, hi, shard_bits, &first).unwrap();
+        let mut got: Vec<(u32, u64)> = keys.into_iter().zip(values).collect();
+        let mut want: Vec<(u32, u64)> = cpu
+            .iter()
+            .filter(|&&x| (lo as usize..hi as usize).contains(&shard(x)))
+            .map(|&x| {
+                let w = (x >> 32) as u32;
+                let t = first.partition_point(|&f| f <= w) - 1;
+                (x as u32, (t as u64) << 32 | (w - first[t]) as u64)
+            })
+            .collect();
+        got.sort_unstable();
+        want.sort_unstable();
+        assert!(got == want, "select_pass {lo}..{hi} differs");
+    }
+    println!("pair kernels equal their CPU twins: {} pairs", cpu.len());
+}
+
 /// Inserts pairs and reads every list back, unsorted, with the table's status.
 fn roundtrip(
     g: &Gpu,
@@ -176,7 +244,18 @@ fn build_with(
     db: &std::path::Path,
     gpus: GpuRequest,
     opts: GpuBuildOptions,
-) -> Result<String, String> {
+) -> Result<kmerdb::build::BuildSummary, String> {
+    build_in(inputs, db, gpus, opts, None)
+}
+
+/// [`build_with`], spilling to `tmp_dir`.
+fn build_in(
+    inputs: &[PathBuf],
+    db: &std::path::Path,
+    gpus: GpuRequest,
+    opts: GpuBuildOptions,
+    tmp_dir: Option<&std::path::Path>,
+) -> Result<kmerdb::build::BuildSummary, String> {
     let sources = kmerdb::input::discover_fasta(inputs).map_err(|e| e.to_string())?;
     let tax = PathBuf::from("data/taxonomy");
     let map = inputs[0].join("seqid2taxid.map");
@@ -192,17 +271,19 @@ fn build_with(
         progress: false,
         gpus,
         gpu_options: opts,
+        tmp_dir: tmp_dir.map(PathBuf::from),
     };
     let s = build(&config, &|_, _| {}).map_err(|e| e.to_string())?;
     println!(
-        "  {}: {} targets, {} features, {:.2} s",
+        "  {}: {} targets, {} features, {:.2} s{}",
         s.backend,
         s.counts.targets,
         s.counts.features,
-        s.elapsed.as_secs_f64()
+        s.elapsed.as_secs_f64(),
+        s.passes.as_ref().map(|p| format!(", {} passes", p.passes)).unwrap_or_default()
     );
     assert!(s.without_taxid.is_empty(), "sequences without taxid: {:?}", s.without_taxid);
-    Ok(s.backend)
+    Ok(s)
 }
 
 /// `data/genomes`, and `$KMERDB_GPU_TEST_REFS` (all of `../shared/data/refs` in
@@ -236,49 +317,163 @@ fn gpu_index_bytes_equal_cpu_index_bytes() {
     }
 }
 
+/// A pass limit below one shard's pairs cannot be met: the build stops before any shard is
+/// written, naming the shard and what to do.
 #[test]
 #[ignore = "needs a GPU"]
-fn a_full_gpu_table_stops_the_build_with_a_message() {
+fn a_shard_larger_than_a_pass_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("x.db");
-    let opts = GpuBuildOptions { key_slots: Some(1000), pool_slots: Some(1000), group: None };
+    let opts = GpuBuildOptions { pass_values: Some(10), ..Default::default() };
     let err = build_with(&[PathBuf::from("data/genomes")], &db, GpuRequest::List(vec![0]), opts).unwrap_err();
-    assert!(err.contains("ran out of room"), "{err}");
+    assert!(err.contains("shard") && err.contains("--partition"), "{err}");
     assert!(!db.exists());
 }
 
+/// An input whose pairs cannot fit the GPUs, host memory and the spill folder is refused before
+/// any work, with the sizes; with `--gpus all` too (the CPU could not hold it either).
 #[test]
 #[ignore = "needs a GPU"]
-fn gpus_all_falls_back_to_the_cpu_when_the_table_cannot_fit() {
+fn spill_space_is_checked_before_any_work() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("x.db");
-    let huge = GpuBuildOptions { key_slots: Some(1 << 40), pool_slots: None, group: None };
-    build_with(&[PathBuf::from("data/genomes")], &db, GpuRequest::All, huge).unwrap();
-    assert!(db.exists());
-    let err = build_with(&[PathBuf::from("data/genomes")], &db, GpuRequest::List(vec![0]), huge).unwrap_err();
-    assert!(err.contains("2^32") || err.contains("free"), "{err}");
+    // A sparse 8 TB FASTA file (ext4 allows 16 TB): its size says far more than anything holds.
+    let genomes = dir.path().join("genomes");
+    std::fs::create_dir(&genomes).unwrap();
+    let huge = genomes.join("huge.fna");
+    std::fs::write(&huge, ">x\nACGT\n").unwrap();
+    std::fs::File::options().write(true).open(&huge).unwrap().set_len(8_000_000_000_000).unwrap();
+    std::fs::copy("data/seqid2taxid.map", genomes.join("seqid2taxid.map")).unwrap();
+    for request in [GpuRequest::List(vec![0]), GpuRequest::All] {
+        let err = build_with(std::slice::from_ref(&genomes), &db, request, GpuBuildOptions::default()).unwrap_err();
+        println!("{err}");
+        assert!(err.contains("spill") && err.contains("--tmp-dir") && err.contains("free"), "{err}");
+        assert!(!db.exists());
+    }
+}
+
+/// The bytes of `path`.
+fn bytes(path: &std::path::Path) -> Vec<u8> {
+    std::fs::read(path).unwrap()
+}
+
+/// The pass limit that cuts shards of `pairs` into exactly `passes` passes on `gpus` GPUs, if one
+/// does (the planner is greedy, so not every count can be had).
+fn limit_for(pairs: &[u64], gpus: usize, passes: usize) -> Option<u64> {
+    let count = |limit: u64| kmerdb::gpu::passes::plan_passes(pairs, &vec![limit; gpus]).map(|p| p.len()).ok();
+    let (mut lo, mut hi) = (*pairs.iter().max().unwrap(), pairs.iter().sum::<u64>());
+    // The smallest limit with at most `passes` passes.
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if count(mid).is_some_and(|n| n <= passes) { hi = mid } else { lo = mid + 1 }
+    }
+    (count(lo) == Some(passes)).then_some(lo)
+}
+
+/// Builds `set` on `gpus` in 2, 3 and 7 passes (a pass limit that forces them), and with pairs
+/// kept in host memory and in spill files; each must give `cpu`, the CPU's bytes. Spill files
+/// are gone afterwards.
+fn passes_give_the_cpu_bytes(set: &std::path::Path, gpus: Vec<usize>, cpu: &[u8], dir: &std::path::Path) {
+    let db = dir.join("gpu.db");
+    let n = gpus.len();
+    let request = GpuRequest::List(gpus);
+    let plain = build_with(&[set.to_path_buf()], &db, request.clone(), GpuBuildOptions::default()).unwrap();
+    assert!(bytes(&db) == cpu, "{}: GPU and CPU bytes differ", set.display());
+    let pairs = plain.passes.expect("a GPU build reports its passes").shard_pairs;
+    for want in [2, 3, 7] {
+        let limit = limit_for(&pairs, n, want).unwrap_or_else(|| panic!("no limit gives {want} passes"));
+        let opts = GpuBuildOptions { pass_values: Some(limit), ..Default::default() };
+        let s = build_with(&[set.to_path_buf()], &db, request.clone(), opts).unwrap();
+        assert_eq!(s.passes.as_ref().unwrap().passes, want);
+        assert!(bytes(&db) == cpu, "{}: {want} passes on {n} GPU(s) changed the bytes", set.display());
+        println!("identical index bytes in {want} passes on {n} GPU(s): {}", set.display());
+    }
+    let limit = limit_for(&pairs, n, 3).unwrap();
+    let spill = tempfile::tempdir().unwrap();
+    for (what, host) in [("host memory", u64::MAX), ("spill files", 0)] {
+        let opts = GpuBuildOptions {
+            pass_values: Some(limit),
+            device_pair_bytes: Some(0),
+            host_pair_bytes: Some(host),
+            group: None,
+        };
+        let s = build_in(&[set.to_path_buf()], &db, request.clone(), opts, Some(spill.path())).unwrap();
+        let p = s.passes.unwrap();
+        assert_eq!(p.pairs_on_gpus, 0);
+        assert!(if host == 0 { p.pairs_spilled > 0 } else { p.pairs_in_host_memory > 0 }, "{p:?}");
+        assert!(bytes(&db) == cpu, "{}: pairs in {what} changed the bytes", set.display());
+        assert_eq!(std::fs::read_dir(spill.path()).unwrap().count(), 0, "spill files left behind");
+        println!("identical index bytes with pairs in {what} on {n} GPU(s): {}", set.display());
+    }
 }
 
 #[test]
 #[ignore = "needs a GPU"]
-fn rounds_flushed_to_host_memory_give_the_same_bytes() {
+fn forced_passes_and_pairs_off_the_gpu_give_the_cpu_bytes() {
     assert!(std::env::var_os("SOURCE_DATE_EPOCH").is_some(), "set SOURCE_DATE_EPOCH: builds must carry the same date");
     let dir = tempfile::tempdir().unwrap();
-    let sets = reference_sets();
-    for set in sets {
-        let (cpu, gpu) = (dir.path().join("cpu.db"), dir.path().join("gpu.db"));
+    for set in reference_sets() {
+        let cpu = dir.path().join("cpu.db");
         build_with(std::slice::from_ref(&set), &cpu, GpuRequest::None, GpuBuildOptions::default()).unwrap();
-        // A table far smaller than the input: every few batches are flushed to host memory.
-        let small = GpuBuildOptions { key_slots: Some(2_000_000), pool_slots: Some(3_000_000), group: None };
-        let backend = build_with(std::slice::from_ref(&set), &gpu, GpuRequest::List(vec![0]), small).unwrap();
-        assert!(backend.contains("rounds"), "{backend}");
-        assert!(
-            std::fs::read(&cpu).unwrap() == std::fs::read(&gpu).unwrap(),
-            "{}: rounds changed the bytes",
-            set.display()
-        );
-        println!("identical index bytes after rounds: {}", set.display());
+        passes_give_the_cpu_bytes(&set, vec![0], &bytes(&cpu), dir.path());
     }
+}
+
+/// The `kmerdb` binary (`$KMERDB_BIN` on the GPU machine, where cargo's path does not exist).
+fn kmerdb_bin() -> PathBuf {
+    std::env::var_os("KMERDB_BIN").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_kmerdb")))
+}
+
+/// Spill files go with the build: removed after an input error and after Ctrl-C.
+#[test]
+#[ignore = "needs a GPU"]
+fn spill_files_are_removed_on_error_and_on_ctrl_c() {
+    let dir = tempfile::tempdir().unwrap();
+    let (spill, db) = (dir.path().join("spill"), dir.path().join("x.db"));
+    std::fs::create_dir(&spill).unwrap();
+    // An input error after other files' pairs were spilled.
+    let bad = dir.path().join("bad");
+    std::fs::create_dir(&bad).unwrap();
+    for f in std::fs::read_dir("data/genomes").unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, bad.join(f.file_name().unwrap())).unwrap();
+    }
+    std::fs::write(bad.join("zz_reads.fa"), "@r1\nACGT\n+\nIIII\n").unwrap();
+    std::fs::copy("data/seqid2taxid.map", bad.join("seqid2taxid.map")).unwrap();
+    let opts = GpuBuildOptions { device_pair_bytes: Some(0), host_pair_bytes: Some(0), ..Default::default() };
+    let err = build_in(&[bad], &db, GpuRequest::List(vec![0]), opts, Some(&spill)).unwrap_err();
+    assert!(err.contains("zz_reads.fa"), "{err}");
+    assert_eq!(std::fs::read_dir(&spill).unwrap().count(), 0, "spill files left after an error");
+    assert!(!db.exists());
+
+    // Ctrl-C while one input (a pipe) is still being read and the others are spilled.
+    let pipe = dir.path().join("more.fa");
+    assert!(std::process::Command::new("mkfifo").arg(&pipe).status().unwrap().success());
+    let mut child = std::process::Command::new(kmerdb_bin())
+        .args(["build", "--gpus", "0", "--gpu-device-pairs", "0", "--gpu-host-pairs", "0", "--tmp-dir"])
+        .arg(&spill)
+        .arg("-d")
+        .arg(&db)
+        .arg("data/genomes")
+        .arg(&pipe)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut w = std::fs::OpenOptions::new().write(true).open(&pipe).unwrap();
+    std::io::Write::write_all(&mut w, b">more\nACGTACGTACGTACGTACGTACGT\n").unwrap();
+    let start = std::time::Instant::now();
+    while std::fs::read_dir(&spill).unwrap().count() == 0 {
+        assert!(start.elapsed().as_secs() < 120, "no spill file appeared");
+        assert!(child.try_wait().unwrap().is_none(), "the build ended early");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    let out = child.wait_with_output().unwrap();
+    drop(w);
+    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_dir(&spill).unwrap().count(), 0, "spill files left after Ctrl-C");
+    assert!(!db.exists());
+    println!("spill files removed after an error and after SIGINT");
 }
 
 #[test]
@@ -501,6 +696,7 @@ fn gpu_classify_awkward_reads() {
             progress: false,
             gpus: GpuRequest::None,
             gpu_options: GpuBuildOptions::default(),
+            tmp_dir: None,
         };
         build(&config, &|_, _| {}).unwrap();
         let cpu = classify_with(&db, layout.clone(), GpuRequest::None);
@@ -530,7 +726,7 @@ fn multi_gpu_index_bytes_equal_cpu_index_bytes() {
             requests.push(GpuRequest::All);
         }
         for request in requests {
-            let backend = build_with(&genomes, &many, request.clone(), GpuBuildOptions::default()).unwrap();
+            let backend = build_with(&genomes, &many, request.clone(), GpuBuildOptions::default()).unwrap().backend;
             assert!(backend.starts_with("GPUs"), "{backend}");
             assert!(cpu_bytes == std::fs::read(&many).unwrap(), "{}: {backend} and CPU differ", set.display());
             println!("identical index bytes: {} on {backend}", set.display());
@@ -577,7 +773,7 @@ fn multi_gpu_classify_output_equals_cpu_output() {
         let cpu = classify_with(&cpu_db, layout.clone(), GpuRequest::None);
         for built_on in &sets {
             let backend =
-                build_with(&[genomes.clone()], &gpu_db, built_on.clone(), GpuBuildOptions::default()).unwrap();
+                build_with(&[genomes.clone()], &gpu_db, built_on.clone(), GpuBuildOptions::default()).unwrap().backend;
             let mut loads = vec![GpuRequest::None, GpuRequest::List(vec![0])];
             loads.extend(sets.iter().cloned());
             for load_on in loads {
@@ -590,30 +786,18 @@ fn multi_gpu_classify_output_equals_cpu_output() {
     }
 }
 
-/// Several GPUs cannot build in rounds: a share that cannot fit is refused before any work with
-/// what would fit, and a table that fills anyway stops the build with a message.
+/// Several GPUs in 2, 3 and 7 passes, and with pairs in host memory and spill files: the CPU's
+/// bytes.
 #[test]
 #[ignore = "needs 2 or more GPUs"]
-fn multi_gpu_capacity_errors_say_what_would_fit() {
+fn multi_gpu_forced_passes_and_pairs_off_the_gpus_give_the_cpu_bytes() {
+    assert!(std::env::var_os("SOURCE_DATE_EPOCH").is_some(), "set SOURCE_DATE_EPOCH: builds must carry the same date");
     let count = kmerdb::gpu::device::device_count();
     assert!(count >= 2, "this test needs 2 or more GPUs, found {count}");
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("x.db");
-    // A sparse 8 TB FASTA file (ext4 allows 16 TB): its size says far more than the GPUs hold.
-    let genomes = dir.path().join("genomes");
-    std::fs::create_dir(&genomes).unwrap();
-    let huge = genomes.join("huge.fna");
-    std::fs::write(&huge, ">x\nACGT\n").unwrap();
-    std::fs::File::options().write(true).open(&huge).unwrap().set_len(8_000_000_000_000).unwrap();
-    std::fs::copy("data/seqid2taxid.map", genomes.join("seqid2taxid.map")).unwrap();
-    let err = build_with(&[genomes], &db, GpuRequest::List(vec![0, 1]), GpuBuildOptions::default()).unwrap_err();
-    println!("{err}");
-    assert!(err.contains("on each of 2 GPUs") && err.contains("it would fit on"), "{err}");
-    assert!(!db.exists());
-
-    let tiny = GpuBuildOptions { key_slots: Some(1000), pool_slots: Some(1000), group: None };
-    let err = build_with(&[PathBuf::from("data/genomes")], &db, GpuRequest::List(vec![0, 1]), tiny).unwrap_err();
-    println!("{err}");
-    assert!(err.contains("ran out of room") && err.contains("share of the index"), "{err}");
-    assert!(!db.exists());
+    for set in reference_sets() {
+        let cpu = dir.path().join("cpu.db");
+        build_with(std::slice::from_ref(&set), &cpu, GpuRequest::None, GpuBuildOptions::default()).unwrap();
+        passes_give_the_cpu_bytes(&set, vec![0, 1], &bytes(&cpu), dir.path());
+    }
 }

@@ -10,6 +10,10 @@
 //! Then `index::write_index` writes the file atomically. Peak memory is the bins (12 bytes per
 //! location) plus the growing index plus one input batch per reading thread.
 //!
+//! On GPUs (`gpu::passes`), stage 1 sketches on the GPUs into (feature, window) pairs kept by the
+//! GPU that owns each shard, and stage 3 lays the shards out on the GPUs in passes, writing each
+//! one into the index file as soon as it is done; stage 2 is the same.
+//!
 //! Determinism: targets are numbered by name and every list is sorted, so the index bytes depend
 //! on neither the order of the inputs nor the thread count.
 
@@ -22,7 +26,7 @@ use crate::compute::{GpuBuildOptions, GpuRequest};
 use crate::index::format::{
     Counts, DEFAULT_SHARD_BITS, Header, IndexError, KeyIndexParams, Provenance, TaxonomySource,
 };
-use crate::index::{IndexFile, LocationLayout, bcht, write_index};
+use crate::index::{IndexFile, LocationLayout, ShardData, bcht, write_index};
 use crate::input::{InputError, Source};
 use crate::sketch::{HASH_FUNCTION_ID, SketchParams};
 use crate::taxonomy::{NcbiTaxonomy, SeqIdMap, TaxonomyError};
@@ -44,6 +48,9 @@ pub struct BuildConfig {
     pub progress: bool,
     pub gpus: GpuRequest,
     pub gpu_options: GpuBuildOptions,
+    /// Where a GPU build spills pairs that neither the GPUs nor host memory hold (default: the
+    /// index's folder).
+    pub tmp_dir: Option<PathBuf>,
 }
 
 impl BuildConfig {
@@ -125,6 +132,29 @@ pub struct BuildSummary {
     pub backend: String,
     /// Wall time of each phase, in order.
     pub phases: Vec<(&'static str, Duration)>,
+    /// How a GPU build's passes went.
+    pub passes: Option<PassSummary>,
+}
+
+/// A GPU build's passes: how many, where the time went, where the pairs were kept.
+#[derive(Debug, Clone, Default)]
+pub struct PassSummary {
+    pub passes: usize,
+    pub gpus: usize,
+    /// GPU time selecting and inserting, and condensing and downloading, summed over GPUs.
+    pub select_insert: Duration,
+    pub condense: Duration,
+    /// Host time waiting for the GPUs, finishing shards (leftover keys, checksums) and writing.
+    pub waiting_for_gpus: Duration,
+    pub finishing: Duration,
+    pub writing: Duration,
+    /// Bytes of pairs kept on the GPUs, in host memory and in spill files between reading and
+    /// the passes.
+    pub pairs_on_gpus: u64,
+    pub pairs_in_host_memory: u64,
+    pub pairs_spilled: u64,
+    /// (feature, window) pairs of each shard.
+    pub shard_pairs: Vec<u64>,
 }
 
 /// Checks before any work that the index can be written where asked.
@@ -179,10 +209,9 @@ pub fn build(config: &BuildConfig, on_progress: &(dyn Fn(u64, u64) + Sync)) -> R
 /// What stage 1 leaves for stage 3.
 enum Inserted<'g> {
     Bins(Vec<sketching::Bin>),
+    /// The GPU build after reading, with the pairs of each shard.
     #[cfg(feature = "gpu")]
-    Gpu(crate::gpu::build::GpuBuild<'g>),
-    #[cfg(feature = "gpu")]
-    Gpus(crate::gpu::multi::MultiBuild<'g>),
+    Gpus(Box<crate::gpu::passes::PassBuild<'g>>, Vec<u64>),
     #[cfg(not(feature = "gpu"))]
     #[allow(dead_code)]
     Never(std::marker::PhantomData<&'g ()>),
@@ -201,56 +230,37 @@ fn build_in_pool(
     // Stage 1, with the name of where it ran.
     let stage1 = || -> Result<(Vec<sketching::RawTarget>, Inserted<'_>, String), BuildError> {
         #[cfg(feature = "gpu")]
-        if gpus.len() > 1 {
-            match crate::gpu::multi::MultiBuild::new(
+        if !gpus.is_empty() {
+            let tmp_dir =
+                config.tmp_dir.clone().unwrap_or_else(|| crate::temp_files::folder_of(&config.db).to_path_buf());
+            match crate::gpu::passes::PassBuild::new(
                 gpus,
                 &config.sources,
                 &config.sketch,
                 config.gpu_options,
                 shard_bits,
+                &tmp_dir,
             ) {
-                Ok(mb) => {
+                Ok(pb) => {
                     let targets = sketching::read_sources(
                         &config.sources,
                         &config.sketch,
                         crate::gpu::build::BATCH_BASES,
                         &progress,
-                        &|batch| mb.insert_batch(batch),
+                        &|batch| pb.insert_batch(batch),
                     )?;
+                    let counts = pb.finish_reading()?;
                     let ids: Vec<String> = gpus.iter().map(|g| g.ordinal.to_string()).collect();
-                    return Ok((targets, Inserted::Gpus(mb), format!("GPUs {} ({})", ids.join(","), gpus[0].name)));
+                    let which = if gpus.len() == 1 { "GPU" } else { "GPUs" };
+                    let name = format!("{which} {} ({})", ids.join(","), gpus[0].name);
+                    return Ok((targets, Inserted::Gpus(Box::new(pb), counts), name));
                 }
-                Err(e) if config.gpus == GpuRequest::All => {
-                    log::warn!("GPUs: {e}; building on the CPU");
+                // With `--gpus all`, GPUs that cannot start the build mean the CPU, not a failure
+                // (but an input too large for the machine is too large for the CPU as well).
+                Err(BuildError::Gpu(e)) if config.gpus == GpuRequest::All => {
+                    log::warn!("GPU build: {e}; building on the CPU");
                 }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        #[cfg(feature = "gpu")]
-        if let Some(g) = gpus.first().filter(|_| gpus.len() == 1) {
-            match crate::gpu::build::GpuBuild::new(g, &config.sources, &config.sketch, config.gpu_options) {
-                Ok(gb) => {
-                    let targets = sketching::read_sources(
-                        &config.sources,
-                        &config.sketch,
-                        crate::gpu::build::BATCH_BASES,
-                        &progress,
-                        &|batch| gb.insert_batch(batch),
-                    )?;
-                    let name = format!("GPU {} ({})", g.ordinal, g.name);
-                    // After rounds flushed to host memory, the CPU condense finishes the job.
-                    return Ok(match gb.finish()? {
-                        crate::gpu::build::Inserted::Table(gb) => (targets, Inserted::Gpu(gb), name),
-                        crate::gpu::build::Inserted::Bins(bins) => {
-                            (targets, Inserted::Bins(bins), format!("{name} in rounds, condensed on the CPU"))
-                        }
-                    });
-                }
-                // With `--gpus all`, a GPU without room for the table means the CPU, not a failure.
-                Err(e) if config.gpus == GpuRequest::All => {
-                    log::warn!("GPU {}: {e}; building on the CPU", g.ordinal);
-                }
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(e),
             }
         }
         let s = sketching::sketch_sources(&config.sources, &config.sketch, shard_bits, &progress)?;
@@ -311,8 +321,11 @@ fn build_in_pool(
 
     let cap = config.max_locations_per_feature;
     let windows = condense::WindowMap::new(&raw_targets, &resolved.final_id);
-    // The pruned taxa's names are read while the shards condense.
-    let (named, condensed) = std::thread::scope(|scope| {
+    let targets_count = resolved.targets.len() as u64;
+    let mut out = Some(out);
+    // Stage 3. The pruned taxa's names are read meanwhile.
+    let mut passes = None;
+    let (named, laid_out) = std::thread::scope(|scope| {
         let names = scope.spawn(|| -> Result<Vec<crate::taxonomy::Taxon>, TaxonomyError> {
             let Some(mut tax) = taxonomy else { return Ok(resolved.taxa.clone()) };
             let ids: Vec<u32> = resolved.taxa.iter().map(|t| t.taxid).collect();
@@ -323,35 +336,71 @@ fn build_in_pool(
                 .map(|t| crate::taxonomy::Taxon { name: tax.name(t.taxid).to_string(), ..t.clone() })
                 .collect())
         });
-        let condensed: Result<Vec<_>, BuildError> = match inserted {
+        let laid_out: Result<Laidout, BuildError> = match inserted {
             Inserted::Bins(bins) => {
                 use rayon::prelude::*;
                 bins.into_par_iter()
                     .map(|bin| condense::condense_bin(bin, &windows, &layout, cap))
-                    .collect::<Result<_, _>>()
+                    .collect::<Result<Vec<_>, _>>()
+                    .map(Laidout::Shards)
                     .map_err(|source| IndexError::ShardOverflow { path: config.db.clone(), source }.into())
             }
             #[cfg(feature = "gpu")]
-            Inserted::Gpu(gb) => gb.condense(&resolved.final_id, &layout, cap, shard_bits),
-            #[cfg(feature = "gpu")]
-            Inserted::Gpus(mb) => mb.condense(&resolved.final_id, &layout, cap, shard_bits),
+            Inserted::Gpus(pb, counts) => (|| {
+                let template =
+                    make_header(config, layout, Counts { targets: targets_count, ..Counts::default() }, shard_bits);
+                let file = out.take().expect("the index file is written once");
+                let mut writer = crate::index::IndexWriter::new(file, &template)?;
+                let first: Vec<u64> = raw_targets.iter().map(|t| t.first_window).collect();
+                let (stats, report) =
+                    pb.build_shards(&counts, &first, &resolved.final_id, &layout, cap, &mut writer)?;
+                let placed = pb.placement();
+                passes = Some(PassSummary {
+                    passes: report.passes,
+                    gpus: gpus.len(),
+                    select_insert: report.select_insert,
+                    condense: report.condense,
+                    waiting_for_gpus: report.waiting_for_gpus,
+                    finishing: report.finishing,
+                    writing: report.writing,
+                    pairs_on_gpus: placed.device_bytes,
+                    pairs_in_host_memory: placed.host_bytes,
+                    pairs_spilled: placed.spill_bytes,
+                    shard_pairs: report.shard_pairs,
+                });
+                Ok(Laidout::Written(writer, stats))
+            })(),
             #[cfg(not(feature = "gpu"))]
             Inserted::Never(_) => unreachable!(),
         };
-        (names.join().expect("the names loader does not panic"), condensed)
+        (names.join().expect("the names loader does not panic"), laid_out)
     });
-    let condensed = condensed?;
+    let laid_out = laid_out?;
     resolved.taxa = named?;
-    phase("condense");
-    let mut stats = condense::ShardStats::default();
-    let mut shards = Vec::with_capacity(condensed.len());
-    for (shard, s) in condensed {
-        stats += s;
-        shards.push(shard);
-    }
+    phase(if passes.is_some() { "passes (shards laid out on the GPUs and written)" } else { "condense" });
 
+    let (stats, buckets, finish): (condense::ShardStats, u64, Box<dyn FnOnce(Header) -> Result<u64, IndexError>>) =
+        match laid_out {
+            Laidout::Shards(condensed) => {
+                let mut stats = condense::ShardStats::default();
+                let mut shards = Vec::with_capacity(condensed.len());
+                for (shard, s) in condensed {
+                    stats += s;
+                    shards.push(shard);
+                }
+                let buckets = shards.iter().map(|s| s.slots.len() as u64 / bcht::BUCKET_SLOTS as u64).sum();
+                let (targets, taxa) = (&resolved.targets, &resolved.taxa);
+                let file = out.take().expect("the index file is written once");
+                (stats, buckets, Box::new(move |h| write_index(file, h, &shards, targets, taxa)))
+            }
+            Laidout::Written(writer, stats) => {
+                let buckets = writer.buckets_written();
+                let (targets, taxa) = (&resolved.targets, &resolved.taxa);
+                (stats, buckets, Box::new(move |h| writer.finish(h, targets, taxa)))
+            }
+        };
     let counts = Counts {
-        targets: resolved.targets.len() as u64,
+        targets: targets_count,
         taxa: resolved.taxa.len() as u64,
         bases: resolved.targets.iter().map(|t| t.length).sum(),
         windows: resolved.targets.iter().map(|t| t.windows).sum(),
@@ -359,9 +408,34 @@ fn build_in_pool(
         locations: stats.locations,
         dropped_features: stats.dropped_features,
         dropped_locations: stats.dropped_locations,
-        buckets: shards.iter().map(|s| s.slots.len() as u64 / bcht::BUCKET_SLOTS as u64).sum(),
+        buckets,
     };
-    let header = Header {
+    let header = make_header(config, layout, counts.clone(), shard_bits);
+    let index_bytes = finish(header)?;
+    phase("write");
+    Ok(BuildSummary {
+        db: config.db.clone(),
+        counts,
+        index_bytes,
+        without_taxid: resolved.without_taxid,
+        elapsed: start.elapsed(),
+        taxonomy_load,
+        backend,
+        phases,
+        passes,
+    })
+}
+
+/// Stage 3's result: shards in memory (the CPU), or already written (the GPUs).
+enum Laidout {
+    Shards(Vec<(ShardData, condense::ShardStats)>),
+    #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
+    Written(crate::index::IndexWriter, condense::ShardStats),
+}
+
+/// The index header for `config` with `layout` and `counts` (sections are filled in when written).
+fn make_header(config: &BuildConfig, layout: LocationLayout, counts: Counts, shard_bits: u32) -> Header {
+    Header {
         sketch: config.sketch,
         hash_function: HASH_FUNCTION_ID,
         max_locations_per_feature: config.max_locations_per_feature,
@@ -373,26 +447,14 @@ fn build_in_pool(
         },
         layout,
         taxonomy: if config.taxonomy.is_some() { TaxonomySource::Ncbi } else { TaxonomySource::PerSequence },
-        counts: counts.clone(),
+        counts,
         provenance: Provenance {
             kmerdb_version: env!("CARGO_PKG_VERSION").into(),
             created_unix: creation_time(),
             command_line: config.normalized_command_line(),
         },
         sections: Vec::new(),
-    };
-    let index_bytes = write_index(out, header, &shards, &resolved.targets, &resolved.taxa)?;
-    phase("write");
-    Ok(BuildSummary {
-        db: config.db.clone(),
-        counts,
-        index_bytes,
-        without_taxid: resolved.without_taxid,
-        elapsed: start.elapsed(),
-        taxonomy_load,
-        backend,
-        phases,
-    })
+    }
 }
 
 /// Seconds since the epoch, or `SOURCE_DATE_EPOCH` when set (reproducible builds).

@@ -1,24 +1,13 @@
-//! `kmerdb build` on one GPU.
-//!
-//! Stage 1 (`GpuBuild::insert_batch`): each batch of sequences read on the host goes to the GPU,
-//! where one fused kernel (`build_insert_g*` in `cuda/build.cu`) sketches every window and inserts
-//! each (feature, provisional target, window) into the bucket-list table. The status word is read
-//! after every batch: a full table or pool stops the build with a message, never silently.
-//!
-//! Stage 3 (`GpuBuild::condense`, in `gpu::condense`): once targets have their final numbers, the
-//! GPU lays out every shard's key index and list stream, with the CPU build's bytes.
+//! Batches of sequences on the GPU: their layout for the kernels (`struct Batch` in
+//! `cuda/build.cu`), the sketch parameters, and the pinned, double-buffered uploads of the build
+//! (`gpu::passes` runs the build itself).
 
-use crate::build::BuildError;
-use crate::build::condense::ShardStats;
 use crate::build::sketching::Pending;
-use crate::gpu::table::{BucketListTable, TableConfig, launch_config, ptr};
+use crate::gpu::table::{launch_config, ptr};
 use crate::gpu::{Gpu, GpuError};
-use crate::index::LocationLayout;
-use crate::index::write::ShardData;
-use crate::input::Source;
 use crate::sketch::SketchParams;
 use cudarc::driver::{CudaEvent, CudaStream, DeviceRepr, PinnedHostSlice, PushKernelArg};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Bases sent to the GPU per batch.
 pub const BATCH_BASES: usize = 64 << 20;
@@ -65,6 +54,8 @@ pub struct DeviceBatch {
     len: cudarc::driver::CudaSlice<u32>,
     target: cudarc::driver::CudaSlice<u32>,
     first_window: cudarc::driver::CudaSlice<u64>,
+    /// Per record: the global number of its target's first window (`Pending::first_window`).
+    global_first: cudarc::driver::CudaSlice<u64>,
     records: u32,
     pub windows: u64,
 }
@@ -75,10 +66,12 @@ impl DeviceBatch {
         let total: usize = batch.iter().map(|p| p.seq.len()).sum();
         let mut seq = Vec::with_capacity(total);
         let (mut offset, mut len, mut target, mut first_window) = (Vec::new(), Vec::new(), Vec::new(), vec![0u64]);
+        let mut global_first = Vec::new();
         for p in batch {
             offset.push(seq.len() as u64);
             len.push(p.seq.len() as u32);
             target.push(p.target);
+            global_first.push(p.first_window);
             seq.extend_from_slice(&p.seq);
             first_window.push(first_window.last().unwrap() + params.window_count(p.seq.len()));
         }
@@ -91,9 +84,15 @@ impl DeviceBatch {
             len: s.clone_htod(&len)?,
             target: s.clone_htod(&target)?,
             first_window: s.clone_htod(&first_window)?,
+            global_first: if global_first.is_empty() { s.alloc_zeros::<u64>(1)? } else { s.clone_htod(&global_first)? },
             records: batch.len() as u32,
             windows,
         })
+    }
+
+    /// Device address of the records' global first windows (`Split::global_first`).
+    pub(crate) fn global_first(&self, gpu: &Gpu) -> u64 {
+        ptr(gpu, &self.global_first)
     }
 
     pub(crate) fn args(&self, gpu: &Gpu) -> BatchArgs {
@@ -134,6 +133,7 @@ pub(crate) struct Staging {
     len: PinnedHostSlice<u32>,
     target: PinnedHostSlice<u32>,
     first_window: PinnedHostSlice<u64>,
+    global_first: PinnedHostSlice<u64>,
     dev: DeviceBatch,
     /// Recorded after the last kernel that read `dev`.
     done: Option<CudaEvent>,
@@ -151,6 +151,7 @@ impl Staging {
                 gpu.ctx.alloc_pinned::<u32>(records)?,
                 gpu.ctx.alloc_pinned::<u32>(records)?,
                 gpu.ctx.alloc_pinned::<u64>(records + 1)?,
+                gpu.ctx.alloc_pinned::<u64>(records)?,
             )
         };
         let dev = DeviceBatch {
@@ -159,13 +160,14 @@ impl Staging {
             len: s.alloc_zeros::<u32>(records)?,
             target: s.alloc_zeros::<u32>(records)?,
             first_window: s.alloc_zeros::<u64>(records + 1)?,
+            global_first: s.alloc_zeros::<u64>(records)?,
             records: 0,
             windows: 0,
         };
         // The copy stream writes these buffers: their allocation must be complete first.
         s.synchronize()?;
-        let (seq, offset, len, target, first_window) = pinned;
-        Ok(Self { seq, offset, len, target, first_window, dev, done: None })
+        let (seq, offset, len, target, first_window, global_first) = pinned;
+        Ok(Self { seq, offset, len, target, first_window, global_first, dev, done: None })
     }
 
     pub(crate) fn fits(&self, bases: usize, records: usize) -> bool {
@@ -175,6 +177,11 @@ impl Staging {
     /// The batch last staged, on the device.
     pub(crate) fn batch(&self) -> &DeviceBatch {
         &self.dev
+    }
+
+    /// Marks the batch's device buffers as in use until `event` (the last kernel that reads them).
+    pub(crate) fn used_until(&mut self, event: CudaEvent) {
+        self.done = Some(event);
     }
 
     /// Packs `batch` into pinned memory and queues its upload on `copy`; returns the event the
@@ -188,12 +195,13 @@ impl Staging {
         if let Some(done) = self.done.take() {
             done.synchronize()?;
         }
-        let (seq, offset, len, target, first_window) = (
+        let (seq, offset, len, target, first_window, global_first) = (
             self.seq.as_mut_slice()?,
             self.offset.as_mut_slice()?,
             self.len.as_mut_slice()?,
             self.target.as_mut_slice()?,
             self.first_window.as_mut_slice()?,
+            self.global_first.as_mut_slice()?,
         );
         // Pinned memory is write-combined: written once in order, never read back.
         let (mut at, mut windows) = (0usize, 0u64);
@@ -203,6 +211,7 @@ impl Staging {
             offset[r] = at as u64;
             len[r] = p.seq.len() as u32;
             target[r] = p.target;
+            global_first[r] = p.first_window;
             windows += params.window_count(p.seq.len());
             first_window[r + 1] = windows;
             at += p.seq.len();
@@ -214,6 +223,7 @@ impl Staging {
         copy.memcpy_htod(&len[..records], &mut d.len.slice_mut(..records))?;
         copy.memcpy_htod(&target[..records], &mut d.target.slice_mut(..records))?;
         copy.memcpy_htod(&first_window[..=records], &mut d.first_window.slice_mut(..=records))?;
+        copy.memcpy_htod(&global_first[..records], &mut d.global_first.slice_mut(..records))?;
         d.records = records as u32;
         d.windows = windows;
         Ok(copy.record_event(None)?)
@@ -221,287 +231,3 @@ impl Staging {
 }
 
 pub use crate::compute::GpuBuildOptions;
-
-/// A GPU build in progress.
-pub struct GpuBuild<'g> {
-    gpu: &'g Gpu,
-    params: SketchParams,
-    shard_bits: u32,
-    /// Batches arrive from several reading threads; the GPU takes them one at a time.
-    table: Mutex<Rounds<'g>>,
-}
-
-/// The table and what earlier rounds flushed from it.
-struct Rounds<'g> {
-    table: BucketListTable<'g>,
-    /// First global window of each provisional target seen so far (see `build::sketching::Pair`).
-    first_window: Vec<u64>,
-    /// Per-shard bins of the flushed rounds, in the CPU build's form; empty while everything fits.
-    bins: Vec<crate::build::sketching::Bin>,
-    rounds: usize,
-    /// Values inserted since the last flush: an upper bound of the keys in use.
-    inserted: u64,
-    /// Double-buffered uploads: batch i is copied into `staging[i % 2]` on `copy` while batch
-    /// i - 1 is inserted.
-    staging: [Option<Staging>; 2],
-    next: usize,
-    copy: Arc<CudaStream>,
-}
-
-/// What stage 1 on the GPU leaves: the table, or (after rounds) host bins for the CPU condense.
-pub enum Inserted<'g> {
-    Table(GpuBuild<'g>),
-    Bins(Vec<crate::build::sketching::Bin>),
-}
-
-/// Bases the inputs hold, guessed from their sizes (compressed files count 4 bases a byte).
-fn estimate_bases(sources: &[Source]) -> Option<u64> {
-    if sources.is_empty() {
-        return None;
-    }
-    let mut total = 0u64;
-    for s in sources {
-        let Source::File(p) = s else { return None };
-        let size = std::fs::metadata(p).ok()?.len();
-        let mut magic = [0u8; 4];
-        let n = std::fs::File::open(p).and_then(|mut f| std::io::Read::read(&mut f, &mut magic)).unwrap_or(0);
-        let compressed = n >= 2 && (magic[..2] == [0x1f, 0x8b] || magic[..2] == [b'B', b'Z'])
-            || n >= 4 && (magic == [0xfd, b'7', b'z', b'X'] || magic == [0x28, 0xb5, 0x2f, 0xfd]);
-        total += if compressed { size * 4 } else { size };
-    }
-    Some(total)
-}
-
-/// Device bytes a table takes per value it is sized for: 2 pool slots (first buckets of 2, growth
-/// 1.5, links) of 8 bytes and 0.75 key slots of 12 bytes.
-const TABLE_BYTES_PER_VALUE: u64 = 25;
-
-/// The table for GPU `gpu`'s share of the inputs' values when `shares` GPUs split them: sized from
-/// the inputs (or from free memory for stdin), at most 70% of the free memory. One GPU builds in
-/// rounds when its table fills; several cannot, so for them a share that does not fit is a
-/// `TooLarge` error that says how many such GPUs would hold it.
-pub fn table_config(
-    gpu: &Gpu,
-    sources: &[Source],
-    params: &SketchParams,
-    opts: GpuBuildOptions,
-    shares: u64,
-) -> Result<TableConfig, GpuError> {
-    let (free, _) = gpu.memory()?;
-    let fit_values = (free as u64 * 7 / 10) / TABLE_BYTES_PER_VALUE;
-    let bases = estimate_bases(sources);
-    let estimate = bases.map(|bases| {
-        let all = (bases / params.stride as u64 + 1) * params.sketch_size as u64 * 11 / 10;
-        // A share, and half as much again: shares differ a little, and a full table stops a
-        // build on several GPUs. Measured: a tenth more was not enough for the 2 Gbp synthetic
-        // benchmark on 2 GPUs.
-        let share = if shares > 1 { all * 3 / 2 / shares } else { all };
-        share + (1 << 20)
-    });
-    if let (Some(wanted), Some(bases), true) = (estimate, bases, shares > 1 && opts.pool_slots.is_none()) {
-        if wanted > fit_values {
-            let would = (wanted * shares).div_ceil(fit_values);
-            return Err(GpuError::TooLarge {
-                what: format!("the build table for about {:.2} Gbp of sequence", bases as f64 / 1e9),
-                per_gpu: wanted * TABLE_BYTES_PER_VALUE * 10 / 7,
-                gpus: shares as usize,
-                ordinal: gpu.ordinal,
-                free: free as u64,
-                advice: format!(
-                    "it would fit on {would} GPUs with as much free memory; or build on one GPU (--gpus {}), which builds in rounds through host memory, or on the CPU (--gpus none)",
-                    gpu.ordinal
-                ),
-            });
-        }
-    }
-    let values = estimate.unwrap_or(fit_values).min(fit_values);
-    let mut config = TableConfig::new((values * 3 / 4).max(1 << 16), (2 * values).min(u32::MAX as u64));
-    if let Some(k) = opts.key_slots {
-        config.key_slots = k;
-    }
-    if let Some(p) = opts.pool_slots {
-        config.pool_slots = p;
-    }
-    if let Some(g) = opts.group {
-        config.group = g;
-    }
-    log::debug!(
-        "GPU {} ({}): table of {} key slots and {} value slots, groups of {}",
-        gpu.ordinal,
-        gpu.name,
-        config.key_slots,
-        config.pool_slots,
-        config.group
-    );
-    Ok(config)
-}
-
-impl<'g> GpuBuild<'g> {
-    /// Sizes the table from the inputs (or from free memory for stdin) and allocates it.
-    pub fn new(
-        gpu: &'g Gpu,
-        sources: &[Source],
-        params: &SketchParams,
-        opts: GpuBuildOptions,
-    ) -> Result<Self, GpuError> {
-        let config = table_config(gpu, sources, params, opts, 1)?;
-        let table = BucketListTable::new(gpu, config)?;
-        let rounds = Rounds {
-            table,
-            first_window: Vec::new(),
-            bins: Vec::new(),
-            rounds: 0,
-            inserted: 0,
-            staging: [None, None],
-            next: 0,
-            copy: gpu.ctx.new_stream()?,
-        };
-        Ok(Self {
-            gpu,
-            params: *params,
-            shard_bits: crate::index::format::DEFAULT_SHARD_BITS,
-            table: Mutex::new(rounds),
-        })
-    }
-
-    /// Stage 1 for one batch: upload, sketch and insert. The upload overlaps the insertion of the
-    /// batch before, whose status word is read meanwhile. When the pool might not hold this batch,
-    /// the table's contents are first flushed to host memory (a round).
-    pub fn insert_batch(&self, batch: &[Pending]) -> Result<(), BuildError> {
-        // One lock from the room check to the insert: batches from other reading threads must not
-        // slip in between and fill the room this one was promised.
-        let mut guard = self.table.lock().expect("no GPU batch panicked");
-        let r = &mut *guard;
-        for p in batch {
-            let t = p.target as usize;
-            if r.first_window.len() <= t {
-                r.first_window.resize(t + 1, 0);
-            }
-            r.first_window[t] = p.first_window;
-        }
-        // 1. Upload on the copy stream.
-        let (bases, records) = (batch.iter().map(|p| p.seq.len()).sum::<usize>(), batch.len());
-        let slot = r.next;
-        r.next ^= 1;
-        if !r.staging[slot].as_ref().is_some_and(|st| st.fits(bases, records)) {
-            r.staging[slot] = None;
-            r.staging[slot] = Some(Staging::new(self.gpu, bases.max(BATCH_BASES), records.max(1 << 16))?);
-        }
-        let staging = r.staging[slot].as_mut().expect("just made");
-        let uploaded = staging.stage(&r.copy, batch, &self.params)?;
-
-        // 2. Meanwhile, the status of the batches before (this waits for the last kernel), and
-        // room for this one. Each window adds at most sketch_size values and keys, each value
-        // taking at most 2 pool slots; keys are kept below 90% of the slots so that probing stays
-        // short.
-        let status = self.check_status(&r.table)?;
-        let windows: u64 = batch.iter().map(|p| self.params.window_count(p.seq.len())).sum();
-        let values = windows * self.params.sketch_size as u64;
-        let key_room = r.table.key_slots() * 9 / 10;
-        let pool_short = r.table.pool_free(&status) < 2 * values;
-        let keys_short = r.inserted + values > key_room && r.table.occupied_keys()? + values > key_room;
-        if (pool_short || keys_short) && status.pool_used > 0 {
-            self.flush(r)?;
-        }
-        r.inserted += values;
-
-        // 3. The kernel, once the upload is in.
-        self.gpu.stream.wait(&uploaded).map_err(GpuError::from)?;
-        let staging = r.staging[slot].as_mut().expect("staged above");
-        self.launch_insert(&r.table, &staging.dev)?;
-        staging.done = Some(self.gpu.stream.record_event(None).map_err(GpuError::from)?);
-        Ok(())
-    }
-
-    /// Waits for the table's work and reads its status word: a full table or pool is an error.
-    fn check_status(&self, table: &BucketListTable) -> Result<crate::gpu::table::TableStatus, BuildError> {
-        let status = table.status()?;
-        if status.is_error() {
-            // Rounds flush before a batch could overflow, so this is one batch too large.
-            return Err(table.full(&status, "one batch needs more than the table holds; build on the CPU (--gpus none) or a GPU with more memory").into());
-        }
-        Ok(status)
-    }
-
-    /// Moves the table's contents to host bins as (feature, global window) pairs and empties it.
-    fn flush(&self, r: &mut Rounds<'g>) -> Result<(), BuildError> {
-        use crate::build::sketching::{BIN_CHUNK, Pair};
-        if r.bins.is_empty() {
-            r.bins = (0..1usize << self.shard_bits).map(|_| Vec::new()).collect();
-        }
-        let (lists, values) = r.table.drain_pairs()?;
-        let mut at = 0usize;
-        for l in &lists {
-            let shard = crate::index::format::shard_of(l.key, self.shard_bits);
-            for &v in &values[at..at + l.count as usize] {
-                let window = r.first_window[(v >> 32) as usize] + (v & 0xffff_ffff);
-                let window = u32::try_from(window).map_err(|_| BuildError::TooManyWindows)?;
-                let bin = &mut r.bins[shard];
-                if bin.last().is_none_or(|c| c.len() == BIN_CHUNK) {
-                    bin.push(Vec::with_capacity(BIN_CHUNK));
-                }
-                bin.last_mut().expect("a chunk was just ensured").push(Pair { feature: l.key, window });
-            }
-            at += l.count as usize;
-        }
-        r.table.clear()?;
-        r.rounds += 1;
-        r.inserted = 0;
-        log::info!(
-            "GPU {}: table full, round {} flushed to host memory ({} values)",
-            self.gpu.ordinal,
-            r.rounds,
-            values.len()
-        );
-        Ok(())
-    }
-
-    /// After the last batch: the table as it is, or, if rounds were flushed, everything in host bins
-    /// for the CPU condense (which gives the same bytes).
-    pub fn finish(self) -> Result<Inserted<'g>, BuildError> {
-        let mut r = self.table.lock().expect("no GPU batch panicked");
-        // The last batch's status.
-        self.check_status(&r.table)?;
-        r.staging = [None, None];
-        if r.rounds == 0 {
-            drop(r);
-            return Ok(Inserted::Table(self));
-        }
-        self.flush(&mut r)?;
-        Ok(Inserted::Bins(std::mem::take(&mut r.bins)))
-    }
-
-    /// Runs the fused kernel on a batch already on the device and checks the status word (the
-    /// benchmark's entry point).
-    pub fn insert_uploaded(&self, dev: &DeviceBatch) -> Result<(), BuildError> {
-        let r = self.table.lock().expect("no GPU batch panicked");
-        self.launch_insert(&r.table, dev)?;
-        self.check_status(&r.table)?;
-        Ok(())
-    }
-
-    fn launch_insert(&self, table: &BucketListTable, dev: &DeviceBatch) -> Result<(), BuildError> {
-        let gpu = self.gpu;
-        if dev.windows > 0 {
-            let f = gpu.function(&format!("build_insert_g{}", table.config().group))?;
-            let (b, p, t) = (dev.args(gpu), SketchArgs::from(&self.params), table.args());
-            let mut l = gpu.stream.launch_builder(&f);
-            l.arg(&b).arg(&p).arg(&t);
-            // SAFETY: reads the batch, writes only the table.
-            unsafe { l.launch(launch_config(gpu, dev.windows)) }.map_err(GpuError::from)?;
-        }
-        Ok(())
-    }
-
-    /// Stage 3: the shards, from the table and the final target numbers (`gpu::condense`).
-    pub fn condense(
-        self,
-        final_id: &[Option<u32>],
-        layout: &LocationLayout,
-        cap: u32,
-        shard_bits: u32,
-    ) -> Result<Vec<(ShardData, ShardStats)>, BuildError> {
-        let table = self.table.into_inner().expect("no GPU batch panicked").table;
-        crate::gpu::condense::condense(&table, self.gpu, final_id, layout, cap, shard_bits)
-    }
-}

@@ -8,14 +8,16 @@
 //! 3. `assemble_order` lines up each shard's slots, then the keys the rounds left over (in key
 //!    order); `slot_entries` and a scan give every list its place in its shard's stream, and
 //!    `write_lists` gathers, renumbers, sorts and bit-packs each list and sets the slot values.
-//! 4. The host places the leftover keys, about 3% of them, by `bcht::place_stragglers` in the
-//!    downloaded slots (a walk moves slots with their values, so the streams stay as they are). A
-//!    shard whose walk fails is rebuilt on the host at a larger size, as the CPU would.
-//!
-//! Only the finished slots and streams come back to the host.
+//! 4. The slots and streams come back to the host in two copies into pinned buffers
+//!    ([`HostShards`]; reused from pass to pass). Later, on the host and while the GPU works on,
+//!    [`HostShards::finish`] places each shard's leftover keys, about 3% of them, by
+//!    `bcht::place_stragglers`, in place (a walk moves slots with their values, so the streams
+//!    stay as they are). A shard whose walk fails is rolled back and rebuilt on the host at a
+//!    larger size, as the CPU would.
 
 use crate::build::BuildError;
 use crate::build::condense::ShardStats;
+use crate::gpu::pinned::{HostBuffer, copy_async};
 use crate::gpu::table::{BucketListTable, DeviceKeys, launch_config, ptr};
 use crate::gpu::{Gpu, GpuError};
 use crate::index::bcht::{self, BUCKET_SLOTS, EMPTY_SLOT, Slot};
@@ -99,7 +101,8 @@ impl ShardTables {
     }
 }
 
-/// The shards of the index from the table, renumbering targets by `final_id`.
+/// The shards of the index from the table, renumbering targets by `final_id`: every shard, walked
+/// and owned (the test twin of the CPU's assembler; the build uses [`condense_to_host`]).
 pub fn condense(
     table: &BucketListTable,
     gpu: &Gpu,
@@ -108,10 +111,147 @@ pub fn condense(
     cap: u32,
     shard_bits: u32,
 ) -> Result<Vec<(ShardData, ShardStats)>, BuildError> {
+    let all: Vec<usize> = (0..1usize << shard_bits).collect();
+    let mut host = condense_to_host(table, gpu, final_id, layout, cap, shard_bits, &all, Buffers::default())?;
+    let stats: Vec<ShardStats> = host.shards.iter().map(|s| s.stats).collect();
+    let finished = host.finish(layout, cap)?;
+    Ok(finished.into_iter().map(|f| f.owned()).zip(stats).collect())
+}
+
+/// Pinned buffers a condense downloads into, kept from pass to pass (they grow when needed).
+#[derive(Default)]
+pub struct Buffers {
+    order: Option<HostBuffer<u64>>,
+    words: Option<HostBuffer<u32>>,
+}
+
+/// One shard of a [`HostShards`]: where its parts lie in the buffers, and what its condense counted.
+#[derive(Debug, Clone)]
+pub struct HostShard {
+    pub shard: usize,
+    slots: std::ops::Range<usize>,
+    left: std::ops::Range<usize>,
+    words: std::ops::Range<usize>,
+    pub stats: ShardStats,
+}
+
+/// Condensed shards on the host, before their leftover keys are placed.
+pub struct HostShards {
+    /// Each shard's slots, then its leftover keys, as slot words (`Slot`'s layout).
+    order: HostBuffer<u64>,
+    words: HostBuffer<u32>,
+    pub shards: Vec<HostShard>,
+}
+
+/// A finished shard: its slots and words in the download buffers (walked in place), or rebuilt on
+/// the host when the walk failed.
+pub enum Finished<'a> {
+    InPlace { shard: usize, slots: &'a [Slot], words: &'a [u32], checksum: u64 },
+    Rebuilt { shard: usize, data: ShardData, checksum: u64 },
+}
+
+impl Finished<'_> {
+    pub fn shard(&self) -> usize {
+        match self {
+            Finished::InPlace { shard, .. } | Finished::Rebuilt { shard, .. } => *shard,
+        }
+    }
+
+    pub fn slots(&self) -> &[Slot] {
+        match self {
+            Finished::InPlace { slots, .. } => slots,
+            Finished::Rebuilt { data, .. } => &data.slots,
+        }
+    }
+
+    pub fn words(&self) -> &[u32] {
+        match self {
+            Finished::InPlace { words, .. } => words,
+            Finished::Rebuilt { data, .. } => &data.words,
+        }
+    }
+
+    /// `index::format::shard_checksum` of the shard, computed when it was finished.
+    pub fn checksum(&self) -> u64 {
+        match self {
+            Finished::InPlace { checksum, .. } | Finished::Rebuilt { checksum, .. } => *checksum,
+        }
+    }
+
+    /// The shard as owned vectors.
+    pub fn owned(self) -> ShardData {
+        match self {
+            Finished::InPlace { slots, words, .. } => ShardData { slots: slots.to_vec(), words: words.to_vec() },
+            Finished::Rebuilt { data, .. } => data,
+        }
+    }
+}
+
+impl HostShards {
+    /// Places every shard's leftover keys in its slots (shards in parallel), with its checksum;
+    /// a shard whose walk fails is rolled back and rebuilt as the CPU would. Shards in the order
+    /// of [`HostShards::shards`].
+    pub fn finish(&mut self, layout: &LocationLayout, cap: u32) -> Result<Vec<Finished<'_>>, BuildError> {
+        // SAFETY: the condense synchronized its stream after the downloads into both buffers.
+        let (order, words) = unsafe { (self.order.as_mut_slice(), self.words.as_slice()) };
+        let order: &mut [Slot] = bytemuck::cast_slice_mut(order);
+        // Each shard's part of `order`, split off so that shards are walked in parallel.
+        let mut parts = Vec::with_capacity(self.shards.len());
+        let mut rest = order;
+        let mut at = 0usize;
+        for s in &self.shards {
+            let (_, tail) = std::mem::take(&mut rest).split_at_mut(s.slots.start - at);
+            let (slots, tail) = tail.split_at_mut(s.slots.len());
+            let (left, tail) = tail.split_at_mut(s.left.len());
+            rest = tail;
+            at = s.left.end;
+            parts.push((s.shard, slots, &*left, &words[s.words.clone()]));
+        }
+        parts
+            .into_par_iter()
+            .map(|(shard, slots, left, words)| match walk_in_place(slots, left, words, layout, cap) {
+                Ok(None) => {
+                    let slots = &*slots;
+                    let checksum = shard_checksum(bytemuck::cast_slice(slots), bytemuck::cast_slice(words));
+                    Ok(Finished::InPlace { shard, slots, words, checksum })
+                }
+                Ok(Some(data)) => {
+                    let checksum = shard_checksum(bytemuck::cast_slice(&data.slots), bytemuck::cast_slice(&data.words));
+                    Ok(Finished::Rebuilt { shard, data, checksum })
+                }
+                Err(_) => Err(shard_overflow()),
+            })
+            .collect()
+    }
+
+    /// The pinned buffers, for the next condense.
+    pub fn into_buffers(self) -> Buffers {
+        Buffers { order: Some(self.order), words: Some(self.words) }
+    }
+}
+
+fn shard_checksum(slots: &[u8], words: &[u8]) -> u64 {
+    crate::index::format::shard_checksum(slots, words)
+}
+
+/// Condenses the table into the shards `wanted` (ascending; the table should hold keys of no
+/// other shard, which would be laid out for nothing), renumbering targets by `final_id`, and
+/// downloads them into `buffers` (grown if too small).
+#[allow(clippy::too_many_arguments)]
+pub fn condense_to_host(
+    table: &BucketListTable,
+    gpu: &Gpu,
+    final_id: &[Option<u32>],
+    layout: &LocationLayout,
+    cap: u32,
+    shard_bits: u32,
+    wanted: &[usize],
+    buffers: Buffers,
+) -> Result<HostShards, BuildError> {
     assert!(shard_bits <= 6, "shard_stats counts at most 64 shards");
     let mut clock = std::time::Instant::now();
     let mut lap = |what: &str| {
-        log::debug!("GPU condense: {what} {:.2} s", clock.elapsed().as_secs_f64());
+        log::trace!("GPU {} condense: {what} {:.3} s", gpu.ordinal, clock.elapsed().as_secs_f64());
         clock = std::time::Instant::now();
     };
     let s = &gpu.stream;
@@ -148,11 +288,18 @@ pub fn condense(
     let slots = place_rounds(gpu, &keys, &mut state, &tables, shard_bits)?;
     lap("key index rounds");
 
-    // 3. The lists, in slot order then the leftover keys; then the leftovers' walks on the host.
+    // 3. The lists, in slot order then the leftover keys; then the download.
     let order = list_order(gpu, &keys, &state, slots, &tables, shard_bits)?;
-    let shards = write_lists(gpu, table, &keys, order, &tables, shard_bits, layout, cap)?;
-    lap("list streams, download, leftover keys (host)");
-    Ok(shards.into_iter().zip(stats).collect())
+    let host = write_lists(gpu, table, &keys, order, &tables, shard_bits, layout, buffers)?;
+    lap("list streams and download");
+    let shards = wanted
+        .iter()
+        .map(|&sh| {
+            let st = &host.at[sh];
+            HostShard { shard: sh, slots: st.0.clone(), left: st.1.clone(), words: st.2.clone(), stats: stats[sh] }
+        })
+        .collect();
+    Ok(HostShards { order: host.order, words: host.words, shards })
 }
 
 /// `out[i] = input[0] + ... + input[i - 1]` for the first `n` items.
@@ -285,10 +432,25 @@ fn list_order(
     Ok(ListOrder { order, start })
 }
 
-/// Writes every list into its shard's stream and sets the slot values, then brings each shard's
-/// slots, leftover keys and stream to the host and places the leftovers there
-/// (`bcht::place_stragglers`). A shard whose walk fails is rebuilt on the host from its lists, as
-/// the CPU would, at a larger size.
+/// The downloaded slots and streams, and per shard where its slots, leftover keys and words are.
+struct Downloaded {
+    order: HostBuffer<u64>,
+    words: HostBuffer<u32>,
+    #[allow(clippy::type_complexity)]
+    at: Vec<(std::ops::Range<usize>, std::ops::Range<usize>, std::ops::Range<usize>)>,
+}
+
+/// A pinned buffer of at least `len` items: `reuse` if it is large enough, else a new one.
+fn at_least<T: bytemuck::Pod>(gpu: &Gpu, reuse: Option<HostBuffer<T>>, len: usize) -> Result<HostBuffer<T>, GpuError> {
+    match reuse {
+        Some(b) if b.len() >= len => Ok(b),
+        // Half as much again: later passes of a build are about as large.
+        _ => HostBuffer::new(gpu, len + len / 2),
+    }
+}
+
+/// Writes every list into its shard's stream and sets the slot values, then downloads every
+/// shard's slots, leftover keys and stream into pinned buffers (two copies).
 #[allow(clippy::too_many_arguments)]
 fn write_lists(
     gpu: &Gpu,
@@ -298,8 +460,8 @@ fn write_lists(
     tables: &ShardTables,
     shard_bits: u32,
     layout: &LocationLayout,
-    cap: u32,
-) -> Result<Vec<ShardData>, BuildError> {
+    buffers: Buffers,
+) -> Result<Downloaded, BuildError> {
     let s = &gpu.stream;
     let n_shards = 1usize << shard_bits;
     let ListOrder { mut order, start } = lists;
@@ -359,48 +521,63 @@ fn write_lists(
     }
     drop(scratch);
 
-    // Straight into each shard's own vectors: one copy, no intermediate.
-    let mut downloaded = Vec::with_capacity(n_shards);
-    for sh in 0..n_shards {
-        let slots_end = start[sh] as usize + tables.slot_range(sh).len();
-        let part = |range: std::ops::Range<usize>| -> Result<Vec<Slot>, GpuError> {
-            let mut out = vec![EMPTY_SLOT; range.len()];
-            if !range.is_empty() {
-                let view = order.slice(range);
-                // SAFETY: a slot word is a `Slot` in memory (see `slot_word`).
-                let view = unsafe { view.transmute::<Slot>(view.len()) }.expect("same size");
-                s.memcpy_dtoh(&view, &mut out)?;
-            }
-            Ok(out)
-        };
-        let slots = part(start[sh] as usize..slots_end)?;
-        let left = part(slots_end..start[sh + 1] as usize)?;
-        let (w0, w1) = (first_word[sh] as usize, first_word[sh + 1] as usize);
-        let mut shard_words = vec![0u32; w1 - w0];
-        s.memcpy_dtoh(&words.slice(w0..w1), &mut shard_words).map_err(GpuError::from)?;
-        downloaded.push((ShardData { slots, words: shard_words }, left));
+    // Everything in two copies, into pinned memory: the walks and the writes use it in place.
+    let total = total as usize;
+    let order_host = at_least(gpu, buffers.order, total)?;
+    let words_host = at_least(gpu, buffers.words, total_words as usize)?;
+    // SAFETY: both buffers hold at least this much, and nothing else touches them until the
+    // stream is synchronized below.
+    unsafe {
+        copy_async(order_host.addr(0), ptr(gpu, &order), total * 8, s)?;
+        copy_async(words_host.addr(0), ptr(gpu, &words), total_words as usize * 4, s)?;
     }
-    downloaded
-        .into_par_iter()
-        .map(|(shard, left)| walk_or_rebuild(shard, &left, layout, cap).map_err(|_| shard_overflow()))
-        .collect()
+    s.synchronize().map_err(GpuError::from)?;
+    let at = (0..n_shards)
+        .map(|sh| {
+            let slots_end = start[sh] as usize + tables.slot_range(sh).len();
+            (
+                start[sh] as usize..slots_end,
+                slots_end..start[sh + 1] as usize,
+                first_word[sh] as usize..first_word[sh + 1] as usize,
+            )
+        })
+        .collect();
+    Ok(Downloaded { order: order_host, words: words_host, at })
 }
 
-/// Places a shard's leftover keys by the walk; if the walk fails, lays the shard out again as the
-/// CPU would (`rebuild`). The walk runs on a copy: a failed walk has moved slots and holds one
-/// evicted key in hand, so the rebuild needs the slots as they were before it.
+/// Places a shard's leftover keys `left` in its `slots` by the walk, in place: `None` when that
+/// worked. If the walk fails, the slots are rolled back to what they were (a failed walk has moved
+/// slots and holds one evicted key in hand) and the shard is laid out again as the CPU would
+/// (`rebuild`), at a larger size: `Some(rebuilt)`.
+fn walk_in_place(
+    slots: &mut [Slot],
+    left: &[Slot],
+    words: &[u32],
+    layout: &LocationLayout,
+    cap: u32,
+) -> Result<Option<ShardData>, ShardOverflow> {
+    let mut undo = Vec::new();
+    if bcht::place_stragglers_logged(slots, left, &mut undo) {
+        return Ok(None);
+    }
+    bcht::undo_walk(slots, &undo);
+    let before = ShardData { slots: slots.to_vec(), words: words.to_vec() };
+    rebuild(&before, left, layout, cap).map(Some)
+}
+
+/// [`walk_in_place`] on an owned shard (the unit tests').
+#[cfg(test)]
 fn walk_or_rebuild(
     mut shard: ShardData,
     left: &[Slot],
     layout: &LocationLayout,
     cap: u32,
 ) -> Result<ShardData, ShardOverflow> {
-    let mut walked = shard.slots.clone();
-    if bcht::place_stragglers(&mut walked, left) {
-        shard.slots = walked;
-        return Ok(shard);
+    let words = shard.words.clone();
+    match walk_in_place(&mut shard.slots, left, &words, layout, cap)? {
+        None => Ok(shard),
+        Some(rebuilt) => Ok(rebuilt),
     }
-    rebuild(&shard, left, layout, cap)
 }
 
 fn shard_overflow() -> BuildError {

@@ -151,7 +151,11 @@ mod tests {
         let s = source();
         assert!(!s.lines().any(|l| l.trim_start().starts_with("#include")));
         assert_eq!(s.matches("typedef unsigned int u32;").count(), 1);
-        assert!(s.contains("ENTRY_POINTS(32)") && s.contains("__global__ void fill_lists"));
+        assert!(
+            s.contains("ENTRY_POINTS(32)")
+                && s.contains("__global__ void fill_lists")
+                && s.contains("void select_pass")
+        );
     }
 
     /// Every kernel compiles. CI installs NVRTC (`pip install nvidia-cuda-nvrtc==13.0.88`) and

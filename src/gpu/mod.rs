@@ -4,8 +4,12 @@
 //! - [`kernels`]: the sources in `cuda/`, compiled by NVRTC for the device and cached on disk;
 //! - [`device`]: choosing GPUs (`--gpus`), contexts, streams, loaded kernels;
 //! - [`table`]: the host side of the bucket-list multi-value table (`cuda/bucket_list.cuh`);
-//! - [`build`]: `kmerdb build` on a GPU, writing the very bytes of the CPU build;
-//! - [`condense`]: its last stage, the table to the index's shards.
+//! - [`build`]: batches of sequences on the GPU and their pinned uploads;
+//! - [`passes`]: `kmerdb build` on one GPU or several, in passes over the shards, writing the
+//!   very bytes of the CPU build;
+//! - [`condense`]: a pass's last stage, the table to the index's shards;
+//! - [`pinned`]: pinned host memory and copies between any two places;
+//! - [`multi`]: peer access between GPUs; [`classify`]: `kmerdb classify` on GPUs.
 //!
 //! Every kernel has a CPU twin and a test comparing them bit for bit; those tests need a GPU and
 //! are `#[ignore]`d in ordinary runs (`scripts/gpu-tests.sh` runs them on a GPU machine).
@@ -16,6 +20,8 @@ pub mod condense;
 pub mod device;
 pub mod kernels;
 pub mod multi;
+pub mod passes;
+pub mod pinned;
 pub mod table;
 
 pub use device::Gpu;

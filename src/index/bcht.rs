@@ -142,6 +142,20 @@ pub fn place_rounds(keys: &[Feature], n_buckets: usize) -> (Vec<Slot>, Vec<Slot>
 /// Phase 2 of [`build`]: places `stragglers` (ascending) into `slots` by cuckoo walks. False if a
 /// walk gave up: the table must grow.
 pub fn place_stragglers(slots: &mut [Slot], stragglers: &[Slot]) -> bool {
+    place_stragglers_logged(slots, stragglers, &mut Vec::new())
+}
+
+/// Undoes a walk of [`place_stragglers_logged`] from its log: `slots` as they were before it.
+pub fn undo_walk(slots: &mut [Slot], undo: &[(usize, Slot)]) {
+    for &(i, old) in undo.iter().rev() {
+        slots[i] = old;
+    }
+}
+
+/// [`place_stragglers`], recording every slot it overwrites, with its old content, in `undo`: a
+/// failed walk leaves moved slots (and one key in hand), and the GPU build walks in its download
+/// buffer, so it rolls back from the log instead of keeping a copy of every shard.
+pub fn place_stragglers_logged(slots: &mut [Slot], stragglers: &[Slot], undo: &mut Vec<(usize, Slot)>) -> bool {
     let n_buckets = slots.len() / BUCKET_SLOTS;
     if stragglers.is_empty() {
         return true;
@@ -159,7 +173,9 @@ pub fn place_stragglers(slots: &mut [Slot], stragglers: &[Slot]) -> bool {
         for _ in 0..MAX_EVICTIONS {
             let candidates: [usize; HASH_FUNCTIONS] = std::array::from_fn(|j| bucket_of(cur.key, j, n_buckets));
             if let Some(&b) = candidates.iter().find(|&&b| b != from && (fill[b] as usize) < BUCKET_SLOTS) {
-                slots[b * BUCKET_SLOTS + fill[b] as usize] = cur;
+                let at = b * BUCKET_SLOTS + fill[b] as usize;
+                undo.push((at, slots[at]));
+                slots[at] = cur;
                 fill[b] += 1;
                 placed = true;
                 break;
@@ -171,6 +187,7 @@ pub fn place_stragglers(slots: &mut [Slot], stragglers: &[Slot]) -> bool {
             }
             let b = others[(rng.next() % others.len() as u64) as usize];
             let s = b * BUCKET_SLOTS + (rng.next() % BUCKET_SLOTS as u64) as usize;
+            undo.push((s, slots[s]));
             std::mem::swap(&mut slots[s], &mut cur);
             from = b;
         }

@@ -92,6 +92,11 @@ impl IndexWriter {
         self.entries.len()
     }
 
+    /// Buckets of the key indexes written so far.
+    pub fn buckets_written(&self) -> u64 {
+        self.entries.iter().map(|e| e.buckets).sum()
+    }
+
     /// Writes the next shard's block. `checksum` is [`shard_checksum`] of its bytes if the caller
     /// has it (computed on other threads); otherwise it is computed here.
     pub fn add_shard(&mut self, slots: &[Slot], words: &[u32], checksum: Option<u64>) -> Result<(), IndexError> {

@@ -2,28 +2,29 @@
 //! 1. the hardware limits (random 8-byte CAS, random 128-byte bucket reads), measured in this run;
 //! 2. bucket-list inserts, uniform and skewed keys, for each cooperative group size, as fractions
 //!    of the CAS rate;
-//! 3. the fused build kernel on synthetic genomes (default 10 Gbp), kernel time only;
-//! 4. `kmerdb build` end to end from uncompressed FASTA in the page cache, GPU against the CPU on
-//!    every core, with a check that both write the same bytes;
-//! 5. `kmerdb classify` end to end on simulated 150 bp pairs from uncompressed FASTQ in the page
+//! 3. `kmerdb build` end to end from uncompressed FASTA in the page cache (default 2 Gbp), on the
+//!    GPUs (also with forced passes: `--e2e-passes P`) against the CPU on every core, with the
+//!    host's limits measured in the same run (disk write rate by dd, one core's parse rate) and a
+//!    check that every run writes the same bytes;
+//! 4. `kmerdb classify` end to end on simulated 150 bp pairs from uncompressed FASTQ in the page
 //!    cache (default 20 M pairs), GPU against the CPU on every core, with a check that both write
 //!    the same bytes, and the GPU's time by stage.
 //!
 //! With `--gpu-sets "0 0,1"`, the end-to-end runs are made on each set of GPUs in turn (scaling).
 //! With `--scaling`, the limits and then only the device-side scaling runs of `scaling.rs` on 1, 2,
-//! 4, ... GPUs (weak: `--scaling-gbp-per-gpu`, default 1, and `--scaling-pairs-m-per-gpu`, default
-//! 2; strong: `--scaling-gbp`, default 4, and `--scaling-pairs-m`, default 4).
+//! 4, ... GPUs (classify: weak `--scaling-pairs-m-per-gpu`, default 2; strong `--scaling-pairs-m`,
+//! default 4). The build's scaling is measured end to end (`--gpu-sets "0 0,1"`).
 //!
-//! Usage: kmerdb-gpu-bench [--gbp N] [--e2e-gbp N] [--pairs-m N] [--gpu-sets LISTS] [--skip-e2e]
-//! [--skip-micro] [--only-classify] [--scaling ...]
+//! Usage: kmerdb-gpu-bench [--e2e-gbp N] [--e2e-files N] [--e2e-passes P] [--pairs-m N]
+//! [--gpu-sets LISTS] [--skip-e2e] [--skip-micro] [--skip-classify] [--only-classify] [--scaling ...]
+//! (`KMERDB_BENCH_DIR`: where the end-to-end files go, default the temporary folder).
 
 mod scaling;
 
 use cudarc::driver::PushKernelArg;
-use kmerdb::build::sketching::Pending;
 use kmerdb::compute::{GpuBuildOptions, GpuRequest};
 use kmerdb::gpu::Gpu;
-use kmerdb::gpu::build::{DeviceBatch, GpuBuild};
+
 use kmerdb::gpu::table::{BucketListTable, TableConfig, launch_config};
 use kmerdb::sketch::SketchParams;
 use kmerdb::synth::{SynthSpec, generate};
@@ -79,13 +80,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if !only_classify {
         if !std::env::args().any(|a| a == "--skip-micro") {
             inserts(&gpu, cas)?;
-            fused(&gpu, arg("--gbp", 10.0))?;
         }
         if !std::env::args().any(|a| a == "--skip-e2e") {
             end_to_end(arg("--e2e-gbp", 2.0))?;
         }
     }
-    classify_pairs((arg("--pairs-m", 20.0) * 1e6) as usize, reads)?;
+    if !std::env::args().any(|a| a == "--skip-classify") {
+        classify_pairs((arg("--pairs-m", 20.0) * 1e6) as usize, reads)?;
+    }
     println!("(limits for reference: CAS {cas:.2} G/s, bucket reads {reads:.2} G/s)");
     Ok(())
 }
@@ -101,7 +103,6 @@ fn scaling_runs() -> Result<(), Box<dyn std::error::Error>> {
     println!("scaling: {count} GPUs ({}), sets of {sets:?}", gpus[0].name);
     scaling::cas_together(&gpus)?;
     scaling::peer_bandwidth(&gpus)?;
-    scaling::build_scaling(&gpus, &sets, arg("--scaling-gbp-per-gpu", 1.0), arg("--scaling-gbp", 4.0))?;
     let dir = tempfile::tempdir()?;
     let (db, genomes) = classify_refs(dir.path())?;
     let index = kmerdb::index::Index::open(&db, kmerdb::index::Verify::Metadata)?;
@@ -231,55 +232,64 @@ fn inserts(gpu: &Gpu, cas: f64) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// The fused kernel on `gbp` Gbp of synthetic genomes, uploaded in batches of about 1 Gbp.
-fn fused(gpu: &Gpu, gbp: f64) -> Result<(), Box<dyn std::error::Error>> {
-    let strains = 5;
-    let genome_len = 5_000_000;
-    let species = ((gbp * 1e9) / (strains * genome_len) as f64).ceil() as usize;
-    let spec = SynthSpec { species, genome_len, strains, divergence: 0.01, seed: 7 };
-    let params = SketchParams::new(16, 127, None, 16, 0)?;
-    let build = GpuBuild::new(gpu, &[], &params, GpuBuildOptions::default())?;
-    let mut batch: Vec<Pending> = Vec::new();
-    let (mut kernel_secs, mut bases, mut target) = (0f64, 0u64, 0u32);
-    let mut run = |batch: &mut Vec<Pending>| -> Result<(), Box<dyn std::error::Error>> {
-        let dev = DeviceBatch::upload(gpu, batch, &params)?;
-        gpu.stream.synchronize()?;
-        let t = Instant::now();
-        build.insert_uploaded(&dev)?;
-        kernel_secs += t.elapsed().as_secs_f64();
-        bases += batch.iter().map(|p| p.seq.len() as u64).sum::<u64>();
-        batch.clear();
-        Ok(())
-    };
-    let mut error = None;
-    generate(&spec, |_, seq| {
-        if error.is_some() {
-            return;
-        }
-        batch.push(Pending { target, first_window: 0, seq: seq.to_vec() });
-        target += 1;
-        if batch.len() * genome_len >= 1_000_000_000 {
-            if let Err(e) = run(&mut batch) {
-                error = Some(e);
-            }
-        }
-    });
-    if let Some(e) = error {
-        return Err(e);
+/// The host's limits in this run: the sequential write rate of the disk holding `dir` (`dd`,
+/// 8 GiB with fdatasync, as an index is written) and one core's FASTA parse rate on `file`.
+fn host_limits(dir: &std::path::Path, file: &std::path::Path) -> Result<(f64, f64), Box<dyn std::error::Error>> {
+    let test = dir.join("dd.test");
+    let count = 8192u64;
+    let t = Instant::now();
+    let status = std::process::Command::new("dd")
+        .arg("if=/dev/zero")
+        .arg(format!("of={}", test.display()))
+        .args(["bs=1M", &format!("count={count}"), "conv=fdatasync", "status=none"])
+        .status()?;
+    let secs = t.elapsed().as_secs_f64();
+    std::fs::remove_file(&test)?;
+    if !status.success() {
+        return Err("dd failed".into());
     }
-    run(&mut batch)?;
+    let disk = (count << 20) as f64 / secs / 1e9;
+    let t = Instant::now();
+    let mut reader = kmerdb::input::SeqReader::open(&kmerdb::input::Source::File(file.to_path_buf()))?;
+    let mut bases = 0usize;
+    while let Some(rec) = reader.next_record() {
+        bases += rec?.seq().len();
+    }
+    let parse = std::fs::metadata(file)?.len() as f64 / t.elapsed().as_secs_f64() / 1e9;
     println!(
-        "fused kernel: {:.2} Gbp of synthetic genomes ({species} species x {strains} strains, 1% divergence) in {:.2} s of kernel time = {:.1} Gbp/s",
+        "limits: disk write {disk:.2} GB/s (dd, 8 GiB, conv=fdatasync, {}); FASTA parse {parse:.2} GB/s on one core ({:.2} Gbp, {})",
+        dir.display(),
         bases as f64 / 1e9,
-        kernel_secs,
-        bases as f64 / 1e9 / kernel_secs
+        file.display()
     );
-    Ok(())
+    Ok((disk, parse))
 }
 
-/// `kmerdb build` on GPU 0 and on the CPU (all cores) from synthetic FASTA in the page cache.
+/// The xxh3-64 of a file, read in 8 MiB pieces.
+fn hash_file(path: &std::path::Path) -> std::io::Result<u64> {
+    use std::io::Read;
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    let mut f = std::fs::File::open(path)?;
+    let mut buf = vec![0u8; 8 << 20];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            return Ok(h.digest());
+        }
+        h.update(&buf[..n]);
+    }
+}
+
+/// `kmerdb build` end to end from synthetic FASTA in the page cache (`--e2e-files` files, 16 by
+/// default), on each GPU set of `--gpu-sets`, with forced passes when `--e2e-passes P` is given
+/// (each GPU's pass limit set to a P-th of its pairs), and on the CPU with every core. Each index
+/// is hashed and deleted before the next build (the disk holds one at a time); all hashes must
+/// be equal. The limits of the same run (disk, parse, copies) come first.
 fn end_to_end(gbp: f64) -> Result<(), Box<dyn std::error::Error>> {
-    let dir = tempfile::tempdir()?;
+    let dir = match std::env::var_os("KMERDB_BENCH_DIR") {
+        Some(d) => tempfile::tempdir_in(d)?,
+        None => tempfile::tempdir()?,
+    };
     let genome_len = 5_000_000;
     let spec = SynthSpec {
         species: ((gbp * 1e9) / (5.0 * genome_len as f64)).ceil() as usize,
@@ -288,33 +298,37 @@ fn end_to_end(gbp: f64) -> Result<(), Box<dyn std::error::Error>> {
         divergence: 0.01,
         seed: 11,
     };
-    // One file per genome is how references come (RefSeq, GTDB); 16 files here, genomes dealt
-    // round-robin, so that several threads parse.
-    let files: Vec<std::path::PathBuf> = (0..16).map(|i| dir.path().join(format!("synth{i:02}.fna"))).collect();
-    let mut outs =
-        files.iter().map(|f| std::fs::File::create(f).map(std::io::BufWriter::new)).collect::<Result<Vec<_>, _>>()?;
-    let (mut n, mut result) = (0usize, Ok(()));
-    kmerdb::synth::generate(&spec, |name, seq| {
-        use std::io::Write;
-        let out = &mut outs[n % 16];
-        n += 1;
-        if result.is_ok() {
-            result = writeln!(out, ">{name}").and_then(|_| {
-                seq.chunks(80).try_for_each(|line| out.write_all(line).and_then(|_| out.write_all(b"\n")))
-            });
+    // One file per genome is how references come (RefSeq, GTDB); fewer, larger files here.
+    let n_files = arg("--e2e-files", 16.0) as usize;
+    let files: Vec<std::path::PathBuf> = (0..n_files).map(|i| dir.path().join(format!("synth{i:02}.fna"))).collect();
+    let t = Instant::now();
+    kmerdb::synth::write_fasta_files(&spec, &files)?;
+    println!(
+        "end to end: {:.2} Gbp of synthetic genomes in {n_files} FASTA files written in {:.1} s",
+        spec.total_bases() as f64 / 1e9,
+        t.elapsed().as_secs_f64()
+    );
+    std::thread::scope(|scope| {
+        for f in &files {
+            scope.spawn(move || std::fs::read(f).map(drop)); // into the page cache
         }
     });
-    result?;
-    for mut out in outs {
-        std::io::Write::flush(&mut out)?;
-    }
-    for f in &files {
-        let _ = std::fs::read(f)?; // into the page cache
-    }
+    host_limits(dir.path(), &files[0])?;
     let threads = std::thread::available_parallelism()?.get();
-    let mut bytes = Vec::new();
-    for (name, gpus) in runs() {
-        let db = dir.path().join(format!("{}.db", bytes.len()));
+    let passes = arg("--e2e-passes", 0.0) as u64;
+    let mut runs: Vec<(String, GpuRequest, GpuBuildOptions)> = Vec::new();
+    for (name, gpus) in crate::runs() {
+        if let (GpuRequest::List(ids), true) = (&gpus, passes > 0) {
+            // A P-th of each GPU's pairs: windows (bases / 112) x 16 features, shared by the GPUs.
+            let pairs = spec.total_bases() / 112 * 16 / ids.len() as u64;
+            let opts = GpuBuildOptions { pass_values: Some(pairs.div_ceil(passes)), ..Default::default() };
+            runs.push((format!("{name}, forced {passes} passes"), gpus.clone(), opts));
+        }
+        runs.push((name, gpus, GpuBuildOptions::default()));
+    }
+    let mut hashes = Vec::new();
+    for (name, gpus, gpu_options) in runs {
+        let db = dir.path().join("e2e.db");
         let config = kmerdb::build::BuildConfig {
             sources: files.iter().cloned().map(kmerdb::input::Source::File).collect(),
             db: db.clone(),
@@ -326,23 +340,48 @@ fn end_to_end(gbp: f64) -> Result<(), Box<dyn std::error::Error>> {
             strict: false,
             progress: false,
             gpus,
-            gpu_options: GpuBuildOptions::default(),
+            gpu_options,
+            tmp_dir: None,
         };
         let s = kmerdb::build::build(&config, &|_, _| {})?;
         let phases: Vec<String> = s.phases.iter().map(|(n, d)| format!("{n} {:.2} s", d.as_secs_f64())).collect();
+        let gbps = spec.total_bases() as f64 / 1e9;
         println!(
-            "end to end {name}: {:.2} Gbp (16 FASTA files) in {:.2} s = {:.2} Gbp/s ({} threads for reading{}); {}",
-            spec.total_bases() as f64 / 1e9,
+            "end to end {name}: {gbps:.2} Gbp ({n_files} FASTA files) in {:.2} s = {:.2} Gbp/s ({threads} threads); {}; index {:.2} GB",
             s.elapsed.as_secs_f64(),
-            spec.total_bases() as f64 / 1e9 / s.elapsed.as_secs_f64(),
-            threads,
-            if name == "CPU" { " and sketching" } else { "" },
-            phases.join(", ")
+            gbps / s.elapsed.as_secs_f64(),
+            phases.join(", "),
+            s.index_bytes as f64 / 1e9
         );
-        bytes.push(std::fs::read(&db)?);
+        if let Some(p) = &s.passes {
+            let secs = |d: std::time::Duration| d.as_secs_f64();
+            println!(
+                "end to end {name}: {} passes on {} GPU(s); GPUs: select+insert {:.2} s, condense+download {:.2} s (summed over GPUs); host: waiting {:.2} s, finishing {:.2} s, writing {:.2} s = {:.2} GB/s; pairs {:.1} GB on the GPUs, {:.1} GB in host memory, {:.1} GB spilled",
+                p.passes,
+                p.gpus,
+                secs(p.select_insert),
+                secs(p.condense),
+                secs(p.waiting_for_gpus),
+                secs(p.finishing),
+                secs(p.writing),
+                s.index_bytes as f64 / 1e9 / secs(p.writing).max(1e-9),
+                p.pairs_on_gpus as f64 / 1e9,
+                p.pairs_in_host_memory as f64 / 1e9,
+                p.pairs_spilled as f64 / 1e9,
+            );
+        }
+        hashes.push(hash_file(&db)?);
+        std::fs::remove_file(&db)?;
     }
-    let same = bytes.iter().all(|b| *b == bytes[0]);
-    println!("end to end: GPU and CPU index bytes {}", if same { "identical" } else { "DIFFER" });
+    let same = hashes.iter().all(|h| *h == hashes[0]);
+    println!(
+        "end to end: index bytes of every run {} (xxh3 {:016x})",
+        if same { "identical" } else { "DIFFER" },
+        hashes[0]
+    );
+    if !same {
+        return Err("index bytes differ between runs".into());
+    }
     Ok(())
 }
 
@@ -378,6 +417,7 @@ fn classify_refs(dir: &std::path::Path) -> Result<(std::path::PathBuf, Genomes),
         progress: false,
         gpus: GpuRequest::List(vec![0]),
         gpu_options: GpuBuildOptions::default(),
+        tmp_dir: None,
     };
     kmerdb::build::build(&config, &|_, _| {})?;
     Ok((db, genomes))

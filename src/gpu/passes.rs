@@ -1,0 +1,912 @@
+//! `kmerdb build` on one GPU or several: the inputs read into (feature, window) pairs, then the
+//! index's shards built in passes that fit the GPUs' memory, each written to the index file as
+//! soon as it is laid out.
+//!
+//! **Reading** ([`PassBuild::insert_batch`], called by the reading threads). Each batch goes to
+//! the next GPU in turn: uploaded through pinned, double-buffered staging, then sketched by
+//! `sketch_split` (`cuda/build.cu`), which packs every pair as (feature, global window) in 8 bytes
+//! into the stretch of the GPU that owns the feature's shard (`shard % gpus`) and counts every
+//! shard's pairs. The owner keeps each stretch as a block: in its own memory while its share of
+//! the pair budget lasts, else in pinned host memory, else in a spill file (`--tmp-dir`). Blocks
+//! kept off the GPU are first sorted by shard (`count_shards`, `scatter_by_shard`), so that a
+//! pass copies back only its shards' stretch.
+//!
+//! **Passes** ([`PassBuild::build_shards`]). Once the targets have their final numbers and every
+//! shard's exact pair count is known, the 64 shards are cut into passes: runs of consecutive
+//! shards whose pairs fit every GPU's free memory at [`PASS_BYTES_PER_VALUE`]. Owners are
+//! round-robin, so every pass has work for every GPU. In a pass, each GPU (on its own thread)
+//! selects its shards' pairs from its blocks (`select_pass`, which also turns the global window
+//! back into target and window), inserts them into a bucket-list table sized for exactly that many
+//! values, condenses it (`gpu::condense`) and downloads the shards into pinned buffers. Meanwhile
+//! the calling thread finishes the pass before (leftover keys, checksums, in parallel) and writes
+//! its shards at their final offsets (`IndexWriter`). Nothing is refused for lack of GPU memory
+//! but a single shard larger than a GPU can hold (about a 64th of 450 Gbp on an 80 GB GPU).
+//!
+//! A table is sized for every value it is given, so a full one is a bug, and an error; the status
+//! word is read after every insert.
+
+use crate::build::BuildError;
+use crate::build::condense::ShardStats;
+use crate::build::sketching::Pending;
+use crate::compute::GpuBuildOptions;
+use crate::gpu::build::{BATCH_BASES, SketchArgs, Staging};
+use crate::gpu::condense::{Buffers, HostShards};
+use crate::gpu::pinned::{HostBuffer, copy_async};
+use crate::gpu::table::{BucketListTable, TableConfig, launch_config, ptr};
+use crate::gpu::{Gpu, GpuError};
+use crate::index::{IndexWriter, LocationLayout};
+use crate::input::Source;
+use crate::resources::human_bytes;
+use crate::sketch::SketchParams;
+use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, PushKernelArg};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// GPU memory a pass needs per value, worst case (every value a distinct key): the selected pairs
+/// (12 bytes) and the table (about 30: key slots for all at load 0.9, two pool slots each) while
+/// inserting; the table and the condense's arrays (about 45) after. The peak is the second.
+pub const PASS_BYTES_PER_VALUE: u64 = 80;
+/// GPU memory kept free beside a pass's arrays: kernels' stacks, scans, small tables.
+const PASS_RESERVE: u64 = 1 << 30;
+/// A table's pool offsets are 32-bit and a value may take two slots: the most values a pass can
+/// give one GPU.
+const MAX_PASS_VALUES: u64 = 2_000_000_000;
+/// Of each GPU's free memory when the build starts, the share pairs may fill while reading.
+const DEVICE_PAIR_SHARE: f64 = 0.45;
+/// Of the host's available memory, the share pairs may fill before they go to spill files.
+const HOST_PAIR_SHARE: f64 = 0.5;
+/// The most GPUs `sketch_split` splits for (`MAX_SPLIT_GPUS` in `cuda/build.cu`).
+pub const MAX_GPUS: usize = 32;
+
+/// Kernel view of the split's outputs; must match `struct Split` in `cuda/build.cu`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct SplitArgs {
+    pairs: u64,
+    owner_counts: u64,
+    shard_counts: u64,
+    global_first: u64,
+    capacity: u64,
+    gpus: u32,
+    shard_bits: u32,
+}
+// SAFETY: plain old data with the layout of the CUDA struct.
+unsafe impl DeviceRepr for SplitArgs {}
+
+/// Kernel view of the targets' first windows; must match `struct Windows` in `cuda/build.cu`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct WindowsArgs {
+    first: u64,
+    targets: u32,
+    _pad: u32,
+}
+// SAFETY: plain old data with the layout of the CUDA struct.
+unsafe impl DeviceRepr for WindowsArgs {}
+
+/// The GPU (of `gpus`) that owns `shard`.
+pub fn owner_of(shard: usize, gpus: usize) -> usize {
+    shard % gpus
+}
+
+/// Where a block of pairs is kept between reading and the passes.
+enum Held {
+    /// On its owner GPU, in the order `sketch_split` wrote it.
+    Device(CudaSlice<u64>),
+    /// In pinned host memory, sorted by shard.
+    Host(HostBuffer<u64>),
+    /// In the spill file at this byte offset, sorted by shard.
+    Spilled(u64),
+}
+
+/// One batch's pairs for one owner.
+struct Block {
+    held: Held,
+    pairs: u64,
+    /// For blocks sorted by shard: where each shard's pairs start, and the end.
+    shard_start: Vec<u64>,
+}
+
+/// The blocks a GPU owns.
+struct Owner {
+    blocks: Vec<Block>,
+    device_bytes: u64,
+    device_budget: u64,
+    /// A stream on this GPU per sending GPU, for the copies from it.
+    recv: Vec<Arc<CudaStream>>,
+}
+
+/// A GPU's reading side.
+struct Sender {
+    staging: [Option<Staging>; 2],
+    next: usize,
+    copy: Arc<CudaStream>,
+    split: Arc<CudaStream>,
+    owner_counts: CudaSlice<u32>,
+    /// Pairs per shard of every batch this GPU sketched.
+    shard_counts: CudaSlice<u64>,
+    /// Pinned memory blocks pass through on their way to the spill file.
+    spill_staging: Option<HostBuffer<u64>>,
+}
+
+/// Pairs kept off the GPUs: in host memory up to a budget, then in the spill file.
+struct OffGpu {
+    host_bytes: u64,
+    host_budget: u64,
+    spill_dir: PathBuf,
+    spill: Option<crate::temp_files::TempFile>,
+    spill_bytes: u64,
+}
+
+/// Where a build's pairs went, for the summary.
+#[derive(Debug, Clone, Default)]
+pub struct PairPlacement {
+    pub device_bytes: u64,
+    pub host_bytes: u64,
+    pub spill_bytes: u64,
+}
+
+/// A build on GPUs, from the first batch to the last shard.
+pub struct PassBuild<'g> {
+    gpus: Vec<&'g Gpu>,
+    params: SketchParams,
+    shard_bits: u32,
+    opts: GpuBuildOptions,
+    senders: Vec<Mutex<Sender>>,
+    owners: Vec<Mutex<Owner>>,
+    off_gpu: Mutex<OffGpu>,
+    next: AtomicUsize,
+}
+
+/// Bases the inputs hold, guessed from their sizes (compressed files count 4 bases a byte); `None`
+/// for stdin.
+fn estimate_bases(sources: &[Source]) -> Option<u64> {
+    let mut total = 0u64;
+    for s in sources {
+        let Source::File(p) = s else { return None };
+        let size = std::fs::metadata(p).ok()?.len();
+        let mut magic = [0u8; 4];
+        let n = std::fs::File::open(p).and_then(|mut f| std::io::Read::read(&mut f, &mut magic)).unwrap_or(0);
+        let compressed = n >= 2 && (magic[..2] == [0x1f, 0x8b] || magic[..2] == [b'B', b'Z'])
+            || n >= 4 && (magic == [0xfd, b'7', b'z', b'X'] || magic == [0x28, 0xb5, 0x2f, 0xfd]);
+        total += if compressed { size * 4 } else { size };
+    }
+    Some(total)
+}
+
+/// Launches kernel `$name` on `$stream` of `$gpu` with shape `$config` and the arguments given.
+macro_rules! launch_on {
+    ($gpu:expr, $stream:expr, $name:expr, $config:expr, $($arg:expr),+ $(,)?) => {{
+        let f = $gpu.function($name)?;
+        let mut b = $stream.launch_builder(&f);
+        $(b.arg($arg);)+
+        // SAFETY: every call passes the arguments its kernel in `cuda/build.cu` declares, with
+        // arrays of the lengths the kernel's comment asks for.
+        unsafe { b.launch($config) }.map_err(GpuError::from)?;
+    }};
+}
+
+impl<'g> PassBuild<'g> {
+    /// Sets up reading on `gpus`. Spill files go to `tmp_dir`; when the inputs' size says that
+    /// pairs will not fit the GPUs' and the host's memory, `tmp_dir` must have room for the rest,
+    /// checked here.
+    pub fn new(
+        gpus: &'g [Gpu],
+        sources: &[Source],
+        params: &SketchParams,
+        opts: GpuBuildOptions,
+        shard_bits: u32,
+        tmp_dir: &Path,
+    ) -> Result<Self, BuildError> {
+        if gpus.len() > MAX_GPUS {
+            return Err(GpuError::Missing {
+                wanted: gpus[MAX_GPUS].ordinal,
+                reason: format!("one build uses at most {MAX_GPUS} GPUs"),
+            }
+            .into());
+        }
+        let gpus: Vec<&Gpu> = gpus.iter().collect();
+        if gpus.len() > 1 {
+            crate::gpu::multi::enable_peer_access(&gpus)?;
+        }
+        let shards = 1usize << shard_bits;
+        let (mut senders, mut owners) = (Vec::new(), Vec::new());
+        let mut device_budgets = 0u64;
+        for g in &gpus {
+            let (free, _) = g.memory()?;
+            let budget = opts.device_pair_bytes.unwrap_or((free as f64 * DEVICE_PAIR_SHARE) as u64);
+            device_budgets += budget;
+            let recv = gpus.iter().map(|_| g.ctx.new_stream()).collect::<Result<_, _>>().map_err(GpuError::from)?;
+            owners.push(Mutex::new(Owner { blocks: Vec::new(), device_bytes: 0, device_budget: budget, recv }));
+            senders.push(Mutex::new(Sender {
+                staging: [None, None],
+                next: 0,
+                copy: g.ctx.new_stream().map_err(GpuError::from)?,
+                split: g.ctx.new_stream().map_err(GpuError::from)?,
+                owner_counts: g.stream.alloc_zeros::<u32>(gpus.len()).map_err(GpuError::from)?,
+                shard_counts: g.stream.alloc_zeros::<u64>(shards).map_err(GpuError::from)?,
+                spill_staging: None,
+            }));
+        }
+        let host_budget = opts.host_pair_bytes.unwrap_or_else(|| {
+            crate::resources::available_memory_bytes().map_or(0, |b| (b as f64 * HOST_PAIR_SHARE) as u64)
+        });
+        // The most pairs the inputs can give: every window a full sketch.
+        if let Some(bases) = estimate_bases(sources) {
+            let pair_bytes = (bases / params.stride as u64 + 1) * params.sketch_size as u64 * 8;
+            let spill = pair_bytes.saturating_sub(device_budgets + host_budget);
+            if spill > 0 {
+                let free = crate::resources::free_disk_bytes(tmp_dir).unwrap_or(0);
+                if free < spill + spill / 10 {
+                    return Err(BuildError::Output {
+                        path: tmp_dir.to_path_buf(),
+                        reason: format!(
+                            "the inputs (about {:.1} Gbp) give up to {} of (feature, window) pairs; the GPUs keep {} and host memory {}, so up to {} go to spill files here, but it has {} free: give --tmp-dir a folder with room, or build on more GPUs or a machine with more memory",
+                            bases as f64 / 1e9,
+                            human_bytes(pair_bytes),
+                            human_bytes(device_budgets),
+                            human_bytes(host_budget),
+                            human_bytes(spill),
+                            human_bytes(free)
+                        ),
+                    });
+                }
+                log::info!(
+                    "up to {} of pairs may be spilled to {} (the GPUs keep {}, host memory {})",
+                    human_bytes(spill),
+                    tmp_dir.display(),
+                    human_bytes(device_budgets),
+                    human_bytes(host_budget)
+                );
+            }
+        }
+        Ok(Self {
+            gpus,
+            params: *params,
+            shard_bits,
+            opts,
+            senders,
+            owners,
+            off_gpu: Mutex::new(OffGpu {
+                host_bytes: 0,
+                host_budget,
+                spill_dir: tmp_dir.to_path_buf(),
+                spill: None,
+                spill_bytes: 0,
+            }),
+            next: AtomicUsize::new(0),
+        })
+    }
+
+    /// Reading, one batch (from any reading thread): upload, sketch and split on the next GPU in
+    /// turn; each owner's stretch is kept as a block. Returns once the blocks are placed.
+    pub fn insert_batch(&self, batch: &[Pending]) -> Result<(), BuildError> {
+        let Some(last) = batch.last() else { return Ok(()) };
+        // Pairs carry 32-bit global windows, as the CPU build's bins do.
+        if last.first_window + self.params.window_count(last.seq.len()) > 1 << 32 {
+            return Err(BuildError::TooManyWindows);
+        }
+        let n = self.gpus.len();
+        let g = self.next.fetch_add(1, Ordering::Relaxed) % n;
+        let gpu = self.gpus[g];
+        let mut guard = self.senders[g].lock().expect("no GPU batch panicked");
+        let sender = &mut *guard;
+        let i = sender.next;
+        sender.next ^= 1;
+        let (bases, records) = (batch.iter().map(|p| p.seq.len()).sum::<usize>(), batch.len());
+        if !sender.staging[i].as_ref().is_some_and(|st| st.fits(bases, records)) {
+            sender.staging[i] = None;
+            sender.staging[i] = Some(Staging::new(gpu, bases.max(BATCH_BASES), records.max(1 << 16))?);
+        }
+        let (copy, split) = (sender.copy.clone(), sender.split.clone());
+        let staging = sender.staging[i].as_mut().expect("just made");
+        let uploaded = staging.stage(&copy, batch, &self.params)?;
+        split.wait(&uploaded).map_err(GpuError::from)?;
+        let windows = staging.batch().windows;
+        let capacity = (windows * self.params.sketch_size as u64).max(1);
+        // SAFETY: the kernel writes each owner's pairs before anything reads them.
+        let part = unsafe { split.alloc::<u64>(capacity as usize * n) }.map_err(GpuError::from)?;
+        split.memset_zeros(&mut sender.owner_counts).map_err(GpuError::from)?;
+        if windows > 0 {
+            let args = SplitArgs {
+                pairs: ptr(gpu, &part),
+                owner_counts: ptr(gpu, &sender.owner_counts),
+                shard_counts: ptr(gpu, &sender.shard_counts),
+                global_first: staging.batch().global_first(gpu),
+                capacity,
+                gpus: n as u32,
+                shard_bits: self.shard_bits,
+            };
+            let (b, p) = (staging.batch().args(gpu), SketchArgs::from(&self.params));
+            launch_on!(gpu, split, "sketch_split", launch_config(gpu, windows), &b, &p, &args);
+        }
+        staging.used_until(split.record_event(None).map_err(GpuError::from)?);
+        let counts = split.clone_dtoh(&sender.owner_counts).map_err(GpuError::from)?;
+        for (d, &count) in counts.iter().enumerate() {
+            if count > 0 {
+                self.keep(g, sender, d, ptr(gpu, &part) + d as u64 * capacity * 8, count as u64)?;
+            }
+        }
+        // Freed on `split` once every copy out of it has run (`keep` made `split` wait for them).
+        drop(part);
+        Ok(())
+    }
+
+    /// Keeps `count` pairs at `src` (on GPU `g`, written by `g`'s split stream) as a block of
+    /// owner `d`: on `d` if its budget allows, else sorted by shard in host memory or the spill
+    /// file. When this returns, `g`'s split stream waits for every copy out of `src`.
+    fn keep(&self, g: usize, sender: &mut Sender, d: usize, src: u64, count: u64) -> Result<(), BuildError> {
+        let bytes = count * 8;
+        {
+            let mut owner = self.owners[d].lock().expect("no GPU batch panicked");
+            if owner.device_bytes + bytes <= owner.device_budget {
+                let recv = owner.recv[g].clone();
+                let done = sender.split.record_event(None).map_err(GpuError::from)?;
+                recv.wait(&done).map_err(GpuError::from)?;
+                // SAFETY: filled by the copy below before anything reads it.
+                let dst = unsafe { recv.alloc::<u64>(count as usize) }.map_err(GpuError::from)?;
+                // SAFETY: `src` lives until `split` passes the event recorded next; `dst` is new.
+                unsafe { copy_async(ptr(self.gpus[d], &dst), src, bytes as usize, &recv)? };
+                let copied = recv.record_event(None).map_err(GpuError::from)?;
+                sender.split.wait(&copied).map_err(GpuError::from)?;
+                owner.device_bytes += bytes;
+                owner.blocks.push(Block { held: Held::Device(dst), pairs: count, shard_start: Vec::new() });
+                return Ok(());
+            }
+        }
+        // Off the GPU: sorted by shard on `g` first.
+        let gpu = self.gpus[g];
+        let split = sender.split.clone();
+        let shards = 1usize << self.shard_bits;
+        let counts_dev = split.alloc_zeros::<u64>(shards).map_err(GpuError::from)?;
+        launch_on!(gpu, split, "count_shards", launch_config(gpu, count), &src, &count, &self.shard_bits, &counts_dev);
+        let per_shard = split.clone_dtoh(&counts_dev).map_err(GpuError::from)?;
+        let mut shard_start = vec![0u64];
+        for c in &per_shard {
+            shard_start.push(shard_start.last().unwrap() + c);
+        }
+        let mut cursors = split.clone_htod(&shard_start[..shards]).map_err(GpuError::from)?;
+        // SAFETY: the scatter writes every one of the `count` places.
+        let sorted = unsafe { split.alloc::<u64>(count as usize) }.map_err(GpuError::from)?;
+        launch_on!(
+            gpu,
+            split,
+            "scatter_by_shard",
+            launch_config(gpu, count),
+            &src,
+            &count,
+            &self.shard_bits,
+            &mut cursors,
+            &sorted
+        );
+        let mut off = self.off_gpu.lock().expect("no GPU batch panicked");
+        let held = if off.host_bytes + bytes <= off.host_budget {
+            let host = HostBuffer::<u64>::new(gpu, count as usize)?;
+            // SAFETY: both hold `count` pairs; the stream is synchronized before either is used.
+            unsafe { copy_async(host.addr(0), ptr(gpu, &sorted), bytes as usize, &split)? };
+            split.synchronize().map_err(GpuError::from)?;
+            off.host_bytes += bytes;
+            Held::Host(host)
+        } else {
+            if !sender.spill_staging.as_ref().is_some_and(|b| b.len() >= count as usize) {
+                sender.spill_staging = Some(HostBuffer::new(gpu, count as usize)?);
+            }
+            let staging = sender.spill_staging.as_mut().expect("just made");
+            // SAFETY: as above.
+            unsafe { copy_async(staging.addr(0), ptr(gpu, &sorted), bytes as usize, &split)? };
+            split.synchronize().map_err(GpuError::from)?;
+            if off.spill.is_none() {
+                let file = crate::temp_files::create_scratch(&off.spill_dir)
+                    .map_err(|source| crate::input::InputError::Io { path: off.spill_dir.clone(), source })?;
+                log::info!("pairs beyond the GPUs' and the host's share go to {}", file.path().display());
+                off.spill = Some(file);
+            }
+            let at = off.spill_bytes;
+            let file = off.spill.as_ref().expect("just made");
+            // SAFETY: the copy into the staging buffer has finished (synchronized above).
+            let data: &[u8] = bytemuck::cast_slice(unsafe { &staging.as_slice()[..count as usize] });
+            file.as_file().write_all_at(data, at).map_err(|source| BuildError::Output {
+                path: file.path().to_path_buf(),
+                reason: format!("cannot write spilled pairs: {source}"),
+            })?;
+            off.spill_bytes += bytes;
+            Held::Spilled(at)
+        };
+        drop(off);
+        let mut owner = self.owners[d].lock().expect("no GPU batch panicked");
+        owner.blocks.push(Block { held, pairs: count, shard_start });
+        Ok(())
+    }
+
+    /// After the last batch: waits for every GPU and returns the pairs of each shard.
+    pub fn finish_reading(&self) -> Result<Vec<u64>, BuildError> {
+        let shards = 1usize << self.shard_bits;
+        let mut totals = vec![0u64; shards];
+        for (g, sender) in self.senders.iter().enumerate() {
+            let mut sender = sender.lock().expect("no GPU batch panicked");
+            self.gpus[g].ctx.synchronize().map_err(GpuError::from)?;
+            let counts = self.gpus[g].stream.clone_dtoh(&sender.shard_counts).map_err(GpuError::from)?;
+            for (t, c) in totals.iter_mut().zip(counts) {
+                *t += c;
+            }
+            // The staging buffers are not needed again: their memory goes to the passes.
+            sender.staging = [None, None];
+            sender.spill_staging = None;
+            self.gpus[g].ctx.synchronize().map_err(GpuError::from)?;
+        }
+        Ok(totals)
+    }
+
+    /// Where the pairs went.
+    pub fn placement(&self) -> PairPlacement {
+        let off = self.off_gpu.lock().expect("no GPU batch panicked");
+        PairPlacement {
+            device_bytes: self.owners.iter().map(|o| o.lock().expect("no GPU batch panicked").device_bytes).sum(),
+            host_bytes: off.host_bytes,
+            spill_bytes: off.spill_bytes,
+        }
+    }
+
+    /// The passes for shards of `counts` pairs: [`plan_passes`] with each GPU's limit from its
+    /// free memory (or `--gpu-pass-values`). A shard larger than its owner's limit is an error.
+    fn plan(&self, counts: &[u64]) -> Result<Vec<std::ops::Range<usize>>, BuildError> {
+        let n = self.gpus.len();
+        let mut limits = Vec::with_capacity(n);
+        for g in &self.gpus {
+            let (free, _) = g.memory()?;
+            let fit = (free as u64).saturating_sub(PASS_RESERVE) / PASS_BYTES_PER_VALUE;
+            limits.push(self.opts.pass_values.unwrap_or(fit).min(MAX_PASS_VALUES));
+        }
+        match plan_passes(counts, &limits) {
+            Ok(passes) => Ok(passes),
+            Err(s) => {
+                let d = owner_of(s, n);
+                Err(GpuError::TooLarge {
+                    what: format!("shard {s} of the index ({} feature locations)", counts[s]),
+                    per_gpu: counts[s] * PASS_BYTES_PER_VALUE + PASS_RESERVE,
+                    gpus: n,
+                    ordinal: self.gpus[d].ordinal,
+                    free: self.gpus[d].memory()?.0 as u64,
+                    advice: "build it in parts (--partition) or on the CPU (--gpus none)".into(),
+                }
+                .into())
+            }
+        }
+    }
+
+    /// The passes: every shard laid out on its owner GPU and written by `writer` in shard order.
+    /// `first_windows` are the provisional targets' first global windows (ascending),
+    /// `final_id` their final numbers. Returns the shards' counts and how the time went.
+    pub fn build_shards(
+        &self,
+        counts: &[u64],
+        first_windows: &[u64],
+        final_id: &[Option<u32>],
+        layout: &LocationLayout,
+        cap: u32,
+        writer: &mut IndexWriter,
+    ) -> Result<(ShardStats, PassReport), BuildError> {
+        let passes = self.plan(counts)?;
+        let n = self.gpus.len();
+        log::info!(
+            "{} pass{} over the {} shards on {} GPU{} ({} pairs)",
+            passes.len(),
+            if passes.len() == 1 { "" } else { "es" },
+            counts.len(),
+            n,
+            if n == 1 { "" } else { "s" },
+            counts.iter().sum::<u64>()
+        );
+        let first: Vec<u32> = first_windows.iter().map(|&w| u32::try_from(w).expect("checked when read")).collect();
+        let job = PassJob { passes: &passes, counts, first: &first, final_id, layout, cap };
+        let mut report = PassReport { passes: passes.len(), shard_pairs: counts.to_vec(), ..Default::default() };
+        let mut stats = ShardStats::default();
+        let (results_tx, results) = std::sync::mpsc::sync_channel::<(usize, usize, Result<GpuPass, BuildError>)>(2 * n);
+        std::thread::scope(|scope| -> Result<(), BuildError> {
+            let mut free = Vec::new();
+            for d in 0..n {
+                let (tx, rx) = std::sync::mpsc::channel::<Buffers>();
+                // Two sets of download buffers per GPU: one being filled, one being written.
+                tx.send(Buffers::default()).expect("the receiver is alive");
+                tx.send(Buffers::default()).expect("the receiver is alive");
+                free.push(tx);
+                let (results_tx, job) = (results_tx.clone(), &job);
+                scope.spawn(move || self.gpu_passes(d, job, rx, results_tx));
+            }
+            drop(results_tx);
+            // Results of later passes that came in before those of the pass being finished.
+            let mut early: Vec<(usize, usize, GpuPass)> = Vec::new();
+            for (p, range) in passes.iter().enumerate() {
+                let wait = Instant::now();
+                let mut mine: Vec<(usize, GpuPass)> = Vec::new();
+                let (now, later): (Vec<_>, Vec<_>) = early.drain(..).partition(|(q, _, _)| *q == p);
+                early = later;
+                mine.extend(now.into_iter().map(|(_, d, r)| (d, r)));
+                while mine.len() < n {
+                    let (q, d, result) = results.recv().map_err(|_| GpuError::Missing {
+                        wanted: self.gpus[0].ordinal,
+                        reason: "a GPU thread stopped".into(),
+                    })?;
+                    let r = result?;
+                    if q == p { mine.push((d, r)) } else { early.push((q, d, r)) }
+                }
+                report.waiting_for_gpus += wait.elapsed();
+                for (_, r) in &mine {
+                    report.select_insert += r.select_insert;
+                    report.condense += r.condense;
+                }
+                // Leftover keys and checksums, every shard of the pass in parallel; then writing.
+                let t = Instant::now();
+                let mut hosts: Vec<(usize, HostShards)> =
+                    mine.into_iter().filter_map(|(d, r)| r.host.map(|h| (d, h))).collect();
+                use rayon::prelude::*;
+                let mut done: Vec<crate::gpu::condense::Finished<'_>> = hosts
+                    .par_iter_mut()
+                    .map(|(_, h)| h.finish(layout, cap))
+                    .collect::<Result<Vec<_>, _>>()?
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                done.sort_by_key(|f| f.shard());
+                report.finishing += t.elapsed();
+                let t = Instant::now();
+                let mut done = done.into_iter().peekable();
+                for s in range.clone() {
+                    match done.next_if(|f| f.shard() == s) {
+                        Some(f) => writer.add_shard(f.slots(), f.words(), Some(f.checksum()))?,
+                        // A shard with no pairs: no key index, the padding words only.
+                        None => writer.add_shard(&[], &[0; crate::index::locations::PAD_WORDS], None)?,
+                    }
+                }
+                drop(done);
+                report.writing += t.elapsed();
+                for (d, h) in hosts {
+                    for st in &h.shards {
+                        stats += st.stats;
+                    }
+                    // A GPU that stopped early no longer takes buffers.
+                    let _ = free[d].send(h.into_buffers());
+                }
+            }
+            Ok(())
+        })?;
+        Ok((stats, report))
+    }
+
+    /// One GPU's passes, on its own thread: each pass's result goes to `results`; a pass waits for
+    /// a set of download buffers from `free`.
+    fn gpu_passes(
+        &self,
+        d: usize,
+        job: &PassJob<'_>,
+        free: std::sync::mpsc::Receiver<Buffers>,
+        results: std::sync::mpsc::SyncSender<(usize, usize, Result<GpuPass, BuildError>)>,
+    ) {
+        let gpu = self.gpus[d];
+        if let Err(e) = gpu.ctx.bind_to_thread() {
+            let _ = results.send((0, d, Err(GpuError::from(e).into())));
+            return;
+        }
+        let first = match gpu.stream.clone_htod(job.first) {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = results.send((0, d, Err(GpuError::from(e).into())));
+                return;
+            }
+        };
+        let windows = WindowsArgs { first: ptr(gpu, &first), targets: job.first.len() as u32, _pad: 0 };
+        let mut staging: Option<HostBuffer<u64>> = None;
+        for (p, range) in job.passes.iter().enumerate() {
+            let Ok(buffers) = free.recv() else { return };
+            let result = self.gpu_pass(d, range.clone(), job, windows, buffers, &mut staging);
+            let failed = result.is_err();
+            if results.send((p, d, result)).is_err() || failed {
+                return;
+            }
+        }
+    }
+
+    /// One pass on GPU `d`: select, insert, condense, download.
+    fn gpu_pass(
+        &self,
+        d: usize,
+        range: std::ops::Range<usize>,
+        job: &PassJob<'_>,
+        windows: WindowsArgs,
+        buffers: Buffers,
+        staging: &mut Option<HostBuffer<u64>>,
+    ) -> Result<GpuPass, BuildError> {
+        let (gpu, n) = (self.gpus[d], self.gpus.len());
+        let wanted: Vec<usize> = range.clone().filter(|&s| owner_of(s, n) == d).collect();
+        let values: u64 = wanted.iter().map(|&s| job.counts[s]).sum();
+        if values == 0 {
+            return Ok(GpuPass { host: None, select_insert: Duration::ZERO, condense: Duration::ZERO });
+        }
+        let t = Instant::now();
+        let s = &gpu.stream;
+        let (lo, hi) = (range.start as u32, range.end as u32);
+        // SAFETY: `select_pass` fills the first `values` of each (checked below).
+        let (keys, vals) = unsafe { (s.alloc::<u32>(values as usize), s.alloc::<u64>(values as usize)) };
+        let (keys, vals) = (keys.map_err(GpuError::from)?, vals.map_err(GpuError::from)?);
+        let selected = s.alloc_zeros::<u64>(1).map_err(GpuError::from)?;
+        let owner = self.owners[d].lock().expect("no GPU batch panicked");
+        for block in &owner.blocks {
+            let select = |at: u64, count: u64| -> Result<(), GpuError> {
+                launch_on!(
+                    gpu,
+                    s,
+                    "select_pass",
+                    launch_config(gpu, count),
+                    &at,
+                    &count,
+                    &lo,
+                    &hi,
+                    &self.shard_bits,
+                    &windows,
+                    &keys,
+                    &vals,
+                    &selected
+                );
+                Ok(())
+            };
+            match &block.held {
+                Held::Device(pairs) => select(ptr(gpu, pairs), block.pairs)?,
+                Held::Host(_) | Held::Spilled(_) => {
+                    let (a, b) = (block.shard_start[range.start], block.shard_start[range.end]);
+                    if a == b {
+                        continue;
+                    }
+                    let len = (b - a) as usize;
+                    // SAFETY: the copy below fills it before `select_pass` reads it.
+                    let tmp = unsafe { s.alloc::<u64>(len) }.map_err(GpuError::from)?;
+                    match &block.held {
+                        // SAFETY: the host block is not written after reading; `tmp` is new.
+                        Held::Host(host) => unsafe { copy_async(ptr(gpu, &tmp), host.addr(a as usize), len * 8, s)? },
+                        Held::Spilled(at) => {
+                            // The staging buffer is free once the stream has passed its last copy.
+                            s.synchronize().map_err(GpuError::from)?;
+                            if !staging.as_ref().is_some_and(|b| b.len() >= len) {
+                                *staging = Some(HostBuffer::new(gpu, len)?);
+                            }
+                            let buf = staging.as_mut().expect("just made");
+                            let off = self.off_gpu.lock().expect("no GPU batch panicked");
+                            let file = off.spill.as_ref().expect("spilled blocks have a spill file");
+                            // SAFETY: no copy uses the staging buffer (synchronized above).
+                            let dst: &mut [u8] = bytemuck::cast_slice_mut(unsafe { &mut buf.as_mut_slice()[..len] });
+                            file.as_file().read_exact_at(dst, at + a * 8).map_err(|source| BuildError::Output {
+                                path: file.path().to_path_buf(),
+                                reason: format!("cannot read spilled pairs back: {source}"),
+                            })?;
+                            drop(off);
+                            // SAFETY: the staging buffer holds `len` pairs and is not touched
+                            // until the stream has passed this copy.
+                            unsafe { copy_async(ptr(gpu, &tmp), buf.addr(0), len * 8, s)? };
+                        }
+                        Held::Device(_) => unreachable!(),
+                    }
+                    select(ptr(gpu, &tmp), len as u64)?;
+                    // Freed on the stream after the kernel that reads it.
+                    drop(tmp);
+                }
+            }
+        }
+        drop(owner);
+        let got = s.clone_dtoh(&selected).map_err(GpuError::from)?[0];
+        assert_eq!(got, values, "a pass selects exactly its shards' pairs");
+        let mut config = TableConfig::new(values * 10 / 9 + 1024, 2 * values + 1024);
+        if let Some(g) = self.opts.group {
+            config.group = g;
+        }
+        let table = BucketListTable::new(gpu, config)?;
+        table.queue_insert(ptr(gpu, &keys), ptr(gpu, &vals), values)?;
+        let status = table.status()?;
+        if status.is_error() {
+            return Err(table
+                .full(&status, "the table is sized for every value it gets: this is a bug, please report it")
+                .into());
+        }
+        drop((keys, vals));
+        let select_insert = t.elapsed();
+        let t = Instant::now();
+        let host = crate::gpu::condense::condense_to_host(
+            &table,
+            gpu,
+            job.final_id,
+            job.layout,
+            job.cap,
+            self.shard_bits,
+            &wanted,
+            buffers,
+        )?;
+        Ok(GpuPass { host: Some(host), select_insert, condense: t.elapsed() })
+    }
+}
+
+/// Cuts shards with `counts` pairs into passes: the fewest runs of consecutive shards, taken
+/// greedily, in which the pairs of the shards each GPU owns (`owner_of`, for `limits.len()` GPUs)
+/// stay within that GPU's limit. `Err(shard)` when one shard alone is over its owner's limit.
+pub fn plan_passes(counts: &[u64], limits: &[u64]) -> Result<Vec<std::ops::Range<usize>>, usize> {
+    let n = limits.len();
+    if let Some(s) = (0..counts.len()).find(|&s| counts[s] > limits[owner_of(s, n)]) {
+        return Err(s);
+    }
+    let mut passes = Vec::new();
+    let mut a = 0;
+    while a < counts.len() {
+        let mut load = vec![0u64; n];
+        let mut b = a;
+        while b < counts.len() && load[owner_of(b, n)] + counts[b] <= limits[owner_of(b, n)] {
+            load[owner_of(b, n)] += counts[b];
+            b += 1;
+        }
+        passes.push(a..b);
+        a = b;
+    }
+    Ok(passes)
+}
+
+impl Drop for PassBuild<'_> {
+    /// Blocks free their device memory on streams that may still be running kernels of an
+    /// interrupted pass: wait for every GPU first.
+    fn drop(&mut self) {
+        for g in &self.gpus {
+            let _ = g.ctx.synchronize();
+        }
+    }
+}
+
+/// What every GPU thread of [`PassBuild::build_shards`] shares.
+struct PassJob<'a> {
+    passes: &'a [std::ops::Range<usize>],
+    counts: &'a [u64],
+    first: &'a [u32],
+    final_id: &'a [Option<u32>],
+    layout: &'a LocationLayout,
+    cap: u32,
+}
+
+/// One GPU's part of a pass.
+struct GpuPass {
+    /// `None` when the GPU had no pairs in the pass.
+    host: Option<HostShards>,
+    select_insert: Duration,
+    condense: Duration,
+}
+
+/// Where the passes' time went: the GPUs' (summed over GPUs) and the host's.
+#[derive(Debug, Clone, Default)]
+pub struct PassReport {
+    pub passes: usize,
+    /// Pairs of each shard.
+    pub shard_pairs: Vec<u64>,
+    /// Selecting pairs and inserting them into tables, per GPU, summed.
+    pub select_insert: Duration,
+    /// Condensing tables and downloading shards, per GPU, summed.
+    pub condense: Duration,
+    /// The host waiting for the GPUs' pass results.
+    pub waiting_for_gpus: Duration,
+    /// The host placing leftover keys and computing checksums.
+    pub finishing: Duration,
+    /// The host writing shards to the index file.
+    pub writing: Duration,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passes_are_runs_of_shards_within_every_gpus_limit() {
+        let counts = [5u64, 5, 5, 5, 5, 5, 5, 5];
+        assert_eq!(plan_passes(&counts, &[40]).unwrap(), vec![0..8]);
+        assert_eq!(plan_passes(&counts, &[20]).unwrap(), vec![0..4, 4..8]);
+        assert_eq!(plan_passes(&counts, &[12]).unwrap(), vec![0..2, 2..4, 4..6, 6..8]);
+        // Two GPUs own the even and the odd shards: each counts its own.
+        assert_eq!(plan_passes(&counts, &[10, 10]).unwrap(), vec![0..4, 4..8]);
+        assert_eq!(plan_passes(&counts, &[10, 5]).unwrap(), vec![0..3, 3..5, 5..7, 7..8]);
+        // Empty shards cost nothing; a shard over its owner's limit is named.
+        assert_eq!(plan_passes(&[0, 0, 7, 0], &[7]).unwrap(), vec![0..4]);
+        assert_eq!(plan_passes(&[1, 9, 1], &[20, 8]).unwrap_err(), 1);
+        assert_eq!(plan_passes(&[1, 9, 9], &[8, 20]).unwrap_err(), 2);
+    }
+}
+
+/// The pair kernels one at a time, for their tests against the CPU (`tests/gpu.rs`).
+#[doc(hidden)]
+pub mod twins {
+    use super::*;
+
+    /// `sketch_split` of one batch for `gpus` owners: each owner's pairs, and each shard's count.
+    pub fn split(
+        gpu: &Gpu,
+        batch: &[Pending],
+        params: &SketchParams,
+        gpus: usize,
+        shard_bits: u32,
+    ) -> Result<(Vec<Vec<u64>>, Vec<u64>), GpuError> {
+        let dev = crate::gpu::build::DeviceBatch::upload(gpu, batch, params)?;
+        let s = &gpu.stream;
+        let capacity = (dev.windows * params.sketch_size as u64).max(1);
+        let part = s.alloc_zeros::<u64>(capacity as usize * gpus)?;
+        let owner_counts = s.alloc_zeros::<u32>(gpus)?;
+        let shard_counts = s.alloc_zeros::<u64>(1 << shard_bits)?;
+        let args = SplitArgs {
+            pairs: ptr(gpu, &part),
+            owner_counts: ptr(gpu, &owner_counts),
+            shard_counts: ptr(gpu, &shard_counts),
+            global_first: dev.global_first(gpu),
+            capacity,
+            gpus: gpus as u32,
+            shard_bits,
+        };
+        if dev.windows > 0 {
+            let (b, p) = (dev.args(gpu), SketchArgs::from(params));
+            launch_on!(gpu, s, "sketch_split", launch_config(gpu, dev.windows), &b, &p, &args);
+        }
+        let (all, owners) = (s.clone_dtoh(&part)?, s.clone_dtoh(&owner_counts)?);
+        let per_owner = (0..gpus)
+            .map(|d| all[d * capacity as usize..d * capacity as usize + owners[d] as usize].to_vec())
+            .collect();
+        Ok((per_owner, s.clone_dtoh(&shard_counts)?))
+    }
+
+    /// `count_shards` and `scatter_by_shard`: the pairs sorted by shard, and each shard's start.
+    pub fn sort_by_shard(gpu: &Gpu, pairs: &[u64], shard_bits: u32) -> Result<(Vec<u64>, Vec<u64>), GpuError> {
+        let s = &gpu.stream;
+        let n = pairs.len() as u64;
+        let src = if pairs.is_empty() { s.alloc_zeros::<u64>(1)? } else { s.clone_htod(pairs)? };
+        let counts = s.alloc_zeros::<u64>(1 << shard_bits)?;
+        launch_on!(gpu, s, "count_shards", launch_config(gpu, n), &src, &n, &shard_bits, &counts);
+        let mut start = vec![0u64];
+        for c in s.clone_dtoh(&counts)? {
+            start.push(start.last().unwrap() + c);
+        }
+        let mut cursors = s.clone_htod(&start[..1 << shard_bits])?;
+        let out = s.alloc_zeros::<u64>(pairs.len().max(1))?;
+        launch_on!(gpu, s, "scatter_by_shard", launch_config(gpu, n), &src, &n, &shard_bits, &mut cursors, &out);
+        let mut sorted = s.clone_dtoh(&out)?;
+        sorted.truncate(pairs.len());
+        Ok((sorted, start))
+    }
+
+    /// `select_pass` of the shards `lo..hi`: table keys and values (target << 32 | window).
+    pub fn select(
+        gpu: &Gpu,
+        pairs: &[u64],
+        lo: u32,
+        hi: u32,
+        shard_bits: u32,
+        first: &[u32],
+    ) -> Result<(Vec<u32>, Vec<u64>), GpuError> {
+        let s = &gpu.stream;
+        let n = pairs.len() as u64;
+        let src = if pairs.is_empty() { s.alloc_zeros::<u64>(1)? } else { s.clone_htod(pairs)? };
+        let first_dev = s.clone_htod(first)?;
+        let windows = WindowsArgs { first: ptr(gpu, &first_dev), targets: first.len() as u32, _pad: 0 };
+        let (keys, values) = (s.alloc_zeros::<u32>(pairs.len().max(1))?, s.alloc_zeros::<u64>(pairs.len().max(1))?);
+        let got = s.alloc_zeros::<u64>(1)?;
+        launch_on!(
+            gpu,
+            s,
+            "select_pass",
+            launch_config(gpu, n),
+            &src,
+            &n,
+            &lo,
+            &hi,
+            &shard_bits,
+            &windows,
+            &keys,
+            &values,
+            &got
+        );
+        let m = s.clone_dtoh(&got)?[0] as usize;
+        let (mut k, mut v) = (s.clone_dtoh(&keys)?, s.clone_dtoh(&values)?);
+        k.truncate(m);
+        v.truncate(m);
+        Ok((k, v))
+    }
+}
