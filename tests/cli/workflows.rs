@@ -338,3 +338,75 @@ fn nextflow_modules_run_their_commands() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `kmerdb info --json` of an index.
+fn info(db: &Path) -> serde_json::Value {
+    let out = kmerdb().arg("info").arg(db).arg("--json").output().unwrap();
+    assert!(out.status.success(), "kmerdb info {}", db.display());
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The Snakemake wrappers in `workflows/snakemake/wrappers/bio/kmerdb` (the layout of
+/// snakemake-wrappers), each run by its `test/Snakefile` as snakemake-wrappers' tests run them
+/// (`--wrapper-prefix` a folder whose `master` is the wrappers' folder), against the real binary
+/// on `data/`: the build wrapper makes the index of `data/` (and, with a list of genomes and
+/// `--partition` in `params.extra`, one genome per part), the classify wrapper the golden report
+/// of the paired sample and the single-end sample's outputs with its `extra`; each wrapper's
+/// environment.yaml pins this version and its meta.yaml names every output the wrapper writes.
+#[test]
+fn snakemake_wrappers_run_their_tests() {
+    let wrappers = Path::new(env!("CARGO_MANIFEST_DIR")).join("workflows/snakemake/wrappers");
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(&wrappers, dir.path().join("master")).unwrap();
+    let run = |wrapper: &str, targets: &[&str]| {
+        let work = dir.path().join(wrapper);
+        std::fs::create_dir(&work).unwrap();
+        std::os::unix::fs::symlink(data(), work.join("data")).unwrap();
+        let out = Command::new("snakemake")
+            .arg("-s")
+            .arg(wrappers.join("bio/kmerdb").join(wrapper).join("test/Snakefile"))
+            .args(["--cores", "2", "--quiet", "--wrapper-prefix"])
+            .arg(format!("file://{}/", dir.path().display()))
+            .args(targets)
+            .current_dir(&work)
+            .env("PATH", path_with_kmerdb())
+            .env("SOURCE_DATE_EPOCH", "1700000000")
+            .output()
+            .expect("snakemake runs (pip install snakemake; scripts/test-deps.sh does)");
+        assert!(out.status.success(), "{wrapper}'s test failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        work
+    };
+
+    let build = run("build", &["index/data.db", "index/part1.db", "index/part2.db"]);
+    super::build_data(&dir.path().join("one.db")).arg("-q").assert().success();
+    let counts = |db: &Path| info(db)["header"]["counts"].clone();
+    assert_eq!(counts(&build.join("index/data.db"))["targets"], 7);
+    assert_eq!(counts(&build.join("index/data.db")), counts(&dir.path().join("one.db")));
+    for part in ["part1", "part2"] {
+        assert_eq!(counts(&build.join(format!("index/{part}.db")))["targets"], 1, "{part} holds one genome");
+    }
+    assert!(build.join("logs/kmerdb_build.log").is_file());
+
+    let classify = run("classify", &["classified/sample.kreport", "classified/single.kreport"]);
+    let out = classify.join("classified");
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/sample.kreport");
+    assert_eq!(std::fs::read_to_string(out.join("sample.kreport")).unwrap(), std::fs::read_to_string(golden).unwrap());
+    assert_eq!(super::gunzip(&out.join("sample.kraken.gz")).lines().count(), 2965);
+    assert!(std::fs::read_to_string(out.join("sample.abundance.tsv")).unwrap().contains("Escherichia coli"));
+    let single = std::fs::read_to_string(out.join("single.kreport")).unwrap();
+    assert!(single.contains("\tS\t562\t") && !single.contains("\tS1\t"), "--lowest-rank species in extra:\n{single}");
+    assert!(std::fs::read_to_string(out.join("single.cami")).unwrap().contains("@SampleID:single"));
+    assert!(std::fs::read_to_string(classify.join("logs/kmerdb_classify/single.log")).unwrap().contains("200 reads"));
+
+    let options = regex::Regex::new(r#""(\w+)": "--"#).unwrap();
+    for wrapper in ["build", "classify"] {
+        let at = wrappers.join("bio/kmerdb").join(wrapper);
+        let environment = std::fs::read_to_string(at.join("environment.yaml")).unwrap();
+        assert!(environment.contains(&format!("- kmerdb ={}\n", env!("CARGO_PKG_VERSION"))), "{wrapper}: pin");
+        let meta = std::fs::read_to_string(at.join("meta.yaml")).unwrap();
+        let code = std::fs::read_to_string(at.join("wrapper.py")).unwrap();
+        for name in options.captures_iter(&code).map(|c| c[1].to_string()) {
+            assert!(meta.contains(&format!("\n  - {name}: ")), "{wrapper}: meta.yaml does not name output {name}");
+        }
+    }
+}
