@@ -5,6 +5,7 @@ mod build;
 mod classify;
 mod info;
 mod merge;
+mod recipe;
 mod report_tools;
 mod workflows;
 
