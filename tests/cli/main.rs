@@ -38,6 +38,15 @@ pub fn build_data(db: &Path) -> Command {
     cmd
 }
 
+/// `kmerdb classify` of the bundled read pairs against `db`.
+pub fn classify_pairs(db: &Path) -> Command {
+    let reads = data().join("reads");
+    let mut cmd = kmerdb();
+    cmd.arg("classify").arg("-d").arg(db);
+    cmd.arg("-1").arg(reads.join("sample_R1.fq.gz")).arg("-2").arg(reads.join("sample_R2.fq.gz"));
+    cmd
+}
+
 /// The genome files of `data/genomes`, sorted.
 pub fn genome_files() -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> =

@@ -2,7 +2,7 @@
 //! pinned in `scripts/report-tools.txt` and installed by `scripts/test-deps.sh` into a virtualenv
 //! of their own (`$KMERDB_REPORT_TOOLS`, default `~/.local/share/kmerdb/report-tools`).
 
-use super::{build_data, data, genome_files, kmerdb};
+use super::{build_data, classify_pairs, data, genome_files, kmerdb};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,22 +15,6 @@ fn tool(name: &str) -> PathBuf {
     let bin = venv.join("bin").join(name);
     assert!(bin.is_file(), "no {} (bash scripts/test-deps.sh installs it)", bin.display());
     bin
-}
-
-/// `kmerdb classify` of the bundled read pairs against `db`, with its report at `kreport`.
-fn classify_pairs(db: &Path, kreport: &Path) {
-    let reads = data().join("reads");
-    kmerdb()
-        .args(["classify", "-q", "-d"])
-        .arg(db)
-        .arg("-1")
-        .arg(reads.join("sample_R1.fq.gz"))
-        .arg("-2")
-        .arg(reads.join("sample_R2.fq.gz"))
-        .arg("--report")
-        .arg(kreport)
-        .assert()
-        .success();
 }
 
 /// taxid -> (name, reads assigned directly), from a kreport's columns 5, 6 and 3.
@@ -57,7 +41,12 @@ fn taxpasta_and_multiqc_read_the_kreport() {
     let reports = dir.path().join("reports");
     std::fs::create_dir(&reports).unwrap();
     build_data(&dir.path().join("all.db")).arg("-q").assert().success();
-    classify_pairs(&dir.path().join("all.db"), &reports.join("sample.kreport"));
+    classify_pairs(&dir.path().join("all.db"))
+        .arg("-q")
+        .arg("--report")
+        .arg(reports.join("sample.kreport"))
+        .assert()
+        .success();
     let two: Vec<PathBuf> = genome_files()
         .into_iter()
         .filter(|g| g.ends_with("Phage_lambda.fna.gz") || g.ends_with("Sau_COL.fna.gz"))
@@ -72,7 +61,12 @@ fn taxpasta_and_multiqc_read_the_kreport() {
         .args(&two)
         .assert()
         .success();
-    classify_pairs(&dir.path().join("two.db"), &reports.join("partial.kreport"));
+    classify_pairs(&dir.path().join("two.db"))
+        .arg("-q")
+        .arg("--report")
+        .arg(reports.join("partial.kreport"))
+        .assert()
+        .success();
 
     for sample in ["sample", "partial"] {
         let kreport = std::fs::read_to_string(reports.join(format!("{sample}.kreport"))).unwrap();

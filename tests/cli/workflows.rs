@@ -58,13 +58,8 @@ fn snakemake_workflow_runs_on_the_bundled_data() {
     }
     // One index of all the genomes, for comparison.
     super::build_data(&d.join("one.db")).arg("-q").assert().success();
-    kmerdb()
-        .args(["classify", "-q", "-d"])
-        .arg(d.join("one.db"))
-        .arg("-1")
-        .arg(reads.join("sample_R1.fq.gz"))
-        .arg("-2")
-        .arg(reads.join("sample_R2.fq.gz"))
+    super::classify_pairs(&d.join("one.db"))
+        .arg("-q")
         .arg("--report")
         .arg(d.join("one.kreport"))
         .arg("-o")
@@ -113,7 +108,7 @@ fn render(module: &str, block: Block, vars: &[(&str, &str)]) -> String {
     out.replace("\\\\", "\\")
 }
 
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy)]
 enum Block {
     Script,
     Stub,
