@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# What the tests need beyond Rust: Snakemake (PyPI) for the workflow test, and Chromium (Debian) to
-# render the HTML report. Installs what is missing; run before `cargo test --release`.
+# What the tests need beyond Rust: Snakemake (PyPI) for the workflow tests, Chromium (Debian) to
+# render the HTML report, cargo-bundle-licenses (crates.io) for the bioconda recipe's build script,
+# and taxpasta and MultiQC (PyPI) for the test that they read kmerdb's reports. Installs what is
+# missing; run before `cargo test --release`.
 set -euo pipefail
 if ! command -v snakemake >/dev/null; then
     python3 -m pip install --quiet --disable-pip-version-check snakemake
@@ -9,4 +11,18 @@ if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null;
     SUDO=$([[ $(id -u) == 0 ]] && echo "" || echo sudo)
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+fi
+if ! command -v cargo-bundle-licenses >/dev/null; then
+    cargo install --quiet --locked cargo-bundle-licenses@5.0.0
+fi
+# taxpasta and MultiQC in a virtualenv of their own (their pins, such as pandas 1.x for taxpasta,
+# stay apart from Snakemake's), where tests/cli/report_tools.rs looks for them; reinstalled when
+# scripts/report-tools.txt changes.
+TOOLS=${KMERDB_REPORT_TOOLS:-$HOME/.local/share/kmerdb/report-tools}
+PINS=$(dirname "$0")/report-tools.txt
+if ! cmp -s "$PINS" "$TOOLS/report-tools.txt"; then
+    rm -rf "$TOOLS"
+    python3 -m venv "$TOOLS"
+    "$TOOLS/bin/pip" install --quiet --disable-pip-version-check -r "$PINS"
+    cp "$PINS" "$TOOLS/report-tools.txt"
 fi

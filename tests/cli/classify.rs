@@ -28,9 +28,7 @@ fn r2() -> PathBuf {
 
 /// `classify` of the bundled read pairs.
 fn classify_pairs() -> assert_cmd::Command {
-    let mut c = classify();
-    c.arg("-1").arg(r1()).arg("-2").arg(r2());
-    c
+    crate::classify_pairs(db())
 }
 
 fn classify() -> assert_cmd::Command {

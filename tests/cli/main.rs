@@ -8,6 +8,8 @@ mod faults;
 mod info;
 mod install;
 mod merge;
+mod recipe;
+mod report_tools;
 mod workflows;
 
 use assert_cmd::Command;
@@ -36,6 +38,15 @@ pub fn build_data(db: &Path) -> Command {
         .arg("--seqid2taxid")
         .arg(data().join("seqid2taxid.map"))
         .arg(data().join("genomes"));
+    cmd
+}
+
+/// `kmerdb classify` of the bundled read pairs against `db`.
+pub fn classify_pairs(db: &Path) -> Command {
+    let reads = data().join("reads");
+    let mut cmd = kmerdb();
+    cmd.arg("classify").arg("-d").arg(db);
+    cmd.arg("-1").arg(reads.join("sample_R1.fq.gz")).arg("-2").arg(reads.join("sample_R2.fq.gz"));
     cmd
 }
 

@@ -1,7 +1,7 @@
 //! The workflows in `workflows/`, run for real on `data/`.
 
 use super::{data, kmerdb};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// `workflows/snakemake` with Snakemake (from PyPI; CI installs it), 2 cores, 2 index parts, on
@@ -58,13 +58,8 @@ fn snakemake_workflow_runs_on_the_bundled_data() {
     }
     // One index of all the genomes, for comparison.
     super::build_data(&d.join("one.db")).arg("-q").assert().success();
-    kmerdb()
-        .args(["classify", "-q", "-d"])
-        .arg(d.join("one.db"))
-        .arg("-1")
-        .arg(reads.join("sample_R1.fq.gz"))
-        .arg("-2")
-        .arg(reads.join("sample_R2.fq.gz"))
+    super::classify_pairs(&d.join("one.db"))
+        .arg("-q")
         .arg("--report")
         .arg(d.join("one.kreport"))
         .arg("-o")
@@ -81,17 +76,25 @@ fn snakemake_workflow_runs_on_the_bundled_data() {
     );
 }
 
-/// A process's script block from a Nextflow module, rendered: `${expr}` from `vars` (any other
-/// expression fails the test), Groovy's `\\` as `\`.
-fn render_script(module: &str, vars: &[(&str, &str)]) -> String {
-    let start = module.find("\n    script:").expect("a script: block");
-    let block = &module[start..];
-    for convention in ["def args = task.ext.args ?: ''", "def prefix = task.ext.prefix ?: \"${meta.id}\""] {
-        assert!(block.contains(convention), "the script block lacks `{convention}`");
+/// A process's script or stub block from a Nextflow module, rendered: `${expr}` from `vars` (any
+/// other expression fails the test), Groovy's `\\` as `\`.
+fn render(module: &str, block: Block, vars: &[(&str, &str)]) -> String {
+    let label = match block {
+        Block::Script => "\n    script:",
+        Block::Stub => "\n    stub:",
+    };
+    let start = module.find(label).unwrap_or_else(|| panic!("a{label} block"));
+    let block_text = &module[start..];
+    let conventions: &[&str] = match block {
+        Block::Script => &["def args = task.ext.args ?: ''", "def prefix = task.ext.prefix ?: \"${meta.id}\""],
+        Block::Stub => &["def prefix = task.ext.prefix ?: \"${meta.id}\""],
+    };
+    for convention in conventions {
+        assert!(block_text.contains(convention), "the{label} block lacks `{convention}`");
     }
-    let open = block.find("\"\"\"").expect("a script template") + 3;
-    let close = open + block[open..].find("\"\"\"").expect("the template's end");
-    let mut t = &block[open..close];
+    let open = block_text.find("\"\"\"").expect("a script template") + 3;
+    let close = open + block_text[open..].find("\"\"\"").expect("the template's end");
+    let mut t = &block_text[open..close];
     let mut out = String::new();
     while let Some(i) = t.find("${") {
         out.push_str(&t[..i]);
@@ -105,128 +108,300 @@ fn render_script(module: &str, vars: &[(&str, &str)]) -> String {
     out.replace("\\\\", "\\")
 }
 
+#[derive(Clone, Copy)]
+enum Block {
+    Script,
+    Stub,
+}
+
+/// `PATH` with the tested kmerdb first.
+fn path_with_kmerdb() -> String {
+    let bin = Path::new(env!("CARGO_BIN_EXE_kmerdb")).parent().unwrap();
+    format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default())
+}
+
 /// Runs a rendered script with bash in `work` (a process's work directory), kmerdb on the PATH.
 fn run_script(script: &str, work: &Path) {
-    let bin = Path::new(env!("CARGO_BIN_EXE_kmerdb")).parent().unwrap();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
     let out = Command::new("bash")
         .args(["-euo", "pipefail", "-c", script])
         .current_dir(work)
-        .env("PATH", path)
+        .env("PATH", path_with_kmerdb())
         .env("SOURCE_DATE_EPOCH", "1700000000")
         .output()
         .unwrap();
     assert!(out.status.success(), "script failed:\n{script}\n{}", String::from_utf8_lossy(&out.stderr));
 }
 
-fn stage(work: &Path, name: &str, target: &Path) {
-    std::os::unix::fs::symlink(target, work.join(name)).unwrap();
+/// The nf-core modules in `workflows/nextflow/modules/kmerdb`, run as Nextflow would run them
+/// (Nextflow and nf-test cannot be installed here): a task's inputs are staged as links in a new
+/// work directory, its script block (or stub block) is rendered with the task's `ext.args`,
+/// `ext.prefix` and inputs, and run with bash against the real binary.
+struct NfCore {
+    dir: tempfile::TempDir,
+    tasks: usize,
+    /// The tests of each module's `tests/main.nf.test`: name, process, meta map, work directory.
+    tests: serde_json::Map<String, serde_json::Value>,
 }
 
-/// The nf-core-style modules in `workflows/nextflow/modules/kmerdb` (Nextflow itself cannot be
-/// installed here): each process's script block is rendered for `data/` inputs as Nextflow would
-/// stage them, and run with bash against the real binary, building a 2-part index, classifying
-/// a paired and a single-end sample against both parts and merging them; the merge gives one
-/// index's report. Each module's versions command prints one version.
+impl NfCore {
+    fn module(name: &str) -> String {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("workflows/nextflow/modules/kmerdb").join(name);
+        std::fs::read_to_string(path.join("main.nf")).unwrap()
+    }
+
+    /// Runs module `name`'s `block` with `staged` inputs; returns its work directory.
+    fn task(&mut self, name: &str, block: Block, staged: &[(&str, PathBuf)], vars: &[(&str, &str)]) -> PathBuf {
+        self.tasks += 1;
+        let work = self.dir.path().join(format!("{name}-{}", self.tasks));
+        std::fs::create_dir(&work).unwrap();
+        for (staged_name, target) in staged {
+            std::os::unix::fs::symlink(target, work.join(staged_name)).unwrap();
+        }
+        run_script(&render(&Self::module(name), block, vars), &work);
+        work
+    }
+
+    /// Runs the nf-test test `test` of module `name` (a stub block for a test named `... - stub`,
+    /// as nf-core names them), whose outputs its snapshot records.
+    fn test(
+        &mut self,
+        name: &str,
+        test: &str,
+        meta: &serde_json::Value,
+        staged: &[(&str, PathBuf)],
+        vars: &[(&str, &str)],
+    ) -> PathBuf {
+        let block = if test.ends_with(" - stub") { Block::Stub } else { Block::Script };
+        let work = self.task(name, block, staged, vars);
+        let process = format!("KMERDB_{}", name.to_uppercase());
+        let run = serde_json::json!({ "test": test, "process": process, "work": work, "meta": meta });
+        self.tests.entry(name).or_insert_with(|| serde_json::json!([])).as_array_mut().unwrap().push(run);
+        work
+    }
+
+    /// Pairs of work directories: a test's and its stub test's.
+    fn stub_pairs(&self) -> Vec<(PathBuf, PathBuf)> {
+        let work = |t: &serde_json::Value| PathBuf::from(t["work"].as_str().unwrap());
+        let all: Vec<&serde_json::Value> = self.tests.values().flat_map(|v| v.as_array().unwrap()).collect();
+        all.iter()
+            .filter_map(|stub| {
+                let name = stub["test"].as_str().unwrap().strip_suffix(" - stub")?;
+                let script = all.iter().find(|t| t["test"] == name && t["process"] == stub["process"]);
+                Some((work(script.expect("a stub test has its test")), work(stub)))
+            })
+            .collect()
+    }
+}
+
+/// The files a task made (its staged inputs are links).
+fn made(work: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(work)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| !e.file_type().unwrap().is_symlink())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The nf-core modules in `workflows/nextflow/modules/kmerdb`: every test of each module's
+/// `tests/main.nf.test` is run as Nextflow would run it (see [`NfCore`]), on `data/`: an index of
+/// the genomes, a paired-end and a single-end sample classified against it, and the paired
+/// sample classified against the two parts of a partitioned index and merged (which gives the
+/// one index's report). Each stub block makes the same file names as its script block. Then
+/// `workflows/nextflow/nf_test_snapshot.py` checks that each module's meta.yml declares main.nf's
+/// inputs and outputs, that every declared output was made, and that the checked-in
+/// `main.nf.test.snap` holds these outputs' md5s as nf-test would record them
+/// (`KMERDB_UPDATE_SNAPSHOTS=1` rewrites the snapshots instead). Each module's versions command
+/// prints this version, and its environment.yml pins it.
 #[test]
 fn nextflow_modules_run_their_commands() {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("workflows/nextflow/modules/kmerdb");
-    let module = |name: &str| std::fs::read_to_string(repo.join(name).join("main.nf")).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let reads = data().join("reads");
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let modules = repo.join("workflows/nextflow/modules/kmerdb");
     for name in ["build", "classify", "merge"] {
-        let m = module(name);
-        for needed in ["tuple val(meta)", "topic: versions", "stub:", "task.ext.when"] {
+        let m = NfCore::module(name);
+        for needed in
+            ["tuple val(meta)", "topic: versions", "stub:", "task.ext.when", "conda \"${moduleDir}/environment.yml\""]
+        {
             assert!(m.contains(needed), "{name}: no `{needed}`");
         }
         let eval = m.split("eval('").nth(1).and_then(|s| s.split("')").next()).expect("a versions eval");
-        let work = dir.path().join(format!("versions-{name}"));
-        std::fs::create_dir(&work).unwrap();
-        let bin = Path::new(env!("CARGO_BIN_EXE_kmerdb")).parent().unwrap();
-        let out = Command::new("bash")
-            .args(["-c", eval])
-            .env("PATH", format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default()))
-            .output()
-            .unwrap();
+        let out = Command::new("bash").args(["-c", eval]).env("PATH", path_with_kmerdb()).output().unwrap();
         let version = String::from_utf8(out.stdout).unwrap();
         assert!(out.status.success() && version.trim() == env!("CARGO_PKG_VERSION"), "{name}: version '{version}'");
-    }
-    for part in 1..=2 {
-        let work = dir.path().join(format!("build{part}"));
-        std::fs::create_dir(&work).unwrap();
-        stage(&work, "genomes", &data().join("genomes"));
-        stage(&work, "taxonomy", &data().join("taxonomy"));
-        stage(&work, "seqid2taxid.map", &data().join("seqid2taxid.map"));
-        let (prefix, args) = (format!("part{part}"), format!("--partition {part}/2"));
-        let script = render_script(
-            &module("build"),
-            &[
-                ("genomes", "genomes"),
-                ("taxonomy", "taxonomy"),
-                ("seqid2taxid", "seqid2taxid.map"),
-                ("prefix", &prefix),
-                ("args", &args),
-                ("task.cpus", "2"),
-            ],
+        let environment = std::fs::read_to_string(modules.join(name).join("environment.yml")).unwrap();
+        let pin = format!("- bioconda::kmerdb={}\n", env!("CARGO_PKG_VERSION"));
+        assert!(
+            environment.contains(&pin),
+            "{name}: environment.yml does not pin kmerdb {}",
+            env!("CARGO_PKG_VERSION")
         );
-        run_script(&script, &work);
-        assert!(work.join(format!("part{part}.db")).is_file());
     }
-    for (sample, files, input) in [
-        ("bundled", vec!["sample_R1.fq.gz", "sample_R2.fq.gz"], "-1 sample_R1.fq.gz -2 sample_R2.fq.gz"),
-        ("single", vec!["single.fa"], "single.fa"),
-    ] {
-        let mut candidates = Vec::new();
-        for part in 1..=2 {
-            let work = dir.path().join(format!("classify-{sample}-{part}"));
-            std::fs::create_dir(&work).unwrap();
-            for f in &files {
-                stage(&work, f, &reads.join(f));
-            }
-            stage(&work, "part.db", &dir.path().join(format!("build{part}/part{part}.db")));
-            let prefix = format!("{sample}.part{part}");
-            let script = render_script(
-                &module("classify"),
-                &[("db", "part.db"), ("input", input), ("prefix", &prefix), ("args", ""), ("task.cpus", "2")],
-            );
-            run_script(&script, &work);
-            for ext in ["kraken.gz", "kreport", "abundance.tsv", "cand.gz"] {
-                assert!(work.join(format!("{prefix}.{ext}")).is_file(), "classify made no .{ext}");
-            }
-            candidates.push(work.join(format!("{prefix}.cand.gz")));
-        }
-        let work = dir.path().join(format!("merge-{sample}"));
+
+    let mut nf = NfCore { dir: tempfile::tempdir().unwrap(), tasks: 0, tests: serde_json::Map::new() };
+    let reads = data().join("reads");
+    let genomes = [
+        ("genomes", data().join("genomes")),
+        ("taxonomy", data().join("taxonomy")),
+        ("seqid2taxid.map", data().join("seqid2taxid.map")),
+    ];
+    let build_vars = |args: &'static str, prefix: &'static str| {
+        [
+            ("genomes", "genomes"),
+            ("taxonomy", "taxonomy"),
+            ("seqid2taxid", "seqid2taxid.map"),
+            ("prefix", prefix),
+            ("args", args),
+            ("task.cpus", "2"),
+        ]
+    };
+    let paired_reads = |db_name: &'static str, db: PathBuf| {
+        [
+            ("sample_R1.fq.gz", reads.join("sample_R1.fq.gz")),
+            ("sample_R2.fq.gz", reads.join("sample_R2.fq.gz")),
+            (db_name, db),
+        ]
+    };
+    let classify_vars = |db: &'static str, input: &'static str, prefix: &'static str| {
+        [("db", db), ("input", input), ("prefix", prefix), ("args", ""), ("task.cpus", "2")]
+    };
+    let paired_input = "-1 sample_R1.fq.gz -2 sample_R2.fq.gz";
+    let index = serde_json::json!({ "id": "test" });
+    let paired = serde_json::json!({ "id": "test", "single_end": false });
+    let single = serde_json::json!({ "id": "test", "single_end": true });
+
+    // build/tests/main.nf.test
+    let test = "data - genomes, taxonomy, seqid2taxid";
+    let built = nf.test("build", test, &index, &genomes, &build_vars("", "test"));
+    nf.test("build", &format!("{test} - stub"), &index, &genomes, &build_vars("", "test"));
+
+    // classify/tests/main.nf.test, against the index its setup builds (the one above)
+    let db = built.join("test.db");
+    let (staged, vars) = (paired_reads("test.db", db.clone()), classify_vars("test.db", paired_input, "test"));
+    let test = "data - fastq.gz - paired-end";
+    let classified = nf.test("classify", test, &paired, &staged, &vars);
+    nf.test("classify", &format!("{test} - stub"), &paired, &staged, &vars);
+    let staged = [("single.fa", reads.join("single.fa")), ("test.db", db)];
+    nf.test("classify", "data - fasta - single-end", &single, &staged, &classify_vars("test.db", "single.fa", "test"));
+
+    // merge/tests/main.nf.test: its setup builds 2 parts (ext.args '--partition I/2', ext.prefix
+    // 'partI') and classifies the paired sample against each (ext.prefix '<id>.partI').
+    let mut candidates = Vec::new();
+    for (args, prefix, db, cand_prefix) in
+        [("--partition 1/2", "part1", "part1.db", "test.part1"), ("--partition 2/2", "part2", "part2.db", "test.part2")]
+    {
+        let built = nf.task("build", Block::Script, &genomes, &build_vars(args, prefix));
+        let staged = paired_reads(db, built.join(db));
+        let work = nf.task("classify", Block::Script, &staged, &classify_vars(db, paired_input, cand_prefix));
+        let name = format!("{cand_prefix}.cand.gz");
+        candidates.push((work.join(&name), name));
+    }
+    let staged: Vec<(&str, PathBuf)> = candidates.iter().map(|(path, name)| (name.as_str(), path.clone())).collect();
+    let vars = [
+        ("candidates", "test.part1.cand.gz test.part2.cand.gz"),
+        ("meta.id", "test"),
+        ("prefix", "test"),
+        ("args", ""),
+    ];
+    let test = "data - fastq.gz - paired-end - 2 parts";
+    let merged = nf.test("merge", test, &paired, &staged, &vars);
+    nf.test("merge", &format!("{test} - stub"), &paired, &staged, &vars);
+
+    for (script, stub) in nf.stub_pairs() {
+        assert_eq!(made(&stub), made(&script), "the stub block of {} makes other files", script.display());
+    }
+    assert_eq!(
+        std::fs::read_to_string(merged.join("test.kreport")).unwrap(),
+        std::fs::read_to_string(classified.join("test.kreport")).unwrap(),
+        "the merged parts do not give the one index's report"
+    );
+
+    let runs = nf.dir.path().join("runs.json");
+    std::fs::write(&runs, serde_json::to_string_pretty(&nf.tests).unwrap()).unwrap();
+    let mode = if std::env::var_os("KMERDB_UPDATE_SNAPSHOTS").is_some() { "write" } else { "check" };
+    let out = Command::new("python3")
+        .arg(repo.join("workflows/nextflow/nf_test_snapshot.py"))
+        .arg(mode)
+        .arg(&runs)
+        .env("PATH", path_with_kmerdb())
+        .output()
+        .expect("python3 runs the snapshot check");
+    assert!(
+        out.status.success(),
+        "nf_test_snapshot.py {mode} (KMERDB_UPDATE_SNAPSHOTS=1 rewrites the snapshots when outputs are meant to change):\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `kmerdb info --json` of an index.
+fn info(db: &Path) -> serde_json::Value {
+    let out = kmerdb().arg("info").arg(db).arg("--json").output().unwrap();
+    assert!(out.status.success(), "kmerdb info {}", db.display());
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The Snakemake wrappers in `workflows/snakemake/wrappers/bio/kmerdb` (the layout of
+/// snakemake-wrappers), each run by its `test/Snakefile` as snakemake-wrappers' tests run them
+/// (`--wrapper-prefix` a folder whose `master` is the wrappers' folder), against the real binary
+/// on `data/`: the build wrapper makes the index of `data/` (and, with a list of genomes and
+/// `--partition` in `params.extra`, one genome per part), the classify wrapper the golden report
+/// of the paired sample and the single-end sample's outputs with its `extra`; each wrapper's
+/// environment.yaml pins this version and its meta.yaml names every output the wrapper writes.
+#[test]
+fn snakemake_wrappers_run_their_tests() {
+    let wrappers = Path::new(env!("CARGO_MANIFEST_DIR")).join("workflows/snakemake/wrappers");
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(&wrappers, dir.path().join("master")).unwrap();
+    let run = |wrapper: &str, targets: &[&str]| {
+        let work = dir.path().join(wrapper);
         std::fs::create_dir(&work).unwrap();
-        let names: Vec<String> = (1..=2).map(|p| format!("{sample}.part{p}.cand.gz")).collect();
-        for (n, c) in names.iter().zip(&candidates) {
-            stage(&work, n, c);
-        }
-        let joined = names.join(" ");
-        let script = render_script(
-            &module("merge"),
-            &[("candidates", &joined), ("meta.id", sample), ("prefix", sample), ("args", "")],
-        );
-        run_script(&script, &work);
-        for ext in ["kraken.gz", "kreport", "abundance.tsv", "cami"] {
-            assert!(work.join(format!("{sample}.{ext}")).is_file(), "merge made no .{ext}");
-        }
-        if sample == "bundled" {
-            super::build_data(&dir.path().join("one.db")).arg("-q").assert().success();
-            kmerdb()
-                .args(["classify", "-q", "-d"])
-                .arg(dir.path().join("one.db"))
-                .arg("-1")
-                .arg(reads.join("sample_R1.fq.gz"))
-                .arg("-2")
-                .arg(reads.join("sample_R2.fq.gz"))
-                .arg("--report")
-                .arg(dir.path().join("one.kreport"))
-                .assert()
-                .success();
-            assert_eq!(
-                std::fs::read_to_string(work.join("bundled.kreport")).unwrap(),
-                std::fs::read_to_string(dir.path().join("one.kreport")).unwrap()
-            );
+        std::os::unix::fs::symlink(data(), work.join("data")).unwrap();
+        let out = Command::new("snakemake")
+            .arg("-s")
+            .arg(wrappers.join("bio/kmerdb").join(wrapper).join("test/Snakefile"))
+            .args(["--cores", "2", "--quiet", "--wrapper-prefix"])
+            .arg(format!("file://{}/", dir.path().display()))
+            .args(targets)
+            .current_dir(&work)
+            .env("PATH", path_with_kmerdb())
+            .env("SOURCE_DATE_EPOCH", "1700000000")
+            .output()
+            .expect("snakemake runs (pip install snakemake; scripts/test-deps.sh does)");
+        assert!(out.status.success(), "{wrapper}'s test failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        work
+    };
+
+    let build = run("build", &["index/data.db", "index/part1.db", "index/part2.db"]);
+    super::build_data(&dir.path().join("one.db")).arg("-q").assert().success();
+    let counts = |db: &Path| info(db)["header"]["counts"].clone();
+    assert_eq!(counts(&build.join("index/data.db"))["targets"], 7);
+    assert_eq!(counts(&build.join("index/data.db")), counts(&dir.path().join("one.db")));
+    for part in ["part1", "part2"] {
+        assert_eq!(counts(&build.join(format!("index/{part}.db")))["targets"], 1, "{part} holds one genome");
+    }
+    assert!(build.join("logs/kmerdb_build.log").is_file());
+
+    let classify = run("classify", &["classified/sample.kreport", "classified/single.kreport"]);
+    let out = classify.join("classified");
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/sample.kreport");
+    assert_eq!(std::fs::read_to_string(out.join("sample.kreport")).unwrap(), std::fs::read_to_string(golden).unwrap());
+    assert_eq!(super::gunzip(&out.join("sample.kraken.gz")).lines().count(), 2965);
+    assert!(std::fs::read_to_string(out.join("sample.abundance.tsv")).unwrap().contains("Escherichia coli"));
+    let single = std::fs::read_to_string(out.join("single.kreport")).unwrap();
+    assert!(single.contains("\tS\t562\t") && !single.contains("\tS1\t"), "--lowest-rank species in extra:\n{single}");
+    assert!(std::fs::read_to_string(out.join("single.cami")).unwrap().contains("@SampleID:single"));
+    assert!(std::fs::read_to_string(classify.join("logs/kmerdb_classify/single.log")).unwrap().contains("200 reads"));
+
+    let options = regex::Regex::new(r#""(\w+)": "--"#).unwrap();
+    for wrapper in ["build", "classify"] {
+        let at = wrappers.join("bio/kmerdb").join(wrapper);
+        let environment = std::fs::read_to_string(at.join("environment.yaml")).unwrap();
+        assert!(environment.contains(&format!("- kmerdb ={}\n", env!("CARGO_PKG_VERSION"))), "{wrapper}: pin");
+        let meta = std::fs::read_to_string(at.join("meta.yaml")).unwrap();
+        let code = std::fs::read_to_string(at.join("wrapper.py")).unwrap();
+        for name in options.captures_iter(&code).map(|c| c[1].to_string()) {
+            assert!(meta.contains(&format!("\n  - {name}: ")), "{wrapper}: meta.yaml does not name output {name}");
         }
     }
 }

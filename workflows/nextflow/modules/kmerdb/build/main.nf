@@ -3,6 +3,8 @@ process KMERDB_BUILD {
     tag "$meta.id"
     label 'process_high'
 
+    conda "${moduleDir}/environment.yml"
+
     input:
     tuple val(meta), path(genomes)
     path taxonomy

@@ -4,6 +4,8 @@ process KMERDB_CLASSIFY {
     tag "$meta.id"
     label 'process_high'
 
+    conda "${moduleDir}/environment.yml"
+
     input:
     tuple val(meta), path(reads)
     tuple val(meta2), path(db)

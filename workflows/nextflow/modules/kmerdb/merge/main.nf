@@ -4,6 +4,8 @@ process KMERDB_MERGE {
     tag "$meta.id"
     label 'process_low'
 
+    conda "${moduleDir}/environment.yml"
+
     input:
     tuple val(meta), path(candidates)
 
