@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 B=carry/bin
 export SOURCE_DATE_EPOCH=1700000000 KMERDB_CACHE_DIR=${KMERDB_CACHE_DIR:-$(mktemp -d)}
 export KMERDB_GPU_TEST_REFS=carry/refs KMERDB_GPU_TEST_TAXONOMY=carry/taxonomy KMERDB_GPU_TEST_READS=carry/reads
+export KMERDB_BIN=$PWD/carry/bin/kmerdb
 status=0
 step() { echo; echo "== $*"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader

@@ -2,7 +2,7 @@
 //! installed here): its `build.sh` run on a clean checkout with the variables conda-build sets,
 //! then its test commands run against the installed binary.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 /// The recipe's version (`{% set version = "..." %}`) and its `test: commands:`.
@@ -77,18 +77,39 @@ fn bioconda_recipe_builds_and_passes_its_tests() {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    let installed: Vec<PathBuf> = walkdir::WalkDir::new(prefix.path())
+    let mut installed: Vec<String> = walkdir::WalkDir::new(prefix.path())
         .into_iter()
         .map(|e| e.unwrap().into_path())
         .filter(|p| p.is_file())
+        .map(|p| p.strip_prefix(prefix.path()).unwrap().display().to_string())
         .collect();
-    assert_eq!(installed, [prefix.path().join("bin/kmerdb")], "what build.sh installs");
+    installed.sort();
+    let mut expected: Vec<String> = std::fs::read_dir(repo.join("man"))
+        .unwrap()
+        .map(|e| format!("share/man/man1/{}", e.unwrap().file_name().to_string_lossy()))
+        .chain(
+            [
+                "bin/kmerdb",
+                "share/bash-completion/completions/kmerdb",
+                "share/zsh/site-functions/_kmerdb",
+                "share/fish/vendor_completions.d/kmerdb.fish",
+            ]
+            .map(String::from),
+        )
+        .collect();
+    expected.sort();
+    assert_eq!(installed, expected, "what build.sh installs: the binary, its man pages and completions");
     let licences = std::fs::read_to_string(src.join("THIRDPARTY.yml")).unwrap();
     assert!(licences.starts_with("root_name: kmerdb\n") && licences.contains("package_name: needletail"));
 
     let path = format!("{}:{}", prefix.path().join("bin").display(), std::env::var("PATH").unwrap_or_default());
     for command in &commands {
-        let out = Command::new("bash").args(["-euo", "pipefail", "-c", command]).env("PATH", &path).output().unwrap();
+        let out = Command::new("bash")
+            .args(["-euo", "pipefail", "-c", command])
+            .env("PATH", &path)
+            .env("PREFIX", prefix.path())
+            .output()
+            .unwrap();
         assert!(out.status.success(), "recipe test `{command}`: {}", String::from_utf8_lossy(&out.stderr));
     }
     let out = Command::new(prefix.path().join("bin/kmerdb")).arg("--version").output().unwrap();
