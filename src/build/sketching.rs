@@ -1,8 +1,10 @@
 //! Stage 1 of the CPU build: read reference sequences and sketch their windows into per-shard
 //! bins of (feature, target, window) triples.
 //!
-//! Files are read in parallel, each one batch after batch; while one batch is sketched the next is
-//! read (`rayon::join`), and long sequences are split into chunks of windows sketched in parallel.
+//! Files are read in parallel, each one batch after batch, and large plain FASTA files in pieces
+//! of whole records, several threads to a file (`input::fasta_chunks`); while one batch is
+//! sketched the next is read (`rayon::join`), and long sequences are split into chunks of windows
+//! sketched in parallel.
 //! Targets get provisional ids in the order they happen to be read; `targets` renumbers them, so
 //! nothing here needs to be ordered.
 
@@ -73,7 +75,18 @@ pub fn read_sources(
     let targets = Mutex::new(Vec::new());
     let ctx = Context { params, batch_bases, targets: &targets, progress, sink };
     use rayon::prelude::*;
-    sources.par_iter().enumerate().try_for_each(|(i, source)| ctx.read_source(i, source))?;
+    // Each source whole, or, for a large plain FASTA file, its pieces.
+    let mut pieces: Vec<(usize, Option<crate::input::Chunk>)> = Vec::new();
+    for (i, source) in sources.iter().enumerate() {
+        match source {
+            Source::File(path) => match crate::input::fasta_chunks(path)? {
+                Some(chunks) => pieces.extend(chunks.into_iter().map(|c| (i, Some(c)))),
+                None => pieces.push((i, None)),
+            },
+            Source::Stdin => pieces.push((i, None)),
+        }
+    }
+    pieces.par_iter().try_for_each(|(i, chunk)| ctx.read_source(*i, &sources[*i], chunk.as_ref()))?;
     Ok(targets.into_inner().expect("no reader panicked"))
 }
 
@@ -115,8 +128,17 @@ pub struct Pending {
 }
 
 impl Context<'_> {
-    fn read_source(&self, index: usize, source: &Source) -> Result<(), BuildError> {
-        let mut reader = SeqReader::open(source)?;
+    /// Reads a source whole, or one `chunk` of it.
+    fn read_source(
+        &self,
+        index: usize,
+        source: &Source,
+        chunk: Option<&crate::input::Chunk>,
+    ) -> Result<(), BuildError> {
+        let mut reader = match chunk {
+            Some(c) => SeqReader::open_chunk(source, c)?,
+            None => SeqReader::open(source)?,
+        };
         let mut batch = self.read_batch(index, &mut reader)?;
         while !batch.is_empty() {
             let (next, done) = rayon::join(|| self.read_batch(index, &mut reader), || (self.sink)(&batch));
@@ -126,10 +148,12 @@ impl Context<'_> {
         if reader.records() == 0 {
             return Err(crate::input::InputError::Empty { file: source.clone() }.into());
         }
-        if let Source::File(p) = source {
-            let size = std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
-            self.progress.file_bytes_done.fetch_add(size, Ordering::Relaxed);
-        }
+        let bytes = match (chunk, source) {
+            (Some(c), _) => c.len(),
+            (None, Source::File(p)) => std::fs::metadata(p).map(|m| m.len()).unwrap_or(0),
+            (None, Source::Stdin) => 0,
+        };
+        self.progress.file_bytes_done.fetch_add(bytes, Ordering::Relaxed);
         Ok(())
     }
 

@@ -137,6 +137,8 @@ pub(crate) struct Staging {
     dev: DeviceBatch,
     /// Recorded after the last kernel that read `dev`.
     done: Option<CudaEvent>,
+    /// Bases packed by the last `pack`.
+    packed_bases: usize,
 }
 
 impl Staging {
@@ -167,7 +169,7 @@ impl Staging {
         // The copy stream writes these buffers: their allocation must be complete first.
         s.synchronize()?;
         let (seq, offset, len, target, first_window, global_first) = pinned;
-        Ok(Self { seq, offset, len, target, first_window, global_first, dev, done: None })
+        Ok(Self { seq, offset, len, target, first_window, global_first, dev, done: None, packed_bases: 0 })
     }
 
     pub(crate) fn fits(&self, bases: usize, records: usize) -> bool {
@@ -184,14 +186,10 @@ impl Staging {
         self.done = Some(event);
     }
 
-    /// Packs `batch` into pinned memory and queues its upload on `copy`; returns the event the
-    /// kernel must wait for.
-    pub(crate) fn stage(
-        &mut self,
-        copy: &Arc<CudaStream>,
-        batch: &[Pending],
-        params: &SketchParams,
-    ) -> Result<CudaEvent, GpuError> {
+    /// Packs `batch` into the pinned buffers (after the kernel that read the batch before, if any,
+    /// has finished: see [`Staging::used_until`]). Several reading threads pack into their own
+    /// stagings at once.
+    pub(crate) fn pack(&mut self, batch: &[Pending], params: &SketchParams) -> Result<(), GpuError> {
         if let Some(done) = self.done.take() {
             done.synchronize()?;
         }
@@ -216,16 +214,25 @@ impl Staging {
             first_window[r + 1] = windows;
             at += p.seq.len();
         }
-        let records = batch.len();
+        self.dev.records = batch.len() as u32;
+        self.dev.windows = windows;
+        self.packed_bases = at;
+        Ok(())
+    }
+
+    /// Queues the upload of what [`Staging::pack`] packed on `copy`; returns the event the kernel
+    /// must wait for.
+    pub(crate) fn upload(&mut self, copy: &Arc<CudaStream>) -> Result<CudaEvent, GpuError> {
+        let (at, records) = (self.packed_bases, self.dev.records as usize);
         let d = &mut self.dev;
-        copy.memcpy_htod(&seq[..at], &mut d.seq.slice_mut(..at))?;
-        copy.memcpy_htod(&offset[..records], &mut d.offset.slice_mut(..records))?;
-        copy.memcpy_htod(&len[..records], &mut d.len.slice_mut(..records))?;
-        copy.memcpy_htod(&target[..records], &mut d.target.slice_mut(..records))?;
-        copy.memcpy_htod(&first_window[..=records], &mut d.first_window.slice_mut(..=records))?;
-        copy.memcpy_htod(&global_first[..records], &mut d.global_first.slice_mut(..records))?;
-        d.records = records as u32;
-        d.windows = windows;
+        // Plain slices of pinned memory: the driver copies them at pinned speed; cudarc waits for
+        // each copy before returning (it cannot know the memory outlives it).
+        copy.memcpy_htod(&self.seq.as_slice()?[..at], &mut d.seq.slice_mut(..at))?;
+        copy.memcpy_htod(&self.offset.as_slice()?[..records], &mut d.offset.slice_mut(..records))?;
+        copy.memcpy_htod(&self.len.as_slice()?[..records], &mut d.len.slice_mut(..records))?;
+        copy.memcpy_htod(&self.target.as_slice()?[..records], &mut d.target.slice_mut(..records))?;
+        copy.memcpy_htod(&self.first_window.as_slice()?[..=records], &mut d.first_window.slice_mut(..=records))?;
+        copy.memcpy_htod(&self.global_first.as_slice()?[..records], &mut d.global_first.slice_mut(..records))?;
         Ok(copy.record_event(None)?)
     }
 }

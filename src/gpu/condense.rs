@@ -112,7 +112,8 @@ pub fn condense(
     shard_bits: u32,
 ) -> Result<Vec<(ShardData, ShardStats)>, BuildError> {
     let all: Vec<usize> = (0..1usize << shard_bits).collect();
-    let mut host = condense_to_host(table, gpu, final_id, layout, cap, shard_bits, &all, Buffers::default())?;
+    let mut host =
+        condense_to_host(table, gpu, final_id, layout, cap, shard_bits, &all, Box::new(|| Ok(Buffers::default())))?;
     let stats: Vec<ShardStats> = host.shards.iter().map(|s| s.stats).collect();
     let finished = host.finish(layout, cap)?;
     Ok(finished.into_iter().map(|f| f.owned()).zip(stats).collect())
@@ -123,6 +124,32 @@ pub fn condense(
 pub struct Buffers {
     order: Option<HostBuffer<u64>>,
     words: Option<HostBuffer<u32>>,
+}
+
+impl Buffers {
+    /// These buffers, or new ones where they hold fewer than `order` slot words or `words` words.
+    /// Pinning memory is slow (a few GB/s), so the build calls this on a thread of its own while
+    /// the GPU works.
+    pub fn ensure(self, gpu: &Gpu, order: usize, words: usize) -> Result<Buffers, GpuError> {
+        let order = match self.order {
+            Some(b) if b.len() >= order => b,
+            _ => HostBuffer::new(gpu, order)?,
+        };
+        let words = match self.words {
+            Some(b) if b.len() >= words => b,
+            _ => HostBuffer::new(gpu, words)?,
+        };
+        Ok(Buffers { order: Some(order), words: Some(words) })
+    }
+
+    /// Slot words and location words a condense of `values` values with entries of `entry_bits`
+    /// is likely to download: keys are at most the values (slots about 1.02 and leftovers about
+    /// 0.03 per key), entries at most a value and a length per value. A larger need is met then.
+    pub fn estimate(values: u64, entry_bits: u32) -> (usize, usize) {
+        let order = values + values / 10 + 4096;
+        let words = (2 * values * entry_bits as u64).div_ceil(32) + 4096;
+        (order as usize, words as usize)
+    }
 }
 
 /// One shard of a [`HostShards`]: where its parts lie in the buffers, and what its condense counted.
@@ -246,7 +273,7 @@ pub fn condense_to_host(
     cap: u32,
     shard_bits: u32,
     wanted: &[usize],
-    buffers: Buffers,
+    buffers: Box<dyn FnOnce() -> Result<Buffers, GpuError> + '_>,
 ) -> Result<HostShards, BuildError> {
     assert!(shard_bits <= 6, "shard_stats counts at most 64 shards");
     let mut clock = std::time::Instant::now();
@@ -460,7 +487,7 @@ fn write_lists(
     tables: &ShardTables,
     shard_bits: u32,
     layout: &LocationLayout,
-    buffers: Buffers,
+    buffers: Box<dyn FnOnce() -> Result<Buffers, GpuError> + '_>,
 ) -> Result<Downloaded, BuildError> {
     let s = &gpu.stream;
     let n_shards = 1usize << shard_bits;
@@ -523,6 +550,7 @@ fn write_lists(
 
     // Everything in two copies, into pinned memory: the walks and the writes use it in place.
     let total = total as usize;
+    let buffers = buffers()?;
     let order_host = at_least(gpu, buffers.order, total)?;
     let words_host = at_least(gpu, buffers.words, total_words as usize)?;
     // SAFETY: both buffers hold at least this much, and nothing else touches them until the

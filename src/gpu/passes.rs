@@ -119,17 +119,47 @@ struct Owner {
     recv: Vec<Arc<CudaStream>>,
 }
 
+/// Batches one GPU has in flight: each reading thread packs into a slot of its own while the GPU
+/// uploads and sketches the others.
+const STAGING_SLOTS: usize = 3;
+
+/// One batch's place on a GPU: pinned staging and device buffers, and a pinned word per owner for
+/// the split's counts.
+struct Slot {
+    staging: Option<Staging>,
+    counts: HostBuffer<u32>,
+}
+
 /// A GPU's reading side.
 struct Sender {
-    staging: [Option<Staging>; 2],
-    next: usize,
+    slots: Vec<Mutex<Slot>>,
+    /// Indexes of the slots no reading thread holds.
+    free: Mutex<Vec<usize>>,
+    freed: std::sync::Condvar,
+    /// Held while a batch's upload and kernel are queued, so that they stay together.
+    submit: Mutex<()>,
     copy: Arc<CudaStream>,
     split: Arc<CudaStream>,
-    owner_counts: CudaSlice<u32>,
     /// Pairs per shard of every batch this GPU sketched.
     shard_counts: CudaSlice<u64>,
-    /// Pinned memory blocks pass through on their way to the spill file.
-    spill_staging: Option<HostBuffer<u64>>,
+}
+
+impl Sender {
+    /// A free slot's index (waits for one).
+    fn take(&self) -> usize {
+        let mut free = self.free.lock().expect("no GPU batch panicked");
+        loop {
+            if let Some(i) = free.pop() {
+                return i;
+            }
+            free = self.freed.wait(free).expect("no GPU batch panicked");
+        }
+    }
+
+    fn give_back(&self, i: usize) {
+        self.free.lock().expect("no GPU batch panicked").push(i);
+        self.freed.notify_one();
+    }
 }
 
 /// Pairs kept off the GPUs: in host memory up to a budget, then in the spill file.
@@ -139,6 +169,8 @@ struct OffGpu {
     spill_dir: PathBuf,
     spill: Option<crate::temp_files::TempFile>,
     spill_bytes: u64,
+    /// Pinned memory blocks pass through on their way to the spill file.
+    spill_staging: Option<HostBuffer<u64>>,
 }
 
 /// Where a build's pairs went, for the summary.
@@ -155,7 +187,7 @@ pub struct PassBuild<'g> {
     params: SketchParams,
     shard_bits: u32,
     opts: GpuBuildOptions,
-    senders: Vec<Mutex<Sender>>,
+    senders: Vec<Sender>,
     owners: Vec<Mutex<Owner>>,
     off_gpu: Mutex<OffGpu>,
     next: AtomicUsize,
@@ -221,15 +253,18 @@ impl<'g> PassBuild<'g> {
             device_budgets += budget;
             let recv = gpus.iter().map(|_| g.ctx.new_stream()).collect::<Result<_, _>>().map_err(GpuError::from)?;
             owners.push(Mutex::new(Owner { blocks: Vec::new(), device_bytes: 0, device_budget: budget, recv }));
-            senders.push(Mutex::new(Sender {
-                staging: [None, None],
-                next: 0,
+            let slots = (0..STAGING_SLOTS)
+                .map(|_| Ok(Mutex::new(Slot { staging: None, counts: HostBuffer::new(g, gpus.len())? })))
+                .collect::<Result<_, GpuError>>()?;
+            senders.push(Sender {
+                slots,
+                free: Mutex::new((0..STAGING_SLOTS).collect()),
+                freed: std::sync::Condvar::new(),
+                submit: Mutex::new(()),
                 copy: g.ctx.new_stream().map_err(GpuError::from)?,
                 split: g.ctx.new_stream().map_err(GpuError::from)?,
-                owner_counts: g.stream.alloc_zeros::<u32>(gpus.len()).map_err(GpuError::from)?,
                 shard_counts: g.stream.alloc_zeros::<u64>(shards).map_err(GpuError::from)?,
-                spill_staging: None,
-            }));
+            });
         }
         let host_budget = opts.host_pair_bytes.unwrap_or_else(|| {
             crate::resources::available_memory_bytes().map_or(0, |b| (b as f64 * HOST_PAIR_SHARE) as u64)
@@ -276,13 +311,16 @@ impl<'g> PassBuild<'g> {
                 spill_dir: tmp_dir.to_path_buf(),
                 spill: None,
                 spill_bytes: 0,
+                spill_staging: None,
             }),
             next: AtomicUsize::new(0),
         })
     }
 
-    /// Reading, one batch (from any reading thread): upload, sketch and split on the next GPU in
-    /// turn; each owner's stretch is kept as a block. Returns once the blocks are placed.
+    /// Reading, one batch (from any reading thread): packed into a staging slot of the next GPU in
+    /// turn, uploaded, sketched and split; each owner's stretch is kept as a block. Returns once the
+    /// blocks are placed. Several threads run this at once: a GPU has [`STAGING_SLOTS`] batches in
+    /// flight, and only the queueing of a batch's upload and kernel is serialized.
     pub fn insert_batch(&self, batch: &[Pending]) -> Result<(), BuildError> {
         let Some(last) = batch.last() else { return Ok(()) };
         // Pairs carry 32-bit global windows, as the CPU build's bins do.
@@ -291,43 +329,14 @@ impl<'g> PassBuild<'g> {
         }
         let n = self.gpus.len();
         let g = self.next.fetch_add(1, Ordering::Relaxed) % n;
-        let gpu = self.gpus[g];
-        let mut guard = self.senders[g].lock().expect("no GPU batch panicked");
-        let sender = &mut *guard;
-        let i = sender.next;
-        sender.next ^= 1;
-        let (bases, records) = (batch.iter().map(|p| p.seq.len()).sum::<usize>(), batch.len());
-        if !sender.staging[i].as_ref().is_some_and(|st| st.fits(bases, records)) {
-            sender.staging[i] = None;
-            sender.staging[i] = Some(Staging::new(gpu, bases.max(BATCH_BASES), records.max(1 << 16))?);
-        }
-        let (copy, split) = (sender.copy.clone(), sender.split.clone());
-        let staging = sender.staging[i].as_mut().expect("just made");
-        let uploaded = staging.stage(&copy, batch, &self.params)?;
-        split.wait(&uploaded).map_err(GpuError::from)?;
-        let windows = staging.batch().windows;
-        let capacity = (windows * self.params.sketch_size as u64).max(1);
-        // SAFETY: the kernel writes each owner's pairs before anything reads them.
-        let part = unsafe { split.alloc::<u64>(capacity as usize * n) }.map_err(GpuError::from)?;
-        split.memset_zeros(&mut sender.owner_counts).map_err(GpuError::from)?;
-        if windows > 0 {
-            let args = SplitArgs {
-                pairs: ptr(gpu, &part),
-                owner_counts: ptr(gpu, &sender.owner_counts),
-                shard_counts: ptr(gpu, &sender.shard_counts),
-                global_first: staging.batch().global_first(gpu),
-                capacity,
-                gpus: n as u32,
-                shard_bits: self.shard_bits,
-            };
-            let (b, p) = (staging.batch().args(gpu), SketchArgs::from(&self.params));
-            launch_on!(gpu, split, "sketch_split", launch_config(gpu, windows), &b, &p, &args);
-        }
-        staging.used_until(split.record_event(None).map_err(GpuError::from)?);
-        let counts = split.clone_dtoh(&sender.owner_counts).map_err(GpuError::from)?;
+        let sender = &self.senders[g];
+        let i = sender.take();
+        let split = self.split_batch(g, sender, i, batch);
+        sender.give_back(i);
+        let (part, capacity, counts) = split?;
         for (d, &count) in counts.iter().enumerate() {
             if count > 0 {
-                self.keep(g, sender, d, ptr(gpu, &part) + d as u64 * capacity * 8, count as u64)?;
+                self.keep(g, d, ptr(self.gpus[g], &part) + d as u64 * capacity * 8, count as u64)?;
             }
         }
         // Freed on `split` once every copy out of it has run (`keep` made `split` wait for them).
@@ -335,23 +344,78 @@ impl<'g> PassBuild<'g> {
         Ok(())
     }
 
+    /// Packs, uploads and splits `batch` in slot `i` of GPU `g`: the pairs (owner `d`'s stretch at
+    /// `d * capacity`), the capacity and each owner's count.
+    fn split_batch(
+        &self,
+        g: usize,
+        sender: &Sender,
+        i: usize,
+        batch: &[Pending],
+    ) -> Result<(CudaSlice<u64>, u64, Vec<u32>), BuildError> {
+        let (gpu, n) = (self.gpus[g], self.gpus.len());
+        let mut slot = sender.slots[i].lock().expect("no GPU batch panicked");
+        let slot = &mut *slot;
+        let (bases, records) = (batch.iter().map(|p| p.seq.len()).sum::<usize>(), batch.len());
+        if !slot.staging.as_ref().is_some_and(|st| st.fits(bases, records)) {
+            slot.staging = None;
+            slot.staging = Some(Staging::new(gpu, bases.max(BATCH_BASES), records.max(1 << 16))?);
+        }
+        let staging = slot.staging.as_mut().expect("just made");
+        staging.pack(batch, &self.params)?;
+        let split = &sender.split;
+        let (part, capacity, counted) = {
+            let _queued_together = sender.submit.lock().expect("no GPU batch panicked");
+            let uploaded = staging.upload(&sender.copy)?;
+            split.wait(&uploaded).map_err(GpuError::from)?;
+            let windows = staging.batch().windows;
+            let capacity = (windows * self.params.sketch_size as u64).max(1);
+            // SAFETY: the kernel writes each owner's pairs before anything reads them.
+            let part = unsafe { split.alloc::<u64>(capacity as usize * n) }.map_err(GpuError::from)?;
+            let owner_counts = split.alloc_zeros::<u32>(n).map_err(GpuError::from)?;
+            if windows > 0 {
+                let args = SplitArgs {
+                    pairs: ptr(gpu, &part),
+                    owner_counts: ptr(gpu, &owner_counts),
+                    shard_counts: ptr(gpu, &sender.shard_counts),
+                    global_first: staging.batch().global_first(gpu),
+                    capacity,
+                    gpus: n as u32,
+                    shard_bits: self.shard_bits,
+                };
+                let (b, p) = (staging.batch().args(gpu), SketchArgs::from(&self.params));
+                launch_on!(gpu, split, "sketch_split", launch_config(gpu, windows), &b, &p, &args);
+            }
+            staging.used_until(split.record_event(None).map_err(GpuError::from)?);
+            // SAFETY: the slot's counts hold `n` words; it is read after the event below, and the
+            // slot is ours until then.
+            unsafe { copy_async(slot.counts.addr(0), ptr(gpu, &owner_counts), n * 4, split)? };
+            (part, capacity, split.record_event(None).map_err(GpuError::from)?)
+        };
+        counted.synchronize().map_err(GpuError::from)?;
+        // SAFETY: the copy into it has finished (the event above).
+        let counts = unsafe { slot.counts.as_slice() }.to_vec();
+        Ok((part, capacity, counts))
+    }
+
     /// Keeps `count` pairs at `src` (on GPU `g`, written by `g`'s split stream) as a block of
     /// owner `d`: on `d` if its budget allows, else sorted by shard in host memory or the spill
     /// file. When this returns, `g`'s split stream waits for every copy out of `src`.
-    fn keep(&self, g: usize, sender: &mut Sender, d: usize, src: u64, count: u64) -> Result<(), BuildError> {
+    fn keep(&self, g: usize, d: usize, src: u64, count: u64) -> Result<(), BuildError> {
         let bytes = count * 8;
+        let split = self.senders[g].split.clone();
         {
             let mut owner = self.owners[d].lock().expect("no GPU batch panicked");
             if owner.device_bytes + bytes <= owner.device_budget {
                 let recv = owner.recv[g].clone();
-                let done = sender.split.record_event(None).map_err(GpuError::from)?;
+                let done = split.record_event(None).map_err(GpuError::from)?;
                 recv.wait(&done).map_err(GpuError::from)?;
                 // SAFETY: filled by the copy below before anything reads it.
                 let dst = unsafe { recv.alloc::<u64>(count as usize) }.map_err(GpuError::from)?;
                 // SAFETY: `src` lives until `split` passes the event recorded next; `dst` is new.
                 unsafe { copy_async(ptr(self.gpus[d], &dst), src, bytes as usize, &recv)? };
                 let copied = recv.record_event(None).map_err(GpuError::from)?;
-                sender.split.wait(&copied).map_err(GpuError::from)?;
+                split.wait(&copied).map_err(GpuError::from)?;
                 owner.device_bytes += bytes;
                 owner.blocks.push(Block { held: Held::Device(dst), pairs: count, shard_start: Vec::new() });
                 return Ok(());
@@ -359,7 +423,6 @@ impl<'g> PassBuild<'g> {
         }
         // Off the GPU: sorted by shard on `g` first.
         let gpu = self.gpus[g];
-        let split = sender.split.clone();
         let shards = 1usize << self.shard_bits;
         let counts_dev = split.alloc_zeros::<u64>(shards).map_err(GpuError::from)?;
         launch_on!(gpu, split, "count_shards", launch_config(gpu, count), &src, &count, &self.shard_bits, &counts_dev);
@@ -383,6 +446,7 @@ impl<'g> PassBuild<'g> {
             &sorted
         );
         let mut off = self.off_gpu.lock().expect("no GPU batch panicked");
+        let off = &mut *off;
         let held = if off.host_bytes + bytes <= off.host_budget {
             let host = HostBuffer::<u64>::new(gpu, count as usize)?;
             // SAFETY: both hold `count` pairs; the stream is synchronized before either is used.
@@ -391,10 +455,10 @@ impl<'g> PassBuild<'g> {
             off.host_bytes += bytes;
             Held::Host(host)
         } else {
-            if !sender.spill_staging.as_ref().is_some_and(|b| b.len() >= count as usize) {
-                sender.spill_staging = Some(HostBuffer::new(gpu, count as usize)?);
+            if !off.spill_staging.as_ref().is_some_and(|b| b.len() >= count as usize) {
+                off.spill_staging = Some(HostBuffer::new(gpu, count as usize)?);
             }
-            let staging = sender.spill_staging.as_mut().expect("just made");
+            let staging = off.spill_staging.as_mut().expect("just made");
             // SAFETY: as above.
             unsafe { copy_async(staging.addr(0), ptr(gpu, &sorted), bytes as usize, &split)? };
             split.synchronize().map_err(GpuError::from)?;
@@ -415,7 +479,6 @@ impl<'g> PassBuild<'g> {
             off.spill_bytes += bytes;
             Held::Spilled(at)
         };
-        drop(off);
         let mut owner = self.owners[d].lock().expect("no GPU batch panicked");
         owner.blocks.push(Block { held, pairs: count, shard_start });
         Ok(())
@@ -426,17 +489,18 @@ impl<'g> PassBuild<'g> {
         let shards = 1usize << self.shard_bits;
         let mut totals = vec![0u64; shards];
         for (g, sender) in self.senders.iter().enumerate() {
-            let mut sender = sender.lock().expect("no GPU batch panicked");
             self.gpus[g].ctx.synchronize().map_err(GpuError::from)?;
             let counts = self.gpus[g].stream.clone_dtoh(&sender.shard_counts).map_err(GpuError::from)?;
             for (t, c) in totals.iter_mut().zip(counts) {
                 *t += c;
             }
             // The staging buffers are not needed again: their memory goes to the passes.
-            sender.staging = [None, None];
-            sender.spill_staging = None;
+            for slot in &sender.slots {
+                slot.lock().expect("no GPU batch panicked").staging = None;
+            }
             self.gpus[g].ctx.synchronize().map_err(GpuError::from)?;
         }
+        self.off_gpu.lock().expect("no GPU batch panicked").spill_staging = None;
         Ok(totals)
     }
 
@@ -540,8 +604,15 @@ impl<'g> PassBuild<'g> {
                 }
                 // Leftover keys and checksums, every shard of the pass in parallel; then writing.
                 let t = Instant::now();
-                let mut hosts: Vec<(usize, HostShards)> =
-                    mine.into_iter().filter_map(|(d, r)| r.host.map(|h| (d, h))).collect();
+                let mut hosts: Vec<(usize, HostShards)> = Vec::new();
+                for (d, r) in mine {
+                    match (r.host, r.spare) {
+                        (Some(h), _) => hosts.push((d, h)),
+                        // A GPU that stopped early no longer takes buffers.
+                        (None, Some(b)) => drop(free[d].send(b)),
+                        (None, None) => unreachable!("a pass returns its buffers"),
+                    }
+                }
                 use rayon::prelude::*;
                 let mut done: Vec<crate::gpu::condense::Finished<'_>> = hosts
                     .par_iter_mut()
@@ -623,9 +694,37 @@ impl<'g> PassBuild<'g> {
         let wanted: Vec<usize> = range.clone().filter(|&s| owner_of(s, n) == d).collect();
         let values: u64 = wanted.iter().map(|&s| job.counts[s]).sum();
         if values == 0 {
-            return Ok(GpuPass { host: None, select_insert: Duration::ZERO, condense: Duration::ZERO });
+            return Ok(GpuPass {
+                host: None,
+                spare: Some(buffers),
+                select_insert: Duration::ZERO,
+                condense: Duration::ZERO,
+            });
         }
         let t = Instant::now();
+        // The download buffers are pinned meanwhile, on a thread of their own.
+        let (order_len, words_len) = Buffers::estimate(values, job.layout.entry_bits);
+        std::thread::scope(|scope| {
+            let prepared = scope.spawn(move || buffers.ensure(gpu, order_len, words_len));
+            self.select_insert_condense(d, range, job, windows, staging, &wanted, values, t, prepared)
+        })
+    }
+
+    /// The GPU work of [`PassBuild::gpu_pass`]; `prepared` gives the download buffers.
+    #[allow(clippy::too_many_arguments)]
+    fn select_insert_condense(
+        &self,
+        d: usize,
+        range: std::ops::Range<usize>,
+        job: &PassJob<'_>,
+        windows: WindowsArgs,
+        staging: &mut Option<HostBuffer<u64>>,
+        wanted: &[usize],
+        values: u64,
+        t: Instant,
+        prepared: std::thread::ScopedJoinHandle<'_, Result<Buffers, GpuError>>,
+    ) -> Result<GpuPass, BuildError> {
+        let gpu = self.gpus[d];
         let s = &gpu.stream;
         let (lo, hi) = (range.start as u32, range.end as u32);
         // SAFETY: `select_pass` fills the first `values` of each (checked below).
@@ -718,10 +817,17 @@ impl<'g> PassBuild<'g> {
             job.layout,
             job.cap,
             self.shard_bits,
-            &wanted,
-            buffers,
+            wanted,
+            Box::new(move || prepared.join().expect("pinning memory does not panic")),
         )?;
-        Ok(GpuPass { host: Some(host), select_insert, condense: t.elapsed() })
+        let condense = t.elapsed();
+        log::debug!(
+            "GPU {} pass of shards {range:?}: {values} pairs, select and insert {:.3} s, condense and download {:.3} s",
+            gpu.ordinal,
+            select_insert.as_secs_f64(),
+            condense.as_secs_f64()
+        );
+        Ok(GpuPass { host: Some(host), spare: None, select_insert, condense })
     }
 }
 
@@ -772,6 +878,8 @@ struct PassJob<'a> {
 struct GpuPass {
     /// `None` when the GPU had no pairs in the pass.
     host: Option<HostShards>,
+    /// The download buffers, when a GPU without pairs in the pass did not use them.
+    spare: Option<Buffers>,
     select_insert: Duration,
     condense: Duration,
 }

@@ -114,6 +114,7 @@ impl IndexWriter {
         let file = self.file.temp.as_file();
         file.write_all_at(slot_bytes, at).map_err(self.io())?;
         file.write_all_at(word_bytes, at + slot_bytes.len() as u64).map_err(self.io())?;
+        start_writeback(file, at, entry.len());
         self.data_len = entry.next_offset();
         self.entries.push(entry);
         Ok(())
@@ -178,6 +179,28 @@ impl IndexWriter {
         self.file.temp.persist(&path).map_err(io)?;
         Ok(size)
     }
+}
+
+/// Asks the kernel to start writing `len` bytes at `at` to the disk now, without waiting: the
+/// disk then works while the build lays out later shards, and the `fsync` before the rename has
+/// only the tail left. (Left to itself the kernel starts when a tenth of memory is dirty.) A hint:
+/// failure changes nothing but speed.
+fn start_writeback(file: &std::fs::File, at: u64, len: u64) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: a plain system call on an open descriptor; it reads no memory of ours.
+        unsafe {
+            libc::sync_file_range(
+                file.as_raw_fd(),
+                at as libc::off64_t,
+                len as libc::off64_t,
+                libc::SYNC_FILE_RANGE_WRITE,
+            );
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (file, at, len);
 }
 
 /// Writes a whole index from shards in memory (the CPU build) and returns its size in bytes.

@@ -175,6 +175,89 @@ pub struct SeqReader {
     last_id: String,
 }
 
+/// Plain FASTA files at least this large are read in pieces by several threads at once.
+pub const CHUNKED_FILE_BYTES: u64 = 256 << 20;
+/// The size of those pieces (each ends at a record boundary, so pieces differ a little).
+pub const CHUNK_BYTES: u64 = 128 << 20;
+
+/// A piece of a large plain FASTA file: whole records, read on its own ([`SeqReader::open_chunk`]).
+#[derive(Clone)]
+pub struct Chunk {
+    map: std::sync::Arc<memmap2::Mmap>,
+    range: std::ops::Range<usize>,
+    /// Records of the file before this piece.
+    pub records_before: u64,
+}
+
+impl Chunk {
+    pub fn len(&self) -> u64 {
+        self.range.len() as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.range.is_empty()
+    }
+}
+
+/// The bytes of a chunk, owned (through the map) so that a reader over them lives on its own.
+struct ChunkBytes(Chunk);
+
+impl AsRef<[u8]> for ChunkBytes {
+    fn as_ref(&self) -> &[u8] {
+        &self.0.map[self.0.range.clone()]
+    }
+}
+
+/// Cuts a plain (uncompressed) FASTA file of at least [`CHUNKED_FILE_BYTES`] into pieces of about
+/// `CHUNK_BYTES` that start at a record (`>` at the start of a line), with the records before
+/// each (counted in parallel); `None` for other files, which are read whole by one thread.
+pub fn fasta_chunks(path: &Path) -> Result<Option<Vec<Chunk>>, InputError> {
+    fasta_chunks_of(path, CHUNKED_FILE_BYTES, CHUNK_BYTES)
+}
+
+/// [`fasta_chunks`] with other sizes (tests).
+pub fn fasta_chunks_of(path: &Path, min_file: u64, chunk_bytes: u64) -> Result<Option<Vec<Chunk>>, InputError> {
+    let io = |source| InputError::Io { path: path.to_path_buf(), source };
+    // Only regular files, looked at without opening them (opening a named pipe would take its
+    // writer's data); a file that cannot be read is read whole, which says why.
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() && m.len() >= min_file && m.len() > 0 => {}
+        _ => return Ok(None),
+    }
+    let Ok(file) = std::fs::File::open(path) else { return Ok(None) };
+    // SAFETY: read-only; a file changed while kmerdb reads it gives wrong sequences, as any reader
+    // would, but no unsafety (the map is never written).
+    let map = std::sync::Arc::new(unsafe { memmap2::Mmap::map(&file) }.map_err(io)?);
+    if map.first() != Some(&b'>') {
+        return Ok(None); // compressed, FASTQ, or something needletail will explain
+    }
+    let mut starts = vec![0usize];
+    let mut at = chunk_bytes as usize;
+    while at < map.len() {
+        match memchr::memmem::find(&map[at - 1..], b"\n>") {
+            Some(i) => {
+                starts.push(at + i);
+                at = at + i + chunk_bytes as usize;
+            }
+            None => break,
+        }
+    }
+    starts.push(map.len());
+    starts.dedup();
+    use rayon::prelude::*;
+    let records: Vec<u64> =
+        starts.par_windows(2).map(|w| memchr::memmem::find_iter(&map[w[0]..w[1]], b"\n>").count() as u64 + 1).collect();
+    let mut before = 0;
+    let mut chunks = Vec::with_capacity(records.len());
+    for (w, r) in starts.windows(2).zip(records) {
+        // Each piece starts at a record and holds a record per "\n>" in it: the next piece's
+        // first ">" lies beyond its end.
+        chunks.push(Chunk { map: map.clone(), range: w[0]..w[1], records_before: before });
+        before += r;
+    }
+    Ok(Some(chunks))
+}
+
 impl SeqReader {
     /// Opens a source. An empty file or one that is neither FASTA nor FASTQ is an error here.
     pub fn open(source: &Source) -> Result<Self, InputError> {
@@ -190,6 +273,14 @@ impl SeqReader {
         };
         let inner = opened.map_err(|e| open_error(source, e))?;
         Ok(Self { source: source.clone(), inner, records: 0, last_id: String::new() })
+    }
+
+    /// Opens a piece of a large FASTA file (see [`fasta_chunks`]); record numbers in errors and
+    /// [`SeqReader::records`] count from the start of the file.
+    pub fn open_chunk(source: &Source, chunk: &Chunk) -> Result<Self, InputError> {
+        let reader = std::io::Cursor::new(ChunkBytes(chunk.clone()));
+        let inner = needletail::parse_fastx_reader(reader).map_err(|e| open_error(source, e))?;
+        Ok(Self { source: source.clone(), inner, records: chunk.records_before, last_id: String::new() })
     }
 
     pub fn source(&self) -> &Source {
@@ -337,6 +428,59 @@ mod tests {
             }
         };
         assert!(err.contains("cut.fa.gz") && err.contains("truncated"), "{err}");
+    }
+
+    /// A large file read in pieces gives the records of reading it whole, with the same record
+    /// numbers: multi-line records, CRLF, empty lines, '>' inside headers, cuts anywhere.
+    #[test]
+    fn pieces_of_a_file_hold_its_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut text = String::new();
+        let mut x = 7u64;
+        for r in 0..300 {
+            let len = (r * 37 % 500) + (r % 3) * 1000;
+            let eol = if r % 4 == 0 { "\r\n" } else { "\n" };
+            text.push_str(&format!(">rec{r} a > b{eol}"));
+            let seq: String = (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    b"ACGTN"[(x % 5) as usize] as char
+                })
+                .collect();
+            for line in seq.as_bytes().chunks(61) {
+                text.push_str(std::str::from_utf8(line).unwrap());
+                text.push_str(eol);
+            }
+            if r % 7 == 0 {
+                text.push_str(eol);
+            }
+        }
+        let path = write(dir.path(), "big.fa", text.as_bytes());
+        let source = Source::File(path.clone());
+        let read = |mut r: SeqReader| {
+            let mut out = Vec::new();
+            while let Some(rec) = r.next_record() {
+                let rec = rec.unwrap();
+                out.push((String::from_utf8_lossy(rec.id()).into_owned(), rec.seq().into_owned()));
+                let number = r.records();
+                out.last_mut().unwrap().0.push_str(&format!("#{number}"));
+            }
+            out
+        };
+        let whole = read(SeqReader::open(&source).unwrap());
+        assert_eq!(whole.len(), 300);
+        for chunk in [1u64, 100, 1000, 4096, 50_000] {
+            let chunks = fasta_chunks_of(&path, 0, chunk).unwrap().unwrap();
+            assert!(chunk > 10_000 || chunks.len() > 10, "{chunk}: {} pieces", chunks.len());
+            let pieces: Vec<_> = chunks.iter().flat_map(|c| read(SeqReader::open_chunk(&source, c).unwrap())).collect();
+            assert_eq!(pieces, whole, "pieces of {chunk} bytes");
+        }
+        // Small files, and files that do not start with '>', are read whole.
+        assert!(fasta_chunks_of(&path, 1 << 40, 100).unwrap().is_none());
+        let fq = write(dir.path(), "r.fq", b"@r\nACGT\n+\nIIII\n");
+        assert!(fasta_chunks_of(&fq, 0, 1).unwrap().is_none());
     }
 
     #[test]
