@@ -8,23 +8,21 @@
 //! 3. `assemble_order` lines up each shard's slots, then the keys the rounds left over (in key
 //!    order); `slot_entries` and a scan give every list its place in its shard's stream, and
 //!    `write_lists` gathers, renumbers, sorts and bit-packs each list and sets the slot values.
-//! 4. The slots and streams come back to the host in two copies into pinned buffers
-//!    ([`HostShards`]; reused from pass to pass). Later, on the host and while the GPU works on,
-//!    [`HostShards::finish`] places each shard's leftover keys, about 3% of them, by
+//! 4. The result stays on the device ([`DeviceShards`]): the build downloads it shard by shard
+//!    into pinned buffers (`gpu::passes`), and on the host, while the GPU works on,
+//!    [`finish_shard`] places each shard's leftover keys, about 3% of them, by
 //!    `bcht::place_stragglers`, in place (a walk moves slots with their values, so the streams
 //!    stay as they are). A shard whose walk fails is rolled back and rebuilt on the host at a
 //!    larger size, as the CPU would.
 
 use crate::build::BuildError;
 use crate::build::condense::ShardStats;
-use crate::gpu::pinned::{HostBuffer, copy_async};
 use crate::gpu::table::{BucketListTable, DeviceKeys, launch_config, ptr};
 use crate::gpu::{Gpu, GpuError};
 use crate::index::bcht::{self, BUCKET_SLOTS, EMPTY_SLOT, Slot};
 use crate::index::locations::{LocationLayout, PAD_WORDS, ShardOverflow};
 use crate::index::write::ShardData;
 use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
-use rayon::prelude::*;
 
 /// Launches kernel `$name` with shape `$config` and the arguments given, in the order its
 /// declaration in `cuda/condense.cuh` has them.
@@ -102,7 +100,8 @@ impl ShardTables {
 }
 
 /// The shards of the index from the table, renumbering targets by `final_id`: every shard, walked
-/// and owned (the test twin of the CPU's assembler; the build uses [`condense_to_host`]).
+/// and owned (the test twin of the CPU's assembler; the build downloads [`condense_on_device`]'s
+/// result shard by shard).
 pub fn condense(
     table: &BucketListTable,
     gpu: &Gpu,
@@ -111,170 +110,71 @@ pub fn condense(
     cap: u32,
     shard_bits: u32,
 ) -> Result<Vec<(ShardData, ShardStats)>, BuildError> {
-    let all: Vec<usize> = (0..1usize << shard_bits).collect();
-    let mut host =
-        condense_to_host(table, gpu, final_id, layout, cap, shard_bits, &all, Box::new(|| Ok(Buffers::default())))?;
-    let stats: Vec<ShardStats> = host.shards.iter().map(|s| s.stats).collect();
-    let finished = host.finish(layout, cap)?;
-    Ok(finished.into_iter().map(|f| f.owned()).zip(stats).collect())
-}
-
-/// Pinned buffers a condense downloads into, kept from pass to pass (they grow when needed).
-#[derive(Default)]
-pub struct Buffers {
-    order: Option<HostBuffer<u64>>,
-    words: Option<HostBuffer<u32>>,
-}
-
-impl Buffers {
-    /// These buffers, or new ones where they hold fewer than `order` slot words or `words` words.
-    /// Pinning memory is slow (a few GB/s), so the build calls this on a thread of its own while
-    /// the GPU works.
-    pub fn ensure(self, gpu: &Gpu, order: usize, words: usize) -> Result<Buffers, GpuError> {
-        let order = match self.order {
-            Some(b) if b.len() >= order => b,
-            _ => HostBuffer::new(gpu, order)?,
+    let dev = condense_on_device(table, gpu, final_id, layout, cap, shard_bits)?;
+    let s = &gpu.stream;
+    let mut out = Vec::with_capacity(dev.places.len());
+    for (place, stats) in dev.places.iter().zip(&dev.stats) {
+        let download = |range: std::ops::Range<usize>| -> Result<Vec<Slot>, GpuError> {
+            if range.is_empty() {
+                return Ok(Vec::new());
+            }
+            let words: Vec<u64> = s.clone_dtoh(&dev.order.slice(range))?;
+            Ok(words.iter().map(|&w| Slot { key: w as u32, value: (w >> 32) as u32 }).collect())
         };
-        let words = match self.words {
-            Some(b) if b.len() >= words => b,
-            _ => HostBuffer::new(gpu, words)?,
+        let mut slots = download(place.slots.clone())?;
+        let left = download(place.left.clone())?;
+        let words = s.clone_dtoh(&dev.words.slice(place.words.clone())).map_err(GpuError::from)?;
+        let shard = match finish_shard(&mut slots, &left, &words, layout, cap)? {
+            None => ShardData { slots, words },
+            Some(rebuilt) => rebuilt,
         };
-        Ok(Buffers { order: Some(order), words: Some(words) })
+        out.push((shard, *stats));
     }
-
-    /// Slot words and location words a condense of `values` values with entries of `entry_bits`
-    /// is likely to download: keys are at most the values (slots about 1.02 and leftovers about
-    /// 0.03 per key), entries at most a value and a length per value. A larger need is met then.
-    pub fn estimate(values: u64, entry_bits: u32) -> (usize, usize) {
-        let order = values + values / 10 + 4096;
-        let words = (2 * values * entry_bits as u64).div_ceil(32) + 4096;
-        (order as usize, words as usize)
-    }
+    Ok(out)
 }
 
-/// One shard of a [`HostShards`]: where its parts lie in the buffers, and what its condense counted.
+/// Where one shard lies in a [`DeviceShards`]: its slots, its leftover keys (slot words, in
+/// `order`) and its stream's words.
 #[derive(Debug, Clone)]
-pub struct HostShard {
-    pub shard: usize,
-    slots: std::ops::Range<usize>,
-    left: std::ops::Range<usize>,
-    words: std::ops::Range<usize>,
-    pub stats: ShardStats,
+pub struct ShardPlace {
+    pub slots: std::ops::Range<usize>,
+    pub left: std::ops::Range<usize>,
+    pub words: std::ops::Range<usize>,
 }
 
-/// Condensed shards on the host, before their leftover keys are placed.
-pub struct HostShards {
-    /// Each shard's slots, then its leftover keys, as slot words (`Slot`'s layout).
-    order: HostBuffer<u64>,
-    words: HostBuffer<u32>,
-    pub shards: Vec<HostShard>,
+/// Condensed shards on the device, before their leftover keys are placed: every shard's slots
+/// then leftover keys in `order` (slot words: `Slot`'s layout), its words in `words`.
+pub struct DeviceShards {
+    pub order: CudaSlice<u64>,
+    pub words: CudaSlice<u32>,
+    /// Per shard of the index.
+    pub places: Vec<ShardPlace>,
+    pub stats: Vec<ShardStats>,
 }
 
-/// A finished shard: its slots and words in the download buffers (walked in place), or rebuilt on
-/// the host when the walk failed.
-pub enum Finished<'a> {
-    InPlace { shard: usize, slots: &'a [Slot], words: &'a [u32], checksum: u64 },
-    Rebuilt { shard: usize, data: ShardData, checksum: u64 },
+/// Places a shard's leftover keys `left` in its `slots` (downloaded, in place): `None` when that
+/// worked, `Some(rebuilt)` when the walk failed and the shard was laid out again as the CPU would
+/// (see `walk_in_place`).
+pub fn finish_shard(
+    slots: &mut [Slot],
+    left: &[Slot],
+    words: &[u32],
+    layout: &LocationLayout,
+    cap: u32,
+) -> Result<Option<ShardData>, BuildError> {
+    walk_in_place(slots, left, words, layout, cap).map_err(|_| shard_overflow())
 }
 
-impl Finished<'_> {
-    pub fn shard(&self) -> usize {
-        match self {
-            Finished::InPlace { shard, .. } | Finished::Rebuilt { shard, .. } => *shard,
-        }
-    }
-
-    pub fn slots(&self) -> &[Slot] {
-        match self {
-            Finished::InPlace { slots, .. } => slots,
-            Finished::Rebuilt { data, .. } => &data.slots,
-        }
-    }
-
-    pub fn words(&self) -> &[u32] {
-        match self {
-            Finished::InPlace { words, .. } => words,
-            Finished::Rebuilt { data, .. } => &data.words,
-        }
-    }
-
-    /// `index::format::shard_checksum` of the shard, computed when it was finished.
-    pub fn checksum(&self) -> u64 {
-        match self {
-            Finished::InPlace { checksum, .. } | Finished::Rebuilt { checksum, .. } => *checksum,
-        }
-    }
-
-    /// The shard as owned vectors.
-    pub fn owned(self) -> ShardData {
-        match self {
-            Finished::InPlace { slots, words, .. } => ShardData { slots: slots.to_vec(), words: words.to_vec() },
-            Finished::Rebuilt { data, .. } => data,
-        }
-    }
-}
-
-impl HostShards {
-    /// Places every shard's leftover keys in its slots (shards in parallel), with its checksum;
-    /// a shard whose walk fails is rolled back and rebuilt as the CPU would. Shards in the order
-    /// of [`HostShards::shards`].
-    pub fn finish(&mut self, layout: &LocationLayout, cap: u32) -> Result<Vec<Finished<'_>>, BuildError> {
-        // SAFETY: the condense synchronized its stream after the downloads into both buffers.
-        let (order, words) = unsafe { (self.order.as_mut_slice(), self.words.as_slice()) };
-        let order: &mut [Slot] = bytemuck::cast_slice_mut(order);
-        // Each shard's part of `order`, split off so that shards are walked in parallel.
-        let mut parts = Vec::with_capacity(self.shards.len());
-        let mut rest = order;
-        let mut at = 0usize;
-        for s in &self.shards {
-            let (_, tail) = std::mem::take(&mut rest).split_at_mut(s.slots.start - at);
-            let (slots, tail) = tail.split_at_mut(s.slots.len());
-            let (left, tail) = tail.split_at_mut(s.left.len());
-            rest = tail;
-            at = s.left.end;
-            parts.push((s.shard, slots, &*left, &words[s.words.clone()]));
-        }
-        parts
-            .into_par_iter()
-            .map(|(shard, slots, left, words)| match walk_in_place(slots, left, words, layout, cap) {
-                Ok(None) => {
-                    let slots = &*slots;
-                    let checksum = shard_checksum(bytemuck::cast_slice(slots), bytemuck::cast_slice(words));
-                    Ok(Finished::InPlace { shard, slots, words, checksum })
-                }
-                Ok(Some(data)) => {
-                    let checksum = shard_checksum(bytemuck::cast_slice(&data.slots), bytemuck::cast_slice(&data.words));
-                    Ok(Finished::Rebuilt { shard, data, checksum })
-                }
-                Err(_) => Err(shard_overflow()),
-            })
-            .collect()
-    }
-
-    /// The pinned buffers, for the next condense.
-    pub fn into_buffers(self) -> Buffers {
-        Buffers { order: Some(self.order), words: Some(self.words) }
-    }
-}
-
-fn shard_checksum(slots: &[u8], words: &[u8]) -> u64 {
-    crate::index::format::shard_checksum(slots, words)
-}
-
-/// Condenses the table into the shards `wanted` (ascending; the table should hold keys of no
-/// other shard, which would be laid out for nothing), renumbering targets by `final_id`, and
-/// downloads them into `buffers` (grown if too small).
-#[allow(clippy::too_many_arguments)]
-pub fn condense_to_host(
+/// Condenses the table into every shard's key index and stream, on the device, renumbering
+/// targets by `final_id`.
+pub fn condense_on_device(
     table: &BucketListTable,
     gpu: &Gpu,
     final_id: &[Option<u32>],
     layout: &LocationLayout,
     cap: u32,
     shard_bits: u32,
-    wanted: &[usize],
-    buffers: Box<dyn FnOnce() -> Result<Buffers, GpuError> + '_>,
-) -> Result<HostShards, BuildError> {
+) -> Result<DeviceShards, BuildError> {
     assert!(shard_bits <= 6, "shard_stats counts at most 64 shards");
     let mut clock = std::time::Instant::now();
     let mut lap = |what: &str| {
@@ -315,18 +215,11 @@ pub fn condense_to_host(
     let slots = place_rounds(gpu, &keys, &mut state, &tables, shard_bits)?;
     lap("key index rounds");
 
-    // 3. The lists, in slot order then the leftover keys; then the download.
+    // 3. The lists, in slot order then the leftover keys.
     let order = list_order(gpu, &keys, &state, slots, &tables, shard_bits)?;
-    let host = write_lists(gpu, table, &keys, order, &tables, shard_bits, layout, buffers)?;
-    lap("list streams and download");
-    let shards = wanted
-        .iter()
-        .map(|&sh| {
-            let st = &host.at[sh];
-            HostShard { shard: sh, slots: st.0.clone(), left: st.1.clone(), words: st.2.clone(), stats: stats[sh] }
-        })
-        .collect();
-    Ok(HostShards { order: host.order, words: host.words, shards })
+    let (order, words, places) = write_lists(gpu, table, &keys, order, &tables, shard_bits, layout)?;
+    lap("list streams");
+    Ok(DeviceShards { order, words, places, stats })
 }
 
 /// `out[i] = input[0] + ... + input[i - 1]` for the first `n` items.
@@ -459,26 +352,9 @@ fn list_order(
     Ok(ListOrder { order, start })
 }
 
-/// The downloaded slots and streams, and per shard where its slots, leftover keys and words are.
-struct Downloaded {
-    order: HostBuffer<u64>,
-    words: HostBuffer<u32>,
-    #[allow(clippy::type_complexity)]
-    at: Vec<(std::ops::Range<usize>, std::ops::Range<usize>, std::ops::Range<usize>)>,
-}
-
-/// A pinned buffer of at least `len` items: `reuse` if it is large enough, else a new one.
-fn at_least<T: bytemuck::Pod>(gpu: &Gpu, reuse: Option<HostBuffer<T>>, len: usize) -> Result<HostBuffer<T>, GpuError> {
-    match reuse {
-        Some(b) if b.len() >= len => Ok(b),
-        // Half as much again: later passes of a build are about as large.
-        _ => HostBuffer::new(gpu, len + len / 2),
-    }
-}
-
-/// Writes every list into its shard's stream and sets the slot values, then downloads every
-/// shard's slots, leftover keys and stream into pinned buffers (two copies).
-#[allow(clippy::too_many_arguments)]
+/// Writes every list into its shard's stream and sets the slot values: the slot words (each
+/// shard's slots, then its leftover keys), the streams, and where each shard's parts are.
+#[allow(clippy::type_complexity)]
 fn write_lists(
     gpu: &Gpu,
     table: &BucketListTable,
@@ -487,8 +363,7 @@ fn write_lists(
     tables: &ShardTables,
     shard_bits: u32,
     layout: &LocationLayout,
-    buffers: Box<dyn FnOnce() -> Result<Buffers, GpuError> + '_>,
-) -> Result<Downloaded, BuildError> {
+) -> Result<(CudaSlice<u64>, CudaSlice<u32>, Vec<ShardPlace>), BuildError> {
     let s = &gpu.stream;
     let n_shards = 1usize << shard_bits;
     let ListOrder { mut order, start } = lists;
@@ -548,29 +423,17 @@ fn write_lists(
     }
     drop(scratch);
 
-    // Everything in two copies, into pinned memory: the walks and the writes use it in place.
-    let total = total as usize;
-    let buffers = buffers()?;
-    let order_host = at_least(gpu, buffers.order, total)?;
-    let words_host = at_least(gpu, buffers.words, total_words as usize)?;
-    // SAFETY: both buffers hold at least this much, and nothing else touches them until the
-    // stream is synchronized below.
-    unsafe {
-        copy_async(order_host.addr(0), ptr(gpu, &order), total * 8, s)?;
-        copy_async(words_host.addr(0), ptr(gpu, &words), total_words as usize * 4, s)?;
-    }
-    s.synchronize().map_err(GpuError::from)?;
-    let at = (0..n_shards)
+    let places = (0..n_shards)
         .map(|sh| {
             let slots_end = start[sh] as usize + tables.slot_range(sh).len();
-            (
-                start[sh] as usize..slots_end,
-                slots_end..start[sh + 1] as usize,
-                first_word[sh] as usize..first_word[sh + 1] as usize,
-            )
+            ShardPlace {
+                slots: start[sh] as usize..slots_end,
+                left: slots_end..start[sh + 1] as usize,
+                words: first_word[sh] as usize..first_word[sh + 1] as usize,
+            }
         })
         .collect();
-    Ok(Downloaded { order: order_host, words: words_host, at })
+    Ok((order, words, places))
 }
 
 /// Places a shard's leftover keys `left` in its `slots` by the walk, in place: `None` when that

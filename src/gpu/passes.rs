@@ -30,11 +30,10 @@ use crate::build::condense::ShardStats;
 use crate::build::sketching::Pending;
 use crate::compute::GpuBuildOptions;
 use crate::gpu::build::{BATCH_BASES, SketchArgs, Staging};
-use crate::gpu::condense::{Buffers, HostShards};
 use crate::gpu::pinned::{HostBuffer, copy_async};
 use crate::gpu::table::{BucketListTable, TableConfig, launch_config, ptr};
 use crate::gpu::{Gpu, GpuError};
-use crate::index::{IndexWriter, LocationLayout};
+use crate::index::{IndexWriter, LocationLayout, ShardData};
 use crate::input::Source;
 use crate::resources::human_bytes;
 use crate::sketch::SketchParams;
@@ -199,7 +198,12 @@ fn estimate_bases(sources: &[Source]) -> Option<u64> {
     let mut total = 0u64;
     for s in sources {
         let Source::File(p) = s else { return None };
-        let size = std::fs::metadata(p).ok()?.len();
+        let meta = std::fs::metadata(p).ok()?;
+        // A named pipe's size is unknown, and opening it would take its writer's data.
+        if !meta.is_file() {
+            return None;
+        }
+        let size = meta.len();
         let mut magic = [0u8; 4];
         let n = std::fs::File::open(p).and_then(|mut f| std::io::Read::read(&mut f, &mut magic)).unwrap_or(0);
         let compressed = n >= 2 && (magic[..2] == [0x1f, 0x8b] || magic[..2] == [b'B', b'Z'])
@@ -544,6 +548,15 @@ impl<'g> PassBuild<'g> {
     /// The passes: every shard laid out on its owner GPU and written by `writer` in shard order.
     /// `first_windows` are the provisional targets' first global windows (ascending),
     /// `final_id` their final numbers. Returns the shards' counts and how the time went.
+    ///
+    /// Threads: one per GPU runs its passes and downloads each shard, as soon as the pass is
+    /// condensed, into one of [`SHARD_BUFFERS`] pinned buffers of that GPU; the calling thread
+    /// hands each downloaded shard to the build's thread pool to be finished (leftover keys,
+    /// checksum); a writer thread writes finished shards in shard order and gives their buffers
+    /// back. A GPU that runs out of buffers waits for the writer, so host memory stays bounded
+    /// and a slow disk slows the GPUs rather than filling memory. (No deadlock: each GPU
+    /// downloads its shards in order, so the shard the writer waits for is never behind a shard
+    /// holding its GPU's last buffer.)
     pub fn build_shards(
         &self,
         counts: &[u64],
@@ -553,6 +566,7 @@ impl<'g> PassBuild<'g> {
         cap: u32,
         writer: &mut IndexWriter,
     ) -> Result<(ShardStats, PassReport), BuildError> {
+        use std::sync::mpsc::channel;
         let passes = self.plan(counts)?;
         let n = self.gpus.len();
         log::info!(
@@ -567,163 +581,178 @@ impl<'g> PassBuild<'g> {
         let first: Vec<u32> = first_windows.iter().map(|&w| u32::try_from(w).expect("checked when read")).collect();
         let job = PassJob { passes: &passes, counts, first: &first, final_id, layout, cap };
         let mut report = PassReport { passes: passes.len(), shard_pairs: counts.to_vec(), ..Default::default() };
-        let mut stats = ShardStats::default();
-        let (results_tx, results) = std::sync::mpsc::sync_channel::<(usize, usize, Result<GpuPass, BuildError>)>(2 * n);
-        std::thread::scope(|scope| -> Result<(), BuildError> {
-            let mut free = Vec::new();
+        let (downloaded_tx, downloaded) = channel::<Result<Downloaded, BuildError>>();
+        let (finished_tx, finished) = channel::<Result<Finished, BuildError>>();
+        let gpu_times: Vec<Mutex<(Duration, Duration)>> = (0..n).map(|_| Mutex::new(Default::default())).collect();
+        let (stats, waiting, finishing, writing) = std::thread::scope(|scope| -> Result<_, BuildError> {
+            let mut pools = Vec::new();
             for d in 0..n {
-                let (tx, rx) = std::sync::mpsc::channel::<Buffers>();
-                // Two sets of download buffers per GPU: one being filled, one being written.
-                tx.send(Buffers::default()).expect("the receiver is alive");
-                tx.send(Buffers::default()).expect("the receiver is alive");
-                free.push(tx);
-                let (results_tx, job) = (results_tx.clone(), &job);
-                scope.spawn(move || self.gpu_passes(d, job, rx, results_tx));
+                let (free_tx, free) = channel::<ShardBuffer>();
+                for _ in 0..SHARD_BUFFERS {
+                    free_tx.send(ShardBuffer::default()).expect("the receiver is alive");
+                }
+                pools.push(free_tx);
+                let (tx, job, times) = (downloaded_tx.clone(), &job, &gpu_times[d]);
+                scope.spawn(move || self.gpu_passes(d, job, free, tx, times));
             }
-            drop(results_tx);
-            // Results of later passes that came in before those of the pass being finished.
-            let mut early: Vec<(usize, usize, GpuPass)> = Vec::new();
-            for (p, range) in passes.iter().enumerate() {
-                let wait = Instant::now();
-                let mut mine: Vec<(usize, GpuPass)> = Vec::new();
-                let (now, later): (Vec<_>, Vec<_>) = early.drain(..).partition(|(q, _, _)| *q == p);
-                early = later;
-                mine.extend(now.into_iter().map(|(_, d, r)| (d, r)));
-                while mine.len() < n {
-                    let (q, d, result) = results.recv().map_err(|_| GpuError::Missing {
-                        wanted: self.gpus[0].ordinal,
-                        reason: "a GPU thread stopped".into(),
-                    })?;
-                    let r = result?;
-                    if q == p { mine.push((d, r)) } else { early.push((q, d, r)) }
+            drop(downloaded_tx);
+            let total = counts.len();
+            let writer_thread = scope.spawn(move || write_in_order(writer, finished, pools, total));
+            // Each downloaded shard is finished on the build's thread pool. The channels move in
+            // here: when this ends (all shards sent, or an error), the writer's input closes
+            // once the last task is done, and the GPUs see their receiver gone.
+            let finishing = Mutex::new(Duration::ZERO);
+            let finishing_ref = &finishing;
+            let dispatched = rayon::scope(move |pool| -> Result<Duration, BuildError> {
+                let mut waiting = Duration::ZERO;
+                loop {
+                    let t = Instant::now();
+                    let Ok(next) = downloaded.recv() else { return Ok(waiting) };
+                    waiting += t.elapsed();
+                    let shard = next?;
+                    let tx = finished_tx.clone();
+                    pool.spawn(move |_| {
+                        let t = Instant::now();
+                        let done = shard.finish(layout, cap);
+                        *finishing_ref.lock().expect("no finishing panicked") += t.elapsed();
+                        let _ = tx.send(done);
+                    });
                 }
-                report.waiting_for_gpus += wait.elapsed();
-                for (_, r) in &mine {
-                    report.select_insert += r.select_insert;
-                    report.condense += r.condense;
-                }
-                // Leftover keys and checksums, every shard of the pass in parallel; then writing.
-                let t = Instant::now();
-                let mut hosts: Vec<(usize, HostShards)> = Vec::new();
-                for (d, r) in mine {
-                    match (r.host, r.spare) {
-                        (Some(h), _) => hosts.push((d, h)),
-                        // A GPU that stopped early no longer takes buffers.
-                        (None, Some(b)) => drop(free[d].send(b)),
-                        (None, None) => unreachable!("a pass returns its buffers"),
-                    }
-                }
-                use rayon::prelude::*;
-                let mut done: Vec<crate::gpu::condense::Finished<'_>> = hosts
-                    .par_iter_mut()
-                    .map(|(_, h)| h.finish(layout, cap))
-                    .collect::<Result<Vec<_>, _>>()?
-                    .into_iter()
-                    .flatten()
-                    .collect();
-                done.sort_by_key(|f| f.shard());
-                report.finishing += t.elapsed();
-                let t = Instant::now();
-                let mut done = done.into_iter().peekable();
-                for s in range.clone() {
-                    match done.next_if(|f| f.shard() == s) {
-                        Some(f) => writer.add_shard(f.slots(), f.words(), Some(f.checksum()))?,
-                        // A shard with no pairs: no key index, the padding words only.
-                        None => writer.add_shard(&[], &[0; crate::index::locations::PAD_WORDS], None)?,
-                    }
-                }
-                drop(done);
-                report.writing += t.elapsed();
-                for (d, h) in hosts {
-                    for st in &h.shards {
-                        stats += st.stats;
-                    }
-                    // A GPU that stopped early no longer takes buffers.
-                    let _ = free[d].send(h.into_buffers());
-                }
-            }
-            Ok(())
+            });
+            let written = writer_thread.join().expect("the writer does not panic");
+            let waiting = dispatched?;
+            let (stats, writing) = written?;
+            Ok((stats, waiting, finishing.into_inner().expect("no finishing panicked"), writing))
         })?;
+        for t in &gpu_times {
+            let (select_insert, condense) = *t.lock().expect("no GPU thread panicked");
+            report.select_insert += select_insert;
+            report.condense += condense;
+        }
+        report.waiting_for_gpus = waiting;
+        report.finishing = finishing;
+        report.writing = writing;
         Ok((stats, report))
     }
 
-    /// One GPU's passes, on its own thread: each pass's result goes to `results`; a pass waits for
-    /// a set of download buffers from `free`.
+    /// One GPU's passes, on its own thread: each shard it owns goes to `downloaded`, in shard
+    /// order, in a buffer from `free` (waiting for one), or as an error.
     fn gpu_passes(
         &self,
         d: usize,
         job: &PassJob<'_>,
-        free: std::sync::mpsc::Receiver<Buffers>,
-        results: std::sync::mpsc::SyncSender<(usize, usize, Result<GpuPass, BuildError>)>,
+        free: std::sync::mpsc::Receiver<ShardBuffer>,
+        downloaded: std::sync::mpsc::Sender<Result<Downloaded, BuildError>>,
+        times: &Mutex<(Duration, Duration)>,
     ) {
         let gpu = self.gpus[d];
-        if let Err(e) = gpu.ctx.bind_to_thread() {
-            let _ = results.send((0, d, Err(GpuError::from(e).into())));
-            return;
-        }
-        let first = match gpu.stream.clone_htod(job.first) {
-            Ok(f) => f,
-            Err(e) => {
-                let _ = results.send((0, d, Err(GpuError::from(e).into())));
-                return;
+        let result = (|| -> Result<(), BuildError> {
+            gpu.ctx.bind_to_thread().map_err(GpuError::from)?;
+            let first = gpu.stream.clone_htod(job.first).map_err(GpuError::from)?;
+            let windows = WindowsArgs { first: ptr(gpu, &first), targets: job.first.len() as u32, _pad: 0 };
+            let mut staging: Option<HostBuffer<u64>> = None;
+            for range in job.passes {
+                if !self.gpu_pass(d, range.clone(), job, windows, &mut staging, &free, &downloaded, times)? {
+                    return Ok(()); // the build stopped
+                }
             }
-        };
-        let windows = WindowsArgs { first: ptr(gpu, &first), targets: job.first.len() as u32, _pad: 0 };
-        let mut staging: Option<HostBuffer<u64>> = None;
-        for (p, range) in job.passes.iter().enumerate() {
-            let Ok(buffers) = free.recv() else { return };
-            let result = self.gpu_pass(d, range.clone(), job, windows, buffers, &mut staging);
-            let failed = result.is_err();
-            if results.send((p, d, result)).is_err() || failed {
-                return;
-            }
+            Ok(())
+        })();
+        if let Err(e) = result {
+            let _ = downloaded.send(Err(e));
         }
     }
 
-    /// One pass on GPU `d`: select, insert, condense, download.
+    /// One pass on GPU `d`: select, insert, condense, and each shard downloaded and sent. False
+    /// when the build has stopped (no more buffers or no receiver).
+    #[allow(clippy::too_many_arguments)]
     fn gpu_pass(
         &self,
         d: usize,
         range: std::ops::Range<usize>,
         job: &PassJob<'_>,
         windows: WindowsArgs,
-        buffers: Buffers,
         staging: &mut Option<HostBuffer<u64>>,
-    ) -> Result<GpuPass, BuildError> {
+        free: &std::sync::mpsc::Receiver<ShardBuffer>,
+        downloaded: &std::sync::mpsc::Sender<Result<Downloaded, BuildError>>,
+        times: &Mutex<(Duration, Duration)>,
+    ) -> Result<bool, BuildError> {
         let (gpu, n) = (self.gpus[d], self.gpus.len());
         let wanted: Vec<usize> = range.clone().filter(|&s| owner_of(s, n) == d).collect();
         let values: u64 = wanted.iter().map(|&s| job.counts[s]).sum();
         if values == 0 {
-            return Ok(GpuPass {
-                host: None,
-                spare: Some(buffers),
-                select_insert: Duration::ZERO,
-                condense: Duration::ZERO,
-            });
+            for &shard in &wanted {
+                if downloaded.send(Ok(Downloaded::Empty(shard))).is_err() {
+                    return Ok(false);
+                }
+            }
+            return Ok(true);
         }
         let t = Instant::now();
-        // The download buffers are pinned meanwhile, on a thread of their own.
-        let (order_len, words_len) = Buffers::estimate(values, job.layout.entry_bits);
-        std::thread::scope(|scope| {
-            let prepared = scope.spawn(move || buffers.ensure(gpu, order_len, words_len));
-            self.select_insert_condense(d, range, job, windows, staging, &wanted, values, t, prepared)
-        })
+        let table = self.select_insert(d, range.clone(), windows, staging, values)?;
+        let select_insert = t.elapsed();
+        let t = Instant::now();
+        let dev = crate::gpu::condense::condense_on_device(
+            &table,
+            gpu,
+            job.final_id,
+            job.layout,
+            job.cap,
+            self.shard_bits,
+        )?;
+        drop(table);
+        let s = &gpu.stream;
+        for &shard in &wanted {
+            let Ok(mut buf) = free.recv() else { return Ok(false) };
+            let place = &dev.places[shard];
+            let order = place.slots.start..place.left.end;
+            buf = buf.ensure(gpu, order.len(), place.words.len())?;
+            // SAFETY: the buffer holds both parts; it is handed over with the event recorded
+            // after the copies, and nothing reads it before that event.
+            unsafe {
+                copy_async(buf.order.as_ref().expect("ensured").addr(0), ptr(gpu, &dev.order) + order.start as u64 * 8, order.len() * 8, s)?;
+                copy_async(buf.words.as_ref().expect("ensured").addr(0), ptr(gpu, &dev.words) + place.words.start as u64 * 4, place.words.len() * 4, s)?;
+            }
+            let copied = s.record_event(None).map_err(GpuError::from)?;
+            let sent = downloaded.send(Ok(Downloaded::Shard(DownloadedShard {
+                shard,
+                gpu: d,
+                buf,
+                copied,
+                slots: place.slots.len(),
+                left: place.left.len(),
+                words: place.words.len(),
+                stats: dev.stats[shard],
+            })));
+            if sent.is_err() {
+                return Ok(false);
+            }
+        }
+        // Freed on the stream after the copies out of it.
+        drop(dev);
+        let condense = t.elapsed();
+        log::debug!(
+            "GPU {} pass of shards {range:?}: {values} pairs, select and insert {:.3} s, condense and downloads queued {:.3} s",
+            gpu.ordinal,
+            select_insert.as_secs_f64(),
+            condense.as_secs_f64()
+        );
+        let mut times = times.lock().expect("no GPU thread panicked");
+        times.0 += select_insert;
+        times.1 += condense;
+        Ok(true)
     }
 
-    /// The GPU work of [`PassBuild::gpu_pass`]; `prepared` gives the download buffers.
-    #[allow(clippy::too_many_arguments)]
-    fn select_insert_condense(
+    /// A pass's pairs on GPU `d` in a bucket-list table sized for them: selected from every block
+    /// of the GPU (copied back first for blocks kept off it), and inserted.
+    fn select_insert(
         &self,
         d: usize,
         range: std::ops::Range<usize>,
-        job: &PassJob<'_>,
         windows: WindowsArgs,
         staging: &mut Option<HostBuffer<u64>>,
-        wanted: &[usize],
         values: u64,
-        t: Instant,
-        prepared: std::thread::ScopedJoinHandle<'_, Result<Buffers, GpuError>>,
-    ) -> Result<GpuPass, BuildError> {
+    ) -> Result<BucketListTable<'g>, BuildError> {
         let gpu = self.gpus[d];
         let s = &gpu.stream;
         let (lo, hi) = (range.start as u32, range.end as u32);
@@ -808,27 +837,153 @@ impl<'g> PassBuild<'g> {
                 .into());
         }
         drop((keys, vals));
-        let select_insert = t.elapsed();
-        let t = Instant::now();
-        let host = crate::gpu::condense::condense_to_host(
-            &table,
-            gpu,
-            job.final_id,
-            job.layout,
-            job.cap,
-            self.shard_bits,
-            wanted,
-            Box::new(move || prepared.join().expect("pinning memory does not panic")),
-        )?;
-        let condense = t.elapsed();
-        log::debug!(
-            "GPU {} pass of shards {range:?}: {values} pairs, select and insert {:.3} s, condense and download {:.3} s",
-            gpu.ordinal,
-            select_insert.as_secs_f64(),
-            condense.as_secs_f64()
-        );
-        Ok(GpuPass { host: Some(host), spare: None, select_insert, condense })
+        Ok(table)
     }
+}
+
+/// Pinned buffers per GPU for shards between download and write.
+const SHARD_BUFFERS: usize = 4;
+
+/// A pinned buffer for one shard: its slot words (slots, then leftover keys) and its stream.
+#[derive(Default)]
+struct ShardBuffer {
+    order: Option<HostBuffer<u64>>,
+    words: Option<HostBuffer<u32>>,
+}
+
+impl ShardBuffer {
+    /// This buffer, or a larger one where it holds fewer than `order` slot words or `words` words
+    /// (a fifth more: shards are about the same size, so a buffer grows once or twice at most).
+    fn ensure(self, gpu: &Gpu, order: usize, words: usize) -> Result<ShardBuffer, GpuError> {
+        let order = match self.order {
+            Some(b) if b.len() >= order => b,
+            _ => HostBuffer::new(gpu, order + order / 5)?,
+        };
+        let words = match self.words {
+            Some(b) if b.len() >= words => b,
+            _ => HostBuffer::new(gpu, words + words / 5)?,
+        };
+        Ok(ShardBuffer { order: Some(order), words: Some(words) })
+    }
+}
+
+/// What a GPU thread sends for each shard it owns.
+enum Downloaded {
+    /// A shard without pairs: no key index, the padding words only.
+    Empty(usize),
+    Shard(DownloadedShard),
+}
+
+/// A shard on its way from the GPU.
+struct DownloadedShard {
+    shard: usize,
+    gpu: usize,
+    buf: ShardBuffer,
+    /// Recorded after the copies into `buf`.
+    copied: cudarc::driver::CudaEvent,
+    /// Slot words of the key index and of the leftover keys, and words of the stream.
+    slots: usize,
+    left: usize,
+    words: usize,
+    stats: ShardStats,
+}
+
+/// A shard ready to be written.
+struct Finished {
+    shard: usize,
+    /// The buffer it came in (and its GPU), where the slots and words are unless it was rebuilt.
+    buf: Option<(usize, ShardBuffer)>,
+    slots: usize,
+    words: usize,
+    rebuilt: Option<ShardData>,
+    checksum: u64,
+    stats: ShardStats,
+}
+
+impl Downloaded {
+    /// Waits for the copies, places the leftover keys in place and computes the checksum.
+    fn finish(self, layout: &LocationLayout, cap: u32) -> Result<Finished, BuildError> {
+        let mut d = match self {
+            Downloaded::Empty(shard) => {
+                let data = ShardData { slots: Vec::new(), words: vec![0; crate::index::locations::PAD_WORDS] };
+                let checksum = crate::index::format::shard_checksum(&[], bytemuck::cast_slice(&data.words));
+                return Ok(Finished {
+                    shard,
+                    buf: None,
+                    slots: 0,
+                    words: 0,
+                    rebuilt: Some(data),
+                    checksum,
+                    stats: ShardStats::default(),
+                });
+            }
+            Downloaded::Shard(d) => d,
+        };
+        d.copied.synchronize().map_err(GpuError::from)?;
+        let (order_buf, words_buf) = (d.buf.order.as_mut().expect("ensured"), d.buf.words.as_ref().expect("ensured"));
+        // SAFETY: the copies into the buffer have finished (the event above).
+        let (order, words) = unsafe { (order_buf.as_mut_slice(), words_buf.as_slice()) };
+        let order: &mut [crate::index::bcht::Slot] = bytemuck::cast_slice_mut(&mut order[..d.slots + d.left]);
+        let (slots, left) = order.split_at_mut(d.slots);
+        let words = &words[..d.words];
+        let rebuilt = crate::gpu::condense::finish_shard(slots, left, words, layout, cap)?;
+        let checksum = match &rebuilt {
+            None => crate::index::format::shard_checksum(bytemuck::cast_slice(slots), bytemuck::cast_slice(words)),
+            Some(r) => crate::index::format::shard_checksum(bytemuck::cast_slice(&r.slots), bytemuck::cast_slice(&r.words)),
+        };
+        Ok(Finished {
+            shard: d.shard,
+            buf: Some((d.gpu, d.buf)),
+            slots: d.slots,
+            words: d.words,
+            rebuilt,
+            checksum,
+            stats: d.stats,
+        })
+    }
+}
+
+/// The writer thread: finished shards (in any order) written in shard order, their buffers given
+/// back to their GPUs. Returns the shards' counts and the time spent writing.
+fn write_in_order(
+    writer: &mut IndexWriter,
+    finished: std::sync::mpsc::Receiver<Result<Finished, BuildError>>,
+    pools: Vec<std::sync::mpsc::Sender<ShardBuffer>>,
+    total: usize,
+) -> Result<(ShardStats, Duration), BuildError> {
+    let mut waiting: std::collections::BTreeMap<usize, Finished> = std::collections::BTreeMap::new();
+    let (mut stats, mut writing) = (ShardStats::default(), Duration::ZERO);
+    let mut next = 0;
+    while next < total {
+        let Ok(f) = finished.recv() else {
+            return Err(GpuError::Missing { wanted: 0, reason: "a pass stopped before its last shard".into() }.into());
+        };
+        let f = f?;
+        waiting.insert(f.shard, f);
+        while let Some(f) = waiting.remove(&next) {
+            let t = Instant::now();
+            match (&f.rebuilt, &f.buf) {
+                (Some(data), _) => writer.add_shard(&data.slots, &data.words, Some(f.checksum))?,
+                (None, Some((_, buf))) => {
+                    // SAFETY: the copies finished before `finish`; nothing writes the buffer now.
+                    let (order, words) = unsafe {
+                        (buf.order.as_ref().expect("ensured").as_slice(), buf.words.as_ref().expect("ensured").as_slice())
+                    };
+                    let slots: &[crate::index::bcht::Slot] = bytemuck::cast_slice(&order[..f.slots]);
+                    writer.add_shard(slots, &words[..f.words], Some(f.checksum))?;
+                }
+                (None, None) => unreachable!("a shard is rebuilt or in its buffer"),
+            }
+            writing += t.elapsed();
+            stats += f.stats;
+            if let Some((gpu, buf)) = f.buf {
+                // A GPU that has stopped takes no more buffers.
+                let _ = pools[gpu].send(buf);
+            }
+            next += 1;
+        }
+    }
+    Ok((stats, writing))
 }
 
 /// Cuts shards with `counts` pairs into passes: the fewest runs of consecutive shards, taken
@@ -874,16 +1029,6 @@ struct PassJob<'a> {
     cap: u32,
 }
 
-/// One GPU's part of a pass.
-struct GpuPass {
-    /// `None` when the GPU had no pairs in the pass.
-    host: Option<HostShards>,
-    /// The download buffers, when a GPU without pairs in the pass did not use them.
-    spare: Option<Buffers>,
-    select_insert: Duration,
-    condense: Duration,
-}
-
 /// Where the passes' time went: the GPUs' (summed over GPUs) and the host's.
 #[derive(Debug, Clone, Default)]
 pub struct PassReport {
@@ -894,11 +1039,11 @@ pub struct PassReport {
     pub select_insert: Duration,
     /// Condensing tables and downloading shards, per GPU, summed.
     pub condense: Duration,
-    /// The host waiting for the GPUs' pass results.
+    /// The host waiting for the GPUs' downloaded shards.
     pub waiting_for_gpus: Duration,
-    /// The host placing leftover keys and computing checksums.
+    /// The host placing leftover keys and computing checksums (summed over the pool's threads).
     pub finishing: Duration,
-    /// The host writing shards to the index file.
+    /// The writer thread writing shards to the index file.
     pub writing: Duration,
 }
 
