@@ -155,6 +155,10 @@ pub struct PassSummary {
     pub pairs_spilled: u64,
     /// (feature, window) pairs of each shard.
     pub shard_pairs: Vec<u64>,
+    /// Where the reading threads' time went (parsing, and the GPU's share of each batch), summed
+    /// over threads, and the sequence bytes uploaded.
+    pub reading: Vec<(&'static str, Duration)>,
+    pub uploaded_bytes: u64,
 }
 
 /// Checks before any work that the index can be written where asked.
@@ -355,6 +359,11 @@ fn build_in_pool(
                 let (stats, report) =
                     pb.build_shards(&counts, &first, &resolved.final_id, &layout, cap, &mut writer)?;
                 let placed = pb.placement();
+                let (mut reading, uploaded_bytes) = pb.reading_report();
+                let ns = |a: &std::sync::atomic::AtomicU64| {
+                    Duration::from_nanos(a.load(std::sync::atomic::Ordering::Relaxed))
+                };
+                reading.insert(0, ("parsing", ns(&progress.parse_nanos)));
                 passes = Some(PassSummary {
                     passes: report.passes,
                     gpus: gpus.len(),
@@ -367,6 +376,8 @@ fn build_in_pool(
                     pairs_in_host_memory: placed.host_bytes,
                     pairs_spilled: placed.spill_bytes,
                     shard_pairs: report.shard_pairs,
+                    reading,
+                    uploaded_bytes,
                 });
                 Ok(Laidout::Written(writer, stats))
             })(),

@@ -53,11 +53,15 @@ pub struct Sketched {
     pub targets: Vec<RawTarget>,
 }
 
-/// Progress shared with the progress bar.
+/// Progress shared with the progress bar, and where the reading threads' time went.
 #[derive(Default)]
 pub struct Progress {
     pub bases: AtomicU64,
     pub file_bytes_done: AtomicU64,
+    /// Nanoseconds the reading threads spent parsing, and handing batches to the sketchers (the
+    /// CPU's or a GPU's), summed over threads (the two overlap).
+    pub parse_nanos: AtomicU64,
+    pub sink_nanos: AtomicU64,
 }
 
 /// Where batches of read sequences go: sketched into bins on the CPU, or sent to a GPU.
@@ -139,11 +143,23 @@ impl Context<'_> {
             Some(c) => SeqReader::open_chunk(source, c)?,
             None => SeqReader::open(source)?,
         };
-        let mut batch = self.read_batch(index, &mut reader)?;
+        let timed = |nanos: &AtomicU64, f: &mut dyn FnMut() -> Result<(), BuildError>| {
+            let t = std::time::Instant::now();
+            let r = f();
+            nanos.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            r
+        };
+        let mut batch = Vec::new();
+        timed(&self.progress.parse_nanos, &mut || Ok(batch = self.read_batch(index, &mut reader)?))?;
         while !batch.is_empty() {
-            let (next, done) = rayon::join(|| self.read_batch(index, &mut reader), || (self.sink)(&batch));
+            let mut next = Vec::new();
+            let (read, done) = rayon::join(
+                || timed(&self.progress.parse_nanos, &mut || Ok(next = self.read_batch(index, &mut reader)?)),
+                || timed(&self.progress.sink_nanos, &mut || (self.sink)(&batch)),
+            );
             done?;
-            batch = next?;
+            read?;
+            batch = next;
         }
         if reader.records() == 0 {
             return Err(crate::input::InputError::Empty { file: source.clone() }.into());

@@ -190,7 +190,17 @@ pub struct PassBuild<'g> {
     owners: Vec<Mutex<Owner>>,
     off_gpu: Mutex<OffGpu>,
     next: AtomicUsize,
+    /// Where the reading threads' time in `insert_batch` went, summed over threads (ns), and the
+    /// bytes uploaded.
+    reading: [std::sync::atomic::AtomicU64; 5],
 }
+
+/// Indexes of `PassBuild::reading`.
+const PACK: usize = 0;
+const QUEUE: usize = 1;
+const COUNTS: usize = 2;
+const KEEP: usize = 3;
+const UPLOADED: usize = 4;
 
 /// Bases the inputs hold, guessed from their sizes (compressed files count 4 bases a byte); `None`
 /// for stdin.
@@ -318,7 +328,26 @@ impl<'g> PassBuild<'g> {
                 spill_staging: None,
             }),
             next: AtomicUsize::new(0),
+            reading: Default::default(),
         })
+    }
+
+    /// Adds the time since `t` to reading counter `what`.
+    fn count(&self, what: usize, t: Instant) {
+        self.reading[what].fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// Where the reading threads' time in `insert_batch` went (summed over threads), and the bytes
+    /// uploaded.
+    pub fn reading_report(&self) -> (Vec<(&'static str, Duration)>, u64) {
+        let ns = |i: usize| Duration::from_nanos(self.reading[i].load(Ordering::Relaxed));
+        let parts = vec![
+            ("packing into pinned memory", ns(PACK)),
+            ("queueing uploads and kernels", ns(QUEUE)),
+            ("waiting for the split's counts", ns(COUNTS)),
+            ("keeping pairs", ns(KEEP)),
+        ];
+        (parts, self.reading[UPLOADED].load(Ordering::Relaxed))
     }
 
     /// Reading, one batch (from any reading thread): packed into a staging slot of the next GPU in
@@ -338,11 +367,13 @@ impl<'g> PassBuild<'g> {
         let split = self.split_batch(g, sender, i, batch);
         sender.give_back(i);
         let (part, capacity, counts) = split?;
+        let t = Instant::now();
         for (d, &count) in counts.iter().enumerate() {
             if count > 0 {
                 self.keep(g, d, ptr(self.gpus[g], &part) + d as u64 * capacity * 8, count as u64)?;
             }
         }
+        self.count(KEEP, t);
         // Freed on `split` once every copy out of it has run (`keep` made `split` wait for them).
         drop(part);
         Ok(())
@@ -366,8 +397,12 @@ impl<'g> PassBuild<'g> {
             slot.staging = Some(Staging::new(gpu, bases.max(BATCH_BASES), records.max(1 << 16))?);
         }
         let staging = slot.staging.as_mut().expect("just made");
+        let t = Instant::now();
         staging.pack(batch, &self.params)?;
+        self.count(PACK, t);
+        self.reading[UPLOADED].fetch_add(bases as u64, Ordering::Relaxed);
         let split = &sender.split;
+        let t = Instant::now();
         let (part, capacity, counted) = {
             let _queued_together = sender.submit.lock().expect("no GPU batch panicked");
             let uploaded = staging.upload(&sender.copy)?;
@@ -396,7 +431,10 @@ impl<'g> PassBuild<'g> {
             unsafe { copy_async(slot.counts.addr(0), ptr(gpu, &owner_counts), n * 4, split)? };
             (part, capacity, split.record_event(None).map_err(GpuError::from)?)
         };
+        self.count(QUEUE, t);
+        let t = Instant::now();
         counted.synchronize().map_err(GpuError::from)?;
+        self.count(COUNTS, t);
         // SAFETY: the copy into it has finished (the event above).
         let counts = unsafe { slot.counts.as_slice() }.to_vec();
         Ok((part, capacity, counts))
@@ -692,14 +730,8 @@ impl<'g> PassBuild<'g> {
         let table = self.select_insert(d, range.clone(), windows, staging, values)?;
         let select_insert = t.elapsed();
         let t = Instant::now();
-        let dev = crate::gpu::condense::condense_on_device(
-            &table,
-            gpu,
-            job.final_id,
-            job.layout,
-            job.cap,
-            self.shard_bits,
-        )?;
+        let dev =
+            crate::gpu::condense::condense_on_device(&table, gpu, job.final_id, job.layout, job.cap, self.shard_bits)?;
         drop(table);
         let s = &gpu.stream;
         for &shard in &wanted {
@@ -710,8 +742,18 @@ impl<'g> PassBuild<'g> {
             // SAFETY: the buffer holds both parts; it is handed over with the event recorded
             // after the copies, and nothing reads it before that event.
             unsafe {
-                copy_async(buf.order.as_ref().expect("ensured").addr(0), ptr(gpu, &dev.order) + order.start as u64 * 8, order.len() * 8, s)?;
-                copy_async(buf.words.as_ref().expect("ensured").addr(0), ptr(gpu, &dev.words) + place.words.start as u64 * 4, place.words.len() * 4, s)?;
+                copy_async(
+                    buf.order.as_ref().expect("ensured").addr(0),
+                    ptr(gpu, &dev.order) + order.start as u64 * 8,
+                    order.len() * 8,
+                    s,
+                )?;
+                copy_async(
+                    buf.words.as_ref().expect("ensured").addr(0),
+                    ptr(gpu, &dev.words) + place.words.start as u64 * 4,
+                    place.words.len() * 4,
+                    s,
+                )?;
             }
             let copied = s.record_event(None).map_err(GpuError::from)?;
             let sent = downloaded.send(Ok(Downloaded::Shard(DownloadedShard {
@@ -929,7 +971,9 @@ impl Downloaded {
         let rebuilt = crate::gpu::condense::finish_shard(slots, left, words, layout, cap)?;
         let checksum = match &rebuilt {
             None => crate::index::format::shard_checksum(bytemuck::cast_slice(slots), bytemuck::cast_slice(words)),
-            Some(r) => crate::index::format::shard_checksum(bytemuck::cast_slice(&r.slots), bytemuck::cast_slice(&r.words)),
+            Some(r) => {
+                crate::index::format::shard_checksum(bytemuck::cast_slice(&r.slots), bytemuck::cast_slice(&r.words))
+            }
         };
         Ok(Finished {
             shard: d.shard,
@@ -967,7 +1011,10 @@ fn write_in_order(
                 (None, Some((_, buf))) => {
                     // SAFETY: the copies finished before `finish`; nothing writes the buffer now.
                     let (order, words) = unsafe {
-                        (buf.order.as_ref().expect("ensured").as_slice(), buf.words.as_ref().expect("ensured").as_slice())
+                        (
+                            buf.order.as_ref().expect("ensured").as_slice(),
+                            buf.words.as_ref().expect("ensured").as_slice(),
+                        )
                     };
                     let slots: &[crate::index::bcht::Slot] = bytemuck::cast_slice(&order[..f.slots]);
                     writer.add_shard(slots, &words[..f.words], Some(f.checksum))?;

@@ -71,7 +71,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         total as f64 / (1u64 << 30) as f64,
         free as f64 / (1u64 << 30) as f64
     );
-    let (cas, reads) = limits(&gpu)?;
+    let (cas, reads, pinned) = limits(&gpu)?;
     if std::env::args().any(|a| a == "--scaling") {
         drop(gpu);
         return scaling_runs();
@@ -82,7 +82,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             inserts(&gpu, cas)?;
         }
         if !std::env::args().any(|a| a == "--skip-e2e") {
-            end_to_end(arg("--e2e-gbp", 2.0))?;
+            end_to_end(arg("--e2e-gbp", 2.0), pinned)?;
         }
     }
     if !std::env::args().any(|a| a == "--skip-classify") {
@@ -133,7 +133,7 @@ fn cas_rate(gpu: &Gpu, array: &cudarc::driver::CudaSlice<u64>, run: u64) -> Resu
 }
 
 /// Random 8-byte CAS and random 128-byte reads on an 8 GiB array.
-fn limits(gpu: &Gpu) -> Result<(f64, f64), Box<dyn std::error::Error>> {
+fn limits(gpu: &Gpu) -> Result<(f64, f64, f64), Box<dyn std::error::Error>> {
     let s = &gpu.stream;
     let n: u64 = 1 << 30; // 8 GiB of u64
     let a = s.alloc_zeros::<u64>(n as usize)?;
@@ -176,15 +176,16 @@ fn limits(gpu: &Gpu) -> Result<(f64, f64), Box<dyn std::error::Error>> {
         s.synchronize()?;
         from_pageable.push(bytes as f64 / t.elapsed().as_secs_f64() / 1e9);
     }
+    let pinned_rate = median(from_pinned);
     println!(
         "limits: host-to-device copy {:.1} GB/s from pinned memory, {:.1} GB/s from pageable memory (1 GiB, median of 3)",
-        median(from_pinned),
+        pinned_rate,
         median(from_pageable)
     );
     println!(
         "limits: random 8-byte CAS {cas:.2} G/s, random 128-byte bucket reads {reads:.2} G/s (8 GiB array, median of 3)"
     );
-    Ok((cas, reads))
+    Ok((cas, reads, pinned_rate))
 }
 
 /// Bucket-list inserts, uniform and skewed, for every group size.
@@ -285,7 +286,7 @@ fn hash_file(path: &std::path::Path) -> std::io::Result<u64> {
 /// (each GPU's pass limit set to a P-th of its pairs), and on the CPU with every core. Each index
 /// is hashed and deleted before the next build (the disk holds one at a time); all hashes must
 /// be equal. The limits of the same run (disk, parse, copies) come first.
-fn end_to_end(gbp: f64) -> Result<(), Box<dyn std::error::Error>> {
+fn end_to_end(gbp: f64, copy_rate: f64) -> Result<(), Box<dyn std::error::Error>> {
     let dir = match std::env::var_os("KMERDB_BENCH_DIR") {
         Some(d) => tempfile::tempdir_in(d)?,
         None => tempfile::tempdir()?,
@@ -368,6 +369,15 @@ fn end_to_end(gbp: f64) -> Result<(), Box<dyn std::error::Error>> {
                 p.pairs_on_gpus as f64 / 1e9,
                 p.pairs_in_host_memory as f64 / 1e9,
                 p.pairs_spilled as f64 / 1e9,
+            );
+            let parts: Vec<String> = p.reading.iter().map(|(n, d)| format!("{n} {:.2} s", secs(*d))).collect();
+            let read = s.phases.first().map(|(_, d)| secs(*d)).unwrap_or(0.0);
+            println!(
+                "end to end {name}: reading threads (summed over threads): {}; uploads {:.1} GB = {:.2} s at the pinned copy rate, {:.0}% of the read phase",
+                parts.join(", "),
+                p.uploaded_bytes as f64 / 1e9,
+                p.uploaded_bytes as f64 / 1e9 / copy_rate,
+                100.0 * p.uploaded_bytes as f64 / 1e9 / copy_rate / read.max(1e-9)
             );
         }
         hashes.push(hash_file(&db)?);
