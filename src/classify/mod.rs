@@ -15,7 +15,7 @@ pub mod reads;
 pub mod samples;
 
 pub use candidates::{Call, Candidate, Classifier, ClassifyParams};
-pub use reads::{ReadLayout, ReadStream};
+pub use reads::{Batch, ReadLayout, ReadStream};
 
 use crate::index::{Index, IndexError, Verify};
 use crate::output::{self, Output, ReadResult, ReadsWriter};
@@ -151,10 +151,12 @@ pub fn classify(
         insert_size: config.insert_size,
         lowest_rank: config.lowest_rank.clone(),
     };
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(config.threads)
-        .build()
-        .map_err(|e| ClassifyError::Threads { threads: config.threads, reason: e.to_string() })?;
+    let pool = std::sync::Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(config.threads)
+            .build()
+            .map_err(|e| ClassifyError::Threads { threads: config.threads, reason: e.to_string() })?,
+    );
     let target_taxa: Vec<TaxId> = index.targets().iter().map(|t| t.taxid).collect();
     #[cfg(feature = "gpu")]
     let gpus = crate::gpu::device::select(&config.gpus)?;
@@ -190,6 +192,7 @@ pub fn classify(
         params: &params,
         target_taxa: &target_taxa,
         config,
+        pool: &pool,
         #[cfg(feature = "gpu")]
         gpus: &classifiers,
     };
@@ -221,11 +224,23 @@ pub fn classify(
     })
 }
 
+/// Every mate's sequence of `batch`, and each read's range of them (one allocation each per
+/// batch, none per read).
+fn mate_slices(batch: &Batch) -> (Vec<&[u8]>, Vec<std::ops::Range<usize>>) {
+    let per = batch.mates_per_read();
+    let mates: Vec<&[u8]> =
+        (0..batch.len()).flat_map(|r| (0..per).map(move |m| (r, m))).map(|(r, m)| batch.seq(r, m)).collect();
+    let ranges = (0..batch.len()).map(|r| r * per..(r + 1) * per).collect();
+    (mates, ranges)
+}
+
 struct Run<'a> {
     index: &'a Index,
     params: &'a ClassifyParams,
     target_taxa: &'a [TaxId],
     config: &'a ClassifyConfig,
+    /// The run's threads: reads are parsed and classified on them.
+    pool: &'a std::sync::Arc<rayon::ThreadPool>,
     /// One classifier per GPU; empty on the CPU.
     #[cfg(feature = "gpu")]
     gpus: &'a [crate::gpu::classify::GpuClassifier<'a>],
@@ -277,14 +292,14 @@ impl Run<'_> {
         }
         let hit_list = outs.kraken.is_some() || outs.candidates.is_some();
         let want = Wanted { lines: outs.kraken.is_some(), candidates: outs.candidates.is_some() };
-        let mut stream = ReadStream::new(sample.reads.clone());
+        let mut stream = ReadStream::new(sample.reads.clone(), self.pool.clone())?;
         let mut direct: HashMap<TaxId, u64> = HashMap::new();
         let (mut total, mut unclassified) = (0u64, 0u64);
         // Three batches take turns: the next is read while the GPU (if any) looks up the current
         // one and the host finishes the one before (candidates on the CPU, or the decision after
         // the GPU, and the Kraken lines); then the finished batch is written.
         let batch_reads = self.batch_reads();
-        let (mut next, mut current, mut previous) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut next, mut current, mut previous) = (Batch::default(), Batch::default(), Batch::default());
         stream.next_batch(&mut current, batch_reads)?;
         let mut previous_found: Option<GpuFound> = None;
         // Where the time goes (debug log): reading, the GPU, finishing (the three overlap), writing.
@@ -323,14 +338,14 @@ impl Run<'_> {
             if let Some((w, path)) = &mut outs.candidates {
                 w.write_all(&candidates).map_err(|source| ClassifyError::Output { path: path.clone(), source })?;
             }
-            for (read, call) in previous.iter().zip(calls) {
+            for (r, call) in calls.iter().enumerate() {
                 total += 1;
                 if call.taxid == 0 {
                     unclassified += 1;
                 } else {
                     *direct.entry(call.taxid).or_default() += 1;
                 }
-                self.write_reads(&mut outs, read, &call)?;
+                self.write_reads(&mut outs, &previous, r, call)?;
             }
             writing += t.elapsed();
             #[cfg(feature = "gpu")]
@@ -411,12 +426,11 @@ impl Run<'_> {
     }
 
     /// The GPU's part of a batch: candidates and hit-list taxa (`None` without a GPU).
-    fn gpu_stage(&self, batch: &[reads::Read], hit_list: bool) -> Result<Option<GpuFound>, ClassifyError> {
+    fn gpu_stage(&self, batch: &Batch, hit_list: bool) -> Result<Option<GpuFound>, ClassifyError> {
         #[cfg(feature = "gpu")]
         if !self.gpus.is_empty() {
-            let mates: Vec<Vec<&[u8]>> =
-                batch.iter().map(|r| r.mates.iter().map(|m| m.seq.as_slice()).collect()).collect();
-            let reads: Vec<&[&[u8]]> = mates.iter().map(Vec::as_slice).collect();
+            let (mates, reads) = mate_slices(batch);
+            let reads: Vec<&[&[u8]]> = reads.iter().map(|r| &mates[r.clone()]).collect();
             return Ok(Some(crate::gpu::classify::classify_on(self.gpus, &reads, hit_list)?));
         }
         let _ = (batch, hit_list);
@@ -430,14 +444,14 @@ impl Run<'_> {
     #[allow(clippy::type_complexity)]
     fn finish_batch(
         &self,
-        batch: &[reads::Read],
+        batch: &Batch,
         found: Option<&GpuFound>,
         hit_list: bool,
         want: Wanted,
     ) -> Result<(Vec<Call>, std::io::Result<Vec<u8>>, Vec<u8>), ClassifyError> {
         use rayon::prelude::*;
-        let mates: Vec<Vec<&[u8]>> = batch.iter().map(|r| r.mates.iter().map(|m| m.seq.as_slice()).collect()).collect();
-        let reads: Vec<&[&[u8]]> = mates.iter().map(Vec::as_slice).collect();
+        let (mates, ranges) = mate_slices(batch);
+        let reads: Vec<&[&[u8]]> = ranges.iter().map(|r| &mates[r.clone()]).collect();
         let names = self.config.use_names.then(|| self.index.taxonomy());
         let tree = self.index.taxonomy();
         // GPU batches are large: bigger groups, fewer tasks.
@@ -487,14 +501,12 @@ impl Run<'_> {
                     };
                     let first = g * group_reads;
                     let mut candidate_bytes = Vec::new();
+                    let paired = batch.mates_per_read() == 2;
                     if want.candidates {
-                        for (read, call) in batch[first..first + group.len()].iter().zip(&mut calls) {
+                        for (r, call) in (first..first + group.len()).zip(&mut calls) {
                             let record = output::candidates::ReadCandidates {
-                                id: read.id(),
-                                lengths: (
-                                    read.mates[0].seq.len() as u32,
-                                    read.mates.get(1).map(|m| m.seq.len() as u32),
-                                ),
+                                id: batch.id(r),
+                                lengths: (batch.seq(r, 0).len() as u32, paired.then(|| batch.seq(r, 1).len() as u32)),
                                 candidates: std::mem::take(&mut call.candidates),
                                 hits: call.hit_runs.clone(),
                             };
@@ -503,11 +515,11 @@ impl Run<'_> {
                     }
                     let mut lines = Vec::new();
                     let formatted = if want.lines {
-                        batch[first..first + group.len()].iter().zip(&mut calls).try_for_each(|(read, call)| {
+                        (first..first + group.len()).zip(&mut calls).try_for_each(|(r, call)| {
                             let result = ReadResult {
-                                id: read.id(),
+                                id: batch.id(r),
                                 taxid: call.taxid,
-                                lengths: (read.mates[0].seq.len(), read.mates.get(1).map(|m| m.seq.len())),
+                                lengths: (batch.seq(r, 0).len(), paired.then(|| batch.seq(r, 1).len())),
                                 hits: std::mem::take(&mut call.hit_runs),
                             };
                             output::write_kraken_line(&mut lines, &result, names)
@@ -533,12 +545,12 @@ impl Run<'_> {
         Ok((calls, error.map_or(Ok(lines), Err), candidate_bytes))
     }
 
-    /// Writes a read to the classified or unclassified reads output, if asked for.
-    fn write_reads(&self, outs: &mut Outputs, read: &reads::Read, call: &Call) -> Result<(), ClassifyError> {
+    /// Writes read `r` of `batch` to the classified or unclassified reads output, if asked for.
+    fn write_reads(&self, outs: &mut Outputs, batch: &Batch, r: usize, call: &Call) -> Result<(), ClassifyError> {
         let reads_out = if call.taxid != 0 { &mut outs.classified } else { &mut outs.unclassified };
         if let Some(w) = reads_out {
-            for (m, mate) in read.mates.iter().enumerate() {
-                w.write(m, &mate.header, &mate.seq, mate.qual.as_deref())
+            for m in 0..batch.mates_per_read() {
+                w.write(m, batch.header(r, m), batch.seq(r, m), batch.qual(r, m))
                     .map_err(|source| ClassifyError::Output { path: "classified/unclassified reads".into(), source })?;
             }
         }

@@ -2,8 +2,11 @@
 //! from the content; stdin as `-`), and turning parser failures into errors that name the file
 //! and the record.
 //!
-//! Parsing itself is needletail's; this module adds the paths, record numbers and checks
-//! (empty files, wrong format) a user needs to find what is wrong.
+//! Parsing of reference genomes is needletail's; this module adds the paths, record numbers and
+//! checks (empty files, wrong format) a user needs to find what is wrong. Reads for `classify`
+//! are parsed in blocks by several threads ([`records`]).
+
+pub mod records;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
