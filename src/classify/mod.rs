@@ -338,14 +338,14 @@ impl Run<'_> {
             if let Some((w, path)) = &mut outs.candidates {
                 w.write_all(&candidates).map_err(|source| ClassifyError::Output { path: path.clone(), source })?;
             }
-            for (r, call) in calls.iter().enumerate() {
+            for (r, &taxid) in calls.iter().enumerate() {
                 total += 1;
-                if call.taxid == 0 {
+                if taxid == 0 {
                     unclassified += 1;
                 } else {
-                    *direct.entry(call.taxid).or_default() += 1;
+                    *direct.entry(taxid).or_default() += 1;
                 }
-                self.write_reads(&mut outs, &previous, r, call)?;
+                self.write_reads(&mut outs, &previous, r, taxid)?;
             }
             writing += t.elapsed();
             #[cfg(feature = "gpu")]
@@ -438,9 +438,10 @@ impl Run<'_> {
     }
 
     /// Finishes a batch in parallel: from the GPU's candidates (`found`), or wholly on the CPU;
-    /// with `hit_list`, also formats its Kraken lines, so that only a copy of bytes is left to the
-    /// writing thread. Each group of reads is classified and formatted by one thread, which also
-    /// frees what it made (freeing across threads contends in the allocator).
+    /// with `hit_list`, also formats its Kraken lines (and `--candidates-out` records), so that
+    /// only a copy of bytes is left to the writing thread. Returns each read's taxid, the lines
+    /// and the candidates' bytes. Each group of reads is classified and formatted by one thread,
+    /// with that thread's buffers: nothing is allocated per read on the GPU's path.
     #[allow(clippy::type_complexity)]
     fn finish_batch(
         &self,
@@ -448,106 +449,112 @@ impl Run<'_> {
         found: Option<&GpuFound>,
         hit_list: bool,
         want: Wanted,
-    ) -> Result<(Vec<Call>, std::io::Result<Vec<u8>>, Vec<u8>), ClassifyError> {
+    ) -> Result<(Vec<TaxId>, std::io::Result<Vec<u8>>, Vec<u8>), ClassifyError> {
         use rayon::prelude::*;
         let (mates, ranges) = mate_slices(batch);
         let reads: Vec<&[&[u8]]> = ranges.iter().map(|r| &mates[r.clone()]).collect();
         let names = self.config.use_names.then(|| self.index.taxonomy());
         let tree = self.index.taxonomy();
+        let paired = batch.mates_per_read() == 2;
         // GPU batches are large: bigger groups, fewer tasks.
-        let group_reads = if self.batch_reads() > BATCH_READS { 256 } else { GROUP_READS };
-        let groups: Vec<(Vec<Call>, std::io::Result<Vec<u8>>, Vec<u8>)> = reads
+        let group_reads = if self.batch_reads() > BATCH_READS { 1024 } else { GROUP_READS };
+        /// One thread's buffers.
+        struct Scratch<'i> {
+            classifier: Classifier<'i>,
+            candidates: Vec<Candidate>,
+            runs: [Vec<(TaxId, u32)>; 2],
+        }
+        let groups: Vec<(Vec<TaxId>, std::io::Result<Vec<u8>>, Vec<u8>)> = reads
             .par_chunks(group_reads)
             .enumerate()
             .map_init(
                 || {
-                    let mut c = Classifier::new(self.index, self.params, self.target_taxa);
-                    c.keep_candidates = want.candidates;
-                    (c, Vec::<Candidate>::new())
+                    let mut classifier = Classifier::new(self.index, self.params, self.target_taxa);
+                    classifier.keep_candidates = want.candidates;
+                    Scratch { classifier, candidates: Vec::new(), runs: [Vec::new(), Vec::new()] }
                 },
-                |(c, candidates), (g, group)| {
-                    #[cfg(feature = "gpu")]
-                    let mut calls: Vec<Call> = match found {
-                        Some(found) => group
-                            .iter()
-                            .enumerate()
-                            .map(|(j, mates)| {
-                                let r = g * group_reads + j;
-                                if !found.candidates(r, candidates) {
-                                    return c.classify(mates, hit_list);
-                                }
-                                let mut call = Call {
-                                    taxid: candidates::decide(candidates, self.params, self.target_taxa, tree),
-                                    ..Call::default()
-                                };
-                                if want.candidates {
-                                    call.candidates = candidates.iter().map(|c| (c.target, c.hits)).collect();
-                                }
-                                for (m, taxa) in found.feature_taxa(r).enumerate() {
-                                    for &t in taxa {
-                                        let taxon = if t == 0 { 0 } else { tree.node_taxid(t - 1) };
-                                        candidates::push_run(&mut call.hit_runs[m.min(1)], taxon);
-                                    }
-                                }
-                                call
-                            })
-                            .collect(),
-                        None => c.classify_group(group, hit_list),
-                    };
-                    #[cfg(not(feature = "gpu"))]
-                    let mut calls = {
-                        let _ = (g, &candidates, tree, found);
-                        c.classify_group(group, hit_list)
-                    };
+                |sc, (g, group)| {
                     let first = g * group_reads;
-                    let mut candidate_bytes = Vec::new();
-                    let paired = batch.mates_per_read() == 2;
-                    if want.candidates {
-                        for (r, call) in (first..first + group.len()).zip(&mut calls) {
+                    let (mut taxids, mut lines, mut candidate_bytes) =
+                        (Vec::with_capacity(group.len()), Vec::new(), Vec::new());
+                    let mut formatted = Ok(());
+                    // One read's result, as lines and candidates records.
+                    let mut emit = |r: usize, taxid: TaxId, cands: &[(u32, u32)], runs: [&[(TaxId, u32)]; 2]| {
+                        let lengths = (batch.seq(r, 0).len(), paired.then(|| batch.seq(r, 1).len()));
+                        if want.candidates {
                             let record = output::candidates::ReadCandidates {
-                                id: batch.id(r),
-                                lengths: (batch.seq(r, 0).len() as u32, paired.then(|| batch.seq(r, 1).len() as u32)),
-                                candidates: std::mem::take(&mut call.candidates),
-                                hits: call.hit_runs.clone(),
+                                id: batch.id(r).into_owned(),
+                                lengths: (lengths.0 as u32, lengths.1.map(|l| l as u32)),
+                                candidates: cands.to_vec(),
+                                hits: [runs[0].to_vec(), runs[1].to_vec()],
                             };
                             output::candidates::encode_into(&record, &mut candidate_bytes);
                         }
-                    }
-                    let mut lines = Vec::new();
-                    let formatted = if want.lines {
-                        (first..first + group.len()).zip(&mut calls).try_for_each(|(r, call)| {
-                            let result = ReadResult {
-                                id: batch.id(r),
-                                taxid: call.taxid,
-                                lengths: (batch.seq(r, 0).len(), paired.then(|| batch.seq(r, 1).len())),
-                                hits: std::mem::take(&mut call.hit_runs),
-                            };
-                            output::write_kraken_line(&mut lines, &result, names)
-                        })
-                    } else {
-                        Ok(())
+                        if want.lines && formatted.is_ok() {
+                            let result = ReadResult { id: batch.id(r), taxid, lengths, hits: runs };
+                            formatted = output::write_kraken_line(&mut lines, &result, names);
+                        }
                     };
-                    (calls, formatted.map(|()| lines), candidate_bytes)
+                    #[cfg(feature = "gpu")]
+                    if let Some(found) = found {
+                        for (j, mates) in group.iter().enumerate() {
+                            let r = first + j;
+                            if !found.candidates(r, &mut sc.candidates) {
+                                // More locations than the GPU's shared memory: the CPU's code.
+                                let call = sc.classifier.classify(mates, hit_list);
+                                emit(r, call.taxid, &call.candidates, [&call.hit_runs[0], &call.hit_runs[1]]);
+                                taxids.push(call.taxid);
+                                continue;
+                            }
+                            let taxid = candidates::decide(&sc.candidates, self.params, self.target_taxa, tree);
+                            let cands: Vec<(u32, u32)> = if want.candidates {
+                                sc.candidates.iter().map(|c| (c.target, c.hits)).collect()
+                            } else {
+                                Vec::new()
+                            };
+                            let [a, b] = &mut sc.runs;
+                            a.clear();
+                            b.clear();
+                            if hit_list {
+                                for (m, taxa) in found.feature_taxa(r).enumerate() {
+                                    let runs = if m == 0 { &mut *a } else { &mut *b };
+                                    for &t in taxa {
+                                        let taxon = if t == 0 { 0 } else { tree.node_taxid(t - 1) };
+                                        candidates::push_run(runs, taxon);
+                                    }
+                                }
+                            }
+                            emit(r, taxid, &cands, [a, b]);
+                            taxids.push(taxid);
+                        }
+                        return (taxids, formatted.map(|()| lines), candidate_bytes);
+                    }
+                    let _ = (found, tree, &sc.candidates, &sc.runs);
+                    for (j, call) in sc.classifier.classify_group(group, hit_list).into_iter().enumerate() {
+                        emit(first + j, call.taxid, &call.candidates, [&call.hit_runs[0], &call.hit_runs[1]]);
+                        taxids.push(call.taxid);
+                    }
+                    (taxids, formatted.map(|()| lines), candidate_bytes)
                 },
             )
             .collect();
-        let mut calls = Vec::with_capacity(batch.len());
+        let mut taxids = Vec::with_capacity(batch.len());
         let (mut lines, mut candidate_bytes) = (Vec::new(), Vec::new());
         let mut error = None;
-        for (c, l, b) in groups {
-            calls.extend(c);
+        for (t, l, b) in groups {
+            taxids.extend(t);
             candidate_bytes.extend_from_slice(&b);
             match l {
                 Ok(l) => lines.extend_from_slice(&l),
                 Err(e) => error = error.or(Some(e)),
             }
         }
-        Ok((calls, error.map_or(Ok(lines), Err), candidate_bytes))
+        Ok((taxids, error.map_or(Ok(lines), Err), candidate_bytes))
     }
 
     /// Writes read `r` of `batch` to the classified or unclassified reads output, if asked for.
-    fn write_reads(&self, outs: &mut Outputs, batch: &Batch, r: usize, call: &Call) -> Result<(), ClassifyError> {
-        let reads_out = if call.taxid != 0 { &mut outs.classified } else { &mut outs.unclassified };
+    fn write_reads(&self, outs: &mut Outputs, batch: &Batch, r: usize, taxid: TaxId) -> Result<(), ClassifyError> {
+        let reads_out = if taxid != 0 { &mut outs.classified } else { &mut outs.unclassified };
         if let Some(w) = reads_out {
             for m in 0..batch.mates_per_read() {
                 w.write(m, batch.header(r, m), batch.seq(r, m), batch.qual(r, m))

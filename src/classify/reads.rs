@@ -77,9 +77,10 @@ impl Batch {
         b.qual(i)
     }
 
-    /// The read id: the first header word of its first mate without a trailing `/1` or `/2`.
-    pub fn id(&self, r: usize) -> String {
-        String::from_utf8_lossy(strip_mate_suffix(first_word(self.header(r, 0)))).into_owned()
+    /// The read id: the first header word of its first mate without a trailing `/1` or `/2`
+    /// (borrowed unless the header is not UTF-8).
+    pub fn id(&self, r: usize) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(strip_mate_suffix(first_word(self.header(r, 0))))
     }
 
     /// Read `r`'s sequences, one per mate, into `out`.
@@ -341,7 +342,10 @@ mod tests {
                 return Ok(out);
             }
             for r in 0..batch.len() {
-                out.push((batch.id(r), (0..batch.mates_per_read()).map(|m| batch.seq(r, m).to_vec()).collect()));
+                out.push((
+                    batch.id(r).into_owned(),
+                    (0..batch.mates_per_read()).map(|m| batch.seq(r, m).to_vec()).collect(),
+                ));
             }
         }
     }
