@@ -134,7 +134,7 @@ pub struct ClassifySummary {
 /// Opens the index once and classifies every sample. `on_sample` is called after each sample.
 pub fn classify(
     config: &ClassifyConfig,
-    on_sample: &mut dyn FnMut(&SampleSummary),
+    on_sample: &mut (dyn FnMut(&SampleSummary) + Send),
 ) -> Result<ClassifySummary, ClassifyError> {
     let start = Instant::now();
     let index = Index::open(&config.db, config.verify)?;
@@ -158,69 +158,144 @@ pub fn classify(
             .map_err(|e| ClassifyError::Threads { threads: config.threads, reason: e.to_string() })?,
     );
     let target_taxa: Vec<TaxId> = index.targets().iter().map(|t| t.taxid).collect();
+    // With `--gpus all`, a run the CPU finishes before the GPUs would be ready stays on the CPU.
     #[cfg(feature = "gpu")]
-    let gpus = crate::gpu::device::select(&config.gpus)?;
-    #[cfg(feature = "gpu")]
-    let classifiers = if gpus.is_empty() {
-        Vec::new()
-    } else {
-        match crate::gpu::classify::GpuClassifier::on_gpus(&gpus, &index, params.max_candidates, params.insert_size) {
-            Ok(c) => c,
-            // With `all`, an index the GPUs cannot hold means the CPU, with the reason.
-            Err(e) if config.gpus == crate::compute::GpuRequest::All => {
-                log::info!("{e}; classifying on the CPU");
-                Vec::new()
+    let request = match (&config.gpus, crate::gpu::device::device_count() > 0) {
+        (crate::compute::GpuRequest::All, true) => match cpu_is_faster(config, &index) {
+            Some(why) => {
+                log::info!("{why}");
+                crate::compute::GpuRequest::None
             }
-            Err(e) => return Err(e.into()),
-        }
+            None => crate::compute::GpuRequest::All,
+        },
+        _ => config.gpus.clone(),
     };
+    #[cfg(feature = "gpu")]
+    let gpus = crate::gpu::device::select(&request)?;
     #[cfg(not(feature = "gpu"))]
     if let crate::compute::GpuRequest::List(ids) = &config.gpus {
         return Err(ClassifyError::NoGpuSupport(format!("{ids:?}")));
     }
-    let index_load = start.elapsed();
-    #[cfg(feature = "gpu")]
-    let device = classifiers.first().map(|c| {
-        let ids: Vec<String> = gpus.iter().map(|g| g.ordinal.to_string()).collect();
-        let which = if ids.len() == 1 { "GPU" } else { "GPUs" };
-        (format!("{which} {} ({})", ids.join(","), gpus[0].name), c.load_time)
-    });
-    #[cfg(not(feature = "gpu"))]
-    let device = None;
-    let run = Run {
-        index: &index,
-        params: &params,
-        target_taxa: &target_taxa,
-        config,
-        pool: &pool,
+    std::thread::scope(|scope| -> Result<ClassifySummary, ClassifyError> {
+        // The index goes to the GPUs while the first sample's files start being read.
         #[cfg(feature = "gpu")]
-        gpus: &classifiers,
-    };
-    let mut samples = Vec::new();
-    for sample in &config.samples {
-        let summary = pool.install(|| run.sample(sample))?;
-        on_sample(&summary);
-        samples.push(summary);
-    }
-    if let Some(p) = &config.html {
-        let views: Vec<output::SampleView> = samples.iter().map(|s: &SampleSummary| s.view.clone()).collect();
-        let title = format!("kmerdb classify: {}", config.db.display());
-        let mut w = output::create_output(p).map_err(out_err(p))?;
-        output::write_html(&mut w, &title, &views).map_err(out_err(p))?;
-        w.finish().map_err(out_err(p))?;
-    }
-    Ok(ClassifySummary {
-        index_load,
-        device,
+        let loading = (!gpus.is_empty()).then(|| {
+            scope.spawn(|| {
+                crate::gpu::classify::GpuClassifier::on_gpus(&gpus, &index, params.max_candidates, params.insert_size)
+            })
+        });
+        #[cfg(not(feature = "gpu"))]
+        let _ = scope;
+        let first = match config.samples.first() {
+            Some(s) => Some(ReadStream::new(s.reads.clone(), pool.clone())?),
+            None => None,
+        };
         #[cfg(feature = "gpu")]
-        gpu_times: classifiers.first().map(|_| {
-            let mut total = crate::gpu::classify::StageTimes::default();
-            for t in classifiers.iter().map(|c| c.times()) {
-                total.add(&t);
+        let classifiers = match loading.map(|l| l.join().expect("loading the index does not panic")) {
+            None => Vec::new(),
+            Some(Ok(c)) => c,
+            // With `all`, an index the GPUs cannot hold means the CPU, with the reason.
+            Some(Err(e)) if config.gpus == crate::compute::GpuRequest::All => {
+                log::info!("{e}; classifying on the CPU");
+                Vec::new()
             }
-            total
-        }),
-        samples,
+            Some(Err(e)) => return Err(e.into()),
+        };
+        let index_load = start.elapsed();
+        #[cfg(feature = "gpu")]
+        let device = classifiers.first().map(|c| {
+            let ids: Vec<String> = gpus.iter().map(|g| g.ordinal.to_string()).collect();
+            let which = if ids.len() == 1 { "GPU" } else { "GPUs" };
+            (format!("{which} {} ({})", ids.join(","), gpus[0].name), c.load_time)
+        });
+        #[cfg(not(feature = "gpu"))]
+        let device = None;
+        let run = Run {
+            index: &index,
+            params: &params,
+            target_taxa: &target_taxa,
+            config,
+            pool: &pool,
+            #[cfg(feature = "gpu")]
+            gpus: &classifiers,
+        };
+        // On GPUs the host's share (reading, decompressing, finishing) is what takes the time:
+        // several samples at once keep every core busy.
+        #[cfg(feature = "gpu")]
+        let at_once = if classifiers.is_empty() { 1 } else { (config.threads / 4).clamp(1, config.samples.len().max(1)) };
+        #[cfg(not(feature = "gpu"))]
+        let at_once = 1;
+        let samples = run.samples(first, at_once, on_sample)?;
+        if let Some(p) = &config.html {
+            let views: Vec<output::SampleView> = samples.iter().map(|s: &SampleSummary| s.view.clone()).collect();
+            let title = format!("kmerdb classify: {}", config.db.display());
+            let mut w = output::create_output(p).map_err(out_err(p))?;
+            output::write_html(&mut w, &title, &views).map_err(out_err(p))?;
+            w.finish().map_err(out_err(p))?;
+        }
+        Ok(ClassifySummary {
+            index_load,
+            device,
+            #[cfg(feature = "gpu")]
+            gpu_times: classifiers.first().map(|_| {
+                let mut total = crate::gpu::classify::StageTimes::default();
+                for t in classifiers.iter().map(|c| c.times()) {
+                    total.add(&t);
+                }
+                total
+            }),
+            samples,
+        })
+    })
+}
+
+/// Rates the device choice of `--gpus all` is judged with, measured (BENCHMARKS.md): the CPU
+/// path classifies about 10 M bases a second per thread; a GPU classifies about 600 M bases a
+/// second end to end, after starting (about 0.3 s), copying the index (1.5 GB/s) and, the first
+/// time on a machine, compiling its kernels (about 4.5 s).
+#[cfg(feature = "gpu")]
+const CPU_BASES_PER_THREAD: f64 = 10e6;
+#[cfg(feature = "gpu")]
+const GPU_BASES_PER_SECOND: f64 = 600e6;
+#[cfg(feature = "gpu")]
+const GPU_START_SECONDS: f64 = 0.3;
+#[cfg(feature = "gpu")]
+const INDEX_COPY_BYTES_PER_SECOND: f64 = 1.5e9;
+#[cfg(feature = "gpu")]
+const KERNEL_COMPILE_SECONDS: f64 = 4.5;
+
+/// Under `--gpus all`, the reason to classify on the CPU when it would finish before the GPUs:
+/// judged from the reads' size (FASTQ holds about 2 bytes a base; a compressed file about 4 times
+/// its size), the index's size and the rates above. `None` (the GPUs) for stdin, whose size is not
+/// known.
+#[cfg(feature = "gpu")]
+fn cpu_is_faster(config: &ClassifyConfig, index: &Index) -> Option<String> {
+    let mut bytes = 0u64;
+    for sample in &config.samples {
+        for source in sample.reads.sources() {
+            let crate::input::Source::File(p) = source else { return None };
+            let size = std::fs::metadata(p).ok()?.len();
+            let mut magic = [0u8; 2];
+            let compressed = std::fs::File::open(p)
+                .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+                .is_ok_and(|()| magic[0] != b'>' && magic[0] != b'@');
+            bytes += if compressed { size * 4 } else { size };
+        }
+    }
+    let bases = bytes as f64 / 2.0;
+    let cpu = bases / (CPU_BASES_PER_THREAD * config.threads as f64);
+    let compile = if crate::gpu::kernels::cached() { 0.0 } else { KERNEL_COMPILE_SECONDS };
+    let gpu = GPU_START_SECONDS
+        + index.file_size() as f64 / INDEX_COPY_BYTES_PER_SECOND
+        + compile
+        + bases / GPU_BASES_PER_SECOND;
+    (cpu < gpu).then(|| {
+        format!(
+            "about {:.0} M bases to classify: {} threads take about {cpu:.2} s, less than the GPU would with its start ({gpu:.2} s{}); classifying on the CPU (--gpus 0 uses the GPU anyway)",
+            bases / 1e6,
+            config.threads,
+            if compile > 0.0 { ", compiling its kernels the first time" } else { "" }
+        )
     })
 }
 
@@ -259,7 +334,66 @@ fn out_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> ClassifyErr
 }
 
 impl Run<'_> {
-    fn sample(&self, sample: &Sample) -> Result<SampleSummary, ClassifyError> {
+    /// Every sample, `at_once` at a time (each on a thread of its own, its work on the pool);
+    /// `first` is the first sample's stream, already reading. Summaries in sample order;
+    /// `on_sample` is called as each finishes. After an error no new sample starts.
+    fn samples(
+        &self,
+        first: Option<ReadStream>,
+        at_once: usize,
+        on_sample: &mut (dyn FnMut(&SampleSummary) + Send),
+    ) -> Result<Vec<SampleSummary>, ClassifyError> {
+        let samples = &self.config.samples;
+        if at_once <= 1 {
+            let mut out = Vec::new();
+            let mut first = first;
+            for sample in samples {
+                let stream = first.take();
+                let summary = self.pool.install(|| self.sample(sample, stream))?;
+                on_sample(&summary);
+                out.push(summary);
+            }
+            return Ok(out);
+        }
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let first = std::sync::Mutex::new(first);
+        let results: Vec<std::sync::Mutex<Option<Result<SampleSummary, ClassifyError>>>> =
+            samples.iter().map(|_| std::sync::Mutex::new(None)).collect();
+        let failed = std::sync::atomic::AtomicBool::new(false);
+        let on_sample = std::sync::Mutex::new(on_sample);
+        std::thread::scope(|scope| {
+            for _ in 0..at_once {
+                scope.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if i >= samples.len() || failed.load(std::sync::atomic::Ordering::Relaxed) {
+                            return;
+                        }
+                        let stream = if i == 0 { first.lock().expect("no sample panicked").take() } else { None };
+                        let result = self.pool.install(|| self.sample(&samples[i], stream));
+                        match &result {
+                            Ok(summary) => (on_sample.lock().expect("no sample panicked"))(summary),
+                            Err(_) => failed.store(true, std::sync::atomic::Ordering::Relaxed),
+                        }
+                        *results[i].lock().expect("no sample panicked") = Some(result);
+                    }
+                });
+            }
+        });
+        // The first error in sample order, else every summary.
+        let mut out = Vec::new();
+        for r in results {
+            match r.into_inner().expect("no sample panicked") {
+                Some(Ok(s)) => out.push(s),
+                Some(Err(e)) => return Err(e),
+                None => {}
+            }
+        }
+        Ok(out)
+    }
+
+    /// One sample; `stream` is its reads' stream if it was opened already.
+    fn sample(&self, sample: &Sample, stream: Option<ReadStream>) -> Result<SampleSummary, ClassifyError> {
         let start = Instant::now();
         let o = &sample.outputs;
         let paired = sample.reads.is_paired();
@@ -292,7 +426,10 @@ impl Run<'_> {
         }
         let hit_list = outs.kraken.is_some() || outs.candidates.is_some();
         let want = Wanted { lines: outs.kraken.is_some(), candidates: outs.candidates.is_some() };
-        let mut stream = ReadStream::new(sample.reads.clone(), self.pool.clone())?;
+        let mut stream = match stream {
+            Some(s) => s,
+            None => ReadStream::new(sample.reads.clone(), self.pool.clone())?,
+        };
         let mut direct: HashMap<TaxId, u64> = HashMap::new();
         let (mut total, mut unclassified) = (0u64, 0u64);
         // Three batches take turns: the next is read while the GPU (if any) looks up the current

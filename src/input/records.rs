@@ -341,9 +341,10 @@ impl RecordStream {
     /// gives an `Empty` error here; one that is neither FASTA nor FASTQ an `UnknownFormat`.
     pub fn open(source: &Source, pool: Arc<rayon::ThreadPool>) -> Result<Self, InputError> {
         let mut reader = decoded(source)?;
-        // The first bytes, to know the format before the thread starts.
+        // The first bytes, to know the format before the thread starts: read only until one is
+        // not blank, so that a pipe delivering slowly does not hold up the caller.
         let mut first = vec![0u8; 1 << 16];
-        let n = read_full(&mut reader, &mut first).map_err(|e| io_error(source, e))?;
+        let n = read_until_nonblank(&mut reader, &mut first).map_err(|e| io_error(source, e))?;
         first.truncate(n);
         let start = first.iter().position(|b| !b.is_ascii_whitespace());
         let Some(start) = start else { return Err(InputError::Empty { file: source.clone() }) };
@@ -436,6 +437,25 @@ impl RecordStream {
 }
 
 /// `read` until `buf` is full or the input ends; the bytes read.
+/// Reads into `buf` until it holds a byte that is not whitespace, is full, or the input ends.
+fn read_until_nonblank(r: &mut dyn Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => {
+                n += k;
+                if buf[n - k..n].iter().any(|b| !b.is_ascii_whitespace()) {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
 fn read_full(r: &mut dyn Read, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
