@@ -9,10 +9,14 @@
 //! - [`build`]: the build, genomes → index (CPU, or one GPU through [`gpu`]);
 //! - [`classify`]: reads → taxa; [`output`]: the files classification writes;
 //! - [`info`]: describing an index.
+//!
+//! `fuzzing` (hidden) holds one fuzz target per parsing boundary, for `fuzz/` and the smoke test.
 
 pub mod build;
 pub mod classify;
 pub mod compute;
+#[doc(hidden)]
+pub mod fuzzing;
 #[cfg(feature = "gpu")]
 pub mod gpu;
 pub mod index;
