@@ -280,3 +280,63 @@ fn decode<T: serde::de::DeserializeOwned>(path: &Path, what: &str, bytes: &[u8])
         .map(|(v, _)| v)
         .map_err(|e| IndexError::Corrupt { path: path.to_path_buf(), what: format!("cannot decode its {what}: {e}") })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fuzzing::fix_checksums;
+
+    /// The fuzz targets' seed index (`fuzz/make_corpus.sh`): two small genomes with the bundled
+    /// taxonomy, default parameters.
+    fn seed() -> Vec<u8> {
+        std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/corpus/index_open/tiny.db")).expect("seed index")
+    }
+
+    /// Opens `bytes` as an index file, with its checksums made to match first.
+    fn open_fixed(bytes: &[u8], verify: Verify) -> Result<Index, IndexError> {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("damaged.db");
+        std::fs::write(&path, fix_checksums(bytes)).expect("write");
+        Index::open(&path, verify)
+    }
+
+    /// `bytes` with its header changed by `f` (which must keep the header's length).
+    fn with_header(bytes: &[u8], f: impl FnOnce(&mut Header)) -> Vec<u8> {
+        let (mut header, used): (Header, usize) =
+            bincode::serde::decode_from_slice(&bytes[PREAMBLE_LEN..], bincode_config()).expect("header");
+        f(&mut header);
+        let encoded = bincode::serde::encode_to_vec(&header, bincode_config()).expect("encode");
+        assert_eq!(encoded.len(), used, "the change keeps the header's length");
+        let mut out = bytes.to_vec();
+        out[PREAMBLE_LEN..PREAMBLE_LEN + used].copy_from_slice(&encoded);
+        out
+    }
+
+    fn corrupt(result: Result<Index, IndexError>) -> String {
+        match result {
+            Err(e @ IndexError::Corrupt { .. }) => e.to_string(),
+            Err(e) => panic!("expected a corrupt index, got {e}"),
+            Ok(_) => panic!("a damaged index was accepted"),
+        }
+    }
+
+    #[test]
+    fn the_seed_index_opens() {
+        let index = open_fixed(&seed(), Verify::All).expect("open");
+        assert_eq!(index.targets().len(), 2);
+    }
+
+    /// Fuzzing (index_open_fixed): a string length of 2^62 in the header made bincode allocate
+    /// that much before finding the bytes missing, and the failed allocation aborted the process.
+    #[test]
+    fn regression_huge_string_length_is_an_error_not_an_allocation() {
+        let mut bytes = seed();
+        let version = env!("CARGO_PKG_VERSION").as_bytes();
+        let mut pattern = (version.len() as u64).to_le_bytes().to_vec();
+        pattern.extend_from_slice(version);
+        let at = bytes.windows(pattern.len()).position(|w| w == pattern).expect("the version string");
+        bytes[at..at + 8].copy_from_slice(&(1u64 << 62).to_le_bytes());
+        let message = corrupt(open_fixed(&bytes, Verify::Metadata));
+        assert!(message.contains("cannot decode its header"), "{message}");
+    }
+}
