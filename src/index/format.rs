@@ -191,6 +191,8 @@ pub enum IndexError {
     Checksum { path: PathBuf, what: String },
     #[error("{path} is corrupted: {what}")]
     Corrupt { path: PathBuf, what: String },
+    #[error("{path} uses {what}, which this kmerdb does not read; rebuild it with this version")]
+    Unsupported { path: PathBuf, what: String },
     #[error("{path}: cannot encode the {what}: {source}")]
     Encode { path: PathBuf, what: &'static str, source: bincode::error::EncodeError },
     #[error("{path}: {source}")]

@@ -79,12 +79,18 @@ impl Index {
             return Err(IndexError::Checksum { path: p(), what: "header".into() });
         }
         let header: Header = decode(path, "header", header_bytes)?;
+        check_header(path, &header)?;
         for kind in SectionKind::ALL {
             let s = header
                 .section(kind)
                 .ok_or_else(|| IndexError::Corrupt { path: p(), what: format!("no {} section", kind.name()) })?;
-            if s.offset.saturating_add(s.len) > len {
-                return Err(truncated(&format!("the {} section", kind.name()), s.offset + s.len));
+            let end = s.offset.saturating_add(s.len);
+            if end > len {
+                return Err(truncated(&format!("the {} section", kind.name()), end));
+            }
+            if s.offset % format::SECTION_ALIGN != 0 {
+                let what = format!("its {} section starts at {}, not at a multiple of 4 KiB", kind.name(), s.offset);
+                return Err(IndexError::Corrupt { path: p(), what });
             }
         }
         let mut index = Index {
@@ -110,6 +116,10 @@ impl Index {
         let taxa: Vec<Taxon> = decode(path, "taxonomy", index.section_bytes(SectionKind::Taxonomy))?;
         index.taxonomy = TaxonTree::new(taxa)
             .map_err(|e| IndexError::Corrupt { path: p(), what: format!("its taxonomy is invalid: {e}") })?;
+        if let Some(t) = index.targets.iter().find(|t| !index.taxonomy.contains(t.taxid)) {
+            let what = format!("target '{}' has taxid {}, which is not in its taxonomy", t.name, t.taxid);
+            return Err(IndexError::Corrupt { path: p(), what });
+        }
         index.buckets_at = index.entry(SectionKind::Buckets).offset as usize;
         index.locations_at = index.entry(SectionKind::Locations).offset as usize;
         index.check_shard_table()?;
@@ -153,8 +163,10 @@ impl Index {
             if s.first_bucket != buckets || s.first_word != words {
                 return Err(corrupt("the shard table is inconsistent".into()));
             }
-            buckets += s.buckets;
-            words += s.words;
+            // Sums past the sections' sizes (which fit the file) cannot be right: stop before
+            // they could wrap around to a size that matches.
+            buckets = buckets.saturating_add(s.buckets).min(u64::MAX / 128);
+            words = words.saturating_add(s.words).min(u64::MAX / 4);
         }
         if buckets * 128 != self.entry(SectionKind::Buckets).len || words * 4 != self.entry(SectionKind::Locations).len
         {
@@ -275,6 +287,40 @@ impl Index {
     }
 }
 
+/// What the reader assumes of a header, checked once at open so that lookups need not: the one
+/// hash function and key-index shape this reader implements, sketch parameters a build accepts,
+/// shards that a feature's bits can number, and a location layout whose fields fit its entries.
+fn check_header(path: &Path, h: &Header) -> Result<(), IndexError> {
+    let unsupported = |what: String| IndexError::Unsupported { path: path.to_path_buf(), what };
+    let corrupt = |what: String| IndexError::Corrupt { path: path.to_path_buf(), what };
+    if h.hash_function != crate::sketch::HASH_FUNCTION_ID {
+        return Err(unsupported(format!("k-mer hash function {}", h.hash_function)));
+    }
+    let key_index = format::KeyIndexParams {
+        bucket_slots: bcht::BUCKET_SLOTS as u32,
+        hash_functions: bcht::HASH_FUNCTIONS as u32,
+        seeds: bcht::BUCKET_SEEDS,
+    };
+    if h.key_index != key_index {
+        return Err(unsupported(format!("a key index of shape {:?}", h.key_index)));
+    }
+    let p = h.sketch;
+    if let Err(e) = crate::sketch::SketchParams::new(p.k, p.window, Some(p.stride), p.sketch_size, p.hash_seed) {
+        return Err(corrupt(format!("its sketch parameters are invalid: {e}")));
+    }
+    if h.shard_bits > 32 {
+        return Err(corrupt(format!("{} shard bits, but features have 32", h.shard_bits)));
+    }
+    let l = h.layout;
+    if l.target_bits == 0 || l.target_bits > 32 || l.window_bits == 0 || l.window_bits > 32 {
+        return Err(corrupt(format!("locations of {} target and {} window bits", l.target_bits, l.window_bits)));
+    }
+    if l.entry_bits < l.bits() || l.entry_bits > 64 {
+        return Err(corrupt(format!("{}-bit list entries for {}-bit locations", l.entry_bits, l.bits())));
+    }
+    Ok(())
+}
+
 fn decode<T: serde::de::DeserializeOwned>(path: &Path, what: &str, bytes: &[u8]) -> Result<T, IndexError> {
     bincode::serde::decode_from_slice(bytes, bincode_config())
         .map(|(v, _)| v)
@@ -312,6 +358,14 @@ mod tests {
         out
     }
 
+    /// Where a section lies in the seed index.
+    fn section(bytes: &[u8], kind: SectionKind) -> std::ops::Range<usize> {
+        let (header, _): (Header, usize) =
+            bincode::serde::decode_from_slice(&bytes[PREAMBLE_LEN..], bincode_config()).expect("header");
+        let s = header.section(kind).expect("section");
+        s.offset as usize..(s.offset + s.len) as usize
+    }
+
     fn corrupt(result: Result<Index, IndexError>) -> String {
         match result {
             Err(e @ IndexError::Corrupt { .. }) => e.to_string(),
@@ -338,5 +392,118 @@ mod tests {
         bytes[at..at + 8].copy_from_slice(&(1u64 << 62).to_le_bytes());
         let message = corrupt(open_fixed(&bytes, Verify::Metadata));
         assert!(message.contains("cannot decode its header"), "{message}");
+    }
+
+    /// Fuzzing (index_open_fixed): a target whose taxid is not in the index's taxonomy was
+    /// accepted, and the classifier panicked mapping targets to taxa.
+    #[test]
+    fn regression_target_taxid_outside_the_taxonomy_is_corrupt() {
+        let mut bytes = seed();
+        let range = section(&bytes, SectionKind::Targets);
+        let mut targets: Vec<TargetInfo> =
+            bincode::serde::decode_from_slice(&bytes[range.clone()], bincode_config()).expect("targets").0;
+        targets[1].taxid = 7;
+        let encoded = bincode::serde::encode_to_vec(&targets, bincode_config()).expect("encode");
+        bytes[range.start..range.start + encoded.len()].copy_from_slice(&encoded);
+        let message = corrupt(open_fixed(&bytes, Verify::Metadata));
+        assert!(message.ends_with("target 'NC_004830.2' has taxid 7, which is not in its taxonomy"), "{message}");
+    }
+
+    /// Fuzzing (index_open_fixed): sketch parameters no build accepts (here a stride past the
+    /// window) were used as they were, and sketching a read sliced past its end.
+    #[test]
+    fn regression_invalid_sketch_parameters_are_corrupt() {
+        let cases: [(&str, fn(&mut Header)); 4] = [
+            ("the stride must be between 1 and window - k + 1", |h| h.sketch.stride = h.sketch.window + 5),
+            ("k must be between 1 and 32, got 0", |h| h.sketch.k = 0),
+            ("k must be between 1 and 32, got 33", |h| h.sketch.k = 33),
+            ("the sketch size must be between 1 and 64, got 0", |h| h.sketch.sketch_size = 0),
+        ];
+        for (expected, change) in cases {
+            let message = corrupt(open_fixed(&with_header(&seed(), change), Verify::Metadata));
+            assert!(message.contains("its sketch parameters are invalid") && message.contains(expected), "{message}");
+        }
+    }
+
+    /// Found while validating the header for the cases above (review, not a fuzzer crash): a
+    /// location layout whose entries cannot hold its locations, or whose shifts pass 64 bits,
+    /// made list decoding divide by zero or shift out of range.
+    #[test]
+    fn regression_impossible_location_layout_is_corrupt() {
+        let cases: [(&str, fn(&mut Header)); 4] = [
+            ("0-bit list entries", |h| h.layout.entry_bits = 0),
+            ("65-bit list entries", |h| h.layout.entry_bits = 65),
+            ("locations of 7 target and 64 window bits", |h| (h.layout.target_bits, h.layout.window_bits) = (7, 64)),
+            ("locations of 0 target", |h| h.layout.target_bits = 0),
+        ];
+        for (expected, change) in cases {
+            let message = corrupt(open_fixed(&with_header(&seed(), change), Verify::Metadata));
+            assert!(message.contains(expected), "{message}");
+        }
+    }
+
+    /// Review: 64 or more shard bits overflowed the shard count's shift.
+    #[test]
+    fn regression_too_many_shard_bits_is_corrupt() {
+        let message = corrupt(open_fixed(&with_header(&seed(), |h| h.shard_bits = 64), Verify::Metadata));
+        assert!(message.ends_with("64 shard bits, but features have 32"), "{message}");
+    }
+
+    /// Review: a section at an offset that is not a multiple of 4 (here 4 KiB + 2) made casting
+    /// the mapped bytes to slots or words panic on misalignment.
+    #[test]
+    fn regression_misaligned_section_is_corrupt() {
+        let bytes = with_header(&seed(), |h| {
+            let buckets = h.sections.iter_mut().find(|s| s.kind == SectionKind::Buckets).expect("buckets");
+            buckets.offset += 2;
+        });
+        let message = corrupt(open_fixed(&bytes, Verify::Metadata));
+        assert!(message.contains("its buckets section starts at") && message.contains("not at a multiple of 4 KiB"));
+    }
+
+    /// Review: a section whose offset and length overflow 64 bits overflowed the size in the
+    /// truncation error (a wrapped `needed` in release builds).
+    #[test]
+    fn regression_section_end_past_u64_is_truncated_without_overflow() {
+        let bytes = with_header(&seed(), |h| {
+            let taxa = h.sections.iter_mut().find(|s| s.kind == SectionKind::Taxonomy).expect("taxonomy");
+            (taxa.offset, taxa.len) = (u64::MAX - 4095, 8192);
+        });
+        match open_fixed(&bytes, Verify::Metadata) {
+            Err(IndexError::Truncated { needed, .. }) => assert_eq!(needed, u64::MAX),
+            other => panic!("expected a truncated index, got {:?}", other.err()),
+        }
+    }
+
+    /// Review: shard sizes whose sum wraps around 64 bits (times 128 bytes a bucket) to the
+    /// section's size passed the shard table check in release builds.
+    #[test]
+    fn regression_shard_sizes_that_wrap_are_corrupt() {
+        let mut bytes = seed();
+        let range = section(&bytes, SectionKind::Shards);
+        let mut table: Vec<ShardEntry> = bytemuck::pod_collect_to_vec(&bytes[range.clone()]);
+        table[0].buckets += 1 << 57;
+        for s in &mut table[1..] {
+            s.first_bucket += 1 << 57;
+        }
+        bytes[range].copy_from_slice(bytemuck::cast_slice(&table));
+        let message = corrupt(open_fixed(&bytes, Verify::All));
+        assert!(message.contains("the shard table"), "{message}");
+    }
+
+    /// Review: the hash function id and the key index's shape were never compared with what this
+    /// reader implements, so an index of another hash function would give wrong answers.
+    #[test]
+    fn regression_other_hash_function_or_key_index_is_unsupported() {
+        let cases: [(&str, fn(&mut Header)); 2] = [
+            ("uses k-mer hash function 2", |h| h.hash_function = 2),
+            ("uses a key index of shape", |h| h.key_index.bucket_slots = 8),
+        ];
+        for (expected, change) in cases {
+            match open_fixed(&with_header(&seed(), change), Verify::Metadata) {
+                Err(e @ IndexError::Unsupported { .. }) => assert!(e.to_string().contains(expected), "{e}"),
+                other => panic!("expected an unsupported index, got {:?}", other.err()),
+            }
+        }
     }
 }
