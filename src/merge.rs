@@ -68,6 +68,11 @@ fn open(path: &Path) -> Result<(Box<dyn BufRead>, CandidatesHeader), MergeError>
     let mut reader: Box<dyn BufRead> =
         if gz { Box::new(BufReader::new(flate2::bufread::MultiGzDecoder::new(file))) } else { Box::new(file) };
     let header = crate::output::candidates::decode_header(&mut reader).map_err(err)?;
+    // The joined tree assumes each part's taxonomy is a tree holding its targets' taxa.
+    let tree = TaxonTree::new(header.taxa.clone()).map_err(|e| err(format!("its taxonomy is invalid: {e}")))?;
+    if let Some((name, taxid)) = header.targets.iter().find(|(_, taxid)| !tree.contains(*taxid)) {
+        return Err(err(format!("target '{name}' has taxid {taxid}, which is not in its taxonomy")));
+    }
     Ok((reader, header))
 }
 
@@ -248,4 +253,61 @@ pub fn merge(config: &MergeConfig) -> Result<MergeSummary, MergeError> {
         w.finish().map_err(out_err(&p))?;
     }
     Ok(MergeSummary { reads, classified: reads - unclassified })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::candidates::{decode_header, encode_header};
+
+    /// A seed of the merge fuzz target (`fuzz/make_corpus.sh`): the candidates of four read pairs
+    /// against the first half of a two-part index, as its header and its records' bytes.
+    fn seed() -> (CandidatesHeader, Vec<u8>) {
+        let bytes =
+            std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/corpus/merge_candidates/pairs_part1.cand"))
+                .expect("seed candidates file");
+        let mut rest = &bytes[..];
+        let header = decode_header(&mut rest).expect("seed header");
+        (header, rest.to_vec())
+    }
+
+    /// Merges one part made of `header` and `records`; the error's message.
+    fn merge_error(header: &CandidatesHeader, records: &[u8]) -> String {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let part = dir.path().join("part.cand");
+        let mut bytes = Vec::new();
+        encode_header(header, &mut bytes);
+        bytes.extend_from_slice(records);
+        std::fs::write(&part, bytes).expect("write");
+        let config =
+            MergeConfig { inputs: vec![part], kraken: Some(dir.path().join("m.kraken")), ..Default::default() };
+        merge(&config).expect_err("a damaged part must be refused").to_string()
+    }
+
+    #[test]
+    fn the_seed_merges() {
+        let (header, records) = seed();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let part = dir.path().join("part.cand");
+        let mut bytes = Vec::new();
+        encode_header(&header, &mut bytes);
+        bytes.extend_from_slice(&records);
+        std::fs::write(&part, bytes).expect("write");
+        let summary = merge(&MergeConfig { inputs: vec![part], ..Default::default() }).expect("merge");
+        assert_eq!(summary.reads, 4);
+    }
+
+    /// Fuzzing (merge_candidates): a target whose taxid is not in the part's taxonomy was merged,
+    /// and the call on it failed late, as an output error blaming the Kraken file.
+    #[test]
+    fn regression_target_taxid_outside_the_taxonomy_names_the_part() {
+        let (mut header, records) = seed();
+        header.targets[0].1 = 198119;
+        let message = merge_error(&header, &records);
+        assert!(
+            message.contains("part.cand: target '")
+                && message.ends_with("has taxid 198119, which is not in its taxonomy"),
+            "{message}"
+        );
+    }
 }
