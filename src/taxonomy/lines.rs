@@ -38,8 +38,9 @@ pub(crate) fn open_maybe_gz(path: &Path) -> Result<Box<dyn BufRead + Send>, Taxo
 /// A `BufRead` over chunks that a background thread reads from an inner reader.
 ///
 /// The thread fills `BUF_SIZE` buffers and sends them over a short bounded channel; spent buffers
-/// come back on another channel for reuse. If the reader is dropped early, the thread's next send
-/// fails and it exits. A panic on the thread is reported as an I/O error, never as a short file.
+/// come back on another channel for reuse. A reader dropped early (at a parse error, say) closes
+/// the channel, so that the thread's next send fails, and waits for it to exit: no thread outlives
+/// its reader. A panic on the thread is reported as an I/O error, never as a short file.
 struct Prefetched {
     chunks: Receiver<io::Result<Vec<u8>>>,
     spent: Sender<Vec<u8>>,
@@ -78,6 +79,18 @@ impl Prefetched {
             }
         })?;
         Ok(Prefetched { chunks, spent, worker: Some(worker), current: Vec::new(), pos: 0 })
+    }
+}
+
+impl Drop for Prefetched {
+    fn drop(&mut self) {
+        if let Some(worker) = self.worker.take() {
+            // Without a receiver, the worker's next send fails (after at most one more chunk).
+            let (_, closed) = sync_channel(0);
+            drop(std::mem::replace(&mut self.chunks, closed));
+            // Its panic, if any, no longer matters: nothing reads what it would have sent.
+            let _ = worker.join();
+        }
     }
 }
 
@@ -298,6 +311,34 @@ mod tests {
         std::fs::write(&path, &full[..full.len() / 2]).expect("write");
         let err = for_each_line(&path, |_, _| Ok(())).expect_err("truncated");
         assert!(matches!(err, TaxonomyError::Io { .. }), "{err:?}");
+    }
+
+    /// Fuzzing (taxonomy_nodes, taxonomy_names; LeakSanitizer): a gzipped dump with an error
+    /// early on left its inflate thread running after the load had returned, until its next send
+    /// failed; LeakSanitizer reported the live thread's allocations as leaks.
+    #[test]
+    fn regression_a_reader_dropped_early_joins_its_inflate_thread() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        /// Endless slow input that records when the thread owning it lets it go.
+        struct Slow(Arc<AtomicBool>);
+        impl Read for Slow {
+            fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                out.fill(b'x');
+                Ok(out.len())
+            }
+        }
+        impl Drop for Slow {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+        let released = Arc::new(AtomicBool::new(false));
+        let mut reader = Prefetched::spawn(Slow(released.clone())).expect("spawn");
+        assert!(!reader.fill_buf().expect("first chunk").is_empty());
+        drop(reader);
+        assert!(released.load(Ordering::SeqCst), "the inflate thread outlived its reader");
     }
 
     #[test]
