@@ -8,7 +8,7 @@
 //! feature with more than `--max-locations-per-feature` locations in that part, one index drops it
 //! when the sum is over the cap; parts built with a cap no feature reaches give identical output.
 
-use crate::classify::candidates::{Candidate, ClassifyParams, decide, push_run};
+use crate::classify::candidates::{Candidate, ClassifyParams, decide};
 use crate::output::candidates::{CandidatesHeader, ReadCandidates, decode_from};
 use crate::output::{self, ReadResult};
 use crate::taxonomy::{TaxId, Taxon, TaxonTree};
@@ -140,7 +140,7 @@ pub fn merge(config: &MergeConfig) -> Result<MergeSummary, MergeError> {
     let mut records: Vec<ReadCandidates> = vec![ReadCandidates::default(); parts.len()];
     let mut pooled: Vec<(u32, u32)> = Vec::new();
     let mut candidates: Vec<Candidate> = Vec::new();
-    let mut features: Vec<TaxId> = Vec::new();
+    let mut joined: Vec<(TaxId, u32)> = Vec::new();
     let mut line = Vec::new();
     loop {
         let mut ended = Vec::new();
@@ -196,21 +196,9 @@ pub fn merge(config: &MergeConfig) -> Result<MergeSummary, MergeError> {
         // Hit lists: feature by feature, the LCA of the parts' taxa.
         let mut hits: [Vec<(TaxId, u32)>; 2] = Default::default();
         for (m, runs) in hits.iter_mut().enumerate() {
-            features.clear();
             for r in &records {
-                let mut at = 0usize;
-                for &(taxon, count) in &r.hits[m] {
-                    for _ in 0..count {
-                        if at == features.len() {
-                            features.push(0);
-                        }
-                        features[at] = tree.lca(features[at], taxon);
-                        at += 1;
-                    }
-                }
-            }
-            for &f in &features {
-                push_run(runs, f);
+                join_runs(runs, &r.hits[m], &tree, &mut joined);
+                std::mem::swap(runs, &mut joined);
             }
         }
         let rec = &records[0];
@@ -253,6 +241,44 @@ pub fn merge(config: &MergeConfig) -> Result<MergeSummary, MergeError> {
         w.finish().map_err(out_err(&p))?;
     }
     Ok(MergeSummary { reads, classified: reads - unclassified })
+}
+
+/// Joins a part's hit runs (`part`) into those of the parts before it (`acc`), feature by feature:
+/// the LCA of the two taxa where both have the feature, the one taxon where only one has it (as
+/// `lca(0, t)` is `t`); into `out`, adjacent runs of one taxon joined. It walks runs, never
+/// features one by one: a run's count is whatever the file says, up to 2^32 - 1.
+fn join_runs(acc: &[(TaxId, u32)], part: &[(TaxId, u32)], tree: &TaxonTree, out: &mut Vec<(TaxId, u32)>) {
+    out.clear();
+    let mut push = |taxon: TaxId, n: u32| match out.last_mut() {
+        Some((t, m)) if *t == taxon && m.checked_add(n).is_some() => *m += n,
+        _ => out.push((taxon, n)),
+    };
+    let (mut a, mut b) = (acc.iter().copied().filter(|r| r.1 > 0), part.iter().copied().filter(|r| r.1 > 0));
+    let (mut x, mut y) = (a.next(), b.next());
+    loop {
+        match (&mut x, &mut y) {
+            (None, None) => return,
+            (Some((t, n)), None) => {
+                push(*t, *n);
+                x = a.next();
+            }
+            (None, Some((t, n))) => {
+                push(*t, *n);
+                y = b.next();
+            }
+            (Some((s, n)), Some((t, m))) => {
+                let k = (*n).min(*m);
+                push(tree.lca(*s, *t), k);
+                (*n, *m) = (*n - k, *m - k);
+                if *n == 0 {
+                    x = a.next();
+                }
+                if *m == 0 {
+                    y = b.next();
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -309,5 +335,54 @@ mod tests {
                 && message.ends_with("has taxid 198119, which is not in its taxonomy"),
             "{message}"
         );
+    }
+
+    /// Fuzzing (merge_candidates, a timeout): a hit run of 2^32 - 1 features was expanded into one
+    /// LCA per feature, billions of them (16 GiB for two such runs), before being counted again.
+    #[test]
+    fn regression_huge_hit_runs_are_joined_as_runs() {
+        let (header, _) = seed();
+        let record = ReadCandidates {
+            id: "r1".into(),
+            lengths: (150, Some(150)),
+            candidates: vec![],
+            hits: [vec![(1, u32::MAX), (0, u32::MAX)], vec![(1, u32::MAX)]],
+        };
+        let mut records = Vec::new();
+        crate::output::candidates::encode_into(&record, &mut records);
+        let dir = tempfile::tempdir().expect("temp dir");
+        let part = dir.path().join("part.cand");
+        let mut bytes = Vec::new();
+        encode_header(&header, &mut bytes);
+        bytes.extend_from_slice(&records);
+        std::fs::write(&part, bytes).expect("write");
+        let kraken = dir.path().join("m.kraken");
+        let config =
+            MergeConfig { inputs: vec![part.clone(), part], kraken: Some(kraken.clone()), ..Default::default() };
+        assert_eq!(merge(&config).expect("merge").reads, 1);
+        let line = std::fs::read_to_string(kraken).expect("kraken");
+        assert_eq!(line, "U\tr1\t0\t150|150\t1:4294967295 0:4294967295 |:| 1:4294967295\n");
+    }
+
+    #[test]
+    fn hit_runs_join_feature_by_feature() {
+        let tree = TaxonTree::new(vec![
+            Taxon { taxid: 1, parent: 1, rank: "no rank".into(), name: "root".into() },
+            Taxon { taxid: 2, parent: 1, rank: "genus".into(), name: "G".into() },
+            Taxon { taxid: 3, parent: 2, rank: "species".into(), name: "G a".into() },
+            Taxon { taxid: 4, parent: 2, rank: "species".into(), name: "G b".into() },
+        ])
+        .expect("tree");
+        let expand = |runs: &[(TaxId, u32)]| -> Vec<TaxId> {
+            runs.iter().flat_map(|&(t, n)| std::iter::repeat_n(t, n as usize)).collect()
+        };
+        let (a, b) = (vec![(3, 2), (0, 1), (4, 3), (0, 0)], vec![(0, 1), (4, 2), (3, 4), (1, 2)]);
+        let mut out = Vec::new();
+        join_runs(&a, &b, &tree, &mut out);
+        let (ea, eb) = (expand(&a), expand(&b));
+        let want: Vec<TaxId> =
+            (0..ea.len().max(eb.len())).map(|i| tree.lca(*ea.get(i).unwrap_or(&0), *eb.get(i).unwrap_or(&0))).collect();
+        assert_eq!(expand(&out), want);
+        assert!(out.windows(2).all(|w| w[0].0 != w[1].0), "adjacent runs of one taxon are joined: {out:?}");
     }
 }
