@@ -145,7 +145,7 @@ pub fn merge(config: &MergeConfig) -> Result<MergeSummary, MergeError> {
     loop {
         let mut ended = Vec::new();
         for (i, (p, r)) in parts.iter_mut().zip(records.iter_mut()).enumerate() {
-            match decode_from::<ReadCandidates>(&mut p.reader) {
+            match decode_from::<ReadCandidates>(&mut p.reader).and_then(|rec| rec.map(check_record).transpose()) {
                 Ok(Some(rec)) => *r = rec,
                 Ok(None) => ended.push(i),
                 Err(e) => {
@@ -241,6 +241,14 @@ pub fn merge(config: &MergeConfig) -> Result<MergeSummary, MergeError> {
         w.finish().map_err(out_err(&p))?;
     }
     Ok(MergeSummary { reads, classified: reads - unclassified })
+}
+
+/// What merging assumes of a record beyond what decoding checks.
+fn check_record(rec: ReadCandidates) -> Result<ReadCandidates, String> {
+    if rec.lengths.1.is_none() && !rec.hits[1].is_empty() {
+        return Err(format!("'{}' is a single read but has hits on a second mate", rec.id));
+    }
+    Ok(rec)
 }
 
 /// Joins a part's hit runs (`part`) into those of the parts before it (`acc`), feature by feature:
@@ -384,5 +392,21 @@ mod tests {
             (0..ea.len().max(eb.len())).map(|i| tree.lca(*ea.get(i).unwrap_or(&0), *eb.get(i).unwrap_or(&0))).collect();
         assert_eq!(expand(&out), want);
         assert!(out.windows(2).all(|w| w[0].0 != w[1].0), "adjacent runs of one taxon are joined: {out:?}");
+    }
+
+    /// Fuzzing (merge_candidates): a single read (no second length) with hits on a second mate
+    /// was passed on to the Kraken writer, whose debug assertion then failed.
+    #[test]
+    fn regression_single_read_with_second_mate_hits_is_an_input_error() {
+        let (header, _) = seed();
+        let record =
+            ReadCandidates { id: "r1".into(), lengths: (150, None), candidates: vec![], hits: [vec![], vec![(1, 3)]] };
+        let mut records = Vec::new();
+        crate::output::candidates::encode_into(&record, &mut records);
+        let message = merge_error(&header, &records);
+        assert!(
+            message.ends_with("part.cand: read 1: 'r1' is a single read but has hits on a second mate"),
+            "{message}"
+        );
     }
 }
