@@ -145,7 +145,10 @@ pub fn merge(config: &MergeConfig) -> Result<MergeSummary, MergeError> {
     loop {
         let mut ended = Vec::new();
         for (i, (p, r)) in parts.iter_mut().zip(records.iter_mut()).enumerate() {
-            match decode_from::<ReadCandidates>(&mut p.reader).and_then(|rec| rec.map(check_record).transpose()) {
+            let targets = p.targets.len();
+            match decode_from::<ReadCandidates>(&mut p.reader)
+                .and_then(|rec| rec.map(|rec| check_record(rec, targets)).transpose())
+            {
                 Ok(Some(rec)) => *r = rec,
                 Ok(None) => ended.push(i),
                 Err(e) => {
@@ -243,8 +246,12 @@ pub fn merge(config: &MergeConfig) -> Result<MergeSummary, MergeError> {
     Ok(MergeSummary { reads, classified: reads - unclassified })
 }
 
-/// What merging assumes of a record beyond what decoding checks.
-fn check_record(rec: ReadCandidates) -> Result<ReadCandidates, String> {
+/// What merging assumes of a record beyond what decoding checks: its candidates are among the
+/// file's `targets`, and a single read has no second mate's hits.
+fn check_record(rec: ReadCandidates, targets: usize) -> Result<ReadCandidates, String> {
+    if let Some((target, _)) = rec.candidates.iter().find(|&&(t, _)| t as usize >= targets) {
+        return Err(format!("'{}' has candidate target {target}, but the file lists {targets} targets", rec.id));
+    }
     if rec.lengths.1.is_none() && !rec.hits[1].is_empty() {
         return Err(format!("'{}' is a single read but has hits on a second mate", rec.id));
     }
@@ -406,6 +413,26 @@ mod tests {
         let message = merge_error(&header, &records);
         assert!(
             message.ends_with("part.cand: read 1: 'r1' is a single read but has hits on a second mate"),
+            "{message}"
+        );
+    }
+
+    /// Fuzzing (merge_candidates): a candidate target past the file's list of targets indexed
+    /// the part's target map out of bounds.
+    #[test]
+    fn regression_candidate_target_outside_the_file_is_an_input_error() {
+        let (header, _) = seed();
+        let record = ReadCandidates {
+            id: "r1".into(),
+            lengths: (150, Some(150)),
+            candidates: vec![(0, 5), (198, 3)],
+            hits: Default::default(),
+        };
+        let mut records = Vec::new();
+        crate::output::candidates::encode_into(&record, &mut records);
+        let message = merge_error(&header, &records);
+        assert!(
+            message.ends_with("part.cand: read 1: 'r1' has candidate target 198, but the file lists 1 targets"),
             "{message}"
         );
     }
