@@ -23,8 +23,11 @@ use std::path::{Path, PathBuf};
 /// What a target made of its input: accepted, or rejected with a typed error.
 pub type Outcome = Result<(), Box<dyn std::error::Error>>;
 
+/// A fuzz target.
+pub type Target = fn(&[u8]) -> Outcome;
+
 /// Every target by name (the names of the `fuzz/` binaries and corpus folders).
-pub const TARGETS: &[(&str, fn(&[u8]) -> Outcome)] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("fastx", fastx),
     ("fastx_compressed", fastx_compressed),
     ("taxonomy_nodes", taxonomy_nodes),
