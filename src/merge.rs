@@ -246,9 +246,13 @@ pub fn merge(config: &MergeConfig) -> Result<MergeSummary, MergeError> {
     Ok(MergeSummary { reads, classified: reads - unclassified })
 }
 
-/// What merging assumes of a record beyond what decoding checks: its candidates are among the
-/// file's `targets`, and a single read has no second mate's hits.
+/// What merging assumes of a record beyond what decoding checks: its id is a read id (a header's
+/// first word, so one Kraken line stays one line), its candidates are among the file's
+/// `targets`, and a single read has no second mate's hits.
 fn check_record(rec: ReadCandidates, targets: usize) -> Result<ReadCandidates, String> {
+    if rec.id.bytes().any(|b| b.is_ascii_whitespace()) {
+        return Err(format!("{:?} is not a read id: it holds whitespace", rec.id));
+    }
     if let Some((target, _)) = rec.candidates.iter().find(|&&(t, _)| t as usize >= targets) {
         return Err(format!("'{}' has candidate target {target}, but the file lists {targets} targets", rec.id));
     }
@@ -435,5 +439,22 @@ mod tests {
             message.ends_with("part.cand: read 1: 'r1' has candidate target 198, but the file lists 1 targets"),
             "{message}"
         );
+    }
+
+    /// Review, with the merge fuzz target's property (one Kraken line per read) on a seed whose
+    /// read id was edited to hold a line break: the id was written as it was, splitting the line.
+    #[test]
+    fn regression_read_id_with_whitespace_is_an_input_error() {
+        let (header, _) = seed();
+        let record = ReadCandidates {
+            id: "p\n0".into(),
+            lengths: (150, Some(150)),
+            candidates: vec![],
+            hits: Default::default(),
+        };
+        let mut records = Vec::new();
+        crate::output::candidates::encode_into(&record, &mut records);
+        let message = merge_error(&header, &records);
+        assert!(message.ends_with("part.cand: read 1: \"p\\n0\" is not a read id: it holds whitespace"), "{message}");
     }
 }
