@@ -9,6 +9,12 @@
 //!
 //! Opening an index builds nothing: the key index and the location words are used in place from
 //! the mapped file. Only the target list and the small pruned taxonomy are decoded.
+//!
+//! What lookups rely on is checked once, at open: the header's parameters, the sections' bounds
+//! and alignment, the shard table, every target's taxon. Positions inside the location words are
+//! checked as a list is decoded ([`LocationList::decode`]), so an index whose large sections are
+//! damaged and not verified (`Verify::Metadata`) gives wrong answers, never a read outside the
+//! file. The fuzz targets `index_open` and `index_open_fixed` (`src/fuzzing.rs`) hold it to that.
 
 pub mod bcht;
 pub mod format;
