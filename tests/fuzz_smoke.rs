@@ -157,12 +157,16 @@ macro_rules! smoke_tests {
             }
         )*
 
-        /// Every target of `kmerdb::fuzzing` has a test here.
+        /// Every target of `kmerdb::fuzzing` has a test here and a libFuzzer binary in `fuzz/`.
         #[test]
-        fn every_target_is_smoke_tested() {
+        fn every_target_is_smoke_tested_and_fuzzed() {
             let tested = [$(stringify!($name)),*];
+            let fuzz = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
+            let manifest = std::fs::read_to_string(fuzz.join("Cargo.toml")).expect("fuzz/Cargo.toml");
             for (name, _) in TARGETS {
                 assert!(tested.contains(name), "no smoke test for target {name}");
+                let source = format!("fuzz_targets/{name}.rs");
+                assert!(fuzz.join(&source).is_file() && manifest.contains(&source), "no fuzz binary for {name}");
             }
         }
     };
