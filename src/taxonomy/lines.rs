@@ -119,7 +119,10 @@ impl BufRead for Prefetched {
                     self.pos = 0;
                 }
                 Ok(Err(e)) => {
-                    self.worker = None;
+                    // The worker stops after sending its error: wait for it, as `drop` does.
+                    if let Some(worker) = self.worker.take() {
+                        let _ = worker.join();
+                    }
                     return Err(e);
                 }
                 Err(_) => {
@@ -313,32 +316,67 @@ mod tests {
         assert!(matches!(err, TaxonomyError::Io { .. }), "{err:?}");
     }
 
+    /// Input for [`Prefetched`]: endless, slow, failing after `chunks` reads if asked to, and
+    /// slow to let go of, so that a test can tell whether the thread that owns it has finished.
+    struct Slow {
+        chunks: Option<usize>,
+        released: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    impl Read for Slow {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            match &mut self.chunks {
+                Some(0) => Err(io::Error::other("corrupt deflate stream")),
+                Some(n) => {
+                    *n -= 1;
+                    out.fill(b'x');
+                    Ok(out.len())
+                }
+                None => {
+                    out.fill(b'x');
+                    Ok(out.len())
+                }
+            }
+        }
+    }
+
+    impl Drop for Slow {
+        fn drop(&mut self) {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            self.released.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    fn slow(chunks: Option<usize>) -> (Slow, std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        let released = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        (Slow { chunks, released: released.clone() }, released)
+    }
+
     /// Fuzzing (taxonomy_nodes, taxonomy_names; LeakSanitizer): a gzipped dump with an error
     /// early on left its inflate thread running after the load had returned, until its next send
     /// failed; LeakSanitizer reported the live thread's allocations as leaks.
     #[test]
     fn regression_a_reader_dropped_early_joins_its_inflate_thread() {
-        use std::sync::Arc;
-        use std::sync::atomic::{AtomicBool, Ordering};
-        /// Endless slow input that records when the thread owning it lets it go.
-        struct Slow(Arc<AtomicBool>);
-        impl Read for Slow {
-            fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-                out.fill(b'x');
-                Ok(out.len())
-            }
-        }
-        impl Drop for Slow {
-            fn drop(&mut self) {
-                self.0.store(true, Ordering::SeqCst);
-            }
-        }
-        let released = Arc::new(AtomicBool::new(false));
-        let mut reader = Prefetched::spawn(Slow(released.clone())).expect("spawn");
+        let (input, released) = slow(None);
+        let mut reader = Prefetched::spawn(input).expect("spawn");
         assert!(!reader.fill_buf().expect("first chunk").is_empty());
         drop(reader);
-        assert!(released.load(Ordering::SeqCst), "the inflate thread outlived its reader");
+        assert!(released.load(std::sync::atomic::Ordering::SeqCst), "the inflate thread outlived its reader");
+    }
+
+    /// Fuzzing (taxonomy_names, LeakSanitizer, after the fix above): a corrupt gzip stream's
+    /// error came back while the inflate thread that sent it was still exiting, unjoined.
+    #[test]
+    fn regression_a_read_error_joins_the_inflate_thread() {
+        let (input, released) = slow(Some(1));
+        let mut reader = Prefetched::spawn(input).expect("spawn");
+        assert!(!reader.fill_buf().expect("first chunk").is_empty());
+        let len = reader.current.len();
+        reader.consume(len);
+        let err = reader.fill_buf().expect_err("the input fails after one chunk");
+        assert_eq!(err.to_string(), "corrupt deflate stream");
+        assert!(released.load(std::sync::atomic::Ordering::SeqCst), "the inflate thread outlived its error");
     }
 
     #[test]
