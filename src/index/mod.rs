@@ -333,19 +333,20 @@ fn decode<T: serde::de::DeserializeOwned>(path: &Path, what: &str, bytes: &[u8])
         .map_err(|e| IndexError::Corrupt { path: path.to_path_buf(), what: format!("cannot decode its {what}: {e}") })
 }
 
+/// Damaged copies of a real index, for tests here and in the stages that read an index.
 #[cfg(test)]
-mod tests {
+pub(crate) mod test_index {
     use super::*;
     use crate::fuzzing::fix_checksums;
 
     /// The fuzz targets' seed index (`fuzz/make_corpus.sh`): two small genomes with the bundled
     /// taxonomy, default parameters.
-    fn seed() -> Vec<u8> {
+    pub(crate) fn seed() -> Vec<u8> {
         std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/corpus/index_open/tiny.db")).expect("seed index")
     }
 
     /// Opens `bytes` as an index file, with its checksums made to match first.
-    fn open_fixed(bytes: &[u8], verify: Verify) -> Result<Index, IndexError> {
+    pub(crate) fn open_fixed(bytes: &[u8], verify: Verify) -> Result<Index, IndexError> {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("damaged.db");
         std::fs::write(&path, fix_checksums(bytes)).expect("write");
@@ -353,7 +354,7 @@ mod tests {
     }
 
     /// `bytes` with its header changed by `f` (which must keep the header's length).
-    fn with_header(bytes: &[u8], f: impl FnOnce(&mut Header)) -> Vec<u8> {
+    pub(crate) fn with_header(bytes: &[u8], f: impl FnOnce(&mut Header)) -> Vec<u8> {
         let (mut header, used): (Header, usize) =
             bincode::serde::decode_from_slice(&bytes[PREAMBLE_LEN..], bincode_config()).expect("header");
         f(&mut header);
@@ -363,6 +364,12 @@ mod tests {
         out[PREAMBLE_LEN..PREAMBLE_LEN + used].copy_from_slice(&encoded);
         out
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_index::{open_fixed, seed, with_header};
+    use super::*;
 
     /// Where a section lies in the seed index.
     fn section(bytes: &[u8], kind: SectionKind) -> std::ops::Range<usize> {
