@@ -30,7 +30,8 @@ pub struct SectionInfo {
 
 pub fn describe(index: &Index, verified: Option<bool>) -> IndexInfo {
     let h = index.header();
-    let slots = h.counts.buckets * h.key_index.bucket_slots as u64;
+    // Counts are as the build reported them, unchecked: a damaged one must not overflow here.
+    let slots = h.counts.buckets.saturating_mul(h.key_index.bucket_slots as u64);
     IndexInfo {
         path: index.path().display().to_string(),
         file_bytes: index.file_size(),
@@ -129,4 +130,23 @@ pub fn render_text(info: &IndexInfo) -> String {
         let _ = writeln!(s, "  ... {} more (--json lists all)", info.targets.len() - TARGETS_SHOWN);
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::Verify;
+    use crate::index::test_index::{open_fixed, seed, with_header};
+
+    /// Fuzzing (index_open_fixed): a bucket count near 2^60 overflowed the key index's slot count
+    /// (a panic with overflow checks; a wrapped count and a load factor in the billions without).
+    #[test]
+    fn regression_huge_bucket_count_does_not_overflow() {
+        let index = open_fixed(&with_header(&seed(), |h| h.counts.buckets = (1 << 60) + 1), Verify::All).expect("open");
+        let info = describe(&index, None);
+        assert!(info.key_index_load_factor < 1e-9, "load factor {}", info.key_index_load_factor);
+        assert!(
+            render_text(&info).contains("key index        1152921504606846977 buckets of 16 slots, load factor 0.000")
+        );
+    }
 }

@@ -11,10 +11,14 @@
 //! - [`info`]: describing an index;
 //! - [`paths`]: the files a command reads and writes, checked against each other before any work;
 //! - [`temp_files`]: temporary files, named per process and removed on error, signal or next run.
+//!
+//! `fuzzing` (hidden) holds one fuzz target per parsing boundary, for `fuzz/` and the smoke test.
 
 pub mod build;
 pub mod classify;
 pub mod compute;
+#[doc(hidden)]
+pub mod fuzzing;
 #[cfg(feature = "gpu")]
 pub mod gpu;
 pub mod index;

@@ -8,7 +8,7 @@
 //! feature with more than `--max-locations-per-feature` locations in that part, one index drops it
 //! when the sum is over the cap; parts built with a cap no feature reaches give identical output.
 
-use crate::classify::candidates::{Candidate, ClassifyParams, decide, push_run};
+use crate::classify::candidates::{Candidate, ClassifyParams, decide};
 use crate::output::candidates::{CandidatesHeader, ReadCandidates, decode_from};
 use crate::output::{self, ReadResult};
 use crate::taxonomy::{TaxId, Taxon, TaxonTree};
@@ -68,6 +68,11 @@ fn open(path: &Path) -> Result<(Box<dyn BufRead>, CandidatesHeader), MergeError>
     let mut reader: Box<dyn BufRead> =
         if gz { Box::new(BufReader::new(flate2::bufread::MultiGzDecoder::new(file))) } else { Box::new(file) };
     let header = crate::output::candidates::decode_header(&mut reader).map_err(err)?;
+    // The joined tree assumes each part's taxonomy is a tree holding its targets' taxa.
+    let tree = TaxonTree::new(header.taxa.clone()).map_err(|e| err(format!("its taxonomy is invalid: {e}")))?;
+    if let Some((name, taxid)) = header.targets.iter().find(|(_, taxid)| !tree.contains(*taxid)) {
+        return Err(err(format!("target '{name}' has taxid {taxid}, which is not in its taxonomy")));
+    }
     Ok((reader, header))
 }
 
@@ -135,12 +140,15 @@ pub fn merge(config: &MergeConfig) -> Result<MergeSummary, MergeError> {
     let mut records: Vec<ReadCandidates> = vec![ReadCandidates::default(); parts.len()];
     let mut pooled: Vec<(u32, u32)> = Vec::new();
     let mut candidates: Vec<Candidate> = Vec::new();
-    let mut features: Vec<TaxId> = Vec::new();
+    let mut joined: Vec<(TaxId, u32)> = Vec::new();
     let mut line = Vec::new();
     loop {
         let mut ended = Vec::new();
         for (i, (p, r)) in parts.iter_mut().zip(records.iter_mut()).enumerate() {
-            match decode_from::<ReadCandidates>(&mut p.reader) {
+            let targets = p.targets.len();
+            match decode_from::<ReadCandidates>(&mut p.reader)
+                .and_then(|rec| rec.map(|rec| check_record(rec, targets)).transpose())
+            {
                 Ok(Some(rec)) => *r = rec,
                 Ok(None) => ended.push(i),
                 Err(e) => {
@@ -191,21 +199,9 @@ pub fn merge(config: &MergeConfig) -> Result<MergeSummary, MergeError> {
         // Hit lists: feature by feature, the LCA of the parts' taxa.
         let mut hits: [Vec<(TaxId, u32)>; 2] = Default::default();
         for (m, runs) in hits.iter_mut().enumerate() {
-            features.clear();
             for r in &records {
-                let mut at = 0usize;
-                for &(taxon, count) in &r.hits[m] {
-                    for _ in 0..count {
-                        if at == features.len() {
-                            features.push(0);
-                        }
-                        features[at] = tree.lca(features[at], taxon);
-                        at += 1;
-                    }
-                }
-            }
-            for &f in &features {
-                push_run(runs, f);
+                join_runs(runs, &r.hits[m], &tree, &mut joined);
+                std::mem::swap(runs, &mut joined);
             }
         }
         let rec = &records[0];
@@ -248,4 +244,217 @@ pub fn merge(config: &MergeConfig) -> Result<MergeSummary, MergeError> {
         w.finish().map_err(out_err(&p))?;
     }
     Ok(MergeSummary { reads, classified: reads - unclassified })
+}
+
+/// What merging assumes of a record beyond what decoding checks: its id is a read id (a header's
+/// first word, so one Kraken line stays one line), its candidates are among the file's
+/// `targets`, and a single read has no second mate's hits.
+fn check_record(rec: ReadCandidates, targets: usize) -> Result<ReadCandidates, String> {
+    if rec.id.bytes().any(|b| b.is_ascii_whitespace()) {
+        return Err(format!("{:?} is not a read id: it holds whitespace", rec.id));
+    }
+    if let Some((target, _)) = rec.candidates.iter().find(|&&(t, _)| t as usize >= targets) {
+        return Err(format!("'{}' has candidate target {target}, but the file lists {targets} targets", rec.id));
+    }
+    if rec.lengths.1.is_none() && !rec.hits[1].is_empty() {
+        return Err(format!("'{}' is a single read but has hits on a second mate", rec.id));
+    }
+    Ok(rec)
+}
+
+/// Joins a part's hit runs (`part`) into those of the parts before it (`acc`), feature by feature:
+/// the LCA of the two taxa where both have the feature, the one taxon where only one has it (as
+/// `lca(0, t)` is `t`); into `out`, adjacent runs of one taxon joined. It walks runs, never
+/// features one by one: a run's count is whatever the file says, up to 2^32 - 1.
+fn join_runs(acc: &[(TaxId, u32)], part: &[(TaxId, u32)], tree: &TaxonTree, out: &mut Vec<(TaxId, u32)>) {
+    out.clear();
+    let mut push = |taxon: TaxId, n: u32| match out.last_mut() {
+        Some((t, m)) if *t == taxon && m.checked_add(n).is_some() => *m += n,
+        _ => out.push((taxon, n)),
+    };
+    let (mut a, mut b) = (acc.iter().copied().filter(|r| r.1 > 0), part.iter().copied().filter(|r| r.1 > 0));
+    let (mut x, mut y) = (a.next(), b.next());
+    loop {
+        match (&mut x, &mut y) {
+            (None, None) => return,
+            (Some((t, n)), None) => {
+                push(*t, *n);
+                x = a.next();
+            }
+            (None, Some((t, n))) => {
+                push(*t, *n);
+                y = b.next();
+            }
+            (Some((s, n)), Some((t, m))) => {
+                let k = (*n).min(*m);
+                push(tree.lca(*s, *t), k);
+                (*n, *m) = (*n - k, *m - k);
+                if *n == 0 {
+                    x = a.next();
+                }
+                if *m == 0 {
+                    y = b.next();
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::candidates::{decode_header, encode_header};
+
+    /// A seed of the merge fuzz target (`fuzz/make_corpus.sh`): the candidates of four read pairs
+    /// against the first half of a two-part index, as its header and its records' bytes.
+    fn seed() -> (CandidatesHeader, Vec<u8>) {
+        let bytes =
+            std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/corpus/merge_candidates/pairs_part1.cand"))
+                .expect("seed candidates file");
+        let mut rest = &bytes[..];
+        let header = decode_header(&mut rest).expect("seed header");
+        (header, rest.to_vec())
+    }
+
+    /// Merges one part made of `header` and `records`; the error's message.
+    fn merge_error(header: &CandidatesHeader, records: &[u8]) -> String {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let part = dir.path().join("part.cand");
+        let mut bytes = Vec::new();
+        encode_header(header, &mut bytes);
+        bytes.extend_from_slice(records);
+        std::fs::write(&part, bytes).expect("write");
+        let config =
+            MergeConfig { inputs: vec![part], kraken: Some(dir.path().join("m.kraken")), ..Default::default() };
+        merge(&config).expect_err("a damaged part must be refused").to_string()
+    }
+
+    #[test]
+    fn the_seed_merges() {
+        let (header, records) = seed();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let part = dir.path().join("part.cand");
+        let mut bytes = Vec::new();
+        encode_header(&header, &mut bytes);
+        bytes.extend_from_slice(&records);
+        std::fs::write(&part, bytes).expect("write");
+        let summary = merge(&MergeConfig { inputs: vec![part], ..Default::default() }).expect("merge");
+        assert_eq!(summary.reads, 4);
+    }
+
+    /// Fuzzing (merge_candidates): a target whose taxid is not in the part's taxonomy was merged,
+    /// and the call on it failed late, as an output error blaming the Kraken file.
+    #[test]
+    fn regression_target_taxid_outside_the_taxonomy_names_the_part() {
+        let (mut header, records) = seed();
+        header.targets[0].1 = 198119;
+        let message = merge_error(&header, &records);
+        assert!(
+            message.contains("part.cand: target '")
+                && message.ends_with("has taxid 198119, which is not in its taxonomy"),
+            "{message}"
+        );
+    }
+
+    /// Fuzzing (merge_candidates, a timeout): a hit run of 2^32 - 1 features was expanded into one
+    /// LCA per feature, billions of them (16 GiB for two such runs), before being counted again.
+    #[test]
+    fn regression_huge_hit_runs_are_joined_as_runs() {
+        let (header, _) = seed();
+        let record = ReadCandidates {
+            id: "r1".into(),
+            lengths: (150, Some(150)),
+            candidates: vec![],
+            hits: [vec![(1, u32::MAX), (0, u32::MAX)], vec![(1, u32::MAX)]],
+        };
+        let mut records = Vec::new();
+        crate::output::candidates::encode_into(&record, &mut records);
+        let dir = tempfile::tempdir().expect("temp dir");
+        let part = dir.path().join("part.cand");
+        let mut bytes = Vec::new();
+        encode_header(&header, &mut bytes);
+        bytes.extend_from_slice(&records);
+        std::fs::write(&part, bytes).expect("write");
+        let kraken = dir.path().join("m.kraken");
+        let config =
+            MergeConfig { inputs: vec![part.clone(), part], kraken: Some(kraken.clone()), ..Default::default() };
+        assert_eq!(merge(&config).expect("merge").reads, 1);
+        let line = std::fs::read_to_string(kraken).expect("kraken");
+        assert_eq!(line, "U\tr1\t0\t150|150\t1:4294967295 0:4294967295 |:| 1:4294967295\n");
+    }
+
+    #[test]
+    fn hit_runs_join_feature_by_feature() {
+        let tree = TaxonTree::new(vec![
+            Taxon { taxid: 1, parent: 1, rank: "no rank".into(), name: "root".into() },
+            Taxon { taxid: 2, parent: 1, rank: "genus".into(), name: "G".into() },
+            Taxon { taxid: 3, parent: 2, rank: "species".into(), name: "G a".into() },
+            Taxon { taxid: 4, parent: 2, rank: "species".into(), name: "G b".into() },
+        ])
+        .expect("tree");
+        let expand = |runs: &[(TaxId, u32)]| -> Vec<TaxId> {
+            runs.iter().flat_map(|&(t, n)| std::iter::repeat_n(t, n as usize)).collect()
+        };
+        let (a, b) = (vec![(3, 2), (0, 1), (4, 3), (0, 0)], vec![(0, 1), (4, 2), (3, 4), (1, 2)]);
+        let mut out = Vec::new();
+        join_runs(&a, &b, &tree, &mut out);
+        let (ea, eb) = (expand(&a), expand(&b));
+        let want: Vec<TaxId> =
+            (0..ea.len().max(eb.len())).map(|i| tree.lca(*ea.get(i).unwrap_or(&0), *eb.get(i).unwrap_or(&0))).collect();
+        assert_eq!(expand(&out), want);
+        assert!(out.windows(2).all(|w| w[0].0 != w[1].0), "adjacent runs of one taxon are joined: {out:?}");
+    }
+
+    /// Fuzzing (merge_candidates): a single read (no second length) with hits on a second mate
+    /// was passed on to the Kraken writer, whose debug assertion then failed.
+    #[test]
+    fn regression_single_read_with_second_mate_hits_is_an_input_error() {
+        let (header, _) = seed();
+        let record =
+            ReadCandidates { id: "r1".into(), lengths: (150, None), candidates: vec![], hits: [vec![], vec![(1, 3)]] };
+        let mut records = Vec::new();
+        crate::output::candidates::encode_into(&record, &mut records);
+        let message = merge_error(&header, &records);
+        assert!(
+            message.ends_with("part.cand: read 1: 'r1' is a single read but has hits on a second mate"),
+            "{message}"
+        );
+    }
+
+    /// Fuzzing (merge_candidates): a candidate target past the file's list of targets indexed
+    /// the part's target map out of bounds.
+    #[test]
+    fn regression_candidate_target_outside_the_file_is_an_input_error() {
+        let (header, _) = seed();
+        let record = ReadCandidates {
+            id: "r1".into(),
+            lengths: (150, Some(150)),
+            candidates: vec![(0, 5), (198, 3)],
+            hits: Default::default(),
+        };
+        let mut records = Vec::new();
+        crate::output::candidates::encode_into(&record, &mut records);
+        let message = merge_error(&header, &records);
+        assert!(
+            message.ends_with("part.cand: read 1: 'r1' has candidate target 198, but the file lists 1 targets"),
+            "{message}"
+        );
+    }
+
+    /// Review, with the merge fuzz target's property (one Kraken line per read) on a seed whose
+    /// read id was edited to hold a line break: the id was written as it was, splitting the line.
+    #[test]
+    fn regression_read_id_with_whitespace_is_an_input_error() {
+        let (header, _) = seed();
+        let record = ReadCandidates {
+            id: "p\n0".into(),
+            lengths: (150, Some(150)),
+            candidates: vec![],
+            hits: Default::default(),
+        };
+        let mut records = Vec::new();
+        crate::output::candidates::encode_into(&record, &mut records);
+        let message = merge_error(&header, &records);
+        assert!(message.ends_with("part.cand: read 1: \"p\\n0\" is not a read id: it holds whitespace"), "{message}");
+    }
 }

@@ -122,8 +122,10 @@ pub struct Counts {
 /// `--threads`), and the date honours `SOURCE_DATE_EPOCH`, so rebuilding is reproducible.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Provenance {
+    #[serde(deserialize_with = "checked_str::string")]
     pub kmerdb_version: String,
     pub created_unix: i64,
+    #[serde(deserialize_with = "checked_str::strings")]
     pub command_line: Vec<String>,
 }
 
@@ -160,6 +162,7 @@ pub struct SectionEntry {
 /// One reference sequence.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TargetInfo {
+    #[serde(deserialize_with = "checked_str::string")]
     pub name: String,
     pub taxid: u32,
     pub length: u64,
@@ -184,6 +187,11 @@ impl ShardEntry {
     /// Bytes of the key index and the words (the block without its padding).
     pub fn len(&self) -> u64 {
         self.buckets * 128 + self.words * 4
+    }
+
+    /// [`Self::len`], or `None` where a damaged entry's sizes overflow.
+    pub fn len_checked(&self) -> Option<u64> {
+        self.buckets.checked_mul(128)?.checked_add(self.words.checked_mul(4)?)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -227,10 +235,77 @@ pub enum IndexError {
     Checksum { path: PathBuf, what: String },
     #[error("{path} is corrupted: {what}")]
     Corrupt { path: PathBuf, what: String },
+    #[error("{path} uses {what}, which this kmerdb does not read; rebuild it with this version")]
+    Unsupported { path: PathBuf, what: String },
     #[error("{path}: cannot encode the {what}: {source}")]
     Encode { path: PathBuf, what: &'static str, source: bincode::error::EncodeError },
     #[error("{path}: {source}")]
     ShardOverflow { path: PathBuf, source: crate::index::locations::ShardOverflow },
+}
+
+/// Deserialisers of the strings in an index's metadata that read them as `&str`: bincode then
+/// checks a string's length against the bytes that are there before it takes them. Read as a
+/// `String`, bincode first allocates whatever length the file claims, and a damaged length (in an
+/// index whose checksums were made to match, or were not checked) aborted the process on a failed
+/// allocation of up to 2^64 bytes instead of being an error.
+pub(crate) mod checked_str {
+    use serde::de::{Deserialize, Deserializer, SeqAccess, Visitor};
+    use std::fmt;
+
+    struct Str;
+
+    impl Visitor<'_> for Str {
+        type Value = String;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a string")
+        }
+
+        fn visit_str<E>(self, v: &str) -> Result<String, E> {
+            Ok(v.to_owned())
+        }
+
+        fn visit_string<E>(self, v: String) -> Result<String, E> {
+            Ok(v)
+        }
+    }
+
+    /// A `String`, read through `deserialize_str`.
+    pub(crate) fn string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+        d.deserialize_str(Str)
+    }
+
+    struct Checked(String);
+
+    impl<'de> Deserialize<'de> for Checked {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            string(d).map(Checked)
+        }
+    }
+
+    struct Strings;
+
+    impl<'de> Visitor<'de> for Strings {
+        type Value = Vec<String>;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a list of strings")
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<String>, A::Error> {
+            // The claimed length is not trusted with an allocation either.
+            let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1024));
+            while let Some(Checked(s)) = seq.next_element()? {
+                out.push(s);
+            }
+            Ok(out)
+        }
+    }
+
+    /// A `Vec<String>`, each read as [`string`].
+    pub(crate) fn strings<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+        d.deserialize_seq(Strings)
+    }
 }
 
 pub(crate) fn align_up(x: u64) -> u64 {

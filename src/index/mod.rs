@@ -9,6 +9,12 @@
 //!
 //! Opening an index builds nothing: the key index and the location words are used in place from
 //! the mapped file. Only the target list and the small pruned taxonomy are decoded.
+//!
+//! What lookups rely on is checked once, at open: the header's parameters, the sections' bounds
+//! and alignment, the shard table, every target's taxon. Positions inside the location words are
+//! checked as a list is decoded ([`LocationList::decode`]), so an index whose large sections are
+//! damaged and not verified (`Verify::Metadata`) gives wrong answers, never a read outside the
+//! file. The fuzz targets `index_open` and `index_open_fixed` (`src/fuzzing.rs`) hold it to that.
 
 pub mod bcht;
 pub mod format;
@@ -80,18 +86,18 @@ impl Index {
             return Err(IndexError::Checksum { path: p(), what: "header".into() });
         }
         let header: Header = decode(path, "header", header_bytes)?;
+        check_header(path, &header)?;
         for kind in SectionKind::ALL {
             let s = header
                 .section(kind)
                 .ok_or_else(|| IndexError::Corrupt { path: p(), what: format!("no {} section", kind.name()) })?;
-            if s.offset.saturating_add(s.len) > len {
-                return Err(truncated(&format!("the {} section", kind.name()), s.offset.saturating_add(s.len)));
+            let end = s.offset.saturating_add(s.len);
+            if end > len {
+                return Err(truncated(&format!("the {} section", kind.name()), end));
             }
             if s.offset % format::SECTION_ALIGN != 0 {
-                return Err(IndexError::Corrupt {
-                    path: p(),
-                    what: format!("its {} section is misplaced", kind.name()),
-                });
+                let what = format!("its {} section starts at {}, not at a multiple of 4 KiB", kind.name(), s.offset);
+                return Err(IndexError::Corrupt { path: p(), what });
             }
         }
         let mut index = Index {
@@ -113,6 +119,10 @@ impl Index {
         index.taxonomy = TaxonTree::new(taxa)
             .map_err(|e| IndexError::Corrupt { path: p(), what: format!("its taxonomy is invalid: {e}") })?;
         index.data_at = index.entry(SectionKind::ShardData).offset as usize;
+        if let Some(t) = index.targets.iter().find(|t| !index.taxonomy.contains(t.taxid)) {
+            let what = format!("target '{}' has taxid {}, which is not in its taxonomy", t.name, t.taxid);
+            return Err(IndexError::Corrupt { path: p(), what });
+        }
         index.check_shard_table()?;
         if verify == Verify::All {
             index.verify_shards()?;
@@ -312,8 +322,227 @@ impl Index {
     }
 }
 
+/// What the reader assumes of a header, checked once at open so that lookups need not: the one
+/// hash function and key-index shape this reader implements, sketch parameters a build accepts,
+/// shards that a feature's bits can number, and a location layout whose fields fit its entries.
+fn check_header(path: &Path, h: &Header) -> Result<(), IndexError> {
+    let unsupported = |what: String| IndexError::Unsupported { path: path.to_path_buf(), what };
+    let corrupt = |what: String| IndexError::Corrupt { path: path.to_path_buf(), what };
+    if h.hash_function != crate::sketch::HASH_FUNCTION_ID {
+        return Err(unsupported(format!("k-mer hash function {}", h.hash_function)));
+    }
+    let key_index = format::KeyIndexParams {
+        bucket_slots: bcht::BUCKET_SLOTS as u32,
+        hash_functions: bcht::HASH_FUNCTIONS as u32,
+        seeds: bcht::BUCKET_SEEDS,
+    };
+    if h.key_index != key_index {
+        return Err(unsupported(format!("a key index of shape {:?}", h.key_index)));
+    }
+    let p = h.sketch;
+    if let Err(e) = crate::sketch::SketchParams::new(p.k, p.window, Some(p.stride), p.sketch_size, p.hash_seed) {
+        return Err(corrupt(format!("its sketch parameters are invalid: {e}")));
+    }
+    if h.shard_bits > 32 {
+        return Err(corrupt(format!("{} shard bits, but features have 32", h.shard_bits)));
+    }
+    let l = h.layout;
+    if l.target_bits == 0 || l.target_bits > 32 || l.window_bits == 0 || l.window_bits > 32 {
+        return Err(corrupt(format!("locations of {} target and {} window bits", l.target_bits, l.window_bits)));
+    }
+    if l.entry_bits < l.bits() || l.entry_bits > 64 {
+        return Err(corrupt(format!("{}-bit list entries for {}-bit locations", l.entry_bits, l.bits())));
+    }
+    Ok(())
+}
+
 fn decode<T: serde::de::DeserializeOwned>(path: &Path, what: &str, bytes: &[u8]) -> Result<T, IndexError> {
     bincode::serde::decode_from_slice(bytes, bincode_config())
         .map(|(v, _)| v)
         .map_err(|e| IndexError::Corrupt { path: path.to_path_buf(), what: format!("cannot decode its {what}: {e}") })
+}
+
+/// Damaged copies of a real index, for tests here and in the stages that read an index.
+#[cfg(test)]
+pub(crate) mod test_index {
+    use super::*;
+    use crate::fuzzing::fix_checksums;
+
+    /// The fuzz targets' seed index (`fuzz/make_corpus.sh`): two small genomes with the bundled
+    /// taxonomy, default parameters.
+    pub(crate) fn seed() -> Vec<u8> {
+        std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/corpus/index_open/tiny.db")).expect("seed index")
+    }
+
+    /// Opens `bytes` as an index file, with its checksums made to match first.
+    pub(crate) fn open_fixed(bytes: &[u8], verify: Verify) -> Result<Index, IndexError> {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("damaged.db");
+        std::fs::write(&path, fix_checksums(bytes)).expect("write");
+        Index::open(&path, verify)
+    }
+
+    /// `bytes` with its header changed by `f` (which must keep the header's length).
+    pub(crate) fn with_header(bytes: &[u8], f: impl FnOnce(&mut Header)) -> Vec<u8> {
+        let (mut header, used): (Header, usize) =
+            bincode::serde::decode_from_slice(&bytes[PREAMBLE_LEN..], bincode_config()).expect("header");
+        f(&mut header);
+        let encoded = bincode::serde::encode_to_vec(&header, bincode_config()).expect("encode");
+        assert_eq!(encoded.len(), used, "the change keeps the header's length");
+        let mut out = bytes.to_vec();
+        out[PREAMBLE_LEN..PREAMBLE_LEN + used].copy_from_slice(&encoded);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_index::{open_fixed, seed, with_header};
+    use super::*;
+
+    /// Where a section lies in the seed index.
+    fn section(bytes: &[u8], kind: SectionKind) -> std::ops::Range<usize> {
+        let (header, _): (Header, usize) =
+            bincode::serde::decode_from_slice(&bytes[PREAMBLE_LEN..], bincode_config()).expect("header");
+        let s = header.section(kind).expect("section");
+        s.offset as usize..(s.offset + s.len) as usize
+    }
+
+    fn corrupt(result: Result<Index, IndexError>) -> String {
+        match result {
+            Err(e @ IndexError::Corrupt { .. }) => e.to_string(),
+            Err(e) => panic!("expected a corrupt index, got {e}"),
+            Ok(_) => panic!("a damaged index was accepted"),
+        }
+    }
+
+    #[test]
+    fn the_seed_index_opens() {
+        let index = open_fixed(&seed(), Verify::All).expect("open");
+        assert_eq!(index.targets().len(), 2);
+    }
+
+    /// Fuzzing (index_open_fixed): a string length of 2^62 in the header made bincode allocate
+    /// that much before finding the bytes missing, and the failed allocation aborted the process.
+    #[test]
+    fn regression_huge_string_length_is_an_error_not_an_allocation() {
+        let mut bytes = seed();
+        let version = env!("CARGO_PKG_VERSION").as_bytes();
+        let mut pattern = (version.len() as u64).to_le_bytes().to_vec();
+        pattern.extend_from_slice(version);
+        let at = bytes.windows(pattern.len()).position(|w| w == pattern).expect("the version string");
+        bytes[at..at + 8].copy_from_slice(&(1u64 << 62).to_le_bytes());
+        let message = corrupt(open_fixed(&bytes, Verify::Metadata));
+        assert!(message.contains("cannot decode its header"), "{message}");
+    }
+
+    /// Fuzzing (index_open_fixed): a target whose taxid is not in the index's taxonomy was
+    /// accepted, and the classifier panicked mapping targets to taxa.
+    #[test]
+    fn regression_target_taxid_outside_the_taxonomy_is_corrupt() {
+        let mut bytes = seed();
+        let range = section(&bytes, SectionKind::Targets);
+        let mut targets: Vec<TargetInfo> =
+            bincode::serde::decode_from_slice(&bytes[range.clone()], bincode_config()).expect("targets").0;
+        targets[1].taxid = 7;
+        let encoded = bincode::serde::encode_to_vec(&targets, bincode_config()).expect("encode");
+        bytes[range.start..range.start + encoded.len()].copy_from_slice(&encoded);
+        let message = corrupt(open_fixed(&bytes, Verify::Metadata));
+        assert!(message.ends_with("target 'NC_004830.2' has taxid 7, which is not in its taxonomy"), "{message}");
+    }
+
+    /// Fuzzing (index_open_fixed): sketch parameters no build accepts (here a stride past the
+    /// window) were used as they were, and sketching a read sliced past its end.
+    #[test]
+    fn regression_invalid_sketch_parameters_are_corrupt() {
+        let cases: [(&str, fn(&mut Header)); 4] = [
+            ("the stride must be between 1 and window - k + 1", |h| h.sketch.stride = h.sketch.window + 5),
+            ("k must be between 1 and 32, got 0", |h| h.sketch.k = 0),
+            ("k must be between 1 and 32, got 33", |h| h.sketch.k = 33),
+            ("the sketch size must be between 1 and 64, got 0", |h| h.sketch.sketch_size = 0),
+        ];
+        for (expected, change) in cases {
+            let message = corrupt(open_fixed(&with_header(&seed(), change), Verify::Metadata));
+            assert!(message.contains("its sketch parameters are invalid") && message.contains(expected), "{message}");
+        }
+    }
+
+    /// Found while validating the header for the cases above (review, not a fuzzer crash): a
+    /// location layout whose entries cannot hold its locations, or whose shifts pass 64 bits,
+    /// made list decoding divide by zero or shift out of range.
+    #[test]
+    fn regression_impossible_location_layout_is_corrupt() {
+        let cases: [(&str, fn(&mut Header)); 4] = [
+            ("0-bit list entries", |h| h.layout.entry_bits = 0),
+            ("65-bit list entries", |h| h.layout.entry_bits = 65),
+            ("locations of 7 target and 64 window bits", |h| (h.layout.target_bits, h.layout.window_bits) = (7, 64)),
+            ("locations of 0 target", |h| h.layout.target_bits = 0),
+        ];
+        for (expected, change) in cases {
+            let message = corrupt(open_fixed(&with_header(&seed(), change), Verify::Metadata));
+            assert!(message.contains(expected), "{message}");
+        }
+    }
+
+    /// Review: 64 or more shard bits overflowed the shard count's shift.
+    #[test]
+    fn regression_too_many_shard_bits_is_corrupt() {
+        let message = corrupt(open_fixed(&with_header(&seed(), |h| h.shard_bits = 64), Verify::Metadata));
+        assert!(message.ends_with("64 shard bits, but features have 32"), "{message}");
+    }
+
+    /// Review: a section at an offset that is not a multiple of 4 (here 4 KiB + 2) made casting
+    /// the mapped bytes to slots or words panic on misalignment.
+    #[test]
+    fn regression_misaligned_section_is_corrupt() {
+        let bytes = with_header(&seed(), |h| {
+            let data = h.sections.iter_mut().find(|s| s.kind == SectionKind::ShardData).expect("shard data");
+            data.offset += 2;
+        });
+        let message = corrupt(open_fixed(&bytes, Verify::Metadata));
+        assert!(message.contains("its shard data section starts at") && message.contains("not at a multiple of 4 KiB"));
+    }
+
+    /// Review: a section whose offset and length overflow 64 bits overflowed the size in the
+    /// truncation error (a wrapped `needed` in release builds).
+    #[test]
+    fn regression_section_end_past_u64_is_truncated_without_overflow() {
+        let bytes = with_header(&seed(), |h| {
+            let taxa = h.sections.iter_mut().find(|s| s.kind == SectionKind::Taxonomy).expect("taxonomy");
+            (taxa.offset, taxa.len) = (u64::MAX - 4095, 8192);
+        });
+        match open_fixed(&bytes, Verify::Metadata) {
+            Err(IndexError::Truncated { needed, .. }) => assert_eq!(needed, u64::MAX),
+            other => panic!("expected a truncated index, got {:?}", other.err()),
+        }
+    }
+
+    /// Review: shard sizes that overflow 64 bits (times 128 bytes a bucket) must not wrap around to
+    /// a size that passes the shard table check.
+    #[test]
+    fn regression_shard_sizes_that_wrap_are_corrupt() {
+        let mut bytes = seed();
+        let range = section(&bytes, SectionKind::Shards);
+        let mut table: Vec<ShardEntry> = bytemuck::pod_collect_to_vec(&bytes[range.clone()]);
+        table[0].buckets += 1 << 57;
+        bytes[range].copy_from_slice(bytemuck::cast_slice(&table));
+        let message = corrupt(open_fixed(&bytes, Verify::All));
+        assert!(message.contains("the shard table"), "{message}");
+    }
+
+    /// Review: the hash function id and the key index's shape were never compared with what this
+    /// reader implements, so an index of another hash function would give wrong answers.
+    #[test]
+    fn regression_other_hash_function_or_key_index_is_unsupported() {
+        let cases: [(&str, fn(&mut Header)); 2] = [
+            ("uses k-mer hash function 2", |h| h.hash_function = 2),
+            ("uses a key index of shape", |h| h.key_index.bucket_slots = 8),
+        ];
+        for (expected, change) in cases {
+            match open_fixed(&with_header(&seed(), change), Verify::Metadata) {
+                Err(e @ IndexError::Unsupported { .. }) => assert!(e.to_string().contains(expected), "{e}"),
+                other => panic!("expected an unsupported index, got {:?}", other.err()),
+            }
+        }
+    }
 }

@@ -38,8 +38,9 @@ pub(crate) fn open_maybe_gz(path: &Path) -> Result<Box<dyn BufRead + Send>, Taxo
 /// A `BufRead` over chunks that a background thread reads from an inner reader.
 ///
 /// The thread fills `BUF_SIZE` buffers and sends them over a short bounded channel; spent buffers
-/// come back on another channel for reuse. If the reader is dropped early, the thread's next send
-/// fails and it exits. A panic on the thread is reported as an I/O error, never as a short file.
+/// come back on another channel for reuse. A reader dropped early (at a parse error, say) closes
+/// the channel, so that the thread's next send fails, and waits for it to exit: no thread outlives
+/// its reader. A panic on the thread is reported as an I/O error, never as a short file.
 struct Prefetched {
     chunks: Receiver<io::Result<Vec<u8>>>,
     spent: Sender<Vec<u8>>,
@@ -81,6 +82,18 @@ impl Prefetched {
     }
 }
 
+impl Drop for Prefetched {
+    fn drop(&mut self) {
+        if let Some(worker) = self.worker.take() {
+            // Without a receiver, the worker's next send fails (after at most one more chunk).
+            let (_, closed) = sync_channel(0);
+            drop(std::mem::replace(&mut self.chunks, closed));
+            // Its panic, if any, no longer matters: nothing reads what it would have sent.
+            let _ = worker.join();
+        }
+    }
+}
+
 impl Read for Prefetched {
     fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
         let available = self.fill_buf()?;
@@ -106,7 +119,10 @@ impl BufRead for Prefetched {
                     self.pos = 0;
                 }
                 Ok(Err(e)) => {
-                    self.worker = None;
+                    // The worker stops after sending its error: wait for it, as `drop` does.
+                    if let Some(worker) = self.worker.take() {
+                        let _ = worker.join();
+                    }
                     return Err(e);
                 }
                 Err(_) => {
@@ -298,6 +314,69 @@ mod tests {
         std::fs::write(&path, &full[..full.len() / 2]).expect("write");
         let err = for_each_line(&path, |_, _| Ok(())).expect_err("truncated");
         assert!(matches!(err, TaxonomyError::Io { .. }), "{err:?}");
+    }
+
+    /// Input for [`Prefetched`]: endless, slow, failing after `chunks` reads if asked to, and
+    /// slow to let go of, so that a test can tell whether the thread that owns it has finished.
+    struct Slow {
+        chunks: Option<usize>,
+        released: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    impl Read for Slow {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            match &mut self.chunks {
+                Some(0) => Err(io::Error::other("corrupt deflate stream")),
+                Some(n) => {
+                    *n -= 1;
+                    out.fill(b'x');
+                    Ok(out.len())
+                }
+                None => {
+                    out.fill(b'x');
+                    Ok(out.len())
+                }
+            }
+        }
+    }
+
+    impl Drop for Slow {
+        fn drop(&mut self) {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            self.released.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    fn slow(chunks: Option<usize>) -> (Slow, std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        let released = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        (Slow { chunks, released: released.clone() }, released)
+    }
+
+    /// Fuzzing (taxonomy_nodes, taxonomy_names; LeakSanitizer): a gzipped dump with an error
+    /// early on left its inflate thread running after the load had returned, until its next send
+    /// failed; LeakSanitizer reported the live thread's allocations as leaks.
+    #[test]
+    fn regression_a_reader_dropped_early_joins_its_inflate_thread() {
+        let (input, released) = slow(None);
+        let mut reader = Prefetched::spawn(input).expect("spawn");
+        assert!(!reader.fill_buf().expect("first chunk").is_empty());
+        drop(reader);
+        assert!(released.load(std::sync::atomic::Ordering::SeqCst), "the inflate thread outlived its reader");
+    }
+
+    /// Fuzzing (taxonomy_names, LeakSanitizer, after the fix above): a corrupt gzip stream's
+    /// error came back while the inflate thread that sent it was still exiting, unjoined.
+    #[test]
+    fn regression_a_read_error_joins_the_inflate_thread() {
+        let (input, released) = slow(Some(1));
+        let mut reader = Prefetched::spawn(input).expect("spawn");
+        assert!(!reader.fill_buf().expect("first chunk").is_empty());
+        let len = reader.current.len();
+        reader.consume(len);
+        let err = reader.fill_buf().expect_err("the input fails after one chunk");
+        assert_eq!(err.to_string(), "corrupt deflate stream");
+        assert!(released.load(std::sync::atomic::Ordering::SeqCst), "the inflate thread outlived its error");
     }
 
     #[test]

@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use super::index::{TaxIndex, TaxidMap};
 use super::lines::{find_byte, for_each_line, parse_u32, quote_field};
-use super::{ROOT, TaxId, Taxon, TaxonomyError};
+use super::{ROOT, TaxId, Taxon, TaxonomyError, UNCLASSIFIED};
 
 /// The separator between fields of a `.dmp` line.
 const SEP: &[u8] = b"\t|\t";
@@ -444,7 +444,11 @@ fn parse_nodes(path: &Path) -> Result<Nodes, TaxonomyError> {
     for_each_line(path, |line_no, line| {
         let [taxid, parent, rank] =
             leading_fields::<3>(strip_dmp_end(line)).map_err(|found| too_few_fields(path, line_no, 3, found))?;
-        taxids.push(number_field(path, line_no, "taxid", taxid)?);
+        let taxid = number_field(path, line_no, "taxid", taxid)?;
+        if taxid == UNCLASSIFIED {
+            return Err(TaxonomyError::malformed(path, line_no, "taxid 0 is reserved for unclassified reads"));
+        }
+        taxids.push(taxid);
         parents.push(number_field(path, line_no, "parent taxid", parent)?);
         rank_ids.push(ranks.id(rank).map_err(|reason| TaxonomyError::malformed(path, line_no, reason))?);
         Ok(())
@@ -802,6 +806,17 @@ mod tests {
             let msg = NcbiTaxonomy::load_dir(dir.path()).expect_err("must fail").to_string();
             assert!(msg.contains(expected), "{msg} should contain {expected}");
         }
+    }
+
+    /// Fuzzing (taxonomy_nodes): a taxon numbered 0 was loaded, and the tree pruned from the
+    /// taxonomy was refused afterwards, in a message naming neither file nor line.
+    #[test]
+    fn regression_taxid_zero_in_nodes_is_malformed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        write_plain(dir.path(), "nodes.dmp", &format!("{NODES}0\t|\t562\t|\tstrain\t|\n"));
+        write_plain(dir.path(), "names.dmp", NAMES);
+        let msg = NcbiTaxonomy::load_dir(dir.path()).expect_err("must fail").to_string();
+        assert!(msg.ends_with("nodes.dmp line 15: taxid 0 is reserved for unclassified reads"), "{msg}");
     }
 
     #[test]

@@ -1,0 +1,6 @@
+#![no_main]
+//! `kmerdb::fuzzing::sample_sheet`: see its documentation for the input and what is checked.
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    let _ = kmerdb::fuzzing::sample_sheet(data);
+});
