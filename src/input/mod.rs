@@ -4,9 +4,14 @@
 //!
 //! Parsing itself is needletail's; this module adds the paths, record numbers and checks
 //! (empty files, wrong format) a user needs to find what is wrong.
+//!
+//! - [`decompress`]: the decompressed bytes of a file or stdin as one `Read` (compression detected
+//!   from the content; BGZF and `pigz -i` gzip inflated on several threads).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+
+pub mod decompress;
 
 /// Extensions of FASTA files picked up when a directory is given (each optionally compressed).
 pub const FASTA_EXTENSIONS: [&str; 5] = ["fa", "fasta", "fna", "ffn", "fas"];
