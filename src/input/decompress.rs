@@ -9,6 +9,9 @@
 //! | other gzip (`gzip`, `pigz`, `cat a.gz b.gz`) | one member after another on one thread (flate2 with zlib-rs) |
 //! | bzip2, xz, zstd | one thread (bzip2, liblzma and zstd crates, as needletail) |
 //!
+//! With `threads` ≥ 2, the one-thread decoders run on a thread of their own, a few 1 MiB buffers
+//! ahead of the reader, so that decoding overlaps the reader's parsing.
+//!
 //! Invariants: output comes in order; every gzip member's CRC32 and ISIZE are checked (a BGZF
 //! block's by the thread that inflates it; a cut member's from its parts' CRCs combined); memory
 //! is bounded by a few pieces of about [`PART_BYTES`] of input per thread; a truncated or corrupt
@@ -235,7 +238,89 @@ fn decoder(
             Err(e) => return Box::new(Sticky { inner: io::empty(), failed: Some((e.kind(), e.to_string())) }),
         },
     };
+    let inner = if threads > 1 && !compression.is_parallel() { Box::new(ReadAhead::spawn(inner)) } else { inner };
     Box::new(Sticky { inner, failed: None })
+}
+
+/// A one-thread decoder run on a thread of its own, a few buffers ahead of the reader (so that
+/// decoding overlaps the reader's own work).
+struct ReadAhead {
+    full: mpsc::Receiver<io::Result<Vec<u8>>>,
+    empty: mpsc::SyncSender<Vec<u8>>,
+    buf: Vec<u8>,
+    at: usize,
+    done: bool,
+}
+
+impl ReadAhead {
+    const BUF: usize = 1 << 20;
+    const AHEAD: usize = 3;
+
+    fn spawn(mut inner: Box<dyn Read + Send>) -> Self {
+        let (full_tx, full) = mpsc::sync_channel(Self::AHEAD);
+        let (empty, empty_rx) = mpsc::sync_channel::<Vec<u8>>(Self::AHEAD + 2);
+        std::thread::Builder::new()
+            .name("kmerdb-decompress".into())
+            .spawn(move || {
+                loop {
+                    let mut buf = empty_rx.try_recv().unwrap_or_else(|_| Vec::with_capacity(Self::BUF));
+                    buf.resize(Self::BUF, 0);
+                    let mut n = 0;
+                    let result = loop {
+                        match inner.read(&mut buf[n..]) {
+                            Ok(0) => break Ok(()),
+                            Ok(k) => {
+                                n += k;
+                                if n == buf.len() {
+                                    break Ok(());
+                                }
+                            }
+                            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                            Err(e) => break Err(e),
+                        }
+                    };
+                    buf.truncate(n);
+                    let end = n == 0 || result.is_err();
+                    if n > 0 && full_tx.send(Ok(buf)).is_err() {
+                        return;
+                    }
+                    if let Err(e) = result {
+                        let _ = full_tx.send(Err(e));
+                    }
+                    if end {
+                        return;
+                    }
+                }
+            })
+            .expect("cannot start a decompression thread");
+        ReadAhead { full, empty, buf: Vec::new(), at: 0, done: false }
+    }
+}
+
+impl Read for ReadAhead {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        while self.at == self.buf.len() {
+            if self.done {
+                return Ok(0);
+            }
+            match self.full.recv() {
+                Ok(Ok(next)) => {
+                    let used = std::mem::replace(&mut self.buf, next);
+                    let _ = self.empty.try_send(used);
+                    self.at = 0;
+                }
+                Ok(Err(e)) => {
+                    self.done = true;
+                    return Err(e);
+                }
+                Err(_) => self.done = true, // the decoding thread has finished
+            }
+        }
+        let n = out.len().min(self.buf.len() - self.at);
+        out[..n].copy_from_slice(&self.buf[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
