@@ -94,6 +94,23 @@ cli() {
   echo "$line" | tee -a "$OUT"
 }
 
+# C zlib (what flate2's "zlib" backend would use), streaming through Python's binding.
+PY_ZLIB='
+import sys, zlib
+r, w = sys.stdin.buffer, sys.stdout.buffer
+d = zlib.decompressobj(31)
+while True:
+    b = r.read(1 << 20)
+    if not b:
+        break
+    while b:
+        w.write(d.decompress(b))
+        b = d.unused_data if d.eof else b""
+        if d.eof:
+            d = zlib.decompressobj(31)
+w.write(d.flush())
+'
+
 cat "$W"/*.gz "$W"/*.zst >/dev/null   # into the page cache
 for set in mock big; do
   runs=$RUNS; [[ $set == big ]] && runs=$BIG_RUNS
@@ -107,6 +124,7 @@ for set in mock big; do
     cli libdeflate-gunzip 1 "$gz" "$runs" libdeflate-gunzip -c
   fi
   cli "gzip -dc" 1 "$gz" "$runs" gzip -dc
+  cli "python3 zlib (C zlib $(python3 -c 'import zlib; print(zlib.ZLIB_RUNTIME_VERSION)'))" 1 "$gz" "$runs" python3 -c "$PY_ZLIB"
   cli "pigz -dc" 1 "$gz" "$runs" pigz -dc
   cli "igzip -dc (ISA-L)" 1 "$gz" "$runs" igzip -dc
   # BGZF

@@ -1204,11 +1204,12 @@ fn decode_part(map: &[u8], start: usize, end: usize, inf: &mut Inflater) -> Outc
             Err(_) => return Outcome::Speculation("the first member's header".into()),
         }
     }
+    // Reserved generously (untouched pages cost nothing): a retry with more room inflates again.
     let mut data = Vec::new();
     let mut segments = Vec::new();
     loop {
         let out0 = data.len();
-        let consumed = match inf.raw(&input[pos..], &mut data, 4 * (input.len() - pos), usize::MAX / 2) {
+        let consumed = match inf.raw(&input[pos..], &mut data, 8 * (input.len() - pos), usize::MAX / 2) {
             Ok(n) => n,
             Err(_) => return Outcome::Speculation(format!("part at byte {start} does not inflate on its own")),
         };
