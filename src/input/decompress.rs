@@ -486,7 +486,7 @@ enum State {
 }
 
 /// Where a member stands, so that one-thread decoding can take over in the middle of a member
-/// (after the parallel decoder's last accepted cut, where the deflate history is empty).
+/// (after the parallel decoder's last accepted cut, a deflate block boundary).
 #[derive(Clone)]
 struct MemberState {
     /// 1-based number of the member.
@@ -515,7 +515,7 @@ impl GzipMembers {
     }
 
     /// Continues at byte `pos` of the input, which `r` starts at: a member's header (`Header`)
-    /// or, inside `member`, the start of a deflate block with no history (`Body`).
+    /// or, inside `member`, the start of a deflate block (`Body`; the caller sets the history).
     fn resume(
         source: Source,
         r: Box<dyn BufRead + Send>,
@@ -891,10 +891,12 @@ impl Parallel {
                 *pos = seg.end;
             }
             *member = state;
-            if history.len() > 2 * WINDOW {
-                history.drain(..history.len() - WINDOW);
+            // Only the last 32 KiB are kept (a copy of all output would cost as much as a memcpy).
+            let tail = &piece.data[piece.data.len().saturating_sub(WINDOW)..];
+            if history.len() + tail.len() > 2 * WINDOW {
+                history.drain(..history.len().saturating_sub(WINDOW - tail.len()));
             }
-            history.extend_from_slice(&piece.data);
+            history.extend_from_slice(tail);
         }
         self.piece = piece.data;
         self.at = 0;
@@ -908,6 +910,8 @@ impl Parallel {
             return Err(io::Error::other(format!("internal: {why}")));
         };
         log::debug!("{}: decoding on one thread from byte {pos}: {why}", self.source);
+        #[cfg(test)]
+        tests::RESUMES.with(|r| r.set(r.get() + 1));
         self.order = None; // stops the cutting and decoding threads
         let rest = Cursor::new(MapBytes(map.clone()));
         let mut rest = BufReader::with_capacity(READ_BUF, rest);
@@ -1248,6 +1252,11 @@ mod tests {
     use std::io::Write;
     use std::path::{Path, PathBuf};
 
+    thread_local! {
+        /// Hand-overs of `pigz -i` decoding to one thread, on this thread (the reader's).
+        pub(super) static RESUMES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
     /// FASTQ-like text that compresses about as well as reads do (pseudo-random bases).
     fn fastq(records: usize, seed: u64) -> Vec<u8> {
         let mut x = seed | 1;
@@ -1566,9 +1575,11 @@ mod tests {
             let path = write(dir.path(), &format!("{name}.fq.gz"), bytes);
             for threads in [1, 2, 3] {
                 for tuning in [TUNING, small()] {
+                    RESUMES.set(0);
                     let (c, out) = read_tuned(&path, threads, tuning).unwrap();
                     assert_eq!(c, Compression::GzipIndependent, "{name}");
                     assert!(out == text, "{name}, {threads} threads, {tuning:?}: {} bytes", out.len());
+                    assert_eq!(RESUMES.get(), 0, "{name}: every part decoded in parallel");
                 }
             }
         }
@@ -1591,18 +1602,22 @@ mod tests {
         bytes.extend(flushed(b, 64 << 10, true));
         let path = write(dir.path(), "mixed.fq.gz", &bytes);
         for threads in [1, 2] {
+            RESUMES.set(0);
             let (c, out) = read_tuned(&path, threads, small()).unwrap();
             assert_eq!(c, Compression::GzipIndependent);
             assert!(out == text, "{threads} threads: {} bytes", out.len());
+            assert_eq!(RESUMES.get(), 1);
         }
         // Member 2 without flush points and longer than the part limit.
         let mut bytes = flushed(a, 64 << 10, false);
         bytes.extend(gzip(b));
         let path = write(dir.path(), "long.fq.gz", &bytes);
         let tuning = Tuning { part_bytes: 4096, max_part_bytes: 100_000 };
+        RESUMES.set(0);
         let (c, out) = read_tuned(&path, 2, tuning).unwrap();
         assert_eq!(c, Compression::GzipIndependent);
         assert!(out == text);
+        assert_eq!(RESUMES.get(), 1);
     }
 
     /// Truncated and corrupted inputs of every kind: an error that names the file (and for gzip
