@@ -218,10 +218,10 @@ pub fn merge(config: &MergeConfig) -> Result<MergeSummary, MergeError> {
         if let Some((w, p)) = &mut kraken {
             line.clear();
             let result = ReadResult {
-                id: rec.id.clone(),
+                id: rec.id.as_str().into(),
                 taxid,
                 lengths: (rec.lengths.0 as usize, rec.lengths.1.map(|l| l as usize)),
-                hits,
+                hits: [&hits[0], &hits[1]],
             };
             output::write_kraken_line(&mut line, &result, names_tree).map_err(out_err(p))?;
             w.write_all(&line).map_err(out_err(p))?;

@@ -15,7 +15,7 @@ pub mod reads;
 pub mod samples;
 
 pub use candidates::{Call, Candidate, Classifier, ClassifyParams};
-pub use reads::{ReadLayout, ReadStream};
+pub use reads::{Batch, ReadLayout, ReadStream};
 
 use crate::index::{Index, IndexError, Verify};
 use crate::output::{self, Output, ReadResult, ReadsWriter};
@@ -134,7 +134,7 @@ pub struct ClassifySummary {
 /// Opens the index once and classifies every sample. `on_sample` is called after each sample.
 pub fn classify(
     config: &ClassifyConfig,
-    on_sample: &mut dyn FnMut(&SampleSummary),
+    on_sample: &mut (dyn FnMut(&SampleSummary) + Send),
 ) -> Result<ClassifySummary, ClassifyError> {
     let start = Instant::now();
     let index = Index::open(&config.db, config.verify)?;
@@ -151,74 +151,162 @@ pub fn classify(
         insert_size: config.insert_size,
         lowest_rank: config.lowest_rank.clone(),
     };
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(config.threads)
-        .build()
-        .map_err(|e| ClassifyError::Threads { threads: config.threads, reason: e.to_string() })?;
+    let pool = std::sync::Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(config.threads)
+            .build()
+            .map_err(|e| ClassifyError::Threads { threads: config.threads, reason: e.to_string() })?,
+    );
     let target_taxa: Vec<TaxId> = index.targets().iter().map(|t| t.taxid).collect();
+    // With `--gpus all`, a run the CPU finishes before the GPUs would be ready stays on the CPU.
     #[cfg(feature = "gpu")]
-    let gpus = crate::gpu::device::select(&config.gpus)?;
-    #[cfg(feature = "gpu")]
-    let classifiers = if gpus.is_empty() {
-        Vec::new()
-    } else {
-        match crate::gpu::classify::GpuClassifier::on_gpus(&gpus, &index, params.max_candidates, params.insert_size) {
-            Ok(c) => c,
-            // With `all`, an index the GPUs cannot hold means the CPU, with the reason.
-            Err(e) if config.gpus == crate::compute::GpuRequest::All => {
-                log::info!("{e}; classifying on the CPU");
-                Vec::new()
+    let request = match (&config.gpus, crate::gpu::device::device_count() > 0) {
+        (crate::compute::GpuRequest::All, true) => match cpu_is_faster(config, &index) {
+            Some(why) => {
+                log::info!("{why}");
+                crate::compute::GpuRequest::None
             }
-            Err(e) => return Err(e.into()),
-        }
+            None => crate::compute::GpuRequest::All,
+        },
+        _ => config.gpus.clone(),
     };
+    #[cfg(feature = "gpu")]
+    let gpus = crate::gpu::device::select(&request)?;
     #[cfg(not(feature = "gpu"))]
     if let crate::compute::GpuRequest::List(ids) = &config.gpus {
         return Err(ClassifyError::NoGpuSupport(format!("{ids:?}")));
     }
-    let index_load = start.elapsed();
-    #[cfg(feature = "gpu")]
-    let device = classifiers.first().map(|c| {
-        let ids: Vec<String> = gpus.iter().map(|g| g.ordinal.to_string()).collect();
-        let which = if ids.len() == 1 { "GPU" } else { "GPUs" };
-        (format!("{which} {} ({})", ids.join(","), gpus[0].name), c.load_time)
-    });
-    #[cfg(not(feature = "gpu"))]
-    let device = None;
-    let run = Run {
-        index: &index,
-        params: &params,
-        target_taxa: &target_taxa,
-        config,
+    std::thread::scope(|scope| -> Result<ClassifySummary, ClassifyError> {
+        // The index goes to the GPUs while the first sample's files start being read.
         #[cfg(feature = "gpu")]
-        gpus: &classifiers,
-    };
-    let mut samples = Vec::new();
-    for sample in &config.samples {
-        let summary = pool.install(|| run.sample(sample))?;
-        on_sample(&summary);
-        samples.push(summary);
-    }
-    if let Some(p) = &config.html {
-        let views: Vec<output::SampleView> = samples.iter().map(|s: &SampleSummary| s.view.clone()).collect();
-        let title = format!("kmerdb classify: {}", config.db.display());
-        let mut w = output::create_output(p).map_err(out_err(p))?;
-        output::write_html(&mut w, &title, &views).map_err(out_err(p))?;
-        w.finish().map_err(out_err(p))?;
-    }
-    Ok(ClassifySummary {
-        index_load,
-        device,
+        let loading = (!gpus.is_empty()).then(|| {
+            scope.spawn(|| {
+                crate::gpu::classify::GpuClassifier::on_gpus(&gpus, &index, params.max_candidates, params.insert_size)
+            })
+        });
+        #[cfg(not(feature = "gpu"))]
+        let _ = scope;
+        let first = match config.samples.first() {
+            Some(s) => Some(ReadStream::new(s.reads.clone(), pool.clone())?),
+            None => None,
+        };
         #[cfg(feature = "gpu")]
-        gpu_times: classifiers.first().map(|_| {
-            let mut total = crate::gpu::classify::StageTimes::default();
-            for t in classifiers.iter().map(|c| c.times()) {
-                total.add(&t);
+        let classifiers = match loading.map(|l| l.join().expect("loading the index does not panic")) {
+            None => Vec::new(),
+            Some(Ok(c)) => c,
+            // With `all`, an index the GPUs cannot hold means the CPU, with the reason.
+            Some(Err(e)) if config.gpus == crate::compute::GpuRequest::All => {
+                log::info!("{e}; classifying on the CPU");
+                Vec::new()
             }
-            total
-        }),
-        samples,
+            Some(Err(e)) => return Err(e.into()),
+        };
+        let index_load = start.elapsed();
+        #[cfg(feature = "gpu")]
+        let device = classifiers.first().map(|c| {
+            let ids: Vec<String> = gpus.iter().map(|g| g.ordinal.to_string()).collect();
+            let which = if ids.len() == 1 { "GPU" } else { "GPUs" };
+            (format!("{which} {} ({})", ids.join(","), gpus[0].name), c.load_time)
+        });
+        #[cfg(not(feature = "gpu"))]
+        let device = None;
+        let run = Run {
+            index: &index,
+            params: &params,
+            target_taxa: &target_taxa,
+            config,
+            pool: &pool,
+            #[cfg(feature = "gpu")]
+            gpus: &classifiers,
+        };
+        // On GPUs the host's share (reading, decompressing, finishing) is what takes the time:
+        // several samples at once keep every core busy.
+        #[cfg(feature = "gpu")]
+        let at_once = if classifiers.is_empty() { 1 } else { (config.threads / 4).clamp(1, config.samples.len().max(1)) };
+        #[cfg(not(feature = "gpu"))]
+        let at_once = 1;
+        let samples = run.samples(first, at_once, on_sample)?;
+        if let Some(p) = &config.html {
+            let views: Vec<output::SampleView> = samples.iter().map(|s: &SampleSummary| s.view.clone()).collect();
+            let title = format!("kmerdb classify: {}", config.db.display());
+            let mut w = output::create_output(p).map_err(out_err(p))?;
+            output::write_html(&mut w, &title, &views).map_err(out_err(p))?;
+            w.finish().map_err(out_err(p))?;
+        }
+        Ok(ClassifySummary {
+            index_load,
+            device,
+            #[cfg(feature = "gpu")]
+            gpu_times: classifiers.first().map(|_| {
+                let mut total = crate::gpu::classify::StageTimes::default();
+                for t in classifiers.iter().map(|c| c.times()) {
+                    total.add(&t);
+                }
+                total
+            }),
+            samples,
+        })
     })
+}
+
+/// Rates the device choice of `--gpus all` is judged with, measured (BENCHMARKS.md): the CPU
+/// path classifies about 10 M bases a second per thread; a GPU classifies about 600 M bases a
+/// second end to end, after starting (about 0.3 s), copying the index (1.5 GB/s) and, the first
+/// time on a machine, compiling its kernels (about 4.5 s).
+#[cfg(feature = "gpu")]
+const CPU_BASES_PER_THREAD: f64 = 10e6;
+#[cfg(feature = "gpu")]
+const GPU_BASES_PER_SECOND: f64 = 600e6;
+#[cfg(feature = "gpu")]
+const GPU_START_SECONDS: f64 = 0.3;
+#[cfg(feature = "gpu")]
+const INDEX_COPY_BYTES_PER_SECOND: f64 = 1.5e9;
+#[cfg(feature = "gpu")]
+const KERNEL_COMPILE_SECONDS: f64 = 4.5;
+
+/// Under `--gpus all`, the reason to classify on the CPU when it would finish before the GPUs:
+/// judged from the reads' size (FASTQ holds about 2 bytes a base; a compressed file about 4 times
+/// its size), the index's size and the rates above. `None` (the GPUs) for stdin, whose size is not
+/// known.
+#[cfg(feature = "gpu")]
+fn cpu_is_faster(config: &ClassifyConfig, index: &Index) -> Option<String> {
+    let mut bytes = 0u64;
+    for sample in &config.samples {
+        for source in sample.reads.sources() {
+            let crate::input::Source::File(p) = source else { return None };
+            let size = std::fs::metadata(p).ok()?.len();
+            let mut magic = [0u8; 2];
+            let compressed = std::fs::File::open(p)
+                .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+                .is_ok_and(|()| magic[0] != b'>' && magic[0] != b'@');
+            bytes += if compressed { size * 4 } else { size };
+        }
+    }
+    let bases = bytes as f64 / 2.0;
+    let cpu = bases / (CPU_BASES_PER_THREAD * config.threads as f64);
+    let compile = if crate::gpu::kernels::cached() { 0.0 } else { KERNEL_COMPILE_SECONDS };
+    let gpu = GPU_START_SECONDS
+        + index.file_size() as f64 / INDEX_COPY_BYTES_PER_SECOND
+        + compile
+        + bases / GPU_BASES_PER_SECOND;
+    (cpu < gpu).then(|| {
+        format!(
+            "about {:.0} M bases to classify: {} threads take about {cpu:.2} s, less than the GPU would with its start ({gpu:.2} s{}); classifying on the CPU (--gpus 0 uses the GPU anyway)",
+            bases / 1e6,
+            config.threads,
+            if compile > 0.0 { ", compiling its kernels the first time" } else { "" }
+        )
+    })
+}
+
+/// Every mate's sequence of `batch`, and each read's range of them (one allocation each per
+/// batch, none per read).
+fn mate_slices(batch: &Batch) -> (Vec<&[u8]>, Vec<std::ops::Range<usize>>) {
+    let per = batch.mates_per_read();
+    let mates: Vec<&[u8]> =
+        (0..batch.len()).flat_map(|r| (0..per).map(move |m| (r, m))).map(|(r, m)| batch.seq(r, m)).collect();
+    let ranges = (0..batch.len()).map(|r| r * per..(r + 1) * per).collect();
+    (mates, ranges)
 }
 
 struct Run<'a> {
@@ -226,6 +314,8 @@ struct Run<'a> {
     params: &'a ClassifyParams,
     target_taxa: &'a [TaxId],
     config: &'a ClassifyConfig,
+    /// The run's threads: reads are parsed and classified on them.
+    pool: &'a std::sync::Arc<rayon::ThreadPool>,
     /// One classifier per GPU; empty on the CPU.
     #[cfg(feature = "gpu")]
     gpus: &'a [crate::gpu::classify::GpuClassifier<'a>],
@@ -244,7 +334,66 @@ fn out_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> ClassifyErr
 }
 
 impl Run<'_> {
-    fn sample(&self, sample: &Sample) -> Result<SampleSummary, ClassifyError> {
+    /// Every sample, `at_once` at a time (each on a thread of its own, its work on the pool);
+    /// `first` is the first sample's stream, already reading. Summaries in sample order;
+    /// `on_sample` is called as each finishes. After an error no new sample starts.
+    fn samples(
+        &self,
+        first: Option<ReadStream>,
+        at_once: usize,
+        on_sample: &mut (dyn FnMut(&SampleSummary) + Send),
+    ) -> Result<Vec<SampleSummary>, ClassifyError> {
+        let samples = &self.config.samples;
+        if at_once <= 1 {
+            let mut out = Vec::new();
+            let mut first = first;
+            for sample in samples {
+                let stream = first.take();
+                let summary = self.pool.install(|| self.sample(sample, stream))?;
+                on_sample(&summary);
+                out.push(summary);
+            }
+            return Ok(out);
+        }
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let first = std::sync::Mutex::new(first);
+        let results: Vec<std::sync::Mutex<Option<Result<SampleSummary, ClassifyError>>>> =
+            samples.iter().map(|_| std::sync::Mutex::new(None)).collect();
+        let failed = std::sync::atomic::AtomicBool::new(false);
+        let on_sample = std::sync::Mutex::new(on_sample);
+        std::thread::scope(|scope| {
+            for _ in 0..at_once {
+                scope.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if i >= samples.len() || failed.load(std::sync::atomic::Ordering::Relaxed) {
+                            return;
+                        }
+                        let stream = if i == 0 { first.lock().expect("no sample panicked").take() } else { None };
+                        let result = self.pool.install(|| self.sample(&samples[i], stream));
+                        match &result {
+                            Ok(summary) => (on_sample.lock().expect("no sample panicked"))(summary),
+                            Err(_) => failed.store(true, std::sync::atomic::Ordering::Relaxed),
+                        }
+                        *results[i].lock().expect("no sample panicked") = Some(result);
+                    }
+                });
+            }
+        });
+        // The first error in sample order, else every summary.
+        let mut out = Vec::new();
+        for r in results {
+            match r.into_inner().expect("no sample panicked") {
+                Some(Ok(s)) => out.push(s),
+                Some(Err(e)) => return Err(e),
+                None => {}
+            }
+        }
+        Ok(out)
+    }
+
+    /// One sample; `stream` is its reads' stream if it was opened already.
+    fn sample(&self, sample: &Sample, stream: Option<ReadStream>) -> Result<SampleSummary, ClassifyError> {
         let start = Instant::now();
         let o = &sample.outputs;
         let paired = sample.reads.is_paired();
@@ -277,14 +426,17 @@ impl Run<'_> {
         }
         let hit_list = outs.kraken.is_some() || outs.candidates.is_some();
         let want = Wanted { lines: outs.kraken.is_some(), candidates: outs.candidates.is_some() };
-        let mut stream = ReadStream::new(sample.reads.clone());
+        let mut stream = match stream {
+            Some(s) => s,
+            None => ReadStream::new(sample.reads.clone(), self.pool.clone())?,
+        };
         let mut direct: HashMap<TaxId, u64> = HashMap::new();
         let (mut total, mut unclassified) = (0u64, 0u64);
         // Three batches take turns: the next is read while the GPU (if any) looks up the current
         // one and the host finishes the one before (candidates on the CPU, or the decision after
         // the GPU, and the Kraken lines); then the finished batch is written.
         let batch_reads = self.batch_reads();
-        let (mut next, mut current, mut previous) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut next, mut current, mut previous) = (Batch::default(), Batch::default(), Batch::default());
         stream.next_batch(&mut current, batch_reads)?;
         let mut previous_found: Option<GpuFound> = None;
         // Where the time goes (debug log): reading, the GPU, finishing (the three overlap), writing.
@@ -323,14 +475,14 @@ impl Run<'_> {
             if let Some((w, path)) = &mut outs.candidates {
                 w.write_all(&candidates).map_err(|source| ClassifyError::Output { path: path.clone(), source })?;
             }
-            for (read, call) in previous.iter().zip(calls) {
+            for (r, &taxid) in calls.iter().enumerate() {
                 total += 1;
-                if call.taxid == 0 {
+                if taxid == 0 {
                     unclassified += 1;
                 } else {
-                    *direct.entry(call.taxid).or_default() += 1;
+                    *direct.entry(taxid).or_default() += 1;
                 }
-                self.write_reads(&mut outs, read, &call)?;
+                self.write_reads(&mut outs, &previous, r, taxid)?;
             }
             writing += t.elapsed();
             #[cfg(feature = "gpu")]
@@ -411,12 +563,11 @@ impl Run<'_> {
     }
 
     /// The GPU's part of a batch: candidates and hit-list taxa (`None` without a GPU).
-    fn gpu_stage(&self, batch: &[reads::Read], hit_list: bool) -> Result<Option<GpuFound>, ClassifyError> {
+    fn gpu_stage(&self, batch: &Batch, hit_list: bool) -> Result<Option<GpuFound>, ClassifyError> {
         #[cfg(feature = "gpu")]
         if !self.gpus.is_empty() {
-            let mates: Vec<Vec<&[u8]>> =
-                batch.iter().map(|r| r.mates.iter().map(|m| m.seq.as_slice()).collect()).collect();
-            let reads: Vec<&[&[u8]]> = mates.iter().map(Vec::as_slice).collect();
+            let (mates, reads) = mate_slices(batch);
+            let reads: Vec<&[&[u8]]> = reads.iter().map(|r| &mates[r.clone()]).collect();
             return Ok(Some(crate::gpu::classify::classify_on(self.gpus, &reads, hit_list)?));
         }
         let _ = (batch, hit_list);
@@ -424,121 +575,126 @@ impl Run<'_> {
     }
 
     /// Finishes a batch in parallel: from the GPU's candidates (`found`), or wholly on the CPU;
-    /// with `hit_list`, also formats its Kraken lines, so that only a copy of bytes is left to the
-    /// writing thread. Each group of reads is classified and formatted by one thread, which also
-    /// frees what it made (freeing across threads contends in the allocator).
+    /// with `hit_list`, also formats its Kraken lines (and `--candidates-out` records), so that
+    /// only a copy of bytes is left to the writing thread. Returns each read's taxid, the lines
+    /// and the candidates' bytes. Each group of reads is classified and formatted by one thread,
+    /// with that thread's buffers: nothing is allocated per read on the GPU's path.
     #[allow(clippy::type_complexity)]
     fn finish_batch(
         &self,
-        batch: &[reads::Read],
+        batch: &Batch,
         found: Option<&GpuFound>,
         hit_list: bool,
         want: Wanted,
-    ) -> Result<(Vec<Call>, std::io::Result<Vec<u8>>, Vec<u8>), ClassifyError> {
+    ) -> Result<(Vec<TaxId>, std::io::Result<Vec<u8>>, Vec<u8>), ClassifyError> {
         use rayon::prelude::*;
-        let mates: Vec<Vec<&[u8]>> = batch.iter().map(|r| r.mates.iter().map(|m| m.seq.as_slice()).collect()).collect();
-        let reads: Vec<&[&[u8]]> = mates.iter().map(Vec::as_slice).collect();
+        let (mates, ranges) = mate_slices(batch);
+        let reads: Vec<&[&[u8]]> = ranges.iter().map(|r| &mates[r.clone()]).collect();
         let names = self.config.use_names.then(|| self.index.taxonomy());
         let tree = self.index.taxonomy();
+        let paired = batch.mates_per_read() == 2;
         // GPU batches are large: bigger groups, fewer tasks.
-        let group_reads = if self.batch_reads() > BATCH_READS { 256 } else { GROUP_READS };
-        let groups: Vec<(Vec<Call>, std::io::Result<Vec<u8>>, Vec<u8>)> = reads
+        let group_reads = if self.batch_reads() > BATCH_READS { 1024 } else { GROUP_READS };
+        /// One thread's buffers.
+        struct Scratch<'i> {
+            classifier: Classifier<'i>,
+            candidates: Vec<Candidate>,
+            runs: [Vec<(TaxId, u32)>; 2],
+        }
+        let groups: Vec<(Vec<TaxId>, std::io::Result<Vec<u8>>, Vec<u8>)> = reads
             .par_chunks(group_reads)
             .enumerate()
             .map_init(
                 || {
-                    let mut c = Classifier::new(self.index, self.params, self.target_taxa);
-                    c.keep_candidates = want.candidates;
-                    (c, Vec::<Candidate>::new())
+                    let mut classifier = Classifier::new(self.index, self.params, self.target_taxa);
+                    classifier.keep_candidates = want.candidates;
+                    Scratch { classifier, candidates: Vec::new(), runs: [Vec::new(), Vec::new()] }
                 },
-                |(c, candidates), (g, group)| {
-                    #[cfg(feature = "gpu")]
-                    let mut calls: Vec<Call> = match found {
-                        Some(found) => group
-                            .iter()
-                            .enumerate()
-                            .map(|(j, mates)| {
-                                let r = g * group_reads + j;
-                                if !found.candidates(r, candidates) {
-                                    return c.classify(mates, hit_list);
-                                }
-                                let mut call = Call {
-                                    taxid: candidates::decide(candidates, self.params, self.target_taxa, tree),
-                                    ..Call::default()
-                                };
-                                if want.candidates {
-                                    call.candidates = candidates.iter().map(|c| (c.target, c.hits)).collect();
-                                }
-                                for (m, taxa) in found.feature_taxa(r).enumerate() {
-                                    for &t in taxa {
-                                        let taxon = if t == 0 { 0 } else { tree.node_taxid(t - 1) };
-                                        candidates::push_run(&mut call.hit_runs[m.min(1)], taxon);
-                                    }
-                                }
-                                call
-                            })
-                            .collect(),
-                        None => c.classify_group(group, hit_list),
-                    };
-                    #[cfg(not(feature = "gpu"))]
-                    let mut calls = {
-                        let _ = (g, &candidates, tree, found);
-                        c.classify_group(group, hit_list)
-                    };
+                |sc, (g, group)| {
                     let first = g * group_reads;
-                    let mut candidate_bytes = Vec::new();
-                    if want.candidates {
-                        for (read, call) in batch[first..first + group.len()].iter().zip(&mut calls) {
+                    let (mut taxids, mut lines, mut candidate_bytes) =
+                        (Vec::with_capacity(group.len()), Vec::new(), Vec::new());
+                    let mut formatted = Ok(());
+                    // One read's result, as lines and candidates records.
+                    let mut emit = |r: usize, taxid: TaxId, cands: &[(u32, u32)], runs: [&[(TaxId, u32)]; 2]| {
+                        let lengths = (batch.seq(r, 0).len(), paired.then(|| batch.seq(r, 1).len()));
+                        if want.candidates {
                             let record = output::candidates::ReadCandidates {
-                                id: read.id(),
-                                lengths: (
-                                    read.mates[0].seq.len() as u32,
-                                    read.mates.get(1).map(|m| m.seq.len() as u32),
-                                ),
-                                candidates: std::mem::take(&mut call.candidates),
-                                hits: call.hit_runs.clone(),
+                                id: batch.id(r).into_owned(),
+                                lengths: (lengths.0 as u32, lengths.1.map(|l| l as u32)),
+                                candidates: cands.to_vec(),
+                                hits: [runs[0].to_vec(), runs[1].to_vec()],
                             };
                             output::candidates::encode_into(&record, &mut candidate_bytes);
                         }
-                    }
-                    let mut lines = Vec::new();
-                    let formatted = if want.lines {
-                        batch[first..first + group.len()].iter().zip(&mut calls).try_for_each(|(read, call)| {
-                            let result = ReadResult {
-                                id: read.id(),
-                                taxid: call.taxid,
-                                lengths: (read.mates[0].seq.len(), read.mates.get(1).map(|m| m.seq.len())),
-                                hits: std::mem::take(&mut call.hit_runs),
-                            };
-                            output::write_kraken_line(&mut lines, &result, names)
-                        })
-                    } else {
-                        Ok(())
+                        if want.lines && formatted.is_ok() {
+                            let result = ReadResult { id: batch.id(r), taxid, lengths, hits: runs };
+                            formatted = output::write_kraken_line(&mut lines, &result, names);
+                        }
                     };
-                    (calls, formatted.map(|()| lines), candidate_bytes)
+                    #[cfg(feature = "gpu")]
+                    if let Some(found) = found {
+                        for (j, mates) in group.iter().enumerate() {
+                            let r = first + j;
+                            if !found.candidates(r, &mut sc.candidates) {
+                                // More locations than the GPU's shared memory: the CPU's code.
+                                let call = sc.classifier.classify(mates, hit_list);
+                                emit(r, call.taxid, &call.candidates, [&call.hit_runs[0], &call.hit_runs[1]]);
+                                taxids.push(call.taxid);
+                                continue;
+                            }
+                            let taxid = candidates::decide(&sc.candidates, self.params, self.target_taxa, tree);
+                            let cands: Vec<(u32, u32)> = if want.candidates {
+                                sc.candidates.iter().map(|c| (c.target, c.hits)).collect()
+                            } else {
+                                Vec::new()
+                            };
+                            let [a, b] = &mut sc.runs;
+                            a.clear();
+                            b.clear();
+                            if hit_list {
+                                for (m, taxa) in found.feature_taxa(r).enumerate() {
+                                    let runs = if m == 0 { &mut *a } else { &mut *b };
+                                    for &t in taxa {
+                                        let taxon = if t == 0 { 0 } else { tree.node_taxid(t - 1) };
+                                        candidates::push_run(runs, taxon);
+                                    }
+                                }
+                            }
+                            emit(r, taxid, &cands, [a, b]);
+                            taxids.push(taxid);
+                        }
+                        return (taxids, formatted.map(|()| lines), candidate_bytes);
+                    }
+                    let _ = (found, tree, &sc.candidates, &sc.runs);
+                    for (j, call) in sc.classifier.classify_group(group, hit_list).into_iter().enumerate() {
+                        emit(first + j, call.taxid, &call.candidates, [&call.hit_runs[0], &call.hit_runs[1]]);
+                        taxids.push(call.taxid);
+                    }
+                    (taxids, formatted.map(|()| lines), candidate_bytes)
                 },
             )
             .collect();
-        let mut calls = Vec::with_capacity(batch.len());
+        let mut taxids = Vec::with_capacity(batch.len());
         let (mut lines, mut candidate_bytes) = (Vec::new(), Vec::new());
         let mut error = None;
-        for (c, l, b) in groups {
-            calls.extend(c);
+        for (t, l, b) in groups {
+            taxids.extend(t);
             candidate_bytes.extend_from_slice(&b);
             match l {
                 Ok(l) => lines.extend_from_slice(&l),
                 Err(e) => error = error.or(Some(e)),
             }
         }
-        Ok((calls, error.map_or(Ok(lines), Err), candidate_bytes))
+        Ok((taxids, error.map_or(Ok(lines), Err), candidate_bytes))
     }
 
-    /// Writes a read to the classified or unclassified reads output, if asked for.
-    fn write_reads(&self, outs: &mut Outputs, read: &reads::Read, call: &Call) -> Result<(), ClassifyError> {
-        let reads_out = if call.taxid != 0 { &mut outs.classified } else { &mut outs.unclassified };
+    /// Writes read `r` of `batch` to the classified or unclassified reads output, if asked for.
+    fn write_reads(&self, outs: &mut Outputs, batch: &Batch, r: usize, taxid: TaxId) -> Result<(), ClassifyError> {
+        let reads_out = if taxid != 0 { &mut outs.classified } else { &mut outs.unclassified };
         if let Some(w) = reads_out {
-            for (m, mate) in read.mates.iter().enumerate() {
-                w.write(m, &mate.header, &mate.seq, mate.qual.as_deref())
+            for m in 0..batch.mates_per_read() {
+                w.write(m, batch.header(r, m), batch.seq(r, m), batch.qual(r, m))
                     .map_err(|source| ClassifyError::Output { path: "classified/unclassified reads".into(), source })?;
             }
         }

@@ -1,7 +1,10 @@
 //! Reading reads for classification: single-end files, R1/R2 file pairs, or interleaved pairs, in
-//! batches, checking that mates belong together (same count, same name).
+//! batches, checking that mates belong together (same count, same name). Files are parsed in
+//! blocks by several threads (`input::records`); a batch points into the blocks.
 
-use crate::input::{InputError, SeqReader, Source, first_word};
+use crate::input::records::{Block, RecordStream};
+use crate::input::{InputError, Source, first_word};
+use std::sync::Arc;
 
 /// How a sample's reads are laid out in its files.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,24 +30,77 @@ impl ReadLayout {
     }
 }
 
-/// One mate as read.
-#[derive(Debug, Clone, Default)]
-pub struct Mate {
-    pub header: Vec<u8>,
-    pub seq: Vec<u8>,
-    pub qual: Option<Vec<u8>>,
+/// A batch of reads: each read's mates (one or two) as records of the blocks they were parsed in
+/// (`input::records`). Nothing is copied or allocated per read.
+#[derive(Default)]
+pub struct Batch {
+    blocks: Vec<Arc<Block>>,
+    /// Per mate: its block (index into `blocks`) and its record in that block.
+    mates: Vec<(u32, u32)>,
+    /// Mates per read: 1, or 2 for pairs.
+    per_read: usize,
 }
 
-/// A read or read pair: one or two mates.
-#[derive(Debug, Clone, Default)]
-pub struct Read {
-    pub mates: Vec<Mate>,
-}
+impl Batch {
+    /// Reads in the batch.
+    pub fn len(&self) -> usize {
+        self.mates.len().checked_div(self.per_read).unwrap_or(0)
+    }
 
-impl Read {
-    /// The read id: the first header word without a trailing `/1` or `/2`.
-    pub fn id(&self) -> String {
-        String::from_utf8_lossy(strip_mate_suffix(first_word(&self.mates[0].header))).into_owned()
+    pub fn is_empty(&self) -> bool {
+        self.mates.is_empty()
+    }
+
+    /// Mates per read (1 or 2).
+    pub fn mates_per_read(&self) -> usize {
+        self.per_read
+    }
+
+    fn mate(&self, r: usize, m: usize) -> (&Block, usize) {
+        let (b, rec) = self.mates[r * self.per_read + m];
+        (&self.blocks[b as usize], rec as usize)
+    }
+
+    /// Mate `m` of read `r`: its header line (without `>`/`@`).
+    pub fn header(&self, r: usize, m: usize) -> &[u8] {
+        let (b, i) = self.mate(r, m);
+        b.header(i)
+    }
+
+    pub fn seq(&self, r: usize, m: usize) -> &[u8] {
+        let (b, i) = self.mate(r, m);
+        b.seq(i)
+    }
+
+    pub fn qual(&self, r: usize, m: usize) -> Option<&[u8]> {
+        let (b, i) = self.mate(r, m);
+        b.qual(i)
+    }
+
+    /// The read id: the first header word of its first mate without a trailing `/1` or `/2`
+    /// (borrowed unless the header is not UTF-8).
+    pub fn id(&self, r: usize) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(strip_mate_suffix(first_word(self.header(r, 0))))
+    }
+
+    /// Read `r`'s sequences, one per mate, into `out`.
+    pub fn seqs<'a>(&'a self, r: usize, out: &mut Vec<&'a [u8]>) {
+        out.clear();
+        out.extend((0..self.per_read).map(|m| self.seq(r, m)));
+    }
+
+    fn clear(&mut self, per_read: usize) {
+        self.blocks.clear();
+        self.mates.clear();
+        self.per_read = per_read;
+    }
+
+    /// The index of `block` in `blocks`, added if it is not the last one there.
+    fn block(&mut self, block: &Arc<Block>) -> u32 {
+        if !self.blocks.last().is_some_and(|b| Arc::ptr_eq(b, block)) {
+            self.blocks.push(block.clone());
+        }
+        (self.blocks.len() - 1) as u32
     }
 }
 
@@ -77,25 +133,30 @@ pub enum ReadError {
     Pairing(#[from] PairingError),
 }
 
-/// Reads a sample's reads in batches, file after file.
+/// Reads a sample's reads in batches, file after file; each file is read and parsed ahead, on a
+/// thread of its own and the pool (`input::records`).
 pub struct ReadStream {
     layout: ReadLayout,
-    /// Index of the current file (pair) in the layout.
+    pool: Arc<rayon::ThreadPool>,
+    /// Index of the next file (pair) in the layout.
     next_file: usize,
-    current: Option<Vec<SeqReader>>,
+    current: Option<Vec<RecordStream>>,
     /// Reads delivered from the current file (pair).
     count: u64,
-    /// Mates 2 of a batch of pairs, read beside mates 1 (see `next_pairs`).
-    second: Vec<Mate>,
 }
 
 impl ReadStream {
-    pub fn new(layout: ReadLayout) -> Self {
-        Self { layout, next_file: 0, current: None, count: 0, second: Vec::new() }
+    /// Reads `layout`, parsing on `pool`. The first file (pair) opens at once, so that its reading
+    /// starts while the caller does other work.
+    pub fn new(layout: ReadLayout, pool: Arc<rayon::ThreadPool>) -> Result<Self, ReadError> {
+        let mut s = Self { layout, pool, next_file: 0, current: None, count: 0 };
+        s.open_next()?;
+        Ok(s)
     }
 
-    /// Opens the next file (pair). An empty file holds no reads: a warning, not an error, so that
-    /// pipelines can pass empty samples through (and still get every output).
+    /// Opens the next file (pair); false when there is none. An empty file holds no reads: a
+    /// warning, not an error, so that pipelines can pass empty samples through (and still get
+    /// every output).
     fn open_next(&mut self) -> Result<bool, ReadError> {
         loop {
             let sources: Vec<&Source> = match &self.layout {
@@ -106,11 +167,11 @@ impl ReadStream {
                 return Ok(false);
             }
             self.next_file += 1;
-            let mut readers = Vec::new();
+            let mut streams = Vec::new();
             let mut empty = Vec::new();
             for s in &sources {
-                match SeqReader::open(s) {
-                    Ok(r) => readers.push(r),
+                match RecordStream::open(s, self.pool.clone()) {
+                    Ok(r) => streams.push(r),
                     Err(InputError::Empty { file }) => empty.push(file),
                     Err(e) => return Err(e.into()),
                 }
@@ -118,11 +179,11 @@ impl ReadStream {
             for file in &empty {
                 log::warn!("{file} holds no reads");
             }
-            match (readers.len(), sources.len()) {
+            match (streams.len(), sources.len()) {
                 (0, _) => continue,
                 (1, 2) => {
-                    let mut r = readers.pop().expect("one reader");
-                    if r.next_record().is_none() {
+                    let mut r = streams.pop().expect("one stream");
+                    if r.peek()?.is_none() {
                         continue;
                     }
                     return Err(PairingError::Count {
@@ -134,182 +195,128 @@ impl ReadStream {
                 }
                 _ => {}
             }
-            self.current = Some(readers);
+            self.current = Some(streams);
             self.count = 0;
             return Ok(true);
         }
     }
 
-    /// Up to `max` reads into `batch`; an empty batch means the end. The batch's reads and their
-    /// buffers are reused, so a steady stream of batches allocates nothing.
-    pub fn next_batch(&mut self, batch: &mut Vec<Read>, max: usize) -> Result<(), ReadError> {
-        let mut n = 0;
-        if matches!(self.layout, ReadLayout::Paired(_)) && batch.len() < max {
-            batch.resize_with(max, Read::default);
-        }
-        while n < max {
+    /// Up to `max` reads into `batch` (emptied first); an empty batch means the end.
+    pub fn next_batch(&mut self, batch: &mut Batch, max: usize) -> Result<(), ReadError> {
+        let per_read = if matches!(self.layout, ReadLayout::Single(_)) { 1 } else { 2 };
+        batch.clear(per_read);
+        while batch.len() < max {
             if self.current.is_none() && !self.open_next()? {
                 break;
             }
-            if self.current.as_ref().is_some_and(|r| r.len() == 2) {
-                n += self.next_pairs(&mut batch[..], n, max - n)?;
-                continue;
-            }
-            if n == batch.len() {
-                batch.push(Read::default());
-            }
-            if self.next_read(&mut batch[n])? {
-                n += 1;
-            } else {
+            let want = max - batch.len();
+            let got = match self.current.as_ref().map(Vec::len) {
+                Some(2) => self.next_pairs(batch, want)?,
+                _ if per_read == 2 => self.next_interleaved(batch, want)?,
+                _ => self.next_single(batch, want)?,
+            };
+            if got == 0 {
                 self.current = None;
             }
+            self.count += got as u64;
         }
-        batch.truncate(n);
         Ok(())
     }
 
-    /// Up to `want` pairs of the current file pair into `batch[at..]`: the two files are parsed
-    /// side by side, on two threads, then checked against each other. Errors are those reading
-    /// pair after pair would give, in the same order. Returns the pairs read; fewer than `want`
-    /// means the file pair is finished.
-    fn next_pairs(&mut self, batch: &mut [Read], at: usize, want: usize) -> Result<usize, ReadError> {
-        let readers = self.current.as_mut().expect("a file pair is open");
-        let (a, b) = readers.split_at_mut(1);
-        let (r1, r2) = (&mut a[0], &mut b[0]);
-        self.second.resize_with(want, Mate::default);
-        let reads = &mut batch[at..at + want];
-        let second = &mut self.second[..want];
-        let fill = |r: &mut SeqReader, mates: Vec<&mut Mate>| -> (usize, Option<InputError>) {
-            for (i, mate) in mates.into_iter().enumerate() {
-                match read_mate(r, mate) {
-                    Ok(true) => {}
-                    Ok(false) => return (i, None),
-                    Err(e) => return (i, Some(e)),
-                }
-            }
-            (want, None)
+    /// Up to `want` single reads of the current file; 0 at its end.
+    fn next_single(&mut self, batch: &mut Batch, want: usize) -> Result<usize, ReadError> {
+        let s = &mut self.current.as_mut().expect("a file is open")[0];
+        let Some((block, i)) = s.peek()? else { return Ok(0) };
+        let block = block.clone();
+        let k = (block.recs.len() - i).min(want);
+        let b = batch.block(&block);
+        batch.mates.extend((i..i + k).map(|r| (b, r as u32)));
+        s.advance(k);
+        Ok(k)
+    }
+
+    /// Up to `want` pairs of the current file pair, checked against each other; 0 at their end.
+    /// Errors come in pair order: a bad record of R2 before a name mismatch of a later pair, and
+    /// R1's error before R2's for the same pair.
+    fn next_pairs(&mut self, batch: &mut Batch, want: usize) -> Result<usize, ReadError> {
+        let [r1, r2] = self.current.as_mut().expect("a file pair is open").as_mut_slice() else {
+            unreachable!("two streams")
         };
-        let firsts: Vec<&mut Mate> = reads
-            .iter_mut()
-            .map(|read| {
-                read.mates.resize_with(2, Mate::default);
-                &mut read.mates[0]
-            })
-            .collect();
-        let seconds: Vec<&mut Mate> = second.iter_mut().collect();
-        let ((n1, e1), (n2, e2)) = rayon::join(|| fill(r1, firsts), || fill(r2, seconds));
-        for (i, read) in reads.iter_mut().enumerate().take(n1.min(n2)) {
-            std::mem::swap(&mut read.mates[1], &mut second[i]);
-            check_names(&read.mates[0], &read.mates[1], r1, r2, self.count + i as u64 + 1)?;
-        }
-        let both = n1.min(n2);
-        // Where the first file stops or fails: pair after pair, mate 1 is read before mate 2.
-        if n1 == both {
-            if let Some(e) = e1 {
-                return Err(e.into());
+        let first = r1.peek()?.map(|(b, i)| (b.clone(), i));
+        let second = r2.peek()?.map(|(b, i)| (b.clone(), i));
+        let ((b1, i1), (b2, i2)) = match (first, second) {
+            (None, None) => return Ok(0),
+            (Some(a), Some(b)) => (a, b),
+            (a, _) => {
+                let (shorter, longer) = if a.is_none() { (&*r1, &*r2) } else { (&*r2, &*r1) };
+                return Err(PairingError::Count {
+                    shorter: shorter.source().to_string(),
+                    longer: longer.source().to_string(),
+                    count: self.count,
+                }
+                .into());
+            }
+        };
+        let k = (b1.recs.len() - i1).min(b2.recs.len() - i2).min(want);
+        for j in 0..k {
+            let (id1, id2) = (pair_id(b1.header(i1 + j)), pair_id(b2.header(i2 + j)));
+            if id1 != id2 {
+                return Err(PairingError::Names {
+                    r1: r1.source().to_string(),
+                    r2: r2.source().to_string(),
+                    number: self.count + j as u64 + 1,
+                    id1: String::from_utf8_lossy(id1).into_owned(),
+                    id2: String::from_utf8_lossy(id2).into_owned(),
+                }
+                .into());
             }
         }
-        if n2 == both {
-            if let Some(e) = e2 {
-                return Err(e.into());
-            }
+        let (a, b) = (batch.block(&b1), batch.block(&b2));
+        for j in 0..k {
+            batch.mates.push((a, (i1 + j) as u32));
+            batch.mates.push((b, (i2 + j) as u32));
         }
-        if n1 != n2 {
-            let (shorter, longer) = if n1 < n2 { (&*r1, &*r2) } else { (&*r2, &*r1) };
-            return Err(PairingError::Count {
-                shorter: shorter.source().to_string(),
-                longer: longer.source().to_string(),
-                count: self.count + both as u64,
-            }
-            .into());
-        }
-        self.count += both as u64;
-        if both < want {
-            self.current = None;
-        }
-        Ok(both)
+        r1.advance(k);
+        r2.advance(k);
+        Ok(k)
     }
 
-    /// Reads the next read or pair into `read`; false at the end of the current file (pair).
-    fn next_read(&mut self, read: &mut Read) -> Result<bool, ReadError> {
-        let interleaved = matches!(self.layout, ReadLayout::Interleaved(_));
-        let readers = self.current.as_mut().expect("a file is open");
-        let mates = if readers.len() == 2 || interleaved { 2 } else { 1 };
-        read.mates.resize_with(mates, Mate::default);
-        let [m1, rest @ ..] = read.mates.as_mut_slice() else { unreachable!("at least one mate") };
-        if readers.len() == 2 {
-            let (a, b) = readers.split_at_mut(1);
-            let got1 = read_mate(&mut a[0], m1)?;
-            let got2 = read_mate(&mut b[0], &mut rest[0])?;
-            match (got1, got2) {
-                (false, false) => return Ok(false),
-                (true, false) | (false, true) => {
-                    let (r1, r2) = (&a[0], &b[0]);
-                    let (shorter, longer) = if r1.records() < r2.records() { (r1, r2) } else { (r2, r1) };
-                    return Err(PairingError::Count {
-                        shorter: shorter.source().to_string(),
-                        longer: longer.source().to_string(),
-                        count: shorter.records(),
-                    }
-                    .into());
+    /// Up to `want` pairs of the current interleaved file (a pair may span two blocks); 0 at its
+    /// end.
+    fn next_interleaved(&mut self, batch: &mut Batch, want: usize) -> Result<usize, ReadError> {
+        let s = &mut self.current.as_mut().expect("a file is open")[0];
+        let mut got = 0;
+        while got < want {
+            let Some((b1, i1)) = s.peek()?.map(|(b, i)| (b.clone(), i)) else { break };
+            s.advance(1);
+            let Some((b2, i2)) = s.peek()?.map(|(b, i)| (b.clone(), i)) else {
+                return Err(PairingError::OddInterleaved { file: s.source().to_string(), count: s.records() }.into());
+            };
+            s.advance(1);
+            let (id1, id2) = (pair_id(b1.header(i1)), pair_id(b2.header(i2)));
+            if id1 != id2 {
+                let name = s.source().to_string();
+                return Err(PairingError::Names {
+                    r1: name.clone(),
+                    r2: name,
+                    number: self.count + got as u64 + 1,
+                    id1: String::from_utf8_lossy(id1).into_owned(),
+                    id2: String::from_utf8_lossy(id2).into_owned(),
                 }
-                (true, true) => check_names(m1, &rest[0], &a[0], &b[0], self.count + 1)?,
+                .into());
             }
-        } else {
-            let r = &mut readers[0];
-            if !read_mate(r, m1)? {
-                return Ok(false);
-            }
-            if interleaved {
-                if !read_mate(r, &mut rest[0])? {
-                    return Err(
-                        PairingError::OddInterleaved { file: r.source().to_string(), count: r.records() }.into()
-                    );
-                }
-                check_names(m1, &rest[0], r, r, self.count + 1)?;
-            }
+            let (a, b) = (batch.block(&b1), batch.block(&b2));
+            batch.mates.push((a, i1 as u32));
+            batch.mates.push((b, i2 as u32));
+            got += 1;
         }
-        self.count += 1;
-        Ok(true)
+        Ok(got)
     }
 }
 
-/// Reads the next record into `mate`, reusing its buffers; false at the end of the input.
-fn read_mate(r: &mut SeqReader, mate: &mut Mate) -> Result<bool, InputError> {
-    match r.next_record() {
-        None => Ok(false),
-        Some(Err(e)) => Err(e),
-        Some(Ok(rec)) => {
-            mate.header.clear();
-            mate.header.extend_from_slice(rec.header());
-            mate.seq.clear();
-            mate.seq.extend_from_slice(&rec.seq());
-            match rec.qual() {
-                Some(q) => {
-                    let qual = mate.qual.get_or_insert_with(Vec::new);
-                    qual.clear();
-                    qual.extend_from_slice(q);
-                }
-                None => mate.qual = None,
-            }
-            Ok(true)
-        }
-    }
-}
-
-fn check_names(m1: &Mate, m2: &Mate, r1: &SeqReader, r2: &SeqReader, number: u64) -> Result<(), PairingError> {
-    let id1 = strip_mate_suffix(first_word(&m1.header));
-    let id2 = strip_mate_suffix(first_word(&m2.header));
-    if id1 != id2 {
-        return Err(PairingError::Names {
-            r1: r1.source().to_string(),
-            r2: r2.source().to_string(),
-            number,
-            id1: String::from_utf8_lossy(id1).into_owned(),
-            id2: String::from_utf8_lossy(id2).into_owned(),
-        });
-    }
-    Ok(())
+/// The id a mate is paired by: its header's first word without `/1` or `/2`.
+fn pair_id(header: &[u8]) -> &[u8] {
+    strip_mate_suffix(first_word(header))
 }
 
 #[cfg(test)]
@@ -323,16 +330,23 @@ mod tests {
         Source::File(p)
     }
 
-    fn all(layout: ReadLayout) -> Result<Vec<Read>, ReadError> {
-        let mut s = ReadStream::new(layout);
+    /// Every read: its id and each mate's sequence.
+    fn all(layout: ReadLayout) -> Result<Vec<(String, Vec<Vec<u8>>)>, ReadError> {
+        let pool = Arc::new(rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap());
+        let mut s = ReadStream::new(layout, pool)?;
         let mut out = Vec::new();
-        let mut batch = Vec::new();
+        let mut batch = Batch::default();
         loop {
             s.next_batch(&mut batch, 2)?;
             if batch.is_empty() {
                 return Ok(out);
             }
-            out.append(&mut batch);
+            for r in 0..batch.len() {
+                out.push((
+                    batch.id(r).into_owned(),
+                    (0..batch.mates_per_read()).map(|m| batch.seq(r, m).to_vec()).collect(),
+                ));
+            }
         }
     }
 
@@ -342,12 +356,12 @@ mod tests {
         let r1 = write(d.path(), "r1.fq", "@a/1\nACGT\n+\nIIII\n@b/1\nGG\n+\nII\n@c/1\nT\n+\nI\n");
         let r2 = write(d.path(), "r2.fq", "@a/2\nTTTT\n+\nIIII\n@b/2\nCC\n+\nII\n@c/2\nA\n+\nI\n");
         let reads = all(ReadLayout::Paired(vec![(r1.clone(), r2)])).unwrap();
-        assert_eq!(reads.iter().map(Read::id).collect::<Vec<_>>(), ["a", "b", "c"]);
-        assert_eq!(reads[1].mates[1].seq, b"CC");
+        assert_eq!(reads.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), ["a", "b", "c"]);
+        assert_eq!(reads[1].1[1], b"CC");
         let il = write(d.path(), "il.fa", ">x 1:N\nAC\n>x 2:N\nGT\n>y\nAA\n>y\nCC\n");
         let reads = all(ReadLayout::Interleaved(vec![il])).unwrap();
         assert_eq!(reads.len(), 2);
-        assert_eq!(reads[1].mates[1].seq, b"CC");
+        assert_eq!(reads[1].1[1], b"CC");
         let reads = all(ReadLayout::Single(vec![r1.clone(), r1])).unwrap();
         assert_eq!(reads.len(), 6);
     }

@@ -163,18 +163,37 @@ impl GpuResults {
     }
 }
 
-/// Classifies `reads` on every GPU at once, each taking a contiguous share.
+/// Classifies `reads` on every GPU at once, each taking a contiguous share: every share is packed
+/// into its GPU's pinned memory here, mates copied by the calling thread's pool, then each GPU
+/// uploads and classifies its share on a thread of its own.
 pub fn classify_on(classifiers: &[GpuClassifier], reads: &[&[&[u8]]], hit_list: bool) -> Result<GpuResults, GpuError> {
     let chunk = reads.len().div_ceil(classifiers.len()).max(1);
+    let t = Instant::now();
+    let packed: Vec<Packed> =
+        classifiers.iter().zip(reads.chunks(chunk)).map(|(c, part)| c.pack(part)).collect::<Result<_, _>>()?;
+    let packing = t.elapsed();
     let parts = std::thread::scope(|scope| {
         let jobs: Vec<_> = classifiers
             .iter()
-            .zip(reads.chunks(chunk))
-            .map(|(c, part)| scope.spawn(move || c.classify(part, hit_list)))
+            .zip(packed)
+            .map(|(c, p)| scope.spawn(move || c.run(p, hit_list, packing)))
             .collect();
         jobs.into_iter().map(|j| j.join().expect("a GPU batch does not panic")).collect::<Result<Vec<_>, _>>()
     })?;
     Ok(GpuResults { parts, chunk })
+}
+
+/// A share of a batch packed for one GPU: the mates' bases back to back in pinned memory, with
+/// where each mate starts, its length and the room for its features.
+pub struct Packed {
+    staging: cudarc::driver::PinnedHostSlice<u8>,
+    bases: usize,
+    offset: Vec<u64>,
+    len: Vec<u32>,
+    feature_first: Vec<u64>,
+    read_mates: Vec<usize>,
+    /// Per read: the windows of its candidate range.
+    range: Vec<u32>,
 }
 
 /// The index on one GPU, ready for batches of reads.
@@ -192,8 +211,9 @@ pub struct GpuClassifier<'g> {
     /// Copying the index to the device.
     pub load_time: Duration,
     times: std::sync::Mutex<StageTimes>,
-    /// Pinned memory the batches' bases are packed into, grown as needed.
-    staging: std::sync::Mutex<Option<cudarc::driver::PinnedHostSlice<u8>>>,
+    /// Pinned memory the batches' bases are packed into, grown as needed (one per batch in
+    /// flight: several samples may classify at once).
+    staging: std::sync::Mutex<Vec<cudarc::driver::PinnedHostSlice<u8>>>,
     /// A finished batch, for its vectors.
     recycled: std::sync::Mutex<Option<GpuBatch>>,
 }
@@ -414,25 +434,30 @@ impl<'g> GpuClassifier<'g> {
 
     /// The candidates (and, with `hit_list`, the features' taxa) of each read, given as its mates.
     pub fn classify(&self, reads: &[&[&[u8]]], hit_list: bool) -> Result<GpuBatch, GpuError> {
-        let (gpu, s, p) = (self.gpu, &self.gpu.stream, &self.sketch);
-        if reads.is_empty() {
-            return Ok(GpuBatch::default());
-        }
-        let clock = Instant::now();
-        // Mates back to back, each with room for its features (see `Sketcher::read_features`).
+        let t = Instant::now();
+        let packed = self.pack(reads)?;
+        self.run(packed, hit_list, t.elapsed())
+    }
+
+    /// Packs `reads`' mates into this GPU's pinned staging memory: offsets first (each mate with
+    /// room for its features, see `Sketcher::read_features`), then the bases, copied in parallel
+    /// on the calling thread's pool.
+    pub fn pack(&self, reads: &[&[&[u8]]]) -> Result<Packed, GpuError> {
+        let p = &self.sketch;
         let per_window = (p.window - p.k + 1) as u64;
-        // The bases go straight into pinned memory (no page faults, copies at full speed).
         let bases: usize = reads.iter().flat_map(|m| m.iter()).map(|m| m.len()).sum();
-        let mut pinned = self.staging.lock().expect("no batch panicked");
-        if pinned.as_ref().is_none_or(|p| p.len() < bases) {
-            *pinned = None;
+        let spare = {
+            let mut pool = self.staging.lock().expect("no batch panicked");
+            let fits = pool.iter().position(|st| st.len() >= bases);
+            fits.map(|i| pool.swap_remove(i))
+        };
+        let mut staging = match spare {
+            Some(st) => st,
             // Cached, not write-combined: mates are copied in at odd offsets, which write-combined
             // memory turns into partial-line flushes.
             // SAFETY: only the bytes written below are copied.
-            *pinned = Some(unsafe { gpu.ctx.alloc_pinned_with_flags::<u8>((bases + bases / 4).max(1 << 20), 0)? });
-        }
-        let staging = pinned.as_mut().expect("just made").as_mut_slice()?;
-        // Sized up front: growing them page-faults, which several GPUs' threads contend for.
+            _ => unsafe { self.gpu.ctx.alloc_pinned_with_flags::<u8>((bases + bases / 4).max(1 << 20), 0)? },
+        };
         let mate_count: usize = reads.iter().map(|m| m.len()).sum();
         let (mut offset, mut len) = (Vec::with_capacity(mate_count), Vec::with_capacity(mate_count));
         let mut feature_first = Vec::with_capacity(mate_count + 1);
@@ -440,13 +465,12 @@ impl<'g> GpuClassifier<'g> {
         let mut read_mates = Vec::with_capacity(reads.len() + 1);
         read_mates.push(0usize);
         let mut range = Vec::with_capacity(reads.len());
-        let mut at = 0usize;
+        let mut at = 0u64;
         for mates in reads {
             for m in *mates {
-                offset.push(at as u64);
+                offset.push(at);
                 len.push(m.len() as u32);
-                staging[at..at + m.len()].copy_from_slice(m);
-                at += m.len();
+                at += m.len() as u64;
                 let kmers = (m.len() as u64 + 1).saturating_sub(p.k as u64);
                 let room = if kmers > 2 * per_window {
                     p.window_count(m.len()) * p.sketch_size as u64
@@ -459,11 +483,47 @@ impl<'g> GpuClassifier<'g> {
             let total: usize = mates.iter().map(|m| m.len()).sum();
             range.push((2 + total.max(self.insert_size) / p.stride as usize) as u32);
         }
+        // The bases: groups of reads, each group's stretch of the staging memory its own.
+        {
+            use rayon::prelude::*;
+            const GROUP: usize = 4096;
+            let mut rest = &mut staging.as_mut_slice()?[..bases];
+            let mut jobs = Vec::with_capacity(reads.len().div_ceil(GROUP));
+            for (g, group) in reads.chunks(GROUP).enumerate() {
+                let first_mate = read_mates[g * GROUP];
+                let end = read_mates[g * GROUP + group.len()];
+                let bytes = offset.get(end).map_or(bases as u64, |&o| o) - offset[first_mate];
+                let (mine, tail) = std::mem::take(&mut rest).split_at_mut(bytes as usize);
+                rest = tail;
+                jobs.push((group, mine));
+            }
+            jobs.into_par_iter().for_each(|(group, out)| {
+                let mut at = 0;
+                for m in group.iter().flat_map(|mates| mates.iter()) {
+                    out[at..at + m.len()].copy_from_slice(m);
+                    at += m.len();
+                }
+            });
+        }
+        Ok(Packed { staging, bases, offset, len, feature_first, read_mates, range })
+    }
+
+    /// Uploads a packed share, runs the kernels and downloads the results; `packing` is the time
+    /// its packing took, for the stage times.
+    pub fn run(&self, packed: Packed, hit_list: bool, packing: Duration) -> Result<GpuBatch, GpuError> {
+        let (gpu, s) = (self.gpu, &self.gpu.stream);
+        let Packed { staging, bases, offset, len, feature_first, read_mates, range } = packed;
+        let n_reads = read_mates.len() as u64 - 1;
+        if n_reads == 0 {
+            self.staging.lock().expect("no batch panicked").push(staging);
+            return Ok(GpuBatch::default());
+        }
+        let clock = Instant::now();
         let n_mates = offset.len() as u64;
         let n_features = *feature_first.last().unwrap();
         let mut seq_dev = s.alloc_zeros::<u8>(bases.max(1))?;
         if bases > 0 {
-            s.memcpy_htod(&staging[..bases], &mut seq_dev.slice_mut(..bases))?;
+            s.memcpy_htod(&staging.as_slice()?[..bases], &mut seq_dev.slice_mut(..bases))?;
         }
         let (offset_dev, len_dev, ff_dev) =
             (s.clone_htod(&offset)?, s.clone_htod(&len)?, s.clone_htod(&feature_first)?);
@@ -475,8 +535,10 @@ impl<'g> GpuClassifier<'g> {
             count: n_mates,
         };
         s.synchronize()?;
-        drop(pinned);
-        let uploaded = clock.elapsed();
+        self.staging.lock().expect("no batch panicked").push(staging);
+        let uploaded = clock.elapsed() + packing;
+        let clock = Instant::now() - packing;
+        let p = &self.sketch;
         let nf = n_features.max(1) as usize;
         let mut features = s.alloc_zeros::<u32>(nf)?;
         let mut counts = s.alloc_zeros::<u32>(n_mates as usize)?;
@@ -514,7 +576,6 @@ impl<'g> GpuClassifier<'g> {
         // SAFETY: feature f writes lengths[f] locations from first[f], within `total`.
         unsafe { b.launch(launch_config(gpu, n_features)) }?;
 
-        let n_reads = reads.len() as u64;
         let range_dev = s.clone_htod(&range)?;
         let max = self.max_candidates as u32;
         let mut cands = s.alloc_zeros::<DeviceCandidate>((n_reads * max as u64).max(1) as usize)?;
@@ -547,7 +608,7 @@ impl<'g> GpuClassifier<'g> {
         {
             let mut t = self.times.lock().expect("no batch panicked");
             t.batches += 1;
-            t.reads += reads.len() as u64;
+            t.reads += n_reads;
             t.upload += uploaded;
             t.kernels += computed - uploaded;
             t.download += clock.elapsed() - computed;

@@ -115,6 +115,16 @@ fn cache_dir() -> Option<PathBuf> {
     Some(base.join("kmerdb"))
 }
 
+/// Whether compiled kernels of this source are in the cache (for some architecture): a first
+/// use on a machine compiles them, which takes seconds.
+pub fn cached() -> bool {
+    let prefix = format!("kernels-{:016x}-", xxhash_rust::xxh3::xxh3_64(source().as_bytes()));
+    let Some(dir) = cache_dir() else { return false };
+    std::fs::read_dir(dir)
+        .map(|entries| entries.flatten().any(|e| e.file_name().to_string_lossy().starts_with(&prefix)))
+        .unwrap_or(false)
+}
+
 /// The cubin for `arch`, from the cache (key: source hash, architecture, NVRTC version) or compiled
 /// and cached. Returns it and whether it came from the cache. A cache that cannot be written is
 /// only a slower start.

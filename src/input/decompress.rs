@@ -184,10 +184,28 @@ pub fn into_input_error(source: &Source, e: io::Error) -> InputError {
     InputError::Io { path, source: e }
 }
 
-/// Up to [`HEAD_BYTES`] from the start (fewer at the end of the input).
+/// The first bytes, as many as [`detect`] needs (at most [`HEAD_BYTES`]; fewer at the end of the
+/// input). Reads no further than that, so that a pipe delivering slowly is not waited for.
 fn read_head(r: &mut impl Read) -> io::Result<Vec<u8>> {
-    let mut head = Vec::with_capacity(HEAD_BYTES);
-    r.take(HEAD_BYTES as u64).read_to_end(&mut head)?;
+    let mut head = vec![0u8; HEAD_BYTES];
+    let mut n = 0;
+    while n < HEAD_BYTES {
+        match r.read(&mut head[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+        let decided = match &head[..n] {
+            b if b.len() < 6 => false,
+            b if b.starts_with(&[0x1f, 0x8b]) => !matches!(gzip_header(b), Err(HeaderError::Incomplete(_))),
+            _ => true,
+        };
+        if decided {
+            break;
+        }
+    }
+    head.truncate(n);
     Ok(head)
 }
 

@@ -2,16 +2,18 @@
 //! from the content; stdin as `-`), and turning parser failures into errors that name the file
 //! and the record.
 //!
-//! Parsing itself is needletail's; this module adds the paths, record numbers and checks
-//! (empty files, wrong format) a user needs to find what is wrong.
+//! Parsing of reference genomes is needletail's; this module adds the paths, record numbers and
+//! checks (empty files, wrong format) a user needs to find what is wrong. Reads for `classify`
+//! are parsed in blocks by several threads ([`records`]).
 //!
 //! - [`decompress`]: the decompressed bytes of a file or stdin as one `Read` (compression detected
 //!   from the content; BGZF and `pigz -i` gzip inflated on several threads).
 
+pub mod decompress;
+pub mod records;
+
 use std::fmt;
 use std::path::{Path, PathBuf};
-
-pub mod decompress;
 
 /// Extensions of FASTA files picked up when a directory is given (each optionally compressed).
 pub const FASTA_EXTENSIONS: [&str; 5] = ["fa", "fasta", "fna", "ffn", "fas"];

@@ -18,10 +18,10 @@ use crate::taxonomy::{TaxId, TaxonTree, UNCLASSIFIED};
 
 /// What the per-read line needs to know about one classified read or pair.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ReadResult {
+pub struct ReadResult<'a> {
     /// Read id: the first word of the header, with a trailing `/1` or `/2` removed for pairs
-    /// (see [`read_id`]).
-    pub id: String,
+    /// (see [`read_id`]). Borrowed where it can be: a line per read allocates nothing.
+    pub id: std::borrow::Cow<'a, str>,
     /// The call; 0 means unclassified.
     pub taxid: TaxId,
     /// Mate lengths; the second is `None` for single-end reads, which is what makes a result
@@ -30,10 +30,10 @@ pub struct ReadResult {
     /// Per mate: runs of `(taxid, count)` in read order, 0 meaning "no hit". The second list is
     /// empty for single-end reads. Adjacent runs of one taxid are merged and runs of count 0
     /// skipped when written, so producers need not coalesce.
-    pub hits: [Vec<(TaxId, u32)>; 2],
+    pub hits: [&'a [(TaxId, u32)]; 2],
 }
 
-impl ReadResult {
+impl ReadResult<'_> {
     /// True if the read (pair) got a taxon.
     pub fn is_classified(&self) -> bool {
         self.taxid != UNCLASSIFIED
@@ -70,28 +70,34 @@ pub fn read_id(header: &[u8], paired: bool) -> String {
 pub fn write_kraken_line<W: Write + ?Sized>(w: &mut W, r: &ReadResult, names: Option<&TaxonTree>) -> io::Result<()> {
     let paired = r.is_paired();
     debug_assert!(paired || r.hits[1].is_empty(), "single-end read {} has hits on a second mate", r.id);
-    let code = if r.is_classified() { 'C' } else { 'U' };
-    write!(w, "{code}\t{}\t", r.id)?;
+    // Integers through itoa: `write!` is most of a line's cost at millions of lines a second.
+    let mut num = itoa::Buffer::new();
+    w.write_all(if r.is_classified() { b"C\t" } else { b"U\t" })?;
+    w.write_all(r.id.as_bytes())?;
+    w.write_all(b"\t")?;
     match names {
-        None => write!(w, "{}", r.taxid)?,
+        None => w.write_all(num.format(r.taxid).as_bytes())?,
         Some(_) if r.taxid == UNCLASSIFIED => write!(w, "unclassified (taxid 0)")?,
         Some(tree) => {
             let taxon = tree.get(r.taxid).ok_or_else(|| unknown_taxid(r.taxid, &format!("read {}", r.id)))?;
             write!(w, "{} (taxid {})", taxon.name, r.taxid)?;
         }
     }
-    match r.lengths {
-        (len1, Some(len2)) => write!(w, "\t{len1}|{len2}\t")?,
-        (len1, None) => write!(w, "\t{len1}\t")?,
+    w.write_all(b"\t")?;
+    w.write_all(num.format(r.lengths.0).as_bytes())?;
+    if let Some(len2) = r.lengths.1 {
+        w.write_all(b"|")?;
+        w.write_all(num.format(len2).as_bytes())?;
     }
+    w.write_all(b"\t")?;
     if paired {
-        let wrote = write_runs(w, &r.hits[0])?;
+        let wrote = write_runs(w, r.hits[0])?;
         w.write_all(if wrote { b" |:|" } else { b"|:|" })?;
-        if has_runs(&r.hits[1]) {
+        if has_runs(r.hits[1]) {
             w.write_all(b" ")?;
-            write_runs(w, &r.hits[1])?;
+            write_runs(w, r.hits[1])?;
         }
-    } else if !write_runs(w, &r.hits[0])? {
+    } else if !write_runs(w, r.hits[0])? {
         w.write_all(b"0:0")?;
     }
     w.write_all(b"\n")
@@ -106,12 +112,15 @@ fn has_runs(runs: &[(TaxId, u32)]) -> bool {
 fn write_runs<W: Write + ?Sized>(w: &mut W, runs: &[(TaxId, u32)]) -> io::Result<bool> {
     let mut current: Option<(TaxId, u64)> = None;
     let mut wrote = false;
+    let mut num = itoa::Buffer::new();
     let mut emit = |w: &mut W, (taxid, n): (TaxId, u64)| -> io::Result<()> {
         if wrote {
             w.write_all(b" ")?;
         }
         wrote = true;
-        write!(w, "{taxid}:{n}")
+        w.write_all(num.format(taxid).as_bytes())?;
+        w.write_all(b":")?;
+        w.write_all(num.format(n).as_bytes())
     };
     for &(taxid, n) in runs.iter().filter(|&&(_, n)| n > 0) {
         current = match current {
@@ -140,67 +149,67 @@ mod tests {
         String::from_utf8(out).unwrap()
     }
 
-    fn single(taxid: TaxId, hits: Vec<(TaxId, u32)>) -> ReadResult {
-        ReadResult { id: "r1".into(), taxid, lengths: (150, None), hits: [hits, vec![]] }
+    fn single(taxid: TaxId, hits: &[(TaxId, u32)]) -> ReadResult<'_> {
+        ReadResult { id: "r1".into(), taxid, lengths: (150, None), hits: [hits, &[]] }
     }
 
-    fn pair(taxid: TaxId, h1: Vec<(TaxId, u32)>, h2: Vec<(TaxId, u32)>) -> ReadResult {
+    fn pair<'a>(taxid: TaxId, h1: &'a [(TaxId, u32)], h2: &'a [(TaxId, u32)]) -> ReadResult<'a> {
         ReadResult { id: "p1".into(), taxid, lengths: (150, Some(148)), hits: [h1, h2] }
     }
 
     #[test]
     fn single_end_lines() {
-        let r = single(562, vec![(562, 13), (561, 4), (0, 1)]);
+        let r = single(562, &[(562, 13), (561, 4), (0, 1)]);
         assert_eq!(line(&r, None), "C\tr1\t562\t150\t562:13 561:4 0:1\n");
-        let r = single(0, vec![(0, 120)]);
+        let r = single(0, &[(0, 120)]);
         assert_eq!(line(&r, None), "U\tr1\t0\t150\t0:120\n");
     }
 
     #[test]
     fn read_without_kmers_gets_0_0() {
         // Kraken 2 prints `0:0` when a read yields no k-mer at all (shorter than k).
-        let r = ReadResult { lengths: (20, None), ..single(0, vec![]) };
+        let r = ReadResult { lengths: (20, None), ..single(0, &[]) };
         assert_eq!(line(&r, None), "U\tr1\t0\t20\t0:0\n");
     }
 
     #[test]
     fn runs_are_merged_and_empty_runs_skipped() {
-        let r = single(562, vec![(562, 3), (562, 2), (0, 0), (561, 1), (0, 0), (561, 1)]);
+        let r = single(562, &[(562, 3), (562, 2), (0, 0), (561, 1), (0, 0), (561, 1)]);
         assert_eq!(line(&r, None), "C\tr1\t562\t150\t562:5 561:2\n");
     }
 
     #[test]
     fn pairs_use_bar_lengths_and_mate_separator() {
-        let r = pair(562, vec![(562, 13), (0, 2)], vec![(561, 4), (562, 20)]);
+        let r = pair(562, &[(562, 13), (0, 2)], &[(561, 4), (562, 20)]);
         assert_eq!(line(&r, None), "C\tp1\t562\t150|148\t562:13 0:2 |:| 561:4 562:20\n");
         // Runs never merge across the mate boundary.
-        let r = pair(562, vec![(562, 1)], vec![(562, 1)]);
+        let r = pair(562, &[(562, 1)], &[(562, 1)]);
         assert_eq!(line(&r, None), "C\tp1\t562\t150|148\t562:1 |:| 562:1\n");
     }
 
     #[test]
     fn pair_with_an_empty_mate_keeps_the_separator() {
-        let r = pair(562, vec![], vec![(562, 3)]);
+        let r = pair(562, &[], &[(562, 3)]);
         assert_eq!(line(&r, None), "C\tp1\t562\t150|148\t|:| 562:3\n");
-        let r = pair(562, vec![(562, 3)], vec![]);
+        let r = pair(562, &[(562, 3)], &[]);
         assert_eq!(line(&r, None), "C\tp1\t562\t150|148\t562:3 |:|\n");
-        let r = pair(0, vec![], vec![]);
+        let r = pair(0, &[], &[]);
         assert_eq!(line(&r, None), "U\tp1\t0\t150|148\t|:|\n");
     }
 
     #[test]
     fn names_as_kraken2_use_names() {
         let tree = tree();
-        let r = single(562, vec![(562, 13)]);
+        let r = single(562, &[(562, 13)]);
         assert_eq!(line(&r, Some(&tree)), "C\tr1\tEscherichia coli (taxid 562)\t150\t562:13\n");
-        let r = single(0, vec![(0, 5)]);
+        let r = single(0, &[(0, 5)]);
         assert_eq!(line(&r, Some(&tree)), "U\tr1\tunclassified (taxid 0)\t150\t0:5\n");
     }
 
     #[test]
     fn unknown_taxid_with_names_is_invalid_data() {
         let tree = tree();
-        let err = write_kraken_line(&mut Vec::new(), &single(999, vec![]), Some(&tree)).unwrap_err();
+        let err = write_kraken_line(&mut Vec::new(), &single(999, &[]), Some(&tree)).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidData);
         assert!(err.to_string().contains("999"), "{err}");
     }
@@ -220,7 +229,7 @@ mod tests {
     fn writes_through_dyn_write() {
         let mut out = Vec::new();
         let w: &mut dyn Write = &mut out;
-        write_kraken_line(w, &single(562, vec![(562, 1)]), None).unwrap();
+        write_kraken_line(w, &single(562, &[(562, 1)]), None).unwrap();
         assert_eq!(out, b"C\tr1\t562\t150\t562:1\n");
     }
 }

@@ -1,0 +1,634 @@
+//! Reads as records in blocks, parsed by several threads: the input `classify` uses.
+//!
+//! A file's bytes (decompressed, see [`decoded`]) are read on a thread of their own in blocks of
+//! about [`BLOCK_BYTES`] that end at a record boundary ([`cut`]); each block is parsed into record
+//! spans ([`Block`]: header, sequence and quality of each record as offsets into the block) by a
+//! task on the thread pool, several blocks at once, and the blocks come out in file order
+//! ([`RecordStream`]). Nothing is allocated per record: a FASTQ record is three spans of its
+//! block, and only a FASTA record split over several lines has its sequence copied (once, to the
+//! end of its block, without the line breaks).
+//!
+//! Formats: FASTQ (four lines a record; `@`, sequence, `+`, qualities of the same length) and
+//! FASTA (`>` header, then sequence lines, empty lines allowed), told apart by the first byte;
+//! `\r\n` line ends are taken as `\n`. Errors name the file, the record (counted over the whole
+//! file: the blocks are numbered in order) and the line.
+
+use crate::input::{Format, InputError, Source};
+use std::io::Read;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+
+/// Bytes of a block (more when one record is larger).
+pub const BLOCK_BYTES: usize = 8 << 20;
+/// Blocks a file's reader keeps ahead of its consumer.
+const BLOCKS_AHEAD: usize = 8;
+
+/// A stretch of a block's bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Span {
+    pub start: u32,
+    pub len: u32,
+}
+
+impl Span {
+    fn of(start: usize, end: usize) -> Self {
+        Span { start: start as u32, len: (end - start) as u32 }
+    }
+
+    fn range(self) -> std::ops::Range<usize> {
+        self.start as usize..self.start as usize + self.len as usize
+    }
+}
+
+/// One record: its header line (without `>`/`@`), its sequence, its qualities (FASTQ).
+#[derive(Debug, Clone, Copy)]
+pub struct Rec {
+    pub header: Span,
+    pub seq: Span,
+    pub qual: Option<Span>,
+}
+
+/// A block of a file, parsed: whole records, then possibly an error where parsing stopped.
+#[derive(Debug, Default)]
+pub struct Block {
+    bytes: Vec<u8>,
+    pub recs: Vec<Rec>,
+    /// Lines of the file in this block (for line numbers in errors).
+    lines: u64,
+    /// Where parsing failed: after `recs.len()` good records.
+    error: Option<LocalError>,
+}
+
+impl Block {
+    pub fn header(&self, r: usize) -> &[u8] {
+        &self.bytes[self.recs[r].header.range()]
+    }
+
+    pub fn seq(&self, r: usize) -> &[u8] {
+        &self.bytes[self.recs[r].seq.range()]
+    }
+
+    pub fn qual(&self, r: usize) -> Option<&[u8]> {
+        self.recs[r].qual.map(|q| &self.bytes[q.range()])
+    }
+}
+
+/// A parse error within a block, before it is placed in the file.
+#[derive(Debug, Clone)]
+struct LocalError {
+    /// Line of the block (from 1) where it was found.
+    line: u64,
+    detail: String,
+}
+
+/// What a file holds, from its first byte.
+fn format_of(first: u8) -> Option<Format> {
+    match first {
+        b'@' => Some(Format::Fastq),
+        b'>' => Some(Format::Fasta),
+        _ => None,
+    }
+}
+
+/// The lines of `bytes` from `at`: (start, end without the line break, next start).
+struct Lines<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Lines<'_> {
+    /// The next line, or `None` at the end; the last line needs no line break.
+    fn next(&mut self) -> Option<(usize, usize)> {
+        if self.at >= self.bytes.len() {
+            return None;
+        }
+        let start = self.at;
+        let end = memchr::memchr(b'\n', &self.bytes[start..]).map_or(self.bytes.len(), |i| start + i);
+        self.at = (end + 1).min(self.bytes.len() + 1);
+        let trimmed = if end > start && self.bytes[end - 1] == b'\r' { end - 1 } else { end };
+        Some((start, trimmed))
+    }
+}
+
+/// Where the block must be cut so that it ends at a record boundary: the start of the last record
+/// that may be incomplete (everything before it is whole records), or `None` when no record
+/// boundary is in `bytes` (the block must grow). At the end of the file, every byte is whole.
+pub fn cut(bytes: &[u8], format: Format) -> Option<usize> {
+    let mut end = bytes.len();
+    loop {
+        // The last line start (after a '\n') that begins with the record mark, before `end`.
+        let mark = if format == Format::Fastq { b'@' } else { b'>' };
+        let i = memchr::memrchr(b'\n', &bytes[..end])?;
+        end = i;
+        if bytes.get(i + 1) != Some(&mark) {
+            continue;
+        }
+        let start = i + 1;
+        if format == Format::Fasta {
+            return Some(start);
+        }
+        // FASTQ: '@' also begins quality lines. A record starts here if the line two further
+        // on begins with '+' (a quality line is followed by a header and a sequence).
+        let mut lines = Lines { bytes, at: start };
+        let (_, _, plus) = (lines.next(), lines.next(), lines.next());
+        match plus {
+            Some((p, _)) if lines.at <= bytes.len() && bytes.get(p) == Some(&b'+') => return Some(start),
+            // Not enough lines after it to tell: an earlier record start will do.
+            _ => continue,
+        }
+    }
+}
+
+/// Parses a block of whole records (the file's first block, or one that starts at a record).
+fn parse(mut bytes: Vec<u8>, format: Format) -> Block {
+    let mut recs = Vec::new();
+    let mut appended: Vec<u8> = Vec::new();
+    let mut lines = Lines { bytes: &bytes, at: 0 };
+    let mut line_no = 0u64;
+    let error = |line: u64, detail: String| Some(LocalError { line, detail });
+    let mut err = None;
+    match format {
+        Format::Fastq => loop {
+            let Some((h0, h1)) = lines.next() else { break };
+            line_no += 1;
+            if h1 == h0 {
+                continue; // an empty line between records
+            }
+            if bytes[h0] != b'@' {
+                err = error(line_no, "malformed record: a FASTQ record starts with '@'".into());
+                break;
+            }
+            let (Some((s0, s1)), Some((p0, _)), Some((q0, q1))) = (lines.next(), lines.next(), lines.next()) else {
+                err = error(line_no, "the file ends in the middle of a record".into());
+                break;
+            };
+            line_no += 3;
+            if bytes.get(p0) != Some(&b'+') {
+                err = error(line_no - 1, "malformed FASTQ record: the third line of a record starts with '+'".into());
+                break;
+            }
+            if q1 - q0 != s1 - s0 {
+                err = error(
+                    line_no,
+                    format!(
+                        "malformed FASTQ record: {} quality values for {} bases (the quality line must be as long as the sequence)",
+                        q1 - q0,
+                        s1 - s0
+                    ),
+                );
+                break;
+            }
+            recs.push(Rec { header: Span::of(h0 + 1, h1), seq: Span::of(s0, s1), qual: Some(Span::of(q0, q1)) });
+        },
+        Format::Fasta => {
+            let mut current: Option<(Span, Vec<(usize, usize)>)> = None;
+            let mut finish = |rec: Option<(Span, Vec<(usize, usize)>)>, recs: &mut Vec<Rec>| {
+                let Some((header, parts)) = rec else { return };
+                let seq = match parts.as_slice() {
+                    [] => Span::default(),
+                    [(a, b)] => Span::of(*a, *b),
+                    _ => {
+                        // Several lines: the sequence is copied without its line breaks.
+                        let start = appended.len();
+                        for &(a, b) in &parts {
+                            appended.extend_from_slice(&bytes[a..b]);
+                        }
+                        Span { start: (bytes.len() + start) as u32, len: (appended.len() - start) as u32 }
+                    }
+                };
+                recs.push(Rec { header, seq, qual: None });
+            };
+            while let Some((a, b)) = lines.next() {
+                line_no += 1;
+                if a < b && bytes[a] == b'>' {
+                    finish(current.take(), &mut recs);
+                    current = Some((Span::of(a + 1, b), Vec::new()));
+                } else if a < b {
+                    match &mut current {
+                        Some((_, parts)) => parts.push((a, b)),
+                        None => {
+                            err = error(line_no, "malformed record: a FASTA record starts with '>'".into());
+                            break;
+                        }
+                    }
+                }
+            }
+            if err.is_none() {
+                finish(current.take(), &mut recs);
+            }
+        }
+    }
+    let lines = if err.is_some() { line_no } else { memchr::memchr_iter(b'\n', &bytes).count() as u64 };
+    bytes.extend_from_slice(&appended);
+    Block { bytes, recs, lines, error: err }
+}
+
+fn io_error(source: &Source, e: std::io::Error) -> InputError {
+    // Decompression errors carry the file, member and offset already.
+    if e.get_ref().is_some_and(|inner| inner.is::<InputError>()) {
+        return super::decompress::into_input_error(source, e);
+    }
+    let detail = e.to_string();
+    let lower = detail.to_lowercase();
+    let compressed = ["unexpected end of file", "incomplete", "deflate", "corrupt", "invalid", "stream"];
+    let detail = if compressed.iter().any(|m| lower.contains(m)) {
+        format!("{detail} (is the compressed file truncated or corrupt?)")
+    } else {
+        detail
+    };
+    match source {
+        Source::File(p) => InputError::Io { path: p.clone(), source: std::io::Error::new(e.kind(), detail) },
+        Source::Stdin => InputError::Parse { file: Source::Stdin, what: "reading".into(), detail },
+    }
+}
+
+/// A block on its way: its bytes until someone parses them, then the parse. A task on the pool
+/// parses it ahead; a consumer that needs it first parses it itself rather than wait, so that a
+/// pool busy with the consumer's own work (or of one thread) cannot stall it.
+struct Job {
+    raw: std::sync::Mutex<Option<Vec<u8>>>,
+    format: Format,
+    done: std::sync::Mutex<Option<Result<Block, InputError>>>,
+    ready: std::sync::Condvar,
+}
+
+impl Job {
+    fn new(raw: Vec<u8>, format: Format) -> Arc<Self> {
+        Arc::new(Self {
+            raw: std::sync::Mutex::new(Some(raw)),
+            format,
+            done: std::sync::Mutex::new(None),
+            ready: std::sync::Condvar::new(),
+        })
+    }
+
+    fn failed(e: InputError) -> Arc<Self> {
+        Arc::new(Self {
+            raw: std::sync::Mutex::new(None),
+            format: Format::Fasta,
+            done: std::sync::Mutex::new(Some(Err(e))),
+            ready: std::sync::Condvar::new(),
+        })
+    }
+
+    /// Parses the block if nobody has started to.
+    fn run(&self) {
+        let Some(raw) = self.raw.lock().unwrap_or_else(|e| e.into_inner()).take() else { return };
+        let block = parse(raw, self.format);
+        *self.done.lock().unwrap_or_else(|e| e.into_inner()) = Some(Ok(block));
+        self.ready.notify_all();
+    }
+
+    /// The parse: made here if no task has started it, else waited for.
+    fn take(&self) -> Result<Block, InputError> {
+        self.run();
+        let mut done = self.done.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(r) = done.take() {
+                return r;
+            }
+            done = self.ready.wait(done).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// What a file's reader thread sends for each block, in order.
+type Pending = Arc<Job>;
+
+/// A file's records, block after block, in order.
+pub struct RecordStream {
+    source: Source,
+    blocks: Receiver<Pending>,
+    current: Option<Arc<Block>>,
+    /// The next record of `current`.
+    next: usize,
+    /// Records and lines of the file before `current`.
+    records_before: u64,
+    lines_before: u64,
+    /// The id of the last record delivered (for errors).
+    last_id: String,
+    format: Option<Format>,
+    done: bool,
+}
+
+impl RecordStream {
+    /// Starts reading `source` on a thread of its own, blocks parsed on `pool`. An empty input
+    /// gives an `Empty` error here; one that is neither FASTA nor FASTQ an `UnknownFormat`.
+    pub fn open(source: &Source, pool: Arc<rayon::ThreadPool>) -> Result<Self, InputError> {
+        // Decompression gets as many threads as parsing (BGZF and `pigz -i` input use them).
+        let mut reader = super::decompress::open(source, pool.current_num_threads())?.reader;
+        // The first bytes, to know the format before the thread starts: read only until one is
+        // not blank, so that a pipe delivering slowly does not hold up the caller.
+        let mut first = vec![0u8; 1 << 16];
+        let n = read_until_nonblank(&mut reader, &mut first).map_err(|e| io_error(source, e))?;
+        first.truncate(n);
+        let start = first.iter().position(|b| !b.is_ascii_whitespace());
+        let Some(start) = start else { return Err(InputError::Empty { file: source.clone() }) };
+        let Some(format) = format_of(first[start]) else {
+            return Err(InputError::UnknownFormat {
+                file: source.clone(),
+                detail: format!("it starts with {:?}, not '>' (FASTA) or '@' (FASTQ)", first[start] as char),
+            });
+        };
+        let (tx, blocks) = sync_channel::<Pending>(BLOCKS_AHEAD);
+        let src = source.clone();
+        std::thread::Builder::new()
+            .name("kmerdb-read".into())
+            .spawn(move || read_blocks(src, reader, first, format, tx, pool))
+            .map_err(|e| InputError::Io { path: std::path::PathBuf::from(source.to_string()), source: e })?;
+        Ok(Self {
+            source: source.clone(),
+            blocks,
+            current: None,
+            next: 0,
+            records_before: 0,
+            lines_before: 0,
+            last_id: String::new(),
+            format: Some(format),
+            done: false,
+        })
+    }
+
+    pub fn source(&self) -> &Source {
+        &self.source
+    }
+
+    pub fn format(&self) -> Option<Format> {
+        self.format
+    }
+
+    /// Records delivered so far.
+    pub fn records(&self) -> u64 {
+        self.records_before + self.next as u64
+    }
+
+    /// The block holding the next record, and that record's index in it; `None` at the end of
+    /// the file. An error of the file comes once the records before it are delivered.
+    pub fn peek(&mut self) -> Result<Option<(&Arc<Block>, usize)>, InputError> {
+        loop {
+            if let Some(b) = &self.current {
+                if self.next < b.recs.len() {
+                    break;
+                }
+                if let Some(e) = &b.error {
+                    let what = if self.records() == 0 {
+                        "in the first record".to_string()
+                    } else {
+                        format!("after record {} ('{}')", self.records(), self.last_id)
+                    };
+                    return Err(InputError::Parse {
+                        file: self.source.clone(),
+                        what: format!("{what}, line {}", self.lines_before + e.line),
+                        detail: e.detail.clone(),
+                    });
+                }
+                self.records_before += b.recs.len() as u64;
+                self.lines_before += b.lines;
+                self.current = None;
+                self.next = 0;
+            }
+            if self.done {
+                return Ok(None);
+            }
+            let Ok(pending) = self.blocks.recv() else {
+                self.done = true;
+                continue;
+            };
+            self.current = Some(Arc::new(pending.take()?));
+        }
+        Ok(self.current.as_ref().map(|b| (b, self.next)))
+    }
+
+    /// Takes `n` records of the current block (after [`RecordStream::peek`]).
+    pub fn advance(&mut self, n: usize) {
+        let b = self.current.as_ref().expect("peek found a block");
+        self.next += n;
+        assert!(self.next <= b.recs.len());
+        if n > 0 {
+            let id = crate::input::first_word(b.header(self.next - 1));
+            self.last_id.clear();
+            self.last_id.push_str(&String::from_utf8_lossy(id));
+        }
+    }
+}
+
+/// `read` until `buf` is full or the input ends; the bytes read.
+/// Reads into `buf` until it holds a byte that is not whitespace, is full, or the input ends.
+fn read_until_nonblank(r: &mut dyn Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => {
+                n += k;
+                if buf[n - k..n].iter().any(|b| !b.is_ascii_whitespace()) {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+fn read_full(r: &mut dyn Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// The reader thread of one file: blocks cut at record boundaries, each parsed by a task on
+/// `pool`; a receiver for each block's parse goes to `tx`, in order.
+fn read_blocks(
+    source: Source,
+    mut reader: Box<dyn Read + Send>,
+    mut carry: Vec<u8>,
+    format: Format,
+    tx: SyncSender<Pending>,
+    pool: Arc<rayon::ThreadPool>,
+) {
+    let mut size = BLOCK_BYTES;
+    loop {
+        let mut buf = std::mem::take(&mut carry);
+        let have = buf.len();
+        buf.resize(have.max(size), 0);
+        let read = match read_full(&mut reader, &mut buf[have..]) {
+            Ok(n) => n,
+            Err(e) => {
+                let _ = tx.send(Job::failed(io_error(&source, e)));
+                return;
+            }
+        };
+        buf.truncate(have + read);
+        let at_end = have + read < size.max(have);
+        if at_end {
+            if buf.iter().all(|b| b.is_ascii_whitespace()) {
+                return;
+            }
+        } else {
+            match cut(&buf, format).filter(|&c| c > 0) {
+                Some(c) => {
+                    size = BLOCK_BYTES;
+                    carry = buf[c..].to_vec();
+                    buf.truncate(c);
+                }
+                None => {
+                    // No record boundary in the whole buffer: one record is larger; read more.
+                    size = (buf.len() * 2).max(BLOCK_BYTES);
+                    carry = buf;
+                    continue;
+                }
+            }
+        }
+        let job = Job::new(buf, format);
+        let ahead = job.clone();
+        pool.spawn(move || ahead.run());
+        if tx.send(job).is_err() || at_end {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool() -> Arc<rayon::ThreadPool> {
+        Arc::new(rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap())
+    }
+
+    /// Every record of a stream: (header, seq, qual).
+    fn all(s: &mut RecordStream) -> Result<Vec<(String, String, Option<String>)>, InputError> {
+        let mut out = Vec::new();
+        while let Some((b, i)) = s.peek()? {
+            let text = |x: &[u8]| String::from_utf8(x.to_vec()).unwrap();
+            out.push((text(b.header(i)), text(b.seq(i)), b.qual(i).map(text)));
+            s.advance(1);
+        }
+        Ok(out)
+    }
+
+    fn stream(dir: &std::path::Path, name: &str, bytes: &[u8]) -> Result<RecordStream, InputError> {
+        let p = dir.join(name);
+        std::fs::write(&p, bytes).unwrap();
+        RecordStream::open(&Source::File(p), pool())
+    }
+
+    /// The records of a file are those of parsing it whole, wherever a block is cut: every cut
+    /// point of the text is tried through `cut` and `parse` directly.
+    #[test]
+    fn blocks_cut_anywhere_give_the_same_records() {
+        let fastq = "@r1 x\r\nACGT\r\n+\r\nIIII\r\n@r2\nGG\n+r2\n@@\n@@r3\nT\n+\n@\n@r4\n\n+\n\n@r5\nAAAA\n+\nII#I\n";
+        let fasta = ">a one\nACGT\nTT\n\n>b\n>c\nG\r\nC\r\n>d>x\nAAAA\n";
+        for (text, format) in [(fastq, Format::Fastq), (fasta, Format::Fasta)] {
+            let whole = parse(text.as_bytes().to_vec(), format);
+            assert!(whole.error.is_none(), "{:?}", whole.error);
+            let want: Vec<(Vec<u8>, Vec<u8>)> =
+                (0..whole.recs.len()).map(|i| (whole.header(i).to_vec(), whole.seq(i).to_vec())).collect();
+            for at in 0..=text.len() {
+                // As the reader does: the first `at` bytes, cut at the last boundary in them.
+                let head = &text.as_bytes()[..at];
+                let c = if at == text.len() { Some(at) } else { cut(head, format) };
+                let Some(c) = c.filter(|&c| c > 0) else { continue };
+                let (a, b) =
+                    (parse(text.as_bytes()[..c].to_vec(), format), parse(text.as_bytes()[c..].to_vec(), format));
+                assert!(a.error.is_none() && b.error.is_none(), "cut at {c} of {at}: {:?} {:?}", a.error, b.error);
+                let got: Vec<(Vec<u8>, Vec<u8>)> = (0..a.recs.len())
+                    .map(|i| (a.header(i).to_vec(), a.seq(i).to_vec()))
+                    .chain((0..b.recs.len()).map(|i| (b.header(i).to_vec(), b.seq(i).to_vec())))
+                    .collect();
+                assert_eq!(got, want, "{format:?} cut at {c} (of the first {at} bytes)");
+            }
+        }
+        let q = parse(fastq.as_bytes().to_vec(), Format::Fastq);
+        assert_eq!(q.header(0), b"r1 x");
+        assert_eq!(q.qual(1), Some(&b"@@"[..]));
+        assert_eq!(q.seq(3), b"");
+        let a = parse(fasta.as_bytes().to_vec(), Format::Fasta);
+        assert_eq!((a.seq(0), a.seq(1), a.seq(2), a.header(3)), (&b"ACGTTT"[..], &b""[..], &b"GC"[..], &b"d>x"[..]));
+    }
+
+    /// Through the whole stream (reader thread, pool, blocks in order): many blocks, gzip with
+    /// several members, records and line numbers in errors counted over the whole file.
+    #[test]
+    fn streams_deliver_every_record_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut text = String::new();
+        for i in 0..300_000 {
+            text.push_str(&format!("@read{i}\n{}\n+\n{}\n", "ACGT".repeat(i % 40), "I".repeat((i % 40) * 4)));
+        }
+        let mut s = stream(dir.path(), "many.fq", text.as_bytes()).unwrap();
+        let got = all(&mut s).unwrap();
+        assert_eq!(got.len(), 300_000);
+        assert!(got.iter().enumerate().all(|(i, r)| r.0 == format!("read{i}")));
+        // Two gzip members, as `cat a.gz b.gz` makes.
+        use std::io::Write;
+        let mut gz = Vec::new();
+        for part in [&text[..text.len() / 2 - 7], &text[text.len() / 2 - 7..]] {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(part.as_bytes()).unwrap();
+            gz.extend(e.finish().unwrap());
+        }
+        let mut s = stream(dir.path(), "many.fq.gz", &gz).unwrap();
+        assert_eq!(all(&mut s).unwrap(), got);
+        // A bad record far in: the records before it come first, then the error.
+        text.push_str("@bad\nACGT\n+\nII\n");
+        let mut s = stream(dir.path(), "late.fq", text.as_bytes()).unwrap();
+        let mut n = 0;
+        let err = loop {
+            match s.peek() {
+                Ok(Some(_)) => {
+                    s.advance(1);
+                    n += 1
+                }
+                Ok(None) => panic!("no error"),
+                Err(e) => break e.to_string(),
+            }
+        };
+        assert_eq!(n, 300_000);
+        assert!(
+            err.contains("late.fq: after record 300000 ('read299999'), line 1200004") && err.contains("quality"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn bad_files_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(matches!(stream(dir.path(), "e.fq", b""), Err(InputError::Empty { .. })));
+        assert!(matches!(stream(dir.path(), "w.fq", b"\n\n  \n"), Err(InputError::Empty { .. })));
+        let err = stream(dir.path(), "t.txt", b"hello").err().unwrap().to_string();
+        assert!(err.contains("t.txt: not a FASTA or FASTQ file"), "{err}");
+        for (name, text, want) in [
+            ("noplus.fq", &b"@a\nACGT\nIIII\n"[..], "in the first record, line 1: the file ends"),
+            ("cut.fq", b"@a\nAC\n+\nII\n@b\nAC\n", "after record 1 ('a'), line 5: the file ends in the middle"),
+            ("sep.fq", b"@a\nAC\n-\nII\n", "line 3: malformed FASTQ record"),
+            ("short.fq", b"@a\nACGT\n+\nII\n", "line 4: malformed FASTQ record: 2 quality values for 4 bases"),
+            ("nohead.fa", b">a\nAC\n", ""),
+        ] {
+            let mut s = stream(dir.path(), name, text).unwrap();
+            match all(&mut s) {
+                Ok(_) => assert!(want.is_empty(), "{name}: no error"),
+                Err(e) => assert!(!want.is_empty() && e.to_string().contains(want), "{name}: {e}"),
+            }
+        }
+        // A truncated gzip file is an error, not a short file.
+        use std::io::Write;
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        for i in 0..20_000 {
+            writeln!(e, "@r{i}\nACGTACGTAC\n+\nIIIIIIIIII").unwrap();
+        }
+        let gz = e.finish().unwrap();
+        let mut s = stream(dir.path(), "cut.fq.gz", &gz[..gz.len() / 2]).unwrap();
+        let err = all(&mut s).unwrap_err().to_string();
+        assert!(err.contains("cut.fq.gz") && err.contains("truncated"), "{err}");
+    }
+}
