@@ -5,7 +5,11 @@
 //! Parsing of reference genomes is needletail's; this module adds the paths, record numbers and
 //! checks (empty files, wrong format) a user needs to find what is wrong. Reads for `classify`
 //! are parsed in blocks by several threads ([`records`]).
+//!
+//! - [`decompress`]: the decompressed bytes of a file or stdin as one `Read` (compression detected
+//!   from the content; BGZF and `pigz -i` gzip inflated on several threads).
 
+pub mod decompress;
 pub mod records;
 
 use std::fmt;

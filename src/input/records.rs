@@ -223,36 +223,11 @@ fn parse(mut bytes: Vec<u8>, format: Format) -> Block {
     Block { bytes, recs, lines, error: err }
 }
 
-/// A file's bytes, decompressed (gzip, also several members; bzip2, xz, zstd), format detected
-/// from the content.
-pub fn decoded(source: &Source) -> Result<Box<dyn Read + Send>, InputError> {
-    let raw: Box<dyn Read + Send> = match source {
-        Source::File(path) => Box::new(std::fs::File::open(path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => InputError::NotFound(path.clone()),
-            _ => InputError::Io { path: path.clone(), source: e },
-        })?),
-        Source::Stdin => Box::new(std::io::stdin()),
-    };
-    let mut raw = std::io::BufReader::with_capacity(1 << 20, raw);
-    let magic = {
-        let buf = std::io::BufRead::fill_buf(&mut raw).map_err(|e| io_error(source, e))?;
-        let mut m = [0u8; 6];
-        let n = buf.len().min(6);
-        m[..n].copy_from_slice(&buf[..n]);
-        m
-    };
-    Ok(match magic {
-        [0x1f, 0x8b, ..] => Box::new(flate2::read::MultiGzDecoder::new(raw)),
-        [b'B', b'Z', b'h', ..] => Box::new(bzip2::read::MultiBzDecoder::new(raw)),
-        [0xfd, b'7', b'z', b'X', b'Z', 0] => Box::new(liblzma::read::XzDecoder::new_multi_decoder(raw)),
-        [0x28, 0xb5, 0x2f, 0xfd, ..] => {
-            Box::new(zstd::stream::read::Decoder::with_buffer(raw).map_err(|e| io_error(source, e))?)
-        }
-        _ => Box::new(raw),
-    })
-}
-
 fn io_error(source: &Source, e: std::io::Error) -> InputError {
+    // Decompression errors carry the file, member and offset already.
+    if e.get_ref().is_some_and(|inner| inner.is::<InputError>()) {
+        return super::decompress::into_input_error(source, e);
+    }
     let detail = e.to_string();
     let lower = detail.to_lowercase();
     let compressed = ["unexpected end of file", "incomplete", "deflate", "corrupt", "invalid", "stream"];
@@ -340,7 +315,8 @@ impl RecordStream {
     /// Starts reading `source` on a thread of its own, blocks parsed on `pool`. An empty input
     /// gives an `Empty` error here; one that is neither FASTA nor FASTQ an `UnknownFormat`.
     pub fn open(source: &Source, pool: Arc<rayon::ThreadPool>) -> Result<Self, InputError> {
-        let mut reader = decoded(source)?;
+        // Decompression gets as many threads as parsing (BGZF and `pigz -i` input use them).
+        let mut reader = super::decompress::open(source, pool.current_num_threads())?.reader;
         // The first bytes, to know the format before the thread starts: read only until one is
         // not blank, so that a pipe delivering slowly does not hold up the caller.
         let mut first = vec![0u8; 1 << 16];
