@@ -1167,7 +1167,7 @@ const CLOSE: [u8; 2] = [0x03, 0x00];
 /// The first candidate cut (the byte after `00 00 ff ff`) at or after `from`.
 fn next_flush(map: &[u8], from: usize) -> Option<usize> {
     let search = from.saturating_sub(4);
-    memchr::memmem::find(&map[search..], FLUSH).map(|i| search + i + 4)
+    memchr::memmem::find(map.get(search..)?, FLUSH).map(|i| search + i + 4)
 }
 
 /// Maps a gzip file whose deflate data has independent blocks: the second part (between two
@@ -1772,6 +1772,15 @@ mod tests {
         writer.join().unwrap();
         assert_eq!(c, Compression::Gzip);
         assert!(out == text);
+    }
+
+    /// Found by `tests/cli/merge.rs` (a small gzipped file with a flush point in its first 4 KiB):
+    /// looking for the second flush point past the end of the probe sliced out of range.
+    #[test]
+    fn regression_no_flush_point_past_the_end() {
+        let map = [0u8, 0, 0xff, 0xff, 1, 2, 3];
+        assert_eq!(next_flush(&map, 0), Some(4));
+        assert_eq!(next_flush(&map, 4 + 4096), None);
     }
 
     #[test]
