@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The GPU test suite and benchmarks, in one run on a GPU machine, from the repository root, with
 # carry/ prepared by scripts/prepare-gpu-carry.sh. Prints what passed and the figures for
-# BENCHMARKS.md. Usage: scripts/gpu-tests.sh [--skip-bench] [bench options]
+# BENCHMARKS.md. Usage: scripts/gpu-tests.sh [--classify-bench] [--skip-bench] [bench options]
+# (--classify-bench: also bench/gpu-classify.sh, the binary's end-to-end classification.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
+classify_bench=0
+[[ ${1:-} == --classify-bench ]] && { classify_bench=1; shift; }
 B=carry/bin
 export SOURCE_DATE_EPOCH=1700000000 KMERDB_CACHE_DIR=${KMERDB_CACHE_DIR:-$(mktemp -d)}
 export KMERDB_GPU_TEST_REFS=carry/refs KMERDB_GPU_TEST_TAXONOMY=carry/taxonomy KMERDB_GPU_TEST_READS=carry/reads
@@ -45,6 +48,11 @@ elif grep -q "GPU 7" <<<"$out"; then
     echo "--gpus 7: clear error: $out"
 else
     echo "--gpus 7: unclear error: $out"; status=1
+fi
+
+if ((classify_bench)); then
+    step "classification end to end: the kmerdb binary (bench/gpu-classify.sh)"
+    bash bench/gpu-classify.sh || status=1
 fi
 
 if [[ ${1:-} != --skip-bench ]]; then

@@ -266,15 +266,16 @@ const KERNEL_COMPILE_SECONDS: f64 = 4.5;
 
 /// Under `--gpus all`, the reason to classify on the CPU when it would finish before the GPUs:
 /// judged from the reads' size (FASTQ holds about 2 bytes a base; a compressed file about 4 times
-/// its size), the index's size and the rates above. `None` (the GPUs) for stdin, whose size is not
-/// known.
+/// its size), the index's size and the rates above. `None` (the GPUs) for stdin and pipes, whose
+/// size is not known.
 #[cfg(feature = "gpu")]
 fn cpu_is_faster(config: &ClassifyConfig, index: &Index) -> Option<String> {
     let mut bytes = 0u64;
     for sample in &config.samples {
         for source in sample.reads.sources() {
             let crate::input::Source::File(p) = source else { return None };
-            let size = std::fs::metadata(p).ok()?.len();
+            // A named pipe's size is not known, like stdin's.
+            let size = std::fs::metadata(p).ok().filter(|m| m.is_file())?.len();
             let mut magic = [0u8; 2];
             let compressed = std::fs::File::open(p)
                 .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))

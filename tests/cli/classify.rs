@@ -138,6 +138,29 @@ fn single_end_fasta_stdin_and_names() {
         .stdout(predicate::str::contains("Lambdavirus lambda (taxid 10710)"));
 }
 
+/// Compressed reads through stdin (detected from the content, as files are): gzip as one member,
+/// as several members (`cat a.gz b.gz`), and zstd give the plain file's lines.
+#[test]
+fn compressed_stdin_equals_the_file() {
+    use std::io::Write;
+    let single = data().join("reads/single.fa");
+    let plain = std::fs::read(&single).unwrap();
+    let want = classify().arg(&single).output().unwrap().stdout;
+    let gzip = |bytes: &[u8]| {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(bytes).unwrap();
+        e.finish().unwrap()
+    };
+    let half = plain.len() / 2;
+    let members = [gzip(&plain[..half]), gzip(&plain[half..])].concat();
+    let zst = zstd::encode_all(&plain[..], 3).unwrap();
+    for (name, bytes) in [("gzip", gzip(&plain)), ("two gzip members", members), ("zstd", zst)] {
+        let out = classify().arg("-").write_stdin(bytes).output().unwrap();
+        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(out.stdout == want, "{name}: other lines than the plain file's");
+    }
+}
+
 #[test]
 fn interleaved_reads_equal_the_two_files() {
     let dir = tempfile::tempdir().unwrap();

@@ -71,6 +71,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         total as f64 / (1u64 << 30) as f64,
         free as f64 / (1u64 << 30) as f64
     );
+    if let Some(dir) = std::env::args().skip_while(|a| a != "--classify-data").nth(1) {
+        drop(gpu);
+        return classify_data(std::path::Path::new(&dir), (arg("--pairs-m", 20.0) * 1e6) as usize, arg("--samples", 8.0) as usize);
+    }
     let (cas, reads, pinned) = limits(&gpu)?;
     if std::env::args().any(|a| a == "--scaling") {
         drop(gpu);
@@ -464,6 +468,73 @@ fn simulate_pairs(genomes: &[Vec<u8>], seed: u64) -> impl Iterator<Item = (Vec<u
         }
         (m1, m2)
     })
+}
+
+/// The inputs of `bench/gpu-classify.sh`, which times the `kmerdb` binary on them: in `dir`, the
+/// `classify_refs` index (`refs.db`), `pairs` simulated pairs as plain FASTQ (`r1.fq`, `r2.fq`),
+/// the same pairs cut into `samples` samples as gzip (level 1, one member a file, as most tools
+/// write it: `sN_R1.fq.gz`, `sN_R2.fq.gz`) and their sheet (`samples.tsv`). Samples are made on
+/// all cores, each from its own seed.
+fn classify_data(dir: &std::path::Path, pairs: usize, samples: usize) -> Result<(), Box<dyn std::error::Error>> {
+    use rayon::prelude::*;
+    use std::io::Write;
+    std::fs::create_dir_all(dir)?;
+    let t = Instant::now();
+    let (_db, genomes) = classify_refs(dir)?;
+    println!("classify data: refs.db built in {:.1} s", t.elapsed().as_secs_f64());
+    let t = Instant::now();
+    let per = pairs.div_ceil(samples.max(1));
+    let qual = [b'I'; 150];
+    let fastq: Vec<[Vec<u8>; 2]> = (0..samples)
+        .into_par_iter()
+        .map(|s| {
+            let n = per.min(pairs - (s * per).min(pairs));
+            let mut mates = [Vec::with_capacity(n * 330), Vec::with_capacity(n * 330)];
+            for (i, (m1, m2)) in simulate_pairs(&genomes, 0x5eed + s as u64).take(n).enumerate() {
+                for (w, m, mate) in [(0, &m1, 1), (1, &m2, 2)] {
+                    let w = &mut mates[w];
+                    writeln!(w, "@s{s}p{i}/{mate}").expect("writing to memory");
+                    w.extend_from_slice(m);
+                    w.extend_from_slice(b"\n+\n");
+                    w.extend_from_slice(&qual);
+                    w.push(b'\n');
+                }
+            }
+            mates
+        })
+        .collect();
+    let compressed: Vec<Vec<u8>> = (0..samples * 2)
+        .into_par_iter()
+        .map(|j| {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(1));
+            e.write_all(&fastq[j / 2][j % 2]).expect("compressing in memory");
+            e.finish().expect("compressing in memory")
+        })
+        .collect();
+    let mut sheet = String::new();
+    for s in 0..samples {
+        for m in 0..2 {
+            std::fs::write(dir.join(format!("s{s}_R{}.fq.gz", m + 1)), &compressed[s * 2 + m])?;
+        }
+        sheet.push_str(&format!("s{s}\ts{s}_R1.fq.gz\ts{s}_R2.fq.gz\n"));
+    }
+    std::fs::write(dir.join("samples.tsv"), sheet)?;
+    for m in 0..2 {
+        let mut w = std::io::BufWriter::with_capacity(1 << 22, std::fs::File::create(dir.join(format!("r{}.fq", m + 1)))?);
+        for f in &fastq {
+            w.write_all(&f[m])?;
+        }
+        w.flush()?;
+    }
+    let plain: usize = fastq.iter().map(|f| f[0].len() + f[1].len()).sum();
+    let gz: usize = compressed.iter().map(Vec::len).sum();
+    println!(
+        "classify data: {pairs} pairs of 150 bp, {:.2} GB of FASTQ, {samples} gzipped samples of {:.2} GB in all, made in {:.1} s",
+        plain as f64 / 1e9,
+        gz as f64 / 1e9,
+        t.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 /// `kmerdb classify` on `pairs` simulated pairs (`simulate_pairs`) of the `classify_refs` set, on
