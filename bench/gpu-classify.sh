@@ -63,11 +63,11 @@ printf "zcat, one file on one core: %.2f GB/s of FASTQ\n" "$(calc "$one/$secs/1e
 
 echo "== 1. $PAIRS_M M pairs, plain FASTQ, $threads threads"
 for i in $(seq "$RUNS"); do
-    timed gpu-plain-$i $B/kmerdb classify -d refs.db -1 r1.fq -2 r2.fq -o gpu.kraken -r gpu.kreport
+    timed gpu-plain-$i $B/kmerdb classify -v -d refs.db -1 r1.fq -2 r2.fq -o gpu.kraken -r gpu.kreport
     echo "$secs" >>gpu-plain.times
     printf "GPU (default flags) run %d: %.2f s = %.2f M pairs/s\n" "$i" "$secs" "$(calc "$pairs/$secs/1e6")"
 done
-grep -hE "GPU|CPU" gpu-plain-1.err | head -3
+grep -hE "GPU|CPU|reading" gpu-plain-1.err | head -6
 timed cpu-plain $B/kmerdb classify --gpus none -d refs.db -1 r1.fq -2 r2.fq -o cpu.kraken -r cpu.kreport
 cpu=$secs
 gpu=$(median <gpu-plain.times)
@@ -79,10 +79,11 @@ rm -f gpu.kraken cpu.kraken
 
 echo "== 2. $SAMPLES gzipped samples in one --samples run, $threads threads"
 for i in $(seq "$RUNS"); do
-    timed gpu-gz-$i $B/kmerdb classify -d refs.db --samples samples.tsv -o 'gpu-{sample}.kraken' -r 'gpu-{sample}.kreport'
+    timed gpu-gz-$i $B/kmerdb classify -v -d refs.db --samples samples.tsv -o 'gpu-{sample}.kraken' -r 'gpu-{sample}.kreport'
     echo "$secs" >>gpu-gz.times
     printf "GPU (default flags) run %d: %.2f s = %.2f M pairs/s\n" "$i" "$secs" "$(calc "$pairs/$secs/1e6")"
 done
+grep -hE "GPU|reading" gpu-gz-1.err | head -12
 timed cpu-gz $B/kmerdb classify --gpus none -d refs.db --samples samples.tsv -o 'cpu-{sample}.kraken' -r 'cpu-{sample}.kreport'
 cpu=$secs
 gpu=$(median <gpu-gz.times)

@@ -163,6 +163,10 @@ struct ClassifyArgs {
     /// (the check reads the whole index once).
     #[arg(long)]
     no_verify: bool,
+    /// Samples of --samples classified at once (testing; default: a quarter of the threads on
+    /// GPUs, one on the CPU).
+    #[arg(long, hide = true, value_name = "N")]
+    samples_at_once: Option<usize>,
     #[command(flatten)]
     compute: ComputeArgs,
 }
@@ -587,6 +591,7 @@ fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
         samples,
         gpus: args.compute.gpus.clone(),
         html: args.profiles.html,
+        samples_at_once: args.samples_at_once,
     };
     let summary = kmerdb::classify::classify(&config, &mut |s| {
         if !quiet {
@@ -610,6 +615,17 @@ fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
             ),
             None => log::info!("classified on the CPU; index loaded in {:.2} s", summary.index_load.as_secs_f64()),
         }
+    }
+    #[cfg(feature = "gpu")]
+    if let Some(t) = &summary.gpu_times {
+        log::debug!(
+            "GPU stages (summed over GPUs and batches): {} batches of {} reads; packing and upload {:.2} s, kernels {:.2} s, download {:.2} s",
+            t.batches,
+            t.reads,
+            t.upload.as_secs_f64(),
+            t.kernels.as_secs_f64(),
+            t.download.as_secs_f64()
+        );
     }
     Ok(())
 }

@@ -574,6 +574,7 @@ fn classify_with(db: &std::path::Path, reads: kmerdb::classify::ReadLayout, gpus
         }],
         gpus: gpus.clone(),
         html: None,
+        samples_at_once: None,
     };
     let start = std::time::Instant::now();
     let summary = classify(&config, &mut |_| {}).unwrap();

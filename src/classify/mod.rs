@@ -36,6 +36,10 @@ struct Wanted {
 type GpuFound = crate::gpu::classify::GpuResults;
 #[cfg(not(feature = "gpu"))]
 type GpuFound = ();
+#[cfg(feature = "gpu")]
+type GpuPacked = crate::gpu::classify::PackedBatch;
+#[cfg(not(feature = "gpu"))]
+type GpuPacked = ();
 
 /// Reads classified per batch: large enough to spread over threads, small enough to stay in cache.
 const BATCH_READS: usize = 4096;
@@ -87,6 +91,9 @@ pub struct ClassifyConfig {
     pub gpus: crate::compute::GpuRequest,
     /// One HTML page for the run (every sample).
     pub html: Option<PathBuf>,
+    /// Samples classified at once; `None`: a quarter of the threads on GPUs (where the host's
+    /// share is what takes the time), one on the CPU (whose classification uses every thread).
+    pub samples_at_once: Option<usize>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -160,14 +167,20 @@ pub fn classify(
     let target_taxa: Vec<TaxId> = index.targets().iter().map(|t| t.taxid).collect();
     // With `--gpus all`, a run the CPU finishes before the GPUs would be ready stays on the CPU.
     #[cfg(feature = "gpu")]
-    let request = match (&config.gpus, crate::gpu::device::device_count() > 0) {
-        (crate::compute::GpuRequest::All, true) => match cpu_is_faster(config, &index) {
-            Some(why) => {
-                log::info!("{why}");
-                crate::compute::GpuRequest::None
+    // (Judged before the driver is started where device files show a GPU: starting it is a
+    // noticeable part of a run small enough for the CPU.)
+    let request = match &config.gpus {
+        crate::compute::GpuRequest::All
+            if crate::gpu::device::probably_present() || crate::gpu::device::device_count() > 0 =>
+        {
+            match cpu_is_faster(config, &index) {
+                Some(why) => {
+                    log::info!("{why}");
+                    crate::compute::GpuRequest::None
+                }
+                None => crate::compute::GpuRequest::All,
             }
-            None => crate::compute::GpuRequest::All,
-        },
+        }
         _ => config.gpus.clone(),
     };
     #[cfg(feature = "gpu")]
@@ -222,9 +235,13 @@ pub fn classify(
         // On GPUs the host's share (reading, decompressing, finishing) is what takes the time:
         // several samples at once keep every core busy.
         #[cfg(feature = "gpu")]
-        let at_once = if classifiers.is_empty() { 1 } else { (config.threads / 4).clamp(1, config.samples.len().max(1)) };
+        let on_gpus = !classifiers.is_empty();
         #[cfg(not(feature = "gpu"))]
-        let at_once = 1;
+        let on_gpus = false;
+        let at_once = config
+            .samples_at_once
+            .unwrap_or(if on_gpus { config.threads / 4 } else { 1 })
+            .clamp(1, config.samples.len().max(1));
         let samples = run.samples(first, at_once, on_sample)?;
         if let Some(p) = &config.html {
             let views: Vec<output::SampleView> = samples.iter().map(|s: &SampleSummary| s.view.clone()).collect();
@@ -439,70 +456,101 @@ impl Run<'_> {
         let batch_reads = self.batch_reads();
         let (mut next, mut current, mut previous) = (Batch::default(), Batch::default(), Batch::default());
         stream.next_batch(&mut current, batch_reads)?;
+        let mut current_packed = self.pack(&current)?;
         let mut previous_found: Option<GpuFound> = None;
-        // Where the time goes (debug log): reading, the GPU, finishing (the three overlap), writing.
-        let (mut reading, mut on_gpu, mut finishing, mut writing) =
-            (Duration::ZERO, Duration::ZERO, Duration::ZERO, Duration::ZERO);
-        while !current.is_empty() || !previous.is_empty() {
-            let found_before = previous_found.take();
-            let ((read, read_time), ((found, gpu_time), (finished, finish_time))) = rayon::join(
-                || {
-                    let t = Instant::now();
-                    (stream.next_batch(&mut next, batch_reads), t.elapsed())
-                },
-                || {
-                    rayon::join(
-                        || {
-                            let t = Instant::now();
-                            (self.gpu_stage(&current, hit_list), t.elapsed())
-                        },
-                        || {
-                            let t = Instant::now();
-                            (self.finish_batch(&previous, found_before.as_ref(), hit_list, want), t.elapsed())
-                        },
-                    )
-                },
-            );
-            reading += read_time;
-            on_gpu += gpu_time;
-            finishing += finish_time;
-            let t = Instant::now();
-            let (calls, lines, candidates) = finished?;
-            let lines = lines.map_err(|source| ClassifyError::Output { path: "per-read output".into(), source })?;
-            use std::io::Write;
-            if let Some((w, path)) = &mut outs.kraken {
-                w.write_all(&lines).map_err(|source| ClassifyError::Output { path: path.clone(), source })?;
-            }
-            if let Some((w, path)) = &mut outs.candidates {
-                w.write_all(&candidates).map_err(|source| ClassifyError::Output { path: path.clone(), source })?;
-            }
-            for (r, &taxid) in calls.iter().enumerate() {
-                total += 1;
-                if taxid == 0 {
-                    unclassified += 1;
-                } else {
-                    *direct.entry(taxid).or_default() += 1;
+        // Where the time goes (debug log): reading, the GPU, finishing (the three overlap),
+        // counting and writing reads, and waiting for the writer.
+        let (mut reading, mut on_gpu, mut finishing, mut writing, mut waiting) =
+            (Duration::ZERO, Duration::ZERO, Duration::ZERO, Duration::ZERO, Duration::ZERO);
+        // The per-read lines and candidates go to a writer thread of their own, so that writing
+        // overlaps the next batches' work.
+        let (kraken, candidates_out) = (outs.kraken.take(), outs.candidates.take());
+        let (kraken, candidates_out) = std::thread::scope(|scope| -> Result<_, ClassifyError> {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<(Vec<Vec<u8>>, Vec<Vec<u8>>)>(2);
+            let writer = scope.spawn(move || -> Result<_, ClassifyError> {
+                use std::io::Write;
+                let (mut kraken, mut candidates_out) = (kraken, candidates_out);
+                for (lines, candidates) in rx {
+                    for (out, chunks) in [(&mut kraken, lines), (&mut candidates_out, candidates)] {
+                        if let Some((w, path)) = out {
+                            for c in chunks {
+                                w.write_all(&c).map_err(|source| ClassifyError::Output { path: path.clone(), source })?;
+                            }
+                        }
+                    }
                 }
-                self.write_reads(&mut outs, &previous, r, taxid)?;
-            }
-            writing += t.elapsed();
-            #[cfg(feature = "gpu")]
-            if let Some(done) = found_before {
-                done.recycle(self.gpus);
-            }
-            read?;
-            previous_found = found?;
-            // The finished batch's buffers take the next read.
-            std::mem::swap(&mut previous, &mut current);
-            std::mem::swap(&mut current, &mut next);
-        }
+                Ok((kraken, candidates_out))
+            });
+            let looped = (|| -> Result<(), ClassifyError> {
+                while !current.is_empty() || !previous.is_empty() {
+                    let found_before = previous_found.take();
+                    let ((read, read_time), ((found, gpu_time), (finished, finish_time))) = rayon::join(
+                        || {
+                            let t = Instant::now();
+                            let read = stream.next_batch(&mut next, batch_reads).map_err(ClassifyError::from);
+                            (read.and_then(|()| self.pack(&next)), t.elapsed())
+                        },
+                        || {
+                            rayon::join(
+                                || {
+                                    let t = Instant::now();
+                                    (self.gpu_stage(current_packed.take(), hit_list), t.elapsed())
+                                },
+                                || {
+                                    let t = Instant::now();
+                                    (self.finish_batch(&previous, found_before.as_ref(), hit_list, want), t.elapsed())
+                                },
+                            )
+                        },
+                    );
+                    reading += read_time;
+                    on_gpu += gpu_time;
+                    finishing += finish_time;
+                    let (calls, lines, candidates) = finished?;
+                    let lines =
+                        lines.map_err(|source| ClassifyError::Output { path: "per-read output".into(), source })?;
+                    let t = Instant::now();
+                    if tx.send((lines, candidates)).is_err() {
+                        return Ok(()); // the writer failed: its error is the run's
+                    }
+                    waiting += t.elapsed();
+                    let t = Instant::now();
+                    for (r, &taxid) in calls.iter().enumerate() {
+                        total += 1;
+                        if taxid == 0 {
+                            unclassified += 1;
+                        } else {
+                            *direct.entry(taxid).or_default() += 1;
+                        }
+                        self.write_reads(&mut outs, &previous, r, taxid)?;
+                    }
+                    writing += t.elapsed();
+                    #[cfg(feature = "gpu")]
+                    if let Some(done) = found_before {
+                        done.recycle(self.gpus);
+                    }
+                    current_packed = read?;
+                    previous_found = found?;
+                    // The finished batch's buffers take the next read.
+                    std::mem::swap(&mut previous, &mut current);
+                    std::mem::swap(&mut current, &mut next);
+                }
+                Ok(())
+            })();
+            drop(tx);
+            let written = writer.join().expect("the writer does not panic");
+            looped?;
+            written
+        })?;
+        (outs.kraken, outs.candidates) = (kraken, candidates_out);
         log::debug!(
-            "{}: reading {:.2} s, GPU {:.2} s, finishing {:.2} s (overlapping), writing {:.2} s",
+            "{}: reading {:.2} s, GPU {:.2} s, finishing {:.2} s (overlapping), counting and writing reads {:.2} s, waiting for the writer {:.2} s",
             sample.name,
             reading.as_secs_f64(),
             on_gpu.as_secs_f64(),
             finishing.as_secs_f64(),
-            writing.as_secs_f64()
+            writing.as_secs_f64(),
+            waiting.as_secs_f64()
         );
 
         let tree = self.index.taxonomy();
@@ -564,14 +612,25 @@ impl Run<'_> {
     }
 
     /// The GPU's part of a batch: candidates and hit-list taxa (`None` without a GPU).
-    fn gpu_stage(&self, batch: &Batch, hit_list: bool) -> Result<Option<GpuFound>, ClassifyError> {
+    /// A batch's mates packed into the GPUs' pinned memory (`None` on the CPU): done as the batch is
+    /// read, so that the GPU's stage only uploads and runs kernels.
+    fn pack(&self, batch: &Batch) -> Result<Option<GpuPacked>, ClassifyError> {
         #[cfg(feature = "gpu")]
-        if !self.gpus.is_empty() {
+        if !self.gpus.is_empty() && !batch.is_empty() {
             let (mates, reads) = mate_slices(batch);
             let reads: Vec<&[&[u8]]> = reads.iter().map(|r| &mates[r.clone()]).collect();
-            return Ok(Some(crate::gpu::classify::classify_on(self.gpus, &reads, hit_list)?));
+            return Ok(Some(crate::gpu::classify::pack_on(self.gpus, &reads)?));
         }
-        let _ = (batch, hit_list);
+        let _ = batch;
+        Ok(None)
+    }
+
+    fn gpu_stage(&self, packed: Option<GpuPacked>, hit_list: bool) -> Result<Option<GpuFound>, ClassifyError> {
+        #[cfg(feature = "gpu")]
+        if let Some(packed) = packed {
+            return Ok(Some(crate::gpu::classify::run_on(self.gpus, packed, hit_list)?));
+        }
+        let _ = (packed, hit_list);
         Ok(None)
     }
 
@@ -587,7 +646,7 @@ impl Run<'_> {
         found: Option<&GpuFound>,
         hit_list: bool,
         want: Wanted,
-    ) -> Result<(Vec<TaxId>, std::io::Result<Vec<u8>>, Vec<u8>), ClassifyError> {
+    ) -> Result<(Vec<TaxId>, std::io::Result<Vec<Vec<u8>>>, Vec<Vec<u8>>), ClassifyError> {
         use rayon::prelude::*;
         let (mates, ranges) = mate_slices(batch);
         let reads: Vec<&[&[u8]]> = ranges.iter().map(|r| &mates[r.clone()]).collect();
@@ -676,14 +735,18 @@ impl Run<'_> {
                 },
             )
             .collect();
+        // Each group's bytes stay in their own buffers: the writer writes them in order.
         let mut taxids = Vec::with_capacity(batch.len());
-        let (mut lines, mut candidate_bytes) = (Vec::new(), Vec::new());
+        let (mut lines, mut candidate_bytes) = (Vec::with_capacity(groups.len()), Vec::with_capacity(groups.len()));
         let mut error = None;
         for (t, l, b) in groups {
             taxids.extend(t);
-            candidate_bytes.extend_from_slice(&b);
+            if !b.is_empty() {
+                candidate_bytes.push(b);
+            }
             match l {
-                Ok(l) => lines.extend_from_slice(&l),
+                Ok(l) if !l.is_empty() => lines.push(l),
+                Ok(_) => {}
                 Err(e) => error = error.or(Some(e)),
             }
         }

@@ -167,15 +167,34 @@ impl GpuResults {
 /// into its GPU's pinned memory here, mates copied by the calling thread's pool, then each GPU
 /// uploads and classifies its share on a thread of its own.
 pub fn classify_on(classifiers: &[GpuClassifier], reads: &[&[&[u8]]], hit_list: bool) -> Result<GpuResults, GpuError> {
+    run_on(classifiers, pack_on(classifiers, reads)?, hit_list)
+}
+
+/// A batch packed for every GPU (see [`pack_on`]).
+pub struct PackedBatch {
+    parts: Vec<Packed>,
+    chunk: usize,
+    packing: Duration,
+}
+
+/// Packs `reads` for every GPU, each a contiguous share, into its pinned memory, mates copied by
+/// the calling thread's pool: the reading side of a pipeline does this, so that the GPU's side
+/// only uploads and runs kernels.
+pub fn pack_on(classifiers: &[GpuClassifier], reads: &[&[&[u8]]]) -> Result<PackedBatch, GpuError> {
     let chunk = reads.len().div_ceil(classifiers.len()).max(1);
     let t = Instant::now();
-    let packed: Vec<Packed> =
+    let parts: Vec<Packed> =
         classifiers.iter().zip(reads.chunks(chunk)).map(|(c, part)| c.pack(part)).collect::<Result<_, _>>()?;
-    let packing = t.elapsed();
+    Ok(PackedBatch { parts, chunk, packing: t.elapsed() })
+}
+
+/// Uploads and classifies a packed batch, each GPU its share on a thread of its own.
+pub fn run_on(classifiers: &[GpuClassifier], packed: PackedBatch, hit_list: bool) -> Result<GpuResults, GpuError> {
+    let PackedBatch { parts, chunk, packing } = packed;
     let parts = std::thread::scope(|scope| {
         let jobs: Vec<_> = classifiers
             .iter()
-            .zip(packed)
+            .zip(parts)
             .map(|(c, p)| scope.spawn(move || c.run(p, hit_list, packing)))
             .collect();
         jobs.into_iter().map(|j| j.join().expect("a GPU batch does not panic")).collect::<Result<Vec<_>, _>>()
@@ -537,7 +556,7 @@ impl<'g> GpuClassifier<'g> {
         s.synchronize()?;
         self.staging.lock().expect("no batch panicked").push(staging);
         let uploaded = clock.elapsed() + packing;
-        let clock = Instant::now() - packing;
+        let clock = Instant::now();
         let p = &self.sketch;
         let nf = n_features.max(1) as usize;
         let mut features = s.alloc_zeros::<u32>(nf)?;
@@ -595,6 +614,7 @@ impl<'g> GpuClassifier<'g> {
 
         s.synchronize()?;
         let computed = clock.elapsed();
+        let clock = Instant::now();
         // Into the vectors of a finished batch when there is one: memory already mapped.
         let mut out = self.recycled.lock().expect("no batch panicked").take().unwrap_or_default();
         download(s, &cands, &mut out.cands)?;
@@ -610,8 +630,8 @@ impl<'g> GpuClassifier<'g> {
             t.batches += 1;
             t.reads += n_reads;
             t.upload += uploaded;
-            t.kernels += computed - uploaded;
-            t.download += clock.elapsed() - computed;
+            t.kernels += computed;
+            t.download += clock.elapsed();
         }
         out.max = max as usize;
         out.feature_first = feature_first;

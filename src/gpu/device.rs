@@ -23,6 +23,14 @@ pub fn driver_present() -> bool {
     unsafe { cudarc::driver::sys::is_culib_present() }
 }
 
+/// Whether an NVIDIA GPU is probably there, judged from device files alone (no driver call, which
+/// takes a noticeable part of a small run): `/dev/nvidia0` or an entry under
+/// `/proc/driver/nvidia/gpus`.
+pub fn probably_present() -> bool {
+    std::path::Path::new("/dev/nvidia0").exists()
+        || std::fs::read_dir("/proc/driver/nvidia/gpus").is_ok_and(|mut d| d.next().is_some())
+}
+
 /// Visible GPUs, 0 when there is no driver.
 pub fn device_count() -> usize {
     if !driver_present() {

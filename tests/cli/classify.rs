@@ -206,6 +206,65 @@ fn several_samples_with_one_index_load() {
         .stderr(predicate::str::contains("{sample}"));
 }
 
+/// Samples classified at once (as on GPUs, forced here on the CPU) give each sample's outputs
+/// as one at a time does; a bad sample among them fails the run, naming its file.
+#[test]
+fn samples_at_once_equal_one_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let single = data().join("reads/single.fa");
+    let mut sheet = String::new();
+    for i in 0..6 {
+        if i % 2 == 0 {
+            sheet.push_str(&format!("p{i}\t{}\t{}\n", r1().display(), r2().display()));
+        } else {
+            sheet.push_str(&format!("s{i}\t{}\n", single.display()));
+        }
+    }
+    std::fs::write(d.join("samples.tsv"), &sheet).unwrap();
+    let run = |at_once: &str| {
+        let out = d.join(at_once);
+        std::fs::create_dir(&out).unwrap();
+        classify()
+            .arg("-t")
+            .arg("3")
+            .arg("--samples-at-once")
+            .arg(at_once)
+            .arg("--samples")
+            .arg(d.join("samples.tsv"))
+            .arg("-o")
+            .arg(out.join("{sample}.kraken"))
+            .arg("-r")
+            .arg(out.join("{sample}.kreport"))
+            .assert()
+            .success();
+        let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .map(|e| (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap()))
+            .collect();
+        files.sort();
+        files
+    };
+    let (one, three) = (run("1"), run("3"));
+    assert_eq!(one.len(), 12);
+    assert!(one == three, "outputs differ with three samples at once");
+    std::fs::write(d.join("bad.fq"), "@r\nACGT\n+\nII\n").unwrap();
+    std::fs::write(d.join("samples.tsv"), sheet + "bad\tbad.fq\n").unwrap();
+    let out = classify()
+        .arg("--samples-at-once")
+        .arg("3")
+        .arg("--samples")
+        .arg(d.join("samples.tsv"))
+        .arg("-r")
+        .arg(d.join("x-{sample}.kreport"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("bad.fq"), "{stderr}");
+    assert!(!d.join("x-bad.kreport").exists(), "the failed sample's report was written");
+}
+
 #[test]
 fn classified_and_unclassified_reads_are_written_per_mate() {
     let dir = tempfile::tempdir().unwrap();

@@ -604,6 +604,7 @@ fn classify_pairs(pairs: usize, reads_limit: f64) -> Result<(), Box<dyn std::err
             }],
             gpus,
             html: None,
+            samples_at_once: None,
         };
         let summary = classify(&config, &mut |_| {})?;
         let s = &summary.samples[0];
