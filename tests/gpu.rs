@@ -636,7 +636,7 @@ fn gpu_classify_output_equals_cpu_output() {
     }
     for (genomes, layouts) in cases {
         let db = dir.path().join("x.db");
-        build_with(&[genomes.clone()], &db, GpuRequest::None, GpuBuildOptions::default()).unwrap();
+        build_with(std::slice::from_ref(&genomes), &db, GpuRequest::None, GpuBuildOptions::default()).unwrap();
         for layout in layouts {
             let what = format!("{} with {layout:?}", genomes.display());
             let cpu = classify_with(&db, layout.clone(), GpuRequest::None);
@@ -770,11 +770,11 @@ fn multi_gpu_classify_output_equals_cpu_output() {
         sets.push(GpuRequest::All);
     }
     for (genomes, layout) in cases {
-        build_with(&[genomes.clone()], &cpu_db, GpuRequest::None, GpuBuildOptions::default()).unwrap();
+        build_with(std::slice::from_ref(&genomes), &cpu_db, GpuRequest::None, GpuBuildOptions::default()).unwrap();
         let cpu = classify_with(&cpu_db, layout.clone(), GpuRequest::None);
         for built_on in &sets {
             let backend =
-                build_with(&[genomes.clone()], &gpu_db, built_on.clone(), GpuBuildOptions::default()).unwrap().backend;
+                build_with(std::slice::from_ref(&genomes), &gpu_db, built_on.clone(), GpuBuildOptions::default()).unwrap().backend;
             let mut loads = vec![GpuRequest::None, GpuRequest::List(vec![0])];
             loads.extend(sets.iter().cloned());
             for load_on in loads {

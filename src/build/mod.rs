@@ -390,7 +390,9 @@ fn build_in_pool(
     resolved.taxa = named?;
     phase(if passes.is_some() { "passes (shards laid out on the GPUs and written)" } else { "condense" });
 
-    let (stats, buckets, finish): (condense::ShardStats, u64, Box<dyn FnOnce(Header) -> Result<u64, IndexError>>) =
+    /// Writes the header once the rest is in place; the index's size.
+    type Finish<'a> = Box<dyn FnOnce(Header) -> Result<u64, IndexError> + 'a>;
+    let (stats, buckets, finish): (condense::ShardStats, u64, Finish<'_>) =
         match laid_out {
             Laidout::Shards(condensed) => {
                 let mut stats = condense::ShardStats::default();

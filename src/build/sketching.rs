@@ -150,11 +150,19 @@ impl Context<'_> {
             r
         };
         let mut batch = Vec::new();
-        timed(&self.progress.parse_nanos, &mut || Ok(batch = self.read_batch(index, &mut reader)?))?;
+        timed(&self.progress.parse_nanos, &mut || {
+            batch = self.read_batch(index, &mut reader)?;
+            Ok(())
+        })?;
         while !batch.is_empty() {
             let mut next = Vec::new();
             let (read, done) = rayon::join(
-                || timed(&self.progress.parse_nanos, &mut || Ok(next = self.read_batch(index, &mut reader)?)),
+                || {
+                    timed(&self.progress.parse_nanos, &mut || {
+                        next = self.read_batch(index, &mut reader)?;
+                        Ok(())
+                    })
+                },
                 || timed(&self.progress.sink_nanos, &mut || (self.sink)(&batch)),
             );
             done?;

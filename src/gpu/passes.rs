@@ -497,7 +497,7 @@ impl<'g> PassBuild<'g> {
             off.host_bytes += bytes;
             Held::Host(host)
         } else {
-            if !off.spill_staging.as_ref().is_some_and(|b| b.len() >= count as usize) {
+            if off.spill_staging.as_ref().is_none_or(|b| b.len() < count as usize) {
                 off.spill_staging = Some(HostBuffer::new(gpu, count as usize)?);
             }
             let staging = off.spill_staging.as_mut().expect("just made");
@@ -838,7 +838,7 @@ impl<'g> PassBuild<'g> {
                         Held::Spilled(at) => {
                             // The staging buffer is free once the stream has passed its last copy.
                             s.synchronize().map_err(GpuError::from)?;
-                            if !staging.as_ref().is_some_and(|b| b.len() >= len) {
+                            if staging.as_ref().is_none_or(|b| b.len() < len) {
                                 *staging = Some(HostBuffer::new(gpu, len)?);
                             }
                             let buf = staging.as_mut().expect("just made");

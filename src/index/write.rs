@@ -264,8 +264,7 @@ mod tests {
         for s in &shards {
             w.add_shard(&s.slots, &s.words, None).unwrap();
         }
-        let mut counts = Counts::default();
-        counts.targets = 1;
+        let counts = Counts { targets: 1, ..Default::default() };
         let mut final_header = h.clone();
         final_header.counts = counts;
         let targets = vec![TargetInfo { name: "t".into(), taxid: 2, length: 10, windows: 1 }];

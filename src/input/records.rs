@@ -149,8 +149,7 @@ fn parse(mut bytes: Vec<u8>, format: Format) -> Block {
     let error = |line: u64, detail: String| Some(LocalError { line, detail });
     let mut err = None;
     match format {
-        Format::Fastq => loop {
-            let Some((h0, h1)) = lines.next() else { break };
+        Format::Fastq => while let Some((h0, h1)) = lines.next() {
             line_no += 1;
             if h1 == h0 {
                 continue; // an empty line between records
