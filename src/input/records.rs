@@ -20,9 +20,10 @@ use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 /// Bytes of a block (more when one record is larger).
 pub const BLOCK_BYTES: usize = 8 << 20;
-/// Blocks a file's reader keeps ahead of its consumer: 256 MiB, more than a GPU batch's share of
-/// a file (about 80 MB), so that the reader runs on while the batch before is classified.
-const BLOCKS_AHEAD: usize = 32;
+/// Blocks a file's reader keeps ahead of its consumer (64 MiB). 32 (more than a GPU batch's share
+/// of a file) measured no faster on an H100 and raised the CPU path's peak memory from about 100 to
+/// 700 MiB (BENCHMARKS.md, issue 13).
+const BLOCKS_AHEAD: usize = 8;
 
 /// A stretch of a block's bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
