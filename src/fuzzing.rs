@@ -405,7 +405,8 @@ pub fn fix_checksums(data: &[u8]) -> Vec<u8> {
     let decoded: Result<(Header, usize), _> =
         bincode::serde::decode_from_slice(&out[PREAMBLE_LEN..end], bincode_config());
     if let Ok((mut header, used)) = decoded {
-        let range_of = |s: &SectionEntry| usize::try_from(s.offset).ok().and_then(|o| Some(o..o.checked_add(s.len as usize)?));
+        let range_of =
+            |s: &SectionEntry| usize::try_from(s.offset).ok().and_then(|o| Some(o..o.checked_add(s.len as usize)?));
         // Format 3: each shard's block has its checksum in the shard table, and the shard data
         // section's checksum is that of the shards' checksums.
         let data = header.section(SectionKind::ShardData).and_then(range_of);

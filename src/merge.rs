@@ -329,6 +329,14 @@ mod tests {
         merge(&config).expect_err("a damaged part must be refused").to_string()
     }
 
+    /// [`merge_error`] of a part of the seed's header and one read, `record`.
+    fn record_error(record: &ReadCandidates) -> String {
+        let (header, _) = seed();
+        let mut records = Vec::new();
+        crate::output::candidates::encode_into(record, &mut records);
+        merge_error(&header, &records)
+    }
+
     #[test]
     fn the_seed_merges() {
         let (header, records) = seed();
@@ -409,12 +417,9 @@ mod tests {
     /// was passed on to the Kraken writer, whose debug assertion then failed.
     #[test]
     fn regression_single_read_with_second_mate_hits_is_an_input_error() {
-        let (header, _) = seed();
         let record =
             ReadCandidates { id: "r1".into(), lengths: (150, None), candidates: vec![], hits: [vec![], vec![(1, 3)]] };
-        let mut records = Vec::new();
-        crate::output::candidates::encode_into(&record, &mut records);
-        let message = merge_error(&header, &records);
+        let message = record_error(&record);
         assert!(
             message.ends_with("part.cand: read 1: 'r1' is a single read but has hits on a second mate"),
             "{message}"
@@ -425,16 +430,13 @@ mod tests {
     /// the part's target map out of bounds.
     #[test]
     fn regression_candidate_target_outside_the_file_is_an_input_error() {
-        let (header, _) = seed();
         let record = ReadCandidates {
             id: "r1".into(),
             lengths: (150, Some(150)),
             candidates: vec![(0, 5), (198, 3)],
             hits: Default::default(),
         };
-        let mut records = Vec::new();
-        crate::output::candidates::encode_into(&record, &mut records);
-        let message = merge_error(&header, &records);
+        let message = record_error(&record);
         assert!(
             message.ends_with("part.cand: read 1: 'r1' has candidate target 198, but the file lists 1 targets"),
             "{message}"
@@ -445,16 +447,13 @@ mod tests {
     /// read id was edited to hold a line break: the id was written as it was, splitting the line.
     #[test]
     fn regression_read_id_with_whitespace_is_an_input_error() {
-        let (header, _) = seed();
         let record = ReadCandidates {
             id: "p\n0".into(),
             lengths: (150, Some(150)),
             candidates: vec![],
             hits: Default::default(),
         };
-        let mut records = Vec::new();
-        crate::output::candidates::encode_into(&record, &mut records);
-        let message = merge_error(&header, &records);
+        let message = record_error(&record);
         assert!(message.ends_with("part.cand: read 1: \"p\\n0\" is not a read id: it holds whitespace"), "{message}");
     }
 }

@@ -774,7 +774,9 @@ fn multi_gpu_classify_output_equals_cpu_output() {
         let cpu = classify_with(&cpu_db, layout.clone(), GpuRequest::None);
         for built_on in &sets {
             let backend =
-                build_with(std::slice::from_ref(&genomes), &gpu_db, built_on.clone(), GpuBuildOptions::default()).unwrap().backend;
+                build_with(std::slice::from_ref(&genomes), &gpu_db, built_on.clone(), GpuBuildOptions::default())
+                    .unwrap()
+                    .backend;
             let mut loads = vec![GpuRequest::None, GpuRequest::List(vec![0])];
             loads.extend(sets.iter().cloned());
             for load_on in loads {

@@ -392,26 +392,25 @@ fn build_in_pool(
 
     /// Writes the header once the rest is in place; the index's size.
     type Finish<'a> = Box<dyn FnOnce(Header) -> Result<u64, IndexError> + 'a>;
-    let (stats, buckets, finish): (condense::ShardStats, u64, Finish<'_>) =
-        match laid_out {
-            Laidout::Shards(condensed) => {
-                let mut stats = condense::ShardStats::default();
-                let mut shards = Vec::with_capacity(condensed.len());
-                for (shard, s) in condensed {
-                    stats += s;
-                    shards.push(shard);
-                }
-                let buckets = shards.iter().map(|s| s.slots.len() as u64 / bcht::BUCKET_SLOTS as u64).sum();
-                let (targets, taxa) = (&resolved.targets, &resolved.taxa);
-                let file = out.take().expect("the index file is written once");
-                (stats, buckets, Box::new(move |h| write_index(file, h, &shards, targets, taxa)))
+    let (stats, buckets, finish): (condense::ShardStats, u64, Finish<'_>) = match laid_out {
+        Laidout::Shards(condensed) => {
+            let mut stats = condense::ShardStats::default();
+            let mut shards = Vec::with_capacity(condensed.len());
+            for (shard, s) in condensed {
+                stats += s;
+                shards.push(shard);
             }
-            Laidout::Written(writer, stats) => {
-                let buckets = writer.buckets_written();
-                let (targets, taxa) = (&resolved.targets, &resolved.taxa);
-                (stats, buckets, Box::new(move |h| writer.finish(h, targets, taxa)))
-            }
-        };
+            let buckets = shards.iter().map(|s| s.slots.len() as u64 / bcht::BUCKET_SLOTS as u64).sum();
+            let (targets, taxa) = (&resolved.targets, &resolved.taxa);
+            let file = out.take().expect("the index file is written once");
+            (stats, buckets, Box::new(move |h| write_index(file, h, &shards, targets, taxa)))
+        }
+        Laidout::Written(writer, stats) => {
+            let buckets = writer.buckets_written();
+            let (targets, taxa) = (&resolved.targets, &resolved.taxa);
+            (stats, buckets, Box::new(move |h| writer.finish(h, targets, taxa)))
+        }
+    };
     let counts = Counts {
         targets: targets_count,
         taxa: resolved.taxa.len() as u64,

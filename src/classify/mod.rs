@@ -293,10 +293,10 @@ fn cpu_is_faster(config: &ClassifyConfig, index: &Index) -> Option<String> {
             let crate::input::Source::File(p) = source else { return None };
             // A named pipe's size is not known, like stdin's.
             let size = std::fs::metadata(p).ok().filter(|m| m.is_file())?.len();
-            let mut magic = [0u8; 2];
+            let mut head = [0u8; 6];
             let compressed = std::fs::File::open(p)
-                .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
-                .is_ok_and(|()| magic[0] != b'>' && magic[0] != b'@');
+                .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+                .is_ok_and(|()| crate::input::decompress::detect(&head) != crate::input::decompress::Compression::None);
             bytes += if compressed { size * 4 } else { size };
         }
     }
@@ -352,7 +352,8 @@ fn out_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> ClassifyErr
 }
 
 impl Run<'_> {
-    /// Every sample, `at_once` at a time (each on a thread of its own, its work on the pool);
+    /// Every sample, `at_once` at a time (each on a thread of its own, its work on the pool; one
+    /// at a time is the same with one such thread);
     /// `first` is the first sample's stream, already reading. Summaries in sample order;
     /// `on_sample` is called as each finishes. After an error no new sample starts.
     fn samples(
@@ -361,37 +362,28 @@ impl Run<'_> {
         at_once: usize,
         on_sample: &mut (dyn FnMut(&SampleSummary) + Send),
     ) -> Result<Vec<SampleSummary>, ClassifyError> {
+        use std::sync::Mutex;
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
         let samples = &self.config.samples;
-        if at_once <= 1 {
-            let mut out = Vec::new();
-            let mut first = first;
-            for sample in samples {
-                let stream = first.take();
-                let summary = self.pool.install(|| self.sample(sample, stream))?;
-                on_sample(&summary);
-                out.push(summary);
-            }
-            return Ok(out);
-        }
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let first = std::sync::Mutex::new(first);
-        let results: Vec<std::sync::Mutex<Option<Result<SampleSummary, ClassifyError>>>> =
-            samples.iter().map(|_| std::sync::Mutex::new(None)).collect();
-        let failed = std::sync::atomic::AtomicBool::new(false);
-        let on_sample = std::sync::Mutex::new(on_sample);
+        let next = AtomicUsize::new(0);
+        let first = Mutex::new(first);
+        let results: Vec<Mutex<Option<Result<SampleSummary, ClassifyError>>>> =
+            samples.iter().map(|_| Mutex::new(None)).collect();
+        let failed = AtomicBool::new(false);
+        let on_sample = Mutex::new(on_sample);
         std::thread::scope(|scope| {
             for _ in 0..at_once {
                 scope.spawn(|| {
                     loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        if i >= samples.len() || failed.load(std::sync::atomic::Ordering::Relaxed) {
+                        let i = next.fetch_add(1, Relaxed);
+                        if i >= samples.len() || failed.load(Relaxed) {
                             return;
                         }
                         let stream = if i == 0 { first.lock().expect("no sample panicked").take() } else { None };
                         let result = self.pool.install(|| self.sample(&samples[i], stream));
                         match &result {
                             Ok(summary) => (on_sample.lock().expect("no sample panicked"))(summary),
-                            Err(_) => failed.store(true, std::sync::atomic::Ordering::Relaxed),
+                            Err(_) => failed.store(true, Relaxed),
                         }
                         *results[i].lock().expect("no sample panicked") = Some(result);
                     }
@@ -474,7 +466,8 @@ impl Run<'_> {
                     for (out, chunks) in [(&mut kraken, lines), (&mut candidates_out, candidates)] {
                         if let Some((w, path)) = out {
                             for c in chunks {
-                                w.write_all(&c).map_err(|source| ClassifyError::Output { path: path.clone(), source })?;
+                                w.write_all(&c)
+                                    .map_err(|source| ClassifyError::Output { path: path.clone(), source })?;
                             }
                         }
                     }

@@ -192,11 +192,8 @@ pub fn pack_on(classifiers: &[GpuClassifier], reads: &[&[&[u8]]]) -> Result<Pack
 pub fn run_on(classifiers: &[GpuClassifier], packed: PackedBatch, hit_list: bool) -> Result<GpuResults, GpuError> {
     let PackedBatch { parts, chunk, packing } = packed;
     let parts = std::thread::scope(|scope| {
-        let jobs: Vec<_> = classifiers
-            .iter()
-            .zip(parts)
-            .map(|(c, p)| scope.spawn(move || c.run(p, hit_list, packing)))
-            .collect();
+        let jobs: Vec<_> =
+            classifiers.iter().zip(parts).map(|(c, p)| scope.spawn(move || c.run(p, hit_list, packing))).collect();
         jobs.into_iter().map(|j| j.join().expect("a GPU batch does not panic")).collect::<Result<Vec<_>, _>>()
     })?;
     Ok(GpuResults { parts, chunk })

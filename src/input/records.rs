@@ -150,37 +150,40 @@ fn parse(mut bytes: Vec<u8>, format: Format) -> Block {
     let error = |line: u64, detail: String| Some(LocalError { line, detail });
     let mut err = None;
     match format {
-        Format::Fastq => while let Some((h0, h1)) = lines.next() {
-            line_no += 1;
-            if h1 == h0 {
-                continue; // an empty line between records
+        Format::Fastq => {
+            while let Some((h0, h1)) = lines.next() {
+                line_no += 1;
+                if h1 == h0 {
+                    continue; // an empty line between records
+                }
+                if bytes[h0] != b'@' {
+                    err = error(line_no, "malformed record: a FASTQ record starts with '@'".into());
+                    break;
+                }
+                let (Some((s0, s1)), Some((p0, _)), Some((q0, q1))) = (lines.next(), lines.next(), lines.next()) else {
+                    err = error(line_no, "the file ends in the middle of a record".into());
+                    break;
+                };
+                line_no += 3;
+                if bytes.get(p0) != Some(&b'+') {
+                    err =
+                        error(line_no - 1, "malformed FASTQ record: the third line of a record starts with '+'".into());
+                    break;
+                }
+                if q1 - q0 != s1 - s0 {
+                    err = error(
+                        line_no,
+                        format!(
+                            "malformed FASTQ record: {} quality values for {} bases (the quality line must be as long as the sequence)",
+                            q1 - q0,
+                            s1 - s0
+                        ),
+                    );
+                    break;
+                }
+                recs.push(Rec { header: Span::of(h0 + 1, h1), seq: Span::of(s0, s1), qual: Some(Span::of(q0, q1)) });
             }
-            if bytes[h0] != b'@' {
-                err = error(line_no, "malformed record: a FASTQ record starts with '@'".into());
-                break;
-            }
-            let (Some((s0, s1)), Some((p0, _)), Some((q0, q1))) = (lines.next(), lines.next(), lines.next()) else {
-                err = error(line_no, "the file ends in the middle of a record".into());
-                break;
-            };
-            line_no += 3;
-            if bytes.get(p0) != Some(&b'+') {
-                err = error(line_no - 1, "malformed FASTQ record: the third line of a record starts with '+'".into());
-                break;
-            }
-            if q1 - q0 != s1 - s0 {
-                err = error(
-                    line_no,
-                    format!(
-                        "malformed FASTQ record: {} quality values for {} bases (the quality line must be as long as the sequence)",
-                        q1 - q0,
-                        s1 - s0
-                    ),
-                );
-                break;
-            }
-            recs.push(Rec { header: Span::of(h0 + 1, h1), seq: Span::of(s0, s1), qual: Some(Span::of(q0, q1)) });
-        },
+        }
         Format::Fasta => {
             let mut current: Option<(Span, Vec<(usize, usize)>)> = None;
             let mut finish = |rec: Option<(Span, Vec<(usize, usize)>)>, recs: &mut Vec<Rec>| {

@@ -73,7 +73,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     if let Some(dir) = std::env::args().skip_while(|a| a != "--classify-data").nth(1) {
         drop(gpu);
-        return classify_data(std::path::Path::new(&dir), (arg("--pairs-m", 20.0) * 1e6) as usize, arg("--samples", 8.0) as usize);
+        return classify_data(
+            std::path::Path::new(&dir),
+            (arg("--pairs-m", 20.0) * 1e6) as usize,
+            arg("--samples", 8.0) as usize,
+        );
     }
     let (cas, reads, pinned) = limits(&gpu)?;
     if std::env::args().any(|a| a == "--scaling") {
@@ -520,7 +524,8 @@ fn classify_data(dir: &std::path::Path, pairs: usize, samples: usize) -> Result<
     }
     std::fs::write(dir.join("samples.tsv"), sheet)?;
     for m in 0..2 {
-        let mut w = std::io::BufWriter::with_capacity(1 << 22, std::fs::File::create(dir.join(format!("r{}.fq", m + 1)))?);
+        let mut w =
+            std::io::BufWriter::with_capacity(1 << 22, std::fs::File::create(dir.join(format!("r{}.fq", m + 1)))?);
         for f in &fastq {
             w.write_all(&f[m])?;
         }
