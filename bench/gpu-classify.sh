@@ -67,7 +67,10 @@ for i in $(seq "$RUNS"); do
     echo "$secs" >>gpu-plain.times
     printf "GPU (default flags) run %d: %.2f s = %.2f M pairs/s\n" "$i" "$secs" "$(calc "$pairs/$secs/1e6")"
 done
-grep -hE "GPU|CPU|reading" gpu-plain-1.err | head -6
+cat gpu-plain-1.err
+timed gpu-plain-report $B/kmerdb classify -v -d refs.db -1 r1.fq -2 r2.fq -r gpu-report-only.kreport
+printf "GPU, the report only (no per-read output): %.2f s = %.2f M pairs/s\n" "$secs" "$(calc "$pairs/$secs/1e6")"
+cat gpu-plain-report.err
 timed cpu-plain $B/kmerdb classify --gpus none -d refs.db -1 r1.fq -2 r2.fq -o cpu.kraken -r cpu.kreport
 cpu=$secs
 gpu=$(median <gpu-plain.times)
@@ -83,7 +86,11 @@ for i in $(seq "$RUNS"); do
     echo "$secs" >>gpu-gz.times
     printf "GPU (default flags) run %d: %.2f s = %.2f M pairs/s\n" "$i" "$secs" "$(calc "$pairs/$secs/1e6")"
 done
-grep -hE "GPU|reading" gpu-gz-1.err | head -12
+cat gpu-gz-1.err
+timed gpu-gz-quarter $B/kmerdb classify -d refs.db --samples samples.tsv --samples-at-once $((threads / 4)) \
+    -o 'gpu-{sample}.kraken' -r 'gpu-{sample}.kreport'
+printf "GPU, a quarter of the threads' samples at once (%d): %.2f s = %.2f M pairs/s\n" "$((threads / 4))" "$secs" \
+    "$(calc "$pairs/$secs/1e6")"
 timed cpu-gz $B/kmerdb classify --gpus none -d refs.db --samples samples.tsv -o 'cpu-{sample}.kraken' -r 'cpu-{sample}.kreport'
 cpu=$secs
 gpu=$(median <gpu-gz.times)

@@ -163,8 +163,8 @@ struct ClassifyArgs {
     /// (the check reads the whole index once).
     #[arg(long)]
     no_verify: bool,
-    /// Samples of --samples classified at once (testing; default: a quarter of the threads on
-    /// GPUs, one on the CPU).
+    /// Samples of --samples classified at once (testing; default: half the threads on GPUs, one
+    /// on the CPU).
     #[arg(long, hide = true, value_name = "N")]
     samples_at_once: Option<usize>,
     #[command(flatten)]
@@ -272,6 +272,8 @@ macro_rules! usage {
 }
 
 fn main() {
+    // Debug lines carry the time since the start, so that `-v` gives a run's timeline.
+    let started = std::time::Instant::now();
     let cli = Cli::parse();
     let level = match (cli.quiet, cli.verbose) {
         (true, _) => log::LevelFilter::Error,
@@ -281,9 +283,18 @@ fn main() {
     };
     env_logger::Builder::new()
         .filter_level(level)
-        .format(|buf, record| match record.level() {
+        .format(move |buf, record| match record.level() {
             log::Level::Info => writeln!(buf, "kmerdb: {}", record.args()),
-            l => writeln!(buf, "kmerdb: {}: {}", l.as_str().to_lowercase(), record.args()),
+            l @ (log::Level::Warn | log::Level::Error) => {
+                writeln!(buf, "kmerdb: {}: {}", l.as_str().to_lowercase(), record.args())
+            }
+            l => writeln!(
+                buf,
+                "kmerdb: {}: [{:.2} s] {}",
+                l.as_str().to_lowercase(),
+                started.elapsed().as_secs_f64(),
+                record.args()
+            ),
         })
         .init();
     remove_temp_files_on_signals();
@@ -626,6 +637,8 @@ fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
             t.kernels.as_secs_f64(),
             t.download.as_secs_f64()
         );
+        // What follows is the process's exit: freeing GPU and pinned memory.
+        log::debug!("classify finished");
     }
     Ok(())
 }

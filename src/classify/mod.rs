@@ -91,8 +91,9 @@ pub struct ClassifyConfig {
     pub gpus: crate::compute::GpuRequest,
     /// One HTML page for the run (every sample).
     pub html: Option<PathBuf>,
-    /// Samples classified at once; `None`: a quarter of the threads on GPUs (where the host's
-    /// share is what takes the time), one on the CPU (whose classification uses every thread).
+    /// Samples classified at once; `None`: half the threads on GPUs (where the host's share is
+    /// what takes the time: a gzipped sample's two files decompress on a thread each, so that
+    /// every core inflates), one on the CPU (whose classification uses every thread).
     pub samples_at_once: Option<usize>,
 }
 
@@ -145,6 +146,7 @@ pub fn classify(
 ) -> Result<ClassifySummary, ClassifyError> {
     let start = Instant::now();
     let index = Index::open(&config.db, config.verify)?;
+    log::debug!("index opened");
     let tree = index.taxonomy();
     for rank in config.lowest_rank.iter().chain(&config.abundance_rank) {
         if !tree.taxa().iter().any(|t| t.rank == *rank) {
@@ -185,6 +187,8 @@ pub fn classify(
     };
     #[cfg(feature = "gpu")]
     let gpus = crate::gpu::device::select(&request)?;
+    #[cfg(feature = "gpu")]
+    log::debug!("{} GPU(s) started", gpus.len());
     #[cfg(not(feature = "gpu"))]
     if let crate::compute::GpuRequest::List(ids) = &config.gpus {
         return Err(ClassifyError::NoGpuSupport(format!("{ids:?}")));
@@ -215,6 +219,7 @@ pub fn classify(
             Some(Err(e)) => return Err(e.into()),
         };
         let index_load = start.elapsed();
+        log::debug!("index ready");
         #[cfg(feature = "gpu")]
         let device = classifiers.first().map(|c| {
             let ids: Vec<String> = gpus.iter().map(|g| g.ordinal.to_string()).collect();
@@ -240,7 +245,7 @@ pub fn classify(
         let on_gpus = false;
         let at_once = config
             .samples_at_once
-            .unwrap_or(if on_gpus { config.threads / 4 } else { 1 })
+            .unwrap_or(if on_gpus { config.threads / 2 } else { 1 })
             .clamp(1, config.samples.len().max(1));
         let samples = run.samples(first, at_once, on_sample)?;
         if let Some(p) = &config.html {
@@ -546,6 +551,7 @@ impl Run<'_> {
             waiting.as_secs_f64()
         );
 
+        let finishing_outputs = Instant::now();
         let tree = self.index.taxonomy();
         let summaries = output::Summaries {
             report: o.report.clone(),
@@ -566,6 +572,11 @@ impl Run<'_> {
                 w.finish().map_err(out_err(p))?;
             }
         }
+        log::debug!(
+            "{}: outputs completed (reports, then each file synced and renamed) in {:.2} s",
+            sample.name,
+            finishing_outputs.elapsed().as_secs_f64()
+        );
         let view = output::SampleView::new(&sample.name, tree, &direct, unclassified)
             .map_err(|source| ClassifyError::Output { path: "HTML report".into(), source })?;
         Ok(SampleSummary {
