@@ -143,13 +143,21 @@ pub struct ReadStream {
     current: Option<Vec<RecordStream>>,
     /// Reads delivered from the current file (pair).
     count: u64,
+    /// Blocks each file keeps read ahead.
+    ahead: usize,
 }
 
 impl ReadStream {
     /// Reads `layout`, parsing on `pool`. The first file (pair) opens at once, so that its reading
     /// starts while the caller does other work.
     pub fn new(layout: ReadLayout, pool: Arc<rayon::ThreadPool>) -> Result<Self, ReadError> {
-        let mut s = Self { layout, pool, next_file: 0, current: None, count: 0 };
+        Self::with_read_ahead(layout, pool, crate::input::records::BLOCKS_AHEAD)
+    }
+
+    /// [`ReadStream::new`], each file keeping `ahead` blocks read ahead (a GPU takes a batch's
+    /// blocks at once: more than the default, so that they are parsed before they are wanted).
+    pub fn with_read_ahead(layout: ReadLayout, pool: Arc<rayon::ThreadPool>, ahead: usize) -> Result<Self, ReadError> {
+        let mut s = Self { layout, pool, next_file: 0, current: None, count: 0, ahead };
         s.open_next()?;
         Ok(s)
     }
@@ -170,7 +178,7 @@ impl ReadStream {
             let mut streams = Vec::new();
             let mut empty = Vec::new();
             for s in &sources {
-                match RecordStream::open(s, self.pool.clone()) {
+                match RecordStream::open_ahead(s, self.pool.clone(), self.ahead) {
                     Ok(r) => streams.push(r),
                     Err(InputError::Empty { file }) => empty.push(file),
                     Err(e) => return Err(e.into()),

@@ -23,7 +23,7 @@ pub const BLOCK_BYTES: usize = 8 << 20;
 /// Blocks a file's reader keeps ahead of its consumer (64 MiB). 32 (more than a GPU batch's share
 /// of a file) measured no faster on an H100 and raised the CPU path's peak memory from about 100 to
 /// 700 MiB (BENCHMARKS.md, issue 13).
-const BLOCKS_AHEAD: usize = 8;
+pub const BLOCKS_AHEAD: usize = 8;
 
 /// A stretch of a block's bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -294,8 +294,8 @@ fn io_error(source: &Source, e: std::io::Error) -> InputError {
 /// parses it ahead; a consumer that needs it first parses it itself rather than wait, so that a
 /// pool busy with the consumer's own work (or of one thread) cannot stall it.
 struct Job {
-    /// The block's bytes and a buffer for its records, until it is parsed.
-    raw: std::sync::Mutex<Option<(Vec<u8>, Vec<Rec>)>>,
+    /// The block's bytes (or where to read them) until it is parsed.
+    raw: std::sync::Mutex<Option<Raw>>,
     format: Format,
     spare: Option<Arc<Spare>>,
     done: std::sync::Mutex<Option<Result<Block, InputError>>>,
@@ -303,9 +303,9 @@ struct Job {
 }
 
 impl Job {
-    fn new(raw: Vec<u8>, recs: Vec<Rec>, format: Format, spare: Arc<Spare>) -> Arc<Self> {
+    fn new(raw: Raw, format: Format, spare: Arc<Spare>) -> Arc<Self> {
         Arc::new(Self {
-            raw: std::sync::Mutex::new(Some((raw, recs))),
+            raw: std::sync::Mutex::new(Some(raw)),
             format,
             spare: Some(spare),
             done: std::sync::Mutex::new(None),
@@ -325,10 +325,19 @@ impl Job {
 
     /// Parses the block if nobody has started to.
     fn run(&self) {
-        let Some((raw, recs)) = self.raw.lock().unwrap_or_else(|e| e.into_inner()).take() else { return };
-        let mut block = parse_into(raw, recs, self.format);
-        block.spare = self.spare.clone();
-        *self.done.lock().unwrap_or_else(|e| e.into_inner()) = Some(Ok(block));
+        let Some(raw) = self.raw.lock().unwrap_or_else(|e| e.into_inner()).take() else { return };
+        let parsed = match raw {
+            Raw::Bytes(bytes, recs) => Ok(parse_into(bytes, recs, self.format)),
+            Raw::At(chunk) => {
+                let (bytes, recs) = self.spare.as_ref().map(|s| s.take()).unwrap_or_default();
+                chunk.read(bytes, self.format).map(|bytes| parse_into(bytes, recs, self.format))
+            }
+        };
+        let parsed = parsed.map(|mut block| {
+            block.spare = self.spare.clone();
+            block
+        });
+        *self.done.lock().unwrap_or_else(|e| e.into_inner()) = Some(parsed);
         self.ready.notify_all();
     }
 
@@ -347,6 +356,91 @@ impl Job {
 
 /// What a file's reader thread sends for each block, in order.
 type Pending = Arc<Job>;
+
+/// A block's bytes as a job gets them: read already (from a stream), or to be read by the job
+/// itself from a plain file.
+enum Raw {
+    Bytes(Vec<u8>, Vec<Rec>),
+    At(Chunk),
+}
+
+/// Chunk `number` of a plain file: the records that start in its bytes `number * BLOCK_BYTES ..
+/// (number + 1) * BLOCK_BYTES`. Each chunk finds its own first and last record (see
+/// [`record_start_from`]), so that chunks are read and parsed side by side, on the pool's threads,
+/// not one after another on the file's reading thread (whose copying from the page cache held a
+/// GPU run to about 2 GB/s a file on an H100 host).
+struct Chunk {
+    source: Source,
+    file: Arc<std::fs::File>,
+    len: u64,
+    number: u64,
+    /// Bytes a chunk (`BLOCK_BYTES`; less in tests).
+    size: u64,
+}
+
+impl Chunk {
+    /// The chunk's bytes, into `buf` (a spare buffer).
+    fn read(&self, mut buf: Vec<u8>, format: Format) -> Result<Vec<u8>, InputError> {
+        use std::os::unix::fs::FileExt;
+        let at = |n: u64| (n * self.size).min(self.len);
+        let err = |e| io_error(&self.source, e);
+        let start = record_start_from(&self.file, self.len, at(self.number), format).map_err(err)?;
+        let end = record_start_from(&self.file, self.len, at(self.number + 1), format).map_err(err)?;
+        buf.resize((end - start) as usize, 0);
+        self.file.read_exact_at(&mut buf, start).map_err(|e| io_error(&self.source, e))?;
+        Ok(buf)
+    }
+}
+
+/// Where the first record at or after `x` starts in `file` (`len` bytes; `len` when none does):
+/// a line start where a record begins, by the rule of [`cut`] (a `>` line for FASTA; an `@` line
+/// two lines before a `+` line for FASTQ, which no quality line starting with `@` is). Every chunk
+/// applies it to both its ends, so chunks meet exactly and cover the file.
+fn record_start_from(file: &std::fs::File, len: u64, x: u64, format: Format) -> std::io::Result<u64> {
+    use std::os::unix::fs::FileExt;
+    if x == 0 || x >= len {
+        return Ok(x.min(len));
+    }
+    let mark = if format == Format::Fastq { b'@' } else { b'>' };
+    // From the byte before `x`: a line starts at `x` if that byte ends a line.
+    let from = x - 1;
+    let mut window = 64usize << 10;
+    let mut buf = Vec::new();
+    loop {
+        let to = (from + window as u64).min(len);
+        buf.resize((to - from) as usize, 0);
+        file.read_exact_at(&mut buf, from)?;
+        let at_end = to == len;
+        for nl in memchr::memchr_iter(b'\n', &buf) {
+            let start = nl + 1;
+            if start >= buf.len() {
+                break;
+            }
+            if buf[start] != mark {
+                continue;
+            }
+            if format == Format::Fasta {
+                return Ok(from + start as u64);
+            }
+            let mut lines = Lines { bytes: &buf, at: start };
+            let (_, _, plus) = (lines.next(), lines.next(), lines.next());
+            match plus {
+                Some((p, _)) if p < buf.len() => {
+                    if buf[p] == b'+' {
+                        return Ok(from + start as u64);
+                    }
+                }
+                // Not enough of the file here to tell: a larger window.
+                _ if !at_end => break,
+                _ => {}
+            }
+        }
+        if at_end {
+            return Ok(len);
+        }
+        window *= 2;
+    }
+}
 
 /// A file's records, block after block, in order.
 pub struct RecordStream {
@@ -368,8 +462,16 @@ impl RecordStream {
     /// Starts reading `source` on a thread of its own, blocks parsed on `pool`. An empty input
     /// gives an `Empty` error here; one that is neither FASTA nor FASTQ an `UnknownFormat`.
     pub fn open(source: &Source, pool: Arc<rayon::ThreadPool>) -> Result<Self, InputError> {
+        Self::open_ahead(source, pool, BLOCKS_AHEAD)
+    }
+
+    /// [`RecordStream::open`], keeping `ahead` blocks read and parsed ahead of the consumer
+    /// instead of [`BLOCKS_AHEAD`].
+    pub fn open_ahead(source: &Source, pool: Arc<rayon::ThreadPool>, ahead: usize) -> Result<Self, InputError> {
         // Decompression gets as many threads as parsing (BGZF and `pigz -i` input use them).
-        let mut reader = super::decompress::open(source, pool.current_num_threads())?.reader;
+        let decoded = super::decompress::open(source, pool.current_num_threads())?;
+        let plain = decoded.compression == super::decompress::Compression::None;
+        let mut reader = decoded.reader;
         // The first bytes, to know the format before the thread starts: read only until one is
         // not blank, so that a pipe delivering slowly does not hold up the caller.
         let mut first = vec![0u8; 1 << 16];
@@ -383,12 +485,23 @@ impl RecordStream {
                 detail: format!("it starts with {:?}, not '>' (FASTA) or '@' (FASTQ)", first[start] as char),
             });
         };
-        let (tx, blocks) = sync_channel::<Pending>(BLOCKS_AHEAD);
+        let (tx, blocks) = sync_channel::<Pending>(ahead.max(1));
         let src = source.clone();
-        std::thread::Builder::new()
-            .name("kmerdb-read".into())
-            .spawn(move || read_blocks(src, reader, first, format, tx, pool))
-            .map_err(|e| InputError::Io { path: std::path::PathBuf::from(source.to_string()), source: e })?;
+        // A plain regular file is read in chunks by the pool's threads, each at its offset.
+        let positional = match source {
+            Source::File(p) if plain => {
+                let file = std::fs::File::open(p).map_err(|e| io_error(source, e))?;
+                let meta = file.metadata().map_err(|e| io_error(source, e))?;
+                meta.is_file().then(|| (Arc::new(file), meta.len()))
+            }
+            _ => None,
+        };
+        let thread = std::thread::Builder::new().name("kmerdb-read".into());
+        let started = match positional {
+            Some((file, len)) => thread.spawn(move || read_chunks(src, file, len, format, tx, pool)),
+            None => thread.spawn(move || read_blocks(src, reader, first, format, tx, pool)),
+        };
+        started.map_err(|e| InputError::Io { path: std::path::PathBuf::from(source.to_string()), source: e })?;
         Ok(Self {
             source: source.clone(),
             blocks,
@@ -498,6 +611,28 @@ fn read_full(r: &mut dyn Read, buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(n)
 }
 
+/// The reading thread of a plain file: a job per chunk (see [`Chunk`]), each read and parsed by a
+/// task on `pool`, sent to `tx` in order.
+fn read_chunks(
+    source: Source,
+    file: Arc<std::fs::File>,
+    len: u64,
+    format: Format,
+    tx: SyncSender<Pending>,
+    pool: Arc<rayon::ThreadPool>,
+) {
+    let spare = Arc::new(Spare::default());
+    for number in 0..len.div_ceil(BLOCK_BYTES as u64) {
+        let chunk = Chunk { source: source.clone(), file: file.clone(), len, number, size: BLOCK_BYTES as u64 };
+        let job = Job::new(Raw::At(chunk), format, spare.clone());
+        let ahead = job.clone();
+        pool.spawn(move || ahead.run());
+        if tx.send(job).is_err() {
+            return;
+        }
+    }
+}
+
 /// The reader thread of one file: blocks cut at record boundaries, each parsed by a task on
 /// `pool`; a receiver for each block's parse goes to `tx`, in order.
 fn read_blocks(
@@ -549,7 +684,7 @@ fn read_blocks(
                 }
             }
         }
-        let job = Job::new(buf, recs, format, spare.clone());
+        let job = Job::new(Raw::Bytes(buf, recs), format, spare.clone());
         let ahead = job.clone();
         pool.spawn(move || ahead.run());
         if tx.send(job).is_err() || at_end {
@@ -564,6 +699,50 @@ mod tests {
 
     fn pool() -> Arc<rayon::ThreadPool> {
         Arc::new(rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap())
+    }
+
+    /// A file read in chunks of every size from 1 byte to the whole file gives the records (and
+    /// the first error, at the same line) of parsing it whole: the chunks' ends meet.
+    #[test]
+    fn chunks_of_any_size_give_the_records_of_the_whole_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let fastq =
+            "\n@r1 x\r\nACGT\r\n+\r\nIIII\r\n@r2\nGG\n+r2\n@@\n@@r3\nT\n+\n@\n@r4\n\n+\n\n@r5\nAAAA\n+\nII#I\n\n";
+        let fasta = ">a one\nACGT\nTT\n\n>b\n>c\nG\r\nC\r\n>d>x\nAAAA\n";
+        let bad = "@r1\nACGT\n+\nIIII\n@r2\nGG\n+\nI\n@r3\nT\n+\nI\n";
+        let truncated = "@r1\nACGT\n+\nIIII\n@r2\nGG\n";
+        for (text, format) in
+            [(fastq, Format::Fastq), (fasta, Format::Fasta), (bad, Format::Fastq), (truncated, Format::Fastq)]
+        {
+            let path = dir.path().join("x");
+            std::fs::write(&path, text).unwrap();
+            let file = Arc::new(std::fs::File::open(&path).unwrap());
+            let whole = parse(text.as_bytes().to_vec(), format);
+            let records = |b: &Block| -> Vec<(Vec<u8>, Vec<u8>)> {
+                (0..b.recs.len()).map(|i| (b.header(i).to_vec(), b.seq(i).to_vec())).collect()
+            };
+            for size in 1..=text.len() as u64 {
+                let (mut got, mut lines, mut error) = (Vec::new(), 0, None);
+                for number in 0..(text.len() as u64).div_ceil(size) {
+                    let chunk = Chunk {
+                        source: Source::File(path.clone()),
+                        file: file.clone(),
+                        len: text.len() as u64,
+                        number,
+                        size,
+                    };
+                    let b = parse(chunk.read(Vec::new(), format).unwrap(), format);
+                    got.extend(records(&b));
+                    if let Some(e) = &b.error {
+                        error = Some(lines + e.line);
+                        break;
+                    }
+                    lines += b.lines;
+                }
+                assert_eq!(got, records(&whole), "{text:?} in chunks of {size}");
+                assert_eq!(error, whole.error.as_ref().map(|e| e.line), "{text:?} in chunks of {size}");
+            }
+        }
     }
 
     /// Every record of a stream: (header, seq, qual).
