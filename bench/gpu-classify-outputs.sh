@@ -14,6 +14,8 @@ T=${KMERDB_BENCH_DIR:-/tmp/kmerdb-classify-outputs}
 rm -rf "$T" && mkdir -p "$T"
 $B/kmerdb-gpu-bench --classify-data "$T" --pairs-m "$PAIRS_M" --samples 8 >/dev/null || exit 1
 cd "$T"
+# The generated files go to the disk first, so that their write-back does not compete with the runs' output.
+sync
 cat r1.fq r2.fq >/dev/null
 pairs=$((PAIRS_M * 1000000))
 vmstat -n 1 >vmstat.log &

@@ -44,6 +44,8 @@ echo "== classify benchmark data ($PAIRS_M M pairs, $SAMPLES samples)"
 $B/kmerdb-gpu-bench --classify-data "$T" --pairs-m "$PAIRS_M" --samples "$SAMPLES" || exit 1
 pairs=$(awk "BEGIN {printf \"%d\", $PAIRS_M * 1000000}")
 cd "$T"
+# The generated files go to the disk first, so that their write-back does not compete with the runs' output.
+sync
 
 echo "== limits"
 cat r1.fq r2.fq >/dev/null
