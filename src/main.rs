@@ -507,8 +507,8 @@ fn human_count(n: u64) -> String {
 }
 
 fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
-    use kmerdb::classify::{ClassifyConfig, ReadLayout, Sample, SampleOutputs};
-    use kmerdb::input::Source;
+    use kmerdb::classify::ClassifyConfig;
+    use kmerdb::classify::plan::{self, OutputNames, PlanError, ReadsGiven};
     let threads = compute_threads(&args.compute)?;
     if args.max_candidates == 0 {
         usage!("--max-candidates must be at least 1");
@@ -516,78 +516,27 @@ fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
     if !(0.0..=1.0).contains(&args.hitdiff) {
         usage!("--hitdiff must be between 0 and 1");
     }
-    let sources = |paths: &[PathBuf]| -> Vec<Source> { paths.iter().map(|p| Source::from_arg(p)).collect() };
-    let mut samples: Vec<(String, ReadLayout)> = Vec::new();
-    if args.r1.len() != args.r2.len() {
-        usage!("-1 is given {} times but -2 {} times: give one -2 for every -1", args.r1.len(), args.r2.len());
-    }
-    let given = [!args.reads.is_empty(), !args.r1.is_empty(), args.samples.is_some()];
-    if given.iter().filter(|&&g| g).count() != 1 {
-        usage!("give reads in one way: as READS, as -1/-2 pairs, or with --samples");
-    }
-    if let Some(sheet) = &args.samples {
-        samples = kmerdb::classify::samples::read_sample_sheet(sheet, args.interleaved)?;
-    } else if !args.r1.is_empty() {
-        let pairs = sources(&args.r1).into_iter().zip(sources(&args.r2)).collect();
-        samples.push((sample_name(&args.r1[0]), ReadLayout::Paired(pairs)));
-    } else {
-        let files = sources(&args.reads);
-        let layout = if args.interleaved { ReadLayout::Interleaved(files) } else { ReadLayout::Single(files) };
-        samples.push((sample_name(&args.reads[0]), layout));
-    }
-    let stdin_uses = samples.iter().flat_map(|(_, l)| l.sources()).filter(|s| **s == Source::Stdin).count();
-    if stdin_uses > 1 {
-        usage!("stdin (-) can be read only once");
-    }
-
-    // The outputs named per sample; with none of them (nor --html) asked for, per-read lines go
-    // to stdout.
-    let per_sample = [
-        &args.report,
-        &args.abundance,
-        &args.classified_out,
-        &args.unclassified_out,
-        &args.candidates_out,
-        &args.profiles.cami,
-        &args.profiles.krona,
-        &args.profiles.mpa,
-    ];
-    let nothing_asked = args.output.is_none() && args.profiles.html.is_none() && per_sample.iter().all(|o| o.is_none());
-    let kraken = if nothing_asked { Some(PathBuf::from("-")) } else { args.output.clone() };
-    let templates: Vec<&Option<PathBuf>> = std::iter::once(&kraken).chain(per_sample).collect();
-    let stdout_uses = templates.iter().filter(|t| t.as_ref().is_some_and(|p| p.as_os_str() == "-")).count();
-    if stdout_uses > 1 {
-        usage!("only one output can go to stdout (-)");
-    }
-    if samples.len() > 1 {
-        for t in templates.iter().filter_map(|t| t.as_ref()) {
-            if !t.to_string_lossy().contains("{sample}") {
-                usage!("{}: with several samples every output name must contain {{sample}}", t.display());
-            }
+    let usage = |e: PlanError| -> anyhow::Error {
+        match e {
+            PlanError::Usage(m) => UsageError(m).into(),
+            e => e.into(),
         }
-    }
-    let fill = |t: &Option<PathBuf>, name: &str| {
-        t.as_ref().map(|p| PathBuf::from(p.to_string_lossy().replace("{sample}", name)))
     };
-    let samples: Vec<Sample> = samples
-        .into_iter()
-        .map(|(name, reads)| Sample {
-            outputs: SampleOutputs {
-                kraken: fill(&kraken, &name),
-                report: fill(&args.report, &name),
-                abundance: fill(&args.abundance, &name),
-                classified: fill(&args.classified_out, &name),
-                unclassified: fill(&args.unclassified_out, &name),
-                candidates: fill(&args.candidates_out, &name),
-                cami: fill(&args.profiles.cami, &name),
-                krona: fill(&args.profiles.krona, &name),
-                mpa: fill(&args.profiles.mpa, &name),
-            },
-            name,
-            reads,
-        })
-        .collect();
-    classify_file_plan(&args, &samples)?.check()?;
+    let given = ReadsGiven::from_flags(args.reads, args.r1, args.r2, args.samples, args.interleaved).map_err(usage)?;
+    let names = OutputNames {
+        kraken: args.output,
+        report: args.report,
+        abundance: args.abundance,
+        classified: args.classified_out,
+        unclassified: args.unclassified_out,
+        candidates: args.candidates_out,
+        cami: args.profiles.cami,
+        krona: args.profiles.krona,
+        mpa: args.profiles.mpa,
+        html: args.profiles.html,
+    };
+    let samples = plan::samples(&given, &names).map_err(usage)?;
+    plan::file_plan(&args.db, &given, &samples, names.html.as_deref()).map_err(usage)?.check()?;
     let config = ClassifyConfig {
         db: args.db,
         verify: if args.no_verify { Verify::Metadata } else { Verify::All },
@@ -601,7 +550,7 @@ fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
         use_names: args.use_names,
         samples,
         gpus: args.compute.gpus.clone(),
-        html: args.profiles.html,
+        html: names.html,
         samples_at_once: args.samples_at_once,
     };
     let summary = kmerdb::classify::classify(&config, &mut |s| {
@@ -641,70 +590,6 @@ fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
         log::debug!("classify finished");
     }
     Ok(())
-}
-
-/// What a classify run reads (the index, the sheet, every sample's reads) and writes (every output
-/// of every sample, each mate's file for paired reads outputs, the HTML page).
-fn classify_file_plan(args: &ClassifyArgs, samples: &[kmerdb::classify::Sample]) -> Result<kmerdb::paths::FilePlan> {
-    use kmerdb::classify::ReadLayout;
-    use kmerdb::input::Source;
-    let mut plan = kmerdb::paths::FilePlan::new();
-    plan.reads("-d/--db", &args.db);
-    if let Some(sheet) = &args.samples {
-        plan.reads("--samples", sheet);
-    }
-    let several = samples.len() > 1 || args.samples.is_some();
-    let label = |flag: &str, sample: &str| if several { format!("{flag} (sample {sample})") } else { flag.to_string() };
-    for s in samples {
-        let mut read = |flag: &str, src: &Source| {
-            if let Source::File(p) = src {
-                plan.reads(label(flag, &s.name), p);
-            }
-        };
-        match &s.reads {
-            ReadLayout::Single(files) | ReadLayout::Interleaved(files) => {
-                files.iter().for_each(|f| read(if args.samples.is_some() { "--samples" } else { "READS" }, f))
-            }
-            ReadLayout::Paired(pairs) => {
-                for (r1, r2) in pairs {
-                    read(if args.samples.is_some() { "--samples" } else { "-1" }, r1);
-                    read(if args.samples.is_some() { "--samples" } else { "-2" }, r2);
-                }
-            }
-        }
-    }
-    for s in samples {
-        let o = &s.outputs;
-        let files = [
-            ("-o/--output", &o.kraken),
-            ("-r/--report", &o.report),
-            ("--abundance", &o.abundance),
-            ("--candidates-out", &o.candidates),
-            ("--cami", &o.cami),
-            ("--krona", &o.krona),
-            ("--mpa", &o.mpa),
-        ];
-        for (flag, path) in files {
-            if let Some(p) = path {
-                plan.writes(label(flag, &s.name), p);
-            }
-        }
-        for (flag, template) in [("--classified-out", &o.classified), ("--unclassified-out", &o.unclassified)] {
-            let Some(t) = template else { continue };
-            if s.reads.is_paired() {
-                let mates = kmerdb::output::mate_paths(t).map_err(|e| UsageError(format!("{flag} {e}")))?;
-                for m in &mates {
-                    plan.writes(label(flag, &s.name), m);
-                }
-            } else {
-                plan.writes(label(flag, &s.name), t);
-            }
-        }
-    }
-    if let Some(p) = &args.profiles.html {
-        plan.writes("--html", p);
-    }
-    Ok(plan)
 }
 
 fn run_merge(args: MergeArgs, quiet: bool) -> Result<()> {
@@ -760,21 +645,6 @@ fn run_merge(args: MergeArgs, quiet: bool) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// A sample's default name: its first file's name without read-file extensions.
-fn sample_name(path: &std::path::Path) -> String {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "stdin".into());
-    let mut stem = name.as_str();
-    for ext in [".gz", ".bz2", ".xz", ".zst", ".fastq", ".fq", ".fasta", ".fa", ".fna"] {
-        stem = stem.strip_suffix(ext).unwrap_or(stem);
-    }
-    for mate in ["_R1_001", "_R1", "_1", ".R1", ".1"] {
-        if let Some(s) = stem.strip_suffix(mate) {
-            return s.to_string();
-        }
-    }
-    if stem == "-" { "stdin".into() } else { stem.to_string() }
 }
 
 /// The man pages of the visible commands, from the same definitions as `--help`.

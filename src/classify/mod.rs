@@ -3,6 +3,7 @@
 //! - [`reads`]: single, paired and interleaved input, mate checks, batches;
 //! - [`candidates`]: the method for one read (the specification the GPU path follows);
 //! - [`samples`]: `--samples` sheets;
+//! - [`plan`]: the run's samples and their outputs' names, from the command line's reads and names;
 //! - here: opening the index once (and copying it to the GPU if there is one, `gpu::classify`),
 //!   then for each sample a pipeline in which the next batch is read while the current one is
 //!   classified; results are written in input order, so the output depends neither on the thread
@@ -11,6 +12,7 @@
 //! Every output is written under a temporary name and renamed only when the sample is complete.
 
 pub mod candidates;
+pub mod plan;
 pub mod reads;
 pub mod samples;
 
