@@ -6,13 +6,17 @@
 //! - [`taxonomy`]: NCBI dumps, sequence → taxid maps, the pruned tree and its LCA;
 //! - [`sketch`]: k-mers, windows and minhash sketches (the specification GPU kernels follow);
 //! - [`index`]: the index file: format, key index, location lists, writer and reader;
-//! - [`build`]: the build, genomes → index (CPU, or one GPU through [`gpu`]);
+//! - [`build`]: the build, genomes → index (CPU, or one or more GPUs through [`gpu`]);
 //! - [`classify`]: reads → taxa; [`output`]: the files classification writes;
 //! - [`info`]: describing an index;
 //! - [`paths`]: the files a command reads and writes, checked against each other before any work;
 //! - [`temp_files`]: temporary files, named per process and removed on error, signal or next run.
 //!
 //! `fuzzing` (hidden) holds one fuzz target per parsing boundary, for `fuzz/` and the smoke test.
+
+// Every unsafe operation sits in an `unsafe` block with its own `// SAFETY:` comment, also inside
+// `unsafe fn`s (whose `# Safety` docs state the caller's side).
+#![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod build;
 pub mod classify;

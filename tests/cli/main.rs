@@ -4,6 +4,7 @@
 mod build;
 mod classify;
 mod clobber;
+mod code_rules;
 mod faults;
 mod info;
 mod install;
