@@ -507,8 +507,8 @@ fn human_count(n: u64) -> String {
 }
 
 fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
-    use kmerdb::classify::ClassifyConfig;
     use kmerdb::classify::plan::{self, OutputNames, PlanError, ReadsGiven};
+    use kmerdb::classify::{ClassifyConfig, SampleOutputs};
     let threads = compute_threads(&args.compute)?;
     if args.max_candidates == 0 {
         usage!("--max-candidates must be at least 1");
@@ -524,15 +524,17 @@ fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
     };
     let given = ReadsGiven::from_flags(args.reads, args.r1, args.r2, args.samples, args.interleaved).map_err(usage)?;
     let names = OutputNames {
-        kraken: args.output,
-        report: args.report,
-        abundance: args.abundance,
-        classified: args.classified_out,
-        unclassified: args.unclassified_out,
-        candidates: args.candidates_out,
-        cami: args.profiles.cami,
-        krona: args.profiles.krona,
-        mpa: args.profiles.mpa,
+        per_sample: SampleOutputs {
+            kraken: args.output,
+            report: args.report,
+            abundance: args.abundance,
+            classified: args.classified_out,
+            unclassified: args.unclassified_out,
+            candidates: args.candidates_out,
+            cami: args.profiles.cami,
+            krona: args.profiles.krona,
+            mpa: args.profiles.mpa,
+        },
         html: args.profiles.html,
     };
     let samples = plan::samples(&given, &names).map_err(usage)?;

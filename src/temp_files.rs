@@ -203,19 +203,12 @@ impl Drop for TempFile {
 // error, and callers name the destination instead.
 impl Write for TempFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = self.as_file().write(buf)?;
+        let file = self.inner.as_ref().expect("a TempFile holds its file until persisted").as_file();
+        let n = (&*file).write(buf)?;
         if let Some(b) = &mut self.behind {
-            b.wrote(self.inner.as_ref().expect("a TempFile holds its file until persisted").as_file(), n);
+            b.wrote(file, n);
         }
         Ok(n)
-    }
-
-    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        self.as_file().write_all(buf)?;
-        if let Some(b) = &mut self.behind {
-            b.wrote(self.inner.as_ref().expect("a TempFile holds its file until persisted").as_file(), buf.len());
-        }
-        Ok(())
     }
 
     fn flush(&mut self) -> io::Result<()> {

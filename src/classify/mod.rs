@@ -67,6 +67,40 @@ pub struct SampleOutputs {
     pub mpa: Option<PathBuf>,
 }
 
+impl SampleOutputs {
+    /// Each output with the flag that names it.
+    pub fn by_flag(&self) -> [(&'static str, &Option<PathBuf>); 9] {
+        [
+            ("-o/--output", &self.kraken),
+            ("-r/--report", &self.report),
+            ("--abundance", &self.abundance),
+            ("--candidates-out", &self.candidates),
+            ("--cami", &self.cami),
+            ("--krona", &self.krona),
+            ("--mpa", &self.mpa),
+            ("--classified-out", &self.classified),
+            ("--unclassified-out", &self.unclassified),
+        ]
+    }
+
+    /// These names as templates, with `{sample}` replaced by `name`.
+    pub fn for_sample(&self, name: &str) -> Self {
+        let fill =
+            |t: &Option<PathBuf>| t.as_ref().map(|p| PathBuf::from(p.to_string_lossy().replace("{sample}", name)));
+        Self {
+            kraken: fill(&self.kraken),
+            report: fill(&self.report),
+            abundance: fill(&self.abundance),
+            classified: fill(&self.classified),
+            unclassified: fill(&self.unclassified),
+            candidates: fill(&self.candidates),
+            cami: fill(&self.cami),
+            krona: fill(&self.krona),
+            mpa: fill(&self.mpa),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Sample {
     pub name: String,
@@ -245,13 +279,9 @@ pub fn classify(
         };
         // On GPUs the host's share (reading, decompressing, finishing) is what takes the time:
         // several samples at once keep every core busy.
-        #[cfg(feature = "gpu")]
-        let on_gpus = !classifiers.is_empty();
-        #[cfg(not(feature = "gpu"))]
-        let on_gpus = false;
         let at_once = config
             .samples_at_once
-            .unwrap_or(if on_gpus { config.threads / 2 } else { 1 })
+            .unwrap_or(if run.on_gpus() { config.threads / 2 } else { 1 })
             .clamp(1, config.samples.len().max(1));
         let samples = run.samples(first, at_once, on_sample)?;
         if let Some(p) = &config.html {

@@ -50,15 +50,8 @@ impl ReadsGiven {
 /// template in which `{sample}` stands for the sample's name.
 #[derive(Debug, Clone, Default)]
 pub struct OutputNames {
-    pub kraken: Option<PathBuf>,
-    pub report: Option<PathBuf>,
-    pub abundance: Option<PathBuf>,
-    pub classified: Option<PathBuf>,
-    pub unclassified: Option<PathBuf>,
-    pub candidates: Option<PathBuf>,
-    pub cami: Option<PathBuf>,
-    pub krona: Option<PathBuf>,
-    pub mpa: Option<PathBuf>,
+    /// Each sample's outputs, as templates.
+    pub per_sample: SampleOutputs,
     /// One page for the whole run (not per sample).
     pub html: Option<PathBuf>,
 }
@@ -91,54 +84,23 @@ pub fn samples(given: &ReadsGiven, names: &OutputNames) -> Result<Vec<Sample>, P
     if stdin_uses > 1 {
         return Err(PlanError::Usage("stdin (-) can be read only once".into()));
     }
-    let per_sample = [
-        &names.report,
-        &names.abundance,
-        &names.classified,
-        &names.unclassified,
-        &names.candidates,
-        &names.cami,
-        &names.krona,
-        &names.mpa,
-    ];
-    let nothing_asked = names.kraken.is_none() && names.html.is_none() && per_sample.iter().all(|o| o.is_none());
-    let kraken = if nothing_asked { Some(PathBuf::from("-")) } else { names.kraken.clone() };
-    let templates: Vec<&Option<PathBuf>> = std::iter::once(&kraken).chain(per_sample).collect();
-    let stdout_uses = templates.iter().filter(|t| t.as_ref().is_some_and(|p| p.as_os_str() == "-")).count();
-    if stdout_uses > 1 {
+    let mut templates = names.per_sample.clone();
+    if names.html.is_none() && templates.by_flag().iter().all(|(_, t)| t.is_none()) {
+        templates.kraken = Some(PathBuf::from("-"));
+    }
+    let named: Vec<&PathBuf> = templates.by_flag().into_iter().filter_map(|(_, t)| t.as_ref()).collect();
+    if named.iter().filter(|p| p.as_os_str() == "-").count() > 1 {
         return Err(PlanError::Usage("only one output can go to stdout (-)".into()));
     }
     if layouts.len() > 1 {
-        for t in templates.iter().filter_map(|t| t.as_ref()) {
-            if !t.to_string_lossy().contains("{sample}") {
-                return Err(PlanError::Usage(format!(
-                    "{}: with several samples every output name must contain {{sample}}",
-                    t.display()
-                )));
-            }
+        if let Some(t) = named.iter().find(|t| !t.to_string_lossy().contains("{sample}")) {
+            return Err(PlanError::Usage(format!(
+                "{}: with several samples every output name must contain {{sample}}",
+                t.display()
+            )));
         }
     }
-    let fill = |t: &Option<PathBuf>, name: &str| {
-        t.as_ref().map(|p| PathBuf::from(p.to_string_lossy().replace("{sample}", name)))
-    };
-    Ok(layouts
-        .into_iter()
-        .map(|(name, reads)| Sample {
-            outputs: SampleOutputs {
-                kraken: fill(&kraken, &name),
-                report: fill(&names.report, &name),
-                abundance: fill(&names.abundance, &name),
-                classified: fill(&names.classified, &name),
-                unclassified: fill(&names.unclassified, &name),
-                candidates: fill(&names.candidates, &name),
-                cami: fill(&names.cami, &name),
-                krona: fill(&names.krona, &name),
-                mpa: fill(&names.mpa, &name),
-            },
-            name,
-            reads,
-        })
-        .collect())
+    Ok(layouts.into_iter().map(|(name, reads)| Sample { outputs: templates.for_sample(&name), name, reads }).collect())
 }
 
 /// What a classify run reads (the index, the sheet, every sample's reads) and writes (every output
@@ -181,30 +143,17 @@ pub fn file_plan(
         }
     }
     for s in samples {
-        let o = &s.outputs;
-        let files = [
-            ("-o/--output", &o.kraken),
-            ("-r/--report", &o.report),
-            ("--abundance", &o.abundance),
-            ("--candidates-out", &o.candidates),
-            ("--cami", &o.cami),
-            ("--krona", &o.krona),
-            ("--mpa", &o.mpa),
-        ];
-        for (flag, path) in files {
-            if let Some(p) = path {
-                plan.writes(label(flag, &s.name), p);
-            }
-        }
-        for (flag, template) in [("--classified-out", &o.classified), ("--unclassified-out", &o.unclassified)] {
-            let Some(t) = template else { continue };
-            if s.reads.is_paired() {
-                let mates = crate::output::mate_paths(t).map_err(|e| PlanError::Usage(format!("{flag} {e}")))?;
+        for (flag, path) in s.outputs.by_flag() {
+            let Some(p) = path else { continue };
+            // A paired sample's reads outputs are one file a mate (`#` in the name).
+            let reads_out = flag == "--classified-out" || flag == "--unclassified-out";
+            if reads_out && s.reads.is_paired() {
+                let mates = crate::output::mate_paths(p).map_err(|e| PlanError::Usage(format!("{flag} {e}")))?;
                 for m in &mates {
                     plan.writes(label(flag, &s.name), m);
                 }
             } else {
-                plan.writes(label(flag, &s.name), t);
+                plan.writes(label(flag, &s.name), p);
             }
         }
     }
@@ -283,10 +232,14 @@ mod tests {
         let s = samples(&given, &OutputNames::default()).unwrap();
         assert_eq!((s.len(), s[0].name.as_str()), (1, "s"));
         assert_eq!(s[0].outputs.kraken, Some(p("-")));
-        let report = OutputNames { report: Some(p("r.txt")), ..Default::default() };
+        let report =
+            OutputNames { per_sample: SampleOutputs { report: Some(p("r.txt")), ..Default::default() }, html: None };
         let s = samples(&given, &report).unwrap();
         assert_eq!((s[0].outputs.kraken.clone(), s[0].outputs.report.clone()), (None, Some(p("r.txt"))));
-        let two = OutputNames { kraken: Some(p("-")), report: Some(p("-")), ..Default::default() };
+        let two = OutputNames {
+            per_sample: SampleOutputs { kraken: Some(p("-")), report: Some(p("-")), ..Default::default() },
+            html: None,
+        };
         assert!(matches!(samples(&given, &two), Err(PlanError::Usage(m)) if m.contains("stdout")));
     }
 
@@ -296,12 +249,18 @@ mod tests {
         let sheet = dir.path().join("s.tsv");
         std::fs::write(&sheet, "a\ta_1.fq\ta_2.fq\nb\tb.fq\n").unwrap();
         let given = ReadsGiven::Sheet { sheet: sheet.clone(), interleaved: false };
-        let fixed = OutputNames { report: Some(p("out.kreport")), ..Default::default() };
+        let fixed = OutputNames {
+            per_sample: SampleOutputs { report: Some(p("out.kreport")), ..Default::default() },
+            html: None,
+        };
         assert!(matches!(samples(&given, &fixed), Err(PlanError::Usage(m)) if m.contains("{sample}")));
         let names = OutputNames {
-            kraken: Some(p("{sample}.kraken")),
-            classified: Some(p("{sample}#.fq")),
-            ..Default::default()
+            per_sample: SampleOutputs {
+                kraken: Some(p("{sample}.kraken")),
+                classified: Some(p("{sample}#.fq")),
+                ..Default::default()
+            },
+            html: None,
         };
         let s = samples(&given, &names).unwrap();
         assert_eq!(
