@@ -9,6 +9,7 @@
 //! - [`build`]: the build, genomes → index (CPU, or one or more GPUs through [`gpu`]);
 //! - [`classify`]: reads → taxa; [`output`]: the files classification writes;
 //! - [`info`]: describing an index;
+//! - [`pipeline`]: stages on threads of their own joined by bounded queues (classify's batches);
 //! - [`paths`]: the files a command reads and writes, checked against each other before any work;
 //! - [`temp_files`]: temporary files, named per process and removed on error, signal or next run.
 //!
@@ -31,6 +32,7 @@ pub mod input;
 pub mod merge;
 pub mod output;
 pub mod paths;
+pub mod pipeline;
 pub mod resources;
 pub mod sketch;
 pub mod synth;

@@ -328,6 +328,8 @@ fn build_in_pool(
     let targets_count = resolved.targets.len() as u64;
     let mut out = Some(out);
     // Stage 3. The pruned taxa's names are read meanwhile.
+    // Set by the GPU build only.
+    #[cfg_attr(not(feature = "gpu"), allow(unused_mut))]
     let mut passes = None;
     let (named, laid_out) = std::thread::scope(|scope| {
         let names = scope.spawn(|| -> Result<Vec<crate::taxonomy::Taxon>, TaxonomyError> {

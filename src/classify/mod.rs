@@ -21,6 +21,7 @@ pub use reads::{Batch, ReadLayout, ReadStream};
 
 use crate::index::{Index, IndexError, Verify};
 use crate::output::{self, Output, ReadResult, ReadsWriter};
+use crate::pipeline::{self, Pipeline};
 use crate::taxonomy::TaxId;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -48,6 +49,8 @@ const BATCH_READS: usize = 4096;
 /// Reads per batch on a GPU: enough to fill it.
 #[cfg(feature = "gpu")]
 const GPU_BATCH_READS: usize = 1 << 18;
+/// Batches each stage may run ahead of the next (see `pipeline`).
+const QUEUE_DEPTH: usize = 1;
 /// Reads whose lookups are overlapped in memory (see `Classifier::classify_group`).
 const GROUP_READS: usize = 4;
 
@@ -429,7 +432,7 @@ impl Run<'_> {
                             return;
                         }
                         let stream = if i == 0 { first.lock().expect("no sample panicked").take() } else { None };
-                        let result = self.pool.install(|| self.sample(&samples[i], stream));
+                        let result = self.sample(&samples[i], stream);
                         match &result {
                             Ok(summary) => (on_sample.lock().expect("no sample panicked"))(summary),
                             Err(_) => failed.store(true, Relaxed),
@@ -491,109 +494,66 @@ impl Run<'_> {
         };
         let mut direct: HashMap<TaxId, u64> = HashMap::new();
         let (mut total, mut unclassified) = (0u64, 0u64);
-        // Three batches take turns: the next is read while the GPU (if any) looks up the current
-        // one and the host finishes the one before (candidates on the CPU, or the decision after
-        // the GPU, and the Kraken lines); then the finished batch is written.
         let batch_reads = self.batch_reads();
-        let (mut next, mut current, mut previous) = (Batch::default(), Batch::default(), Batch::default());
-        stream.next_batch(&mut current, batch_reads)?;
-        let mut current_packed = self.pack(&current)?;
-        let mut previous_found: Option<GpuFound> = None;
-        // Where the time goes (debug log): reading, the GPU, finishing (the three overlap),
-        // counting and writing reads, and waiting for the writer.
-        let (mut reading, mut on_gpu, mut finishing, mut writing, mut waiting) =
-            (Duration::ZERO, Duration::ZERO, Duration::ZERO, Duration::ZERO, Duration::ZERO);
-        // The per-read lines and candidates go to a writer thread of their own, so that writing
-        // overlaps the next batches' work.
-        let (kraken, candidates_out) = (outs.kraken.take(), outs.candidates.take());
-        let (kraken, candidates_out) = std::thread::scope(|scope| -> Result<_, ClassifyError> {
-            let (tx, rx) = std::sync::mpsc::sync_channel::<(Vec<Vec<u8>>, Vec<Vec<u8>>)>(2);
-            let writer = scope.spawn(move || -> Result<_, ClassifyError> {
-                use std::io::Write;
-                let (mut kraken, mut candidates_out) = (kraken, candidates_out);
-                for (lines, candidates) in rx {
-                    for (out, chunks) in [(&mut kraken, lines), (&mut candidates_out, candidates)] {
-                        if let Some((w, path)) = out {
-                            for c in chunks {
-                                w.write_all(&c)
-                                    .map_err(|source| ClassifyError::Output { path: path.clone(), source })?;
-                            }
-                        }
-                    }
-                }
-                Ok((kraken, candidates_out))
+        // Batches the writer is done with go back to the reader, their blocks released.
+        let (free_tx, free_rx) = std::sync::mpsc::channel::<Batch>();
+        let (mut kraken, mut candidates_out) = (outs.kraken.take(), outs.candidates.take());
+        let times = std::thread::scope(|scope| {
+            // Reading: the next batch.
+            let (mut pipeline, read) = Pipeline::<ClassifyError>::source(scope, "reading", QUEUE_DEPTH, move || {
+                let mut batch = free_rx.try_recv().unwrap_or_default();
+                stream.next_batch(&mut batch, batch_reads)?;
+                Ok((!batch.is_empty()).then_some(batch))
             });
-            let looped = (|| -> Result<(), ClassifyError> {
-                while !current.is_empty() || !previous.is_empty() {
-                    let found_before = previous_found.take();
-                    let ((read, read_time), ((found, gpu_time), (finished, finish_time))) = rayon::join(
-                        || {
-                            let t = Instant::now();
-                            let read = stream.next_batch(&mut next, batch_reads).map_err(ClassifyError::from);
-                            (read.and_then(|()| self.pack(&next)), t.elapsed())
-                        },
-                        || {
-                            rayon::join(
-                                || {
-                                    let t = Instant::now();
-                                    (self.gpu_stage(current_packed.take(), hit_list), t.elapsed())
-                                },
-                                || {
-                                    let t = Instant::now();
-                                    (self.finish_batch(&previous, found_before.as_ref(), hit_list, want), t.elapsed())
-                                },
-                            )
-                        },
-                    );
-                    reading += read_time;
-                    on_gpu += gpu_time;
-                    finishing += finish_time;
-                    let (calls, lines, candidates) = finished?;
-                    let lines =
-                        lines.map_err(|source| ClassifyError::Output { path: "per-read output".into(), source })?;
-                    let t = Instant::now();
-                    if tx.send((lines, candidates)).is_err() {
-                        return Ok(()); // the writer failed: its error is the run's
-                    }
-                    waiting += t.elapsed();
-                    let t = Instant::now();
-                    for (r, &taxid) in calls.iter().enumerate() {
-                        total += 1;
-                        if taxid == 0 {
-                            unclassified += 1;
-                        } else {
-                            *direct.entry(taxid).or_default() += 1;
-                        }
-                        self.write_reads(&mut outs, &previous, r, taxid)?;
-                    }
-                    writing += t.elapsed();
-                    #[cfg(feature = "gpu")]
-                    if let Some(done) = found_before {
-                        done.recycle(self.gpus);
-                    }
-                    current_packed = read?;
-                    previous_found = found?;
-                    // The finished batch's buffers take the next read.
-                    std::mem::swap(&mut previous, &mut current);
-                    std::mem::swap(&mut current, &mut next);
+            // Packing it into the GPU's pinned memory (nothing on the CPU).
+            let packed = pipeline.stage(scope, "packing", QUEUE_DEPTH, read, |batch| {
+                let packed = self.pool.install(|| self.pack(&batch))?;
+                Ok((batch, packed))
+            });
+            // The GPU's lookups and candidates (nothing on the CPU).
+            let looked_up = pipeline.stage(scope, "GPU", QUEUE_DEPTH, packed, |(batch, packed)| {
+                Ok((batch, self.gpu_stage(packed, hit_list)?))
+            });
+            // The decision (after the GPU's candidates, or the whole method on the CPU) and the
+            // per-read lines.
+            let finished = pipeline.stage(scope, "finishing", QUEUE_DEPTH, looked_up, |(batch, found)| {
+                let (calls, lines, candidates) =
+                    self.pool.install(|| self.finish_batch(&batch, found.as_ref(), hit_list, want))?;
+                #[cfg(feature = "gpu")]
+                if let Some(done) = found {
+                    done.recycle(self.gpus);
                 }
+                let lines = lines.map_err(|source| ClassifyError::Output { path: "per-read output".into(), source })?;
+                Ok((batch, calls, lines, candidates))
+            });
+            // Writing, on this thread: lines and records in input order, the counts, the reads.
+            let written = finished.sink(|(mut batch, calls, lines, candidates)| {
+                use std::io::Write;
+                for (out, chunks) in [(&mut kraken, lines), (&mut candidates_out, candidates)] {
+                    if let Some((w, path)) = out {
+                        for c in chunks {
+                            w.write_all(&c).map_err(|source| ClassifyError::Output { path: path.clone(), source })?;
+                        }
+                    }
+                }
+                for (r, &taxid) in calls.iter().enumerate() {
+                    total += 1;
+                    if taxid == 0 {
+                        unclassified += 1;
+                    } else {
+                        *direct.entry(taxid).or_default() += 1;
+                    }
+                    self.write_reads(&mut outs, &batch, r, taxid)?;
+                }
+                batch.release();
+                // The reader may have finished and gone: then the batch is simply dropped.
+                let _ = free_tx.send(batch);
                 Ok(())
-            })();
-            drop(tx);
-            let written = writer.join().expect("the writer does not panic");
-            looped?;
-            written
+            });
+            pipeline.finish(("writing", written))
         })?;
         (outs.kraken, outs.candidates) = (kraken, candidates_out);
-        log::debug!(
-            "{}: reading {:.2} s, GPU {:.2} s, finishing {:.2} s (overlapping), counting and writing reads {:.2} s, waiting for the writer {:.2} s",
-            sample.name,
-            reading.as_secs_f64(),
-            on_gpu.as_secs_f64(),
-            finishing.as_secs_f64(),
-            writing.as_secs_f64(),
-            waiting.as_secs_f64()
-        );
+        log::debug!("{}: {}; each stage on a thread of its own", sample.name, pipeline::describe(&times));
 
         let finishing_outputs = Instant::now();
         let tree = self.index.taxonomy();

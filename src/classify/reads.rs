@@ -89,6 +89,12 @@ impl Batch {
         out.extend((0..self.per_read).map(|m| self.seq(r, m)));
     }
 
+    /// Lets go of the batch's blocks, so that their buffers can be reused.
+    pub fn release(&mut self) {
+        self.blocks.clear();
+        self.mates.clear();
+    }
+
     fn clear(&mut self, per_read: usize) {
         self.blocks.clear();
         self.mates.clear();

@@ -230,9 +230,13 @@ pub struct GpuClassifier<'g> {
     /// Pinned memory the batches' bases are packed into, grown as needed (one per batch in
     /// flight: several samples may classify at once).
     staging: std::sync::Mutex<Vec<cudarc::driver::PinnedHostSlice<u8>>>,
-    /// A finished batch, for its vectors.
-    recycled: std::sync::Mutex<Option<GpuBatch>>,
+    /// Finished batches, for their vectors (a few: batches overlap in the pipeline's stages).
+    recycled: std::sync::Mutex<Vec<GpuBatch>>,
 }
+
+/// Finished batches kept for their vectors, per GPU: as many as a sample's pipeline has in flight
+/// after the GPU's stage (queued, finishing, queued), plus one.
+const RECYCLED_BATCHES: usize = 4;
 
 /// Copies `src` into `into`, resized to fit.
 fn download<T: DeviceRepr + Default + Clone>(
@@ -440,7 +444,10 @@ impl<'g> GpuClassifier<'g> {
 
     /// Hands back a finished batch, whose vectors the next batch's results then fill.
     pub fn recycle(&self, batch: GpuBatch) {
-        *self.recycled.lock().expect("no batch panicked") = Some(batch);
+        let mut recycled = self.recycled.lock().expect("no batch panicked");
+        if recycled.len() < RECYCLED_BATCHES {
+            recycled.push(batch);
+        }
     }
 
     /// The time spent so far, by stage.
@@ -613,7 +620,7 @@ impl<'g> GpuClassifier<'g> {
         let computed = clock.elapsed();
         let clock = Instant::now();
         // Into the vectors of a finished batch when there is one: memory already mapped.
-        let mut out = self.recycled.lock().expect("no batch panicked").take().unwrap_or_default();
+        let mut out = self.recycled.lock().expect("no batch panicked").pop().unwrap_or_default();
         download(s, &cands, &mut out.cands)?;
         download(s, &cand_count, &mut out.cand_count)?;
         download(s, &counts, &mut out.feature_count)?;

@@ -1,0 +1,229 @@
+//! Stages joined by bounded queues: the shape of a run over batches (read → look up → finish →
+//! write).
+//!
+//! Each stage is a thread of its own that takes items in order and passes them on in order, so
+//! nothing needs reassembling; the queue between two stages holds `depth` items, which is how far
+//! a stage may run ahead of the next. Unlike rounds in lockstep (each batch waits for the slowest
+//! stage of its round), a stage that is briefly slow only drains its queue: the run takes as long
+//! as its busiest stage, not the sum of each round's slowest.
+//!
+//! Ending: the first stage ends the run by producing nothing more; each later stage ends when its
+//! input does. A stage that fails returns its error: the stages after it see their input end, the
+//! stages before it find their output closed and stop. [`Pipeline::finish`] returns the first
+//! error in stage order, which is the cause (a later stage only ever ends because of it).
+//!
+//! Each stage's time is measured: working, waiting for input (starved) and waiting for room in the
+//! next queue (blocked), so that `-v` shows which stage the run waited for.
+
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::thread::{Scope, ScopedJoinHandle};
+use std::time::{Duration, Instant};
+
+/// Where one stage's time went.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StageTime {
+    /// Working on items.
+    pub busy: Duration,
+    /// Waiting for the stage before it.
+    pub starved: Duration,
+    /// Waiting for room in the queue to the stage after it.
+    pub blocked: Duration,
+    /// Items it passed on (or consumed, for the last stage).
+    pub items: u64,
+}
+
+/// The stages started so far, in order, on threads of `scope`.
+pub struct Pipeline<'scope, E> {
+    stages: Vec<(&'static str, ScopedJoinHandle<'scope, Result<StageTime, E>>)>,
+}
+
+/// The end of the last queue, where the next stage takes its input.
+pub struct Queue<T>(Receiver<T>);
+
+impl<T> Queue<T> {
+    /// Runs `consume` on every item on the calling thread, as the last stage.
+    pub fn sink<E>(self, mut consume: impl FnMut(T) -> Result<(), E>) -> Result<StageTime, E> {
+        let mut time = StageTime::default();
+        loop {
+            let t = Instant::now();
+            let Ok(item) = self.0.recv() else { return Ok(time) };
+            time.starved += t.elapsed();
+            let t = Instant::now();
+            consume(item)?;
+            time.busy += t.elapsed();
+            time.items += 1;
+        }
+    }
+}
+
+impl<'scope, E: Send + 'scope> Pipeline<'scope, E> {
+    /// Starts the first stage, `name`: `produce` is called until it gives `None` (the end) or an
+    /// error.
+    pub fn source<'env, O: Send + 'scope>(
+        scope: &'scope Scope<'scope, 'env>,
+        name: &'static str,
+        depth: usize,
+        mut produce: impl FnMut() -> Result<Option<O>, E> + Send + 'scope,
+    ) -> (Self, Queue<O>) {
+        let (tx, rx) = sync_channel(depth);
+        let handle = scope.spawn(move || {
+            let mut time = StageTime::default();
+            loop {
+                let t = Instant::now();
+                let Some(item) = produce()? else { return Ok(time) };
+                time.busy += t.elapsed();
+                if !pass_on(&tx, item, &mut time) {
+                    return Ok(time);
+                }
+            }
+        });
+        (Pipeline { stages: vec![(name, handle)] }, Queue(rx))
+    }
+
+    /// Starts the next stage, `name`: `work` on every item of `input`, in order.
+    pub fn stage<'env, I: Send + 'scope, O: Send + 'scope>(
+        &mut self,
+        scope: &'scope Scope<'scope, 'env>,
+        name: &'static str,
+        depth: usize,
+        input: Queue<I>,
+        mut work: impl FnMut(I) -> Result<O, E> + Send + 'scope,
+    ) -> Queue<O> {
+        let (tx, rx) = sync_channel(depth);
+        let handle = scope.spawn(move || {
+            let mut time = StageTime::default();
+            loop {
+                let t = Instant::now();
+                let Ok(item) = input.0.recv() else { return Ok(time) };
+                time.starved += t.elapsed();
+                let t = Instant::now();
+                let out = work(item)?;
+                time.busy += t.elapsed();
+                if !pass_on(&tx, out, &mut time) {
+                    return Ok(time);
+                }
+            }
+        });
+        self.stages.push((name, handle));
+        Queue(rx)
+    }
+
+    /// Waits for every stage; `last` is the last stage's result (its name given here). Returns
+    /// each stage's name and time in order, or the first error in stage order.
+    pub fn finish(self, last: (&'static str, Result<StageTime, E>)) -> Result<Vec<(&'static str, StageTime)>, E> {
+        let mut times = Vec::with_capacity(self.stages.len() + 1);
+        let mut error = None;
+        let joined =
+            self.stages.into_iter().map(|(name, h)| (name, h.join().expect("a pipeline stage does not panic")));
+        for (name, result) in joined.chain(std::iter::once(last)) {
+            match result {
+                Ok(time) => times.push((name, time)),
+                Err(e) => error = error.or(Some(e)),
+            }
+        }
+        error.map_or(Ok(times), Err)
+    }
+}
+
+/// Sends `item` on; false if the next stage has gone (it failed, or the run is ending).
+fn pass_on<T>(tx: &SyncSender<T>, item: T, time: &mut StageTime) -> bool {
+    let t = Instant::now();
+    let sent = tx.send(item).is_ok();
+    time.blocked += t.elapsed();
+    time.items += sent as u64;
+    sent
+}
+
+/// The stages' times as one line: `reading 2.61 s (waiting 0.00 s in, 0.40 s out), ...`.
+pub fn describe(times: &[(&'static str, StageTime)]) -> String {
+    let parts: Vec<String> = times
+        .iter()
+        .map(|(name, t)| {
+            format!(
+                "{name} {:.2} s (waiting {:.2} s for input, {:.2} s for room)",
+                t.busy.as_secs_f64(),
+                t.starved.as_secs_f64(),
+                t.blocked.as_secs_f64()
+            )
+        })
+        .collect();
+    parts.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Three stages and a sink see every item once, in order.
+    #[test]
+    fn items_pass_every_stage_in_order() {
+        let mut seen = Vec::new();
+        let times = std::thread::scope(|scope| {
+            let mut next = 0u32;
+            let (mut p, q) = Pipeline::<()>::source(scope, "count", 1, move || {
+                next += 1;
+                Ok((next <= 1000).then_some(next))
+            });
+            let q = p.stage(scope, "double", 2, q, |x| Ok(x * 2));
+            let q = p.stage(scope, "slowly", 1, q, |x| {
+                if x % 100 == 0 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Ok(x + 1)
+            });
+            let last = q.sink(|x| {
+                seen.push(x);
+                Ok(())
+            });
+            p.finish(("collect", last))
+        })
+        .unwrap();
+        assert_eq!(seen, (1..=1000).map(|x| x * 2 + 1).collect::<Vec<_>>());
+        let names: Vec<_> = times.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, ["count", "double", "slowly", "collect"]);
+        assert!(times.iter().all(|(_, t)| t.items == 1000), "{times:?}");
+    }
+
+    /// A failing middle stage: its error is the run's, the first stage stops although it could
+    /// go on for ever, and the sink sees only what came before the failure.
+    #[test]
+    fn a_failing_stage_stops_the_run_and_its_error_is_returned() {
+        let mut seen = Vec::new();
+        let result = std::thread::scope(|scope| {
+            let mut next = 0u64;
+            let (mut p, q) = Pipeline::source(scope, "endless", 1, move || {
+                next += 1;
+                Ok(Some(next))
+            });
+            let q = p.stage(scope, "check", 1, q, |x| if x == 50 { Err(format!("item {x} is bad")) } else { Ok(x) });
+            let last = q.sink(|x| {
+                seen.push(x);
+                Ok(())
+            });
+            p.finish(("collect", last))
+        });
+        assert_eq!(result.unwrap_err(), "item 50 is bad");
+        assert_eq!(seen, (1..50).collect::<Vec<_>>());
+    }
+
+    /// An error of the first stage or of the last ends the run and is returned.
+    #[test]
+    fn the_first_error_in_stage_order_is_the_runs() {
+        let result = std::thread::scope(|scope| {
+            let mut next = 0u32;
+            let (p, q) = Pipeline::source(scope, "reads", 1, move || {
+                next += 1;
+                if next == 10 { Err("bad read".to_string()) } else { Ok(Some(next)) }
+            });
+            let last = q.sink(|_| Ok(()));
+            p.finish(("write", last))
+        });
+        assert_eq!(result.unwrap_err(), "bad read");
+        let result = std::thread::scope(|scope| {
+            let (p, q) = Pipeline::source(scope, "reads", 1, || Ok(Some(1)));
+            let last = q.sink(|_| Err("disk full".to_string()));
+            p.finish(("write", last))
+        });
+        assert_eq!(result.unwrap_err(), "disk full");
+    }
+}
