@@ -220,7 +220,7 @@ const NAMES: &[u8] = include_bytes!("../data/taxonomy/names.dmp");
 /// Retired taxids of the bundled taxonomy's taxa (a chain, and one to an unknown taxid).
 const MERGED: &[u8] = b"12\t|\t562\t|\n13\t|\t12\t|\n14\t|\t99999999\t|\n";
 
-/// `data` as `nodes.dmp`, with the bundled `names.dmp` and a small `merged.dmp`; see [`taxonomy`].
+/// `data` as `nodes.dmp`, with the bundled `names.dmp` and a small `merged.dmp`; see `taxonomy` below.
 pub fn taxonomy_nodes(data: &[u8]) -> Outcome {
     taxonomy(data, NAMES, MERGED, "nodes.dmp")
 }

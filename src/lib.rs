@@ -1,12 +1,14 @@
 //! kmerdb: a metagenomic k-mer index and read classifier.
 //!
-//! The library holds every stage; `main.rs` only parses the command line and reports errors.
+//! The library holds every stage; the `kmerdb` command (`src/bin/kmerdb/`) only parses the command
+//! line into configs, calls the library and reports.
 //! Stages, one module each:
 //! - [`input`]: finding and reading FASTA/FASTQ files;
 //! - [`taxonomy`]: NCBI dumps, sequence → taxid maps, the pruned tree and its LCA;
 //! - [`sketch`]: k-mers, windows and minhash sketches (the specification GPU kernels follow);
 //! - [`index`]: the index file: format, key index, location lists, writer and reader;
-//! - [`build`]: the build, genomes → index (CPU, or one or more GPUs through [`gpu`]);
+//! - [`indexing`]: `kmerdb build`, genomes → index (CPU, or one or more GPUs through [`gpu`]);
+//! - [`hits`]: what a read's lookups found (candidates, hit runs), below both classifiers;
 //! - [`classify`]: reads → taxa; [`output`]: the files classification writes;
 //! - [`info`]: describing an index;
 //! - [`pipeline`]: stages on threads of their own joined by bounded queues (classify's batches);
@@ -19,14 +21,15 @@
 // `unsafe fn`s (whose `# Safety` docs state the caller's side).
 #![deny(unsafe_op_in_unsafe_fn)]
 
-pub mod build;
 pub mod classify;
 pub mod compute;
 #[doc(hidden)]
 pub mod fuzzing;
 #[cfg(feature = "gpu")]
 pub mod gpu;
+pub mod hits;
 pub mod index;
+pub mod indexing;
 pub mod info;
 pub mod input;
 pub mod merge;

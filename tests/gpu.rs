@@ -3,12 +3,12 @@
 //! `scripts/gpu-tests.sh` runs them (from the repository root) on a GPU machine.
 #![cfg(feature = "gpu")]
 
-use kmerdb::build::sketching::Pending;
-use kmerdb::build::{BuildConfig, build};
 use kmerdb::compute::{GpuBuildOptions, GpuRequest};
 use kmerdb::gpu::Gpu;
 use kmerdb::gpu::build::DeviceBatch;
 use kmerdb::gpu::table::{BucketListTable, STATUS_POOL_EXHAUSTED, STATUS_PROBE_LIMIT, TableConfig};
+use kmerdb::indexing::sketching::Pending;
+use kmerdb::indexing::{BuildConfig, build};
 use kmerdb::sketch::{NO_FEATURE, SketchParams, Sketcher};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::collections::HashMap;
@@ -244,7 +244,7 @@ fn build_with(
     db: &std::path::Path,
     gpus: GpuRequest,
     opts: GpuBuildOptions,
-) -> Result<kmerdb::build::BuildSummary, String> {
+) -> Result<kmerdb::indexing::BuildSummary, String> {
     build_in(inputs, db, gpus, opts, None)
 }
 
@@ -255,7 +255,7 @@ fn build_in(
     gpus: GpuRequest,
     opts: GpuBuildOptions,
     tmp_dir: Option<&std::path::Path>,
-) -> Result<kmerdb::build::BuildSummary, String> {
+) -> Result<kmerdb::indexing::BuildSummary, String> {
     let sources = kmerdb::input::discover_fasta(inputs).map_err(|e| e.to_string())?;
     let tax = PathBuf::from("data/taxonomy");
     let map = inputs[0].join("seqid2taxid.map");
@@ -501,8 +501,8 @@ fn gpu_scan_equals_a_prefix_sum() {
 #[test]
 #[ignore = "needs a GPU"]
 fn gpu_condense_equals_the_cpu_assembler() {
-    use kmerdb::build::condense::condense_located;
     use kmerdb::index::LocationLayout;
+    use kmerdb::indexing::condense::condense_located;
     let g = gpu();
     let mut rng = StdRng::seed_from_u64(12);
     let (targets, windows, cap) = (40u32, 1000u32, 20u32);

@@ -22,6 +22,7 @@
 //! cut into reference-sized windows (MetaCache), which gives the same accuracy with 40% fewer
 //! lookups.
 
+pub use crate::hits::{Candidate, push_run};
 use crate::index::{Index, LocationList};
 use crate::sketch::Sketcher;
 use crate::taxonomy::{TaxId, TaxonTree};
@@ -54,15 +55,6 @@ impl ClassifyParams {
     pub fn default_hitmin(sketch_size: u32) -> u32 {
         (sketch_size / 5).max(1)
     }
-}
-
-/// A target and its best window range.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Candidate {
-    pub target: u32,
-    pub hits: u32,
-    pub first_window: u32,
-    pub last_window: u32,
 }
 
 /// The result for one read: its taxon (0 = unclassified) and, when asked for, per-mate runs of
@@ -198,14 +190,6 @@ fn feature_taxon(list: &LocationList, index: &Index, target_nodes: &[u32], tree:
         }
     }
     node.map_or(0, |n| tree.node_taxid(n))
-}
-
-/// Appends a feature's taxon to a mate's hit list, run-length encoded.
-pub fn push_run(runs: &mut Vec<(TaxId, u32)>, taxon: TaxId) {
-    match runs.last_mut() {
-        Some((t, n)) if *t == taxon => *n += 1,
-        _ => runs.push((taxon, 1)),
-    }
 }
 
 /// Fills `out` with the best `max` candidates of the gathered `locations` (sorted here).

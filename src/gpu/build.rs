@@ -2,9 +2,9 @@
 //! `cuda/build.cu`), the sketch parameters, and the pinned, double-buffered uploads of the build
 //! (`gpu::passes` runs the build itself).
 
-use crate::build::sketching::Pending;
 use crate::gpu::table::{launch_config, ptr};
 use crate::gpu::{Gpu, GpuError};
+use crate::indexing::sketching::Pending;
 use crate::sketch::SketchParams;
 use cudarc::driver::{CudaEvent, CudaStream, DeviceRepr, PinnedHostSlice, PushKernelArg};
 use std::sync::Arc;

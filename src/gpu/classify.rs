@@ -6,10 +6,10 @@
 //! with more locations than a block's shared memory holds, which it classifies itself with the
 //! same code as the CPU path.
 
-use crate::classify::candidates::Candidate;
 use crate::gpu::build::SketchArgs;
 use crate::gpu::table::{launch_config, ptr};
 use crate::gpu::{Gpu, GpuError};
+use crate::hits::Candidate;
 use crate::index::Index;
 use crate::sketch::SketchParams;
 use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};

@@ -15,13 +15,13 @@
 //!    stay as they are). A shard whose walk fails is rolled back and rebuilt on the host at a
 //!    larger size, as the CPU would.
 
-use crate::build::BuildError;
-use crate::build::condense::ShardStats;
 use crate::gpu::table::{BucketListTable, DeviceKeys, launch_config, ptr};
 use crate::gpu::{Gpu, GpuError};
 use crate::index::bcht::{self, BUCKET_SLOTS, EMPTY_SLOT, Slot};
 use crate::index::locations::{LocationLayout, PAD_WORDS, ShardOverflow};
 use crate::index::write::ShardData;
+use crate::indexing::condense::ShardStats;
+use crate::indexing::error::BuildError;
 use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 
 /// Launches kernel `$name` with shape `$config` and the arguments given, in the order its
@@ -481,7 +481,7 @@ fn rebuild(shard: &ShardData, left: &[Slot], layout: &LocationLayout, cap: u32) 
     use crate::index::locations::LocationList;
     let mut entries: Vec<Slot> = shard.slots.iter().chain(left).filter(|s| s.key != bcht::EMPTY_KEY).copied().collect();
     entries.sort_unstable_by_key(|s| s.key);
-    let mut assembler = crate::build::condense::ShardAssembler::new(layout, cap);
+    let mut assembler = crate::indexing::condense::ShardAssembler::new(layout, cap);
     let mut locs = Vec::new();
     for e in entries {
         locs.clear();
@@ -494,7 +494,7 @@ fn rebuild(shard: &ShardData, left: &[Slot], layout: &LocationLayout, cap: u32) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::build::condense::ShardAssembler;
+    use crate::indexing::condense::ShardAssembler;
 
     /// The fallback for a shard whose walk fails: laying a shard out again from its own slots and
     /// lists gives the CPU's bytes.

@@ -25,15 +25,15 @@
 //! A table is sized for every value it is given, so a full one is a bug, and an error; the status
 //! word is read after every insert.
 
-use crate::build::BuildError;
-use crate::build::condense::ShardStats;
-use crate::build::sketching::Pending;
 use crate::compute::GpuBuildOptions;
 use crate::gpu::build::{BATCH_BASES, SketchArgs, Staging};
 use crate::gpu::pinned::{HostBuffer, copy_async};
 use crate::gpu::table::{BucketListTable, TableConfig, launch_config, ptr};
 use crate::gpu::{Gpu, GpuError};
 use crate::index::{IndexWriter, LocationLayout, ShardData};
+use crate::indexing::condense::ShardStats;
+use crate::indexing::error::BuildError;
+use crate::indexing::sketching::Pending;
 use crate::input::Source;
 use crate::resources::human_bytes;
 use crate::sketch::SketchParams;

@@ -338,7 +338,7 @@ fn end_to_end(gbp: f64, copy_rate: f64) -> Result<(), Box<dyn std::error::Error>
     let mut hashes = Vec::new();
     for (name, gpus, gpu_options) in runs {
         let db = dir.path().join("e2e.db");
-        let config = kmerdb::build::BuildConfig {
+        let config = kmerdb::indexing::BuildConfig {
             sources: files.iter().cloned().map(kmerdb::input::Source::File).collect(),
             db: db.clone(),
             taxonomy: None,
@@ -352,7 +352,7 @@ fn end_to_end(gbp: f64, copy_rate: f64) -> Result<(), Box<dyn std::error::Error>
             gpu_options,
             tmp_dir: None,
         };
-        let s = kmerdb::build::build(&config, &|_, _| {})?;
+        let s = kmerdb::indexing::build(&config, &|_, _| {})?;
         let phases: Vec<String> = s.phases.iter().map(|(n, d)| format!("{n} {:.2} s", d.as_secs_f64())).collect();
         let gbps = spec.total_bases() as f64 / 1e9;
         println!(
@@ -423,7 +423,7 @@ fn classify_refs(dir: &std::path::Path) -> Result<(std::path::PathBuf, Genomes),
         out.flush()?;
     }
     let db = dir.join("refs.db");
-    let config = kmerdb::build::BuildConfig {
+    let config = kmerdb::indexing::BuildConfig {
         sources: vec![kmerdb::input::Source::File(fasta)],
         db: db.clone(),
         taxonomy: None,
@@ -437,7 +437,7 @@ fn classify_refs(dir: &std::path::Path) -> Result<(std::path::PathBuf, Genomes),
         gpu_options: GpuBuildOptions::default(),
         tmp_dir: None,
     };
-    kmerdb::build::build(&config, &|_, _| {})?;
+    kmerdb::indexing::build(&config, &|_, _| {})?;
     Ok((db, genomes))
 }
 

@@ -1,4 +1,4 @@
-//! `kmerdb build` on the CPU: reference genomes to an index file.
+//! `kmerdb build`: reference genomes to an index file, on the CPU or on GPUs.
 //!
 //! Three stages, each in its own module:
 //! 1. [`sketching`]: read FASTA files in parallel and sketch every window into per-shard bins of
@@ -7,7 +7,7 @@
 //! 3. [`condense`]: per shard, in parallel, sort the triples, drop overpopulated features, lay out
 //!    location lists and the key index.
 //!
-//! Then `index::write_index` writes the file atomically. Peak memory is the bins (12 bytes per
+//! Then `index::write_index` writes the file atomically. Peak memory is the bins (8 bytes per
 //! location) plus the growing index plus one input batch per reading thread.
 //!
 //! On GPUs (`gpu::passes`), stage 1 sketches on the GPUs into (feature, window) pairs kept by the
@@ -18,16 +18,19 @@
 //! on neither the order of the inputs nor the thread count.
 
 pub mod condense;
+pub mod error;
 pub mod partition;
 pub mod sketching;
 pub mod targets;
+
+pub use error::BuildError;
 
 use crate::compute::{GpuBuildOptions, GpuRequest};
 use crate::index::format::{
     Counts, DEFAULT_SHARD_BITS, Header, IndexError, KeyIndexParams, Provenance, TaxonomySource,
 };
 use crate::index::{IndexFile, LocationLayout, ShardData, bcht, write_index};
-use crate::input::{InputError, Source};
+use crate::input::Source;
 use crate::sketch::{HASH_FUNCTION_ID, SketchParams};
 use crate::taxonomy::{NcbiTaxonomy, SeqIdMap, TaxonomyError};
 use std::path::PathBuf;
@@ -82,41 +85,6 @@ impl BuildConfig {
         args.extend(inputs);
         args
     }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum BuildError {
-    #[error(transparent)]
-    Input(#[from] InputError),
-    #[error(transparent)]
-    Taxonomy(#[from] TaxonomyError),
-    #[error(transparent)]
-    Index(#[from] IndexError),
-    #[error("sequence id '{id}' appears twice: {first} and {second}; sequence ids must be unique")]
-    DuplicateSequence { id: String, first: String, second: String },
-    #[error("{file} record {record} ('{id}'): taxid {taxid} is not in the taxonomy (nor in merged.dmp)")]
-    UnknownTaxid { file: String, record: u64, id: String, taxid: u32 },
-    #[error("{count} sequences have no taxid (from a header tag or --seqid2taxid): {examples}")]
-    MissingTaxids { count: usize, examples: String },
-    #[error("nothing to index: {reason}")]
-    NothingToIndex { reason: String },
-    #[error("more than 2^32 - 1 sequences")]
-    TooManyTargets,
-    #[error(
-        "the inputs hold more than 2^32 windows (about 480 Gbp with the default stride), more than a CPU build numbers; build on a GPU"
-    )]
-    TooManyWindows,
-    #[error("sequence '{id}' has {windows} windows; at most 2^32 fit a location")]
-    SequenceTooLong { id: String, windows: u64 },
-    #[error("cannot write the index to {path}: {reason}")]
-    Output { path: PathBuf, reason: String },
-    #[error("cannot start {threads} threads: {reason}")]
-    Threads { threads: usize, reason: String },
-    #[cfg(feature = "gpu")]
-    #[error(transparent)]
-    Gpu(#[from] crate::gpu::GpuError),
-    #[error("--gpus {0}: this kmerdb was built without GPU support (cargo feature `gpu`)")]
-    NoGpuSupport(String),
 }
 
 /// What a build did, for the summary line and for tests.

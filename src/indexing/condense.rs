@@ -100,7 +100,7 @@ pub struct WindowMap {
 }
 
 impl WindowMap {
-    pub fn new(targets: &[crate::build::sketching::RawTarget], final_id: &[Option<u32>]) -> Self {
+    pub fn new(targets: &[crate::indexing::sketching::RawTarget], final_id: &[Option<u32>]) -> Self {
         Self { starts: targets.iter().map(|t| t.first_window).collect(), final_id: final_id.to_vec() }
     }
 
@@ -116,7 +116,7 @@ impl WindowMap {
 
 /// Condenses one shard from its bin.
 pub fn condense_bin(
-    bin: crate::build::sketching::Bin,
+    bin: crate::indexing::sketching::Bin,
     windows: &WindowMap,
     layout: &LocationLayout,
     cap: u32,
@@ -156,7 +156,7 @@ mod tests {
 
     #[test]
     fn lists_are_sorted_capped_and_renumbered() {
-        use crate::build::sketching::{Pair, RawTarget};
+        use crate::indexing::sketching::{Pair, RawTarget};
         let layout = LocationLayout::for_counts(4, 100, 254);
         // Provisional targets 0..4 with 10 windows each: global windows 0-9, 10-19, 20-29, 30-39.
         let raw: Vec<RawTarget> = (0..4)

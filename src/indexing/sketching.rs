@@ -8,7 +8,7 @@
 //! Targets get provisional ids in the order they happen to be read; `targets` renumbers them, so
 //! nothing here needs to be ordered.
 
-use crate::build::BuildError;
+use crate::indexing::error::BuildError;
 use crate::input::{Format, SeqReader, Source};
 use crate::sketch::{Feature, SketchParams, Sketcher};
 use std::sync::Mutex;

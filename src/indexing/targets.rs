@@ -10,9 +10,9 @@
 //! taxid becomes its own taxon ([`SYNTHETIC_TAXID_BASE`] + its target id) directly under the root,
 //! and tagged or mapped taxids are kept as flat taxa under the root.
 
-use crate::build::BuildError;
-use crate::build::sketching::RawTarget;
 use crate::index::TargetInfo;
+use crate::indexing::error::BuildError;
+use crate::indexing::sketching::RawTarget;
 use crate::input::Source;
 use crate::taxonomy::{NcbiTaxonomy, SeqIdMap, TaxId, Taxon, taxid_from_header};
 

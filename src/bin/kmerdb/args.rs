@@ -1,0 +1,253 @@
+//! The command line as clap parses it: the first of two stages (raw flags here, validated
+//! configs in `configs`). Doc comments here are the `--help` text and the man pages.
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(name = "kmerdb", version, about = "GPU-accelerated metagenomic k-mer index and read classifier")]
+pub struct Cli {
+    /// Only errors on stderr.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+    /// More detail on stderr (repeat for debug output).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Build an index from reference genomes (FASTA, plain or gz/bz2/xz/zst).
+    Build(BuildArgs),
+    /// Classify reads (FASTA/FASTQ, single, paired or interleaved) against an index.
+    Classify(ClassifyArgs),
+    /// Describe an index: parameters, targets, sizes; optionally verify its checksums.
+    Info(InfoArgs),
+    /// Join the --candidates-out files of a partitioned index's parts into one run's outputs.
+    Merge(MergeArgs),
+    /// Print a shell completion script (e.g. `kmerdb completions bash > ~/.local/share/bash-completion/completions/kmerdb`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages (kmerdb.1 and one per subcommand) into a folder (`man/` in the
+    /// repository holds them; a test checks that they are current).
+    #[command(hide = true)]
+    Manpages {
+        /// Folder to write into (created if missing).
+        dir: PathBuf,
+    },
+}
+
+/// The profile outputs that classify and merge both write.
+#[derive(Args)]
+pub struct ProfileArgs {
+    /// CAMI bioboxes taxonomic profile (percent of reads per taxon at each standard rank).
+    #[arg(long, value_name = "FILE")]
+    pub cami: Option<PathBuf>,
+    /// Krona text input (`ktImportText FILE`): reads per taxon with its lineage.
+    #[arg(long, value_name = "FILE")]
+    pub krona: Option<PathBuf>,
+    /// MetaPhlAn-style table: reads per clade at standard ranks, as k__|p__|… paths.
+    #[arg(long, value_name = "FILE")]
+    pub mpa: Option<PathBuf>,
+    /// A self-contained HTML page of the run: each sample's classified fraction and its most
+    /// abundant taxa by rank.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct MergeArgs {
+    /// Candidates files, one per part (from `kmerdb classify --candidates-out`).
+    #[arg(value_name = "CANDIDATES", required = true)]
+    pub inputs: Vec<PathBuf>,
+    /// Kraken-format per-read output (`-` for stdout). Default: stdout, unless another output is
+    /// asked for.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Kraken report (kreport) for MultiQC, Pavian, Bracken, Krona.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    /// Reads per taxon (TSV).
+    #[arg(long, value_name = "FILE")]
+    pub abundance: Option<PathBuf>,
+    /// Sum the abundance profile to this rank (e.g. species).
+    #[arg(long, value_name = "RANK")]
+    pub abundance_rank: Option<String>,
+    #[command(flatten)]
+    pub profiles: ProfileArgs,
+    /// The sample's name in the CAMI profile [default: the first file's name].
+    #[arg(long)]
+    pub sample: Option<String>,
+    /// Taxon names instead of bare taxids in the per-read output.
+    #[arg(long)]
+    pub use_names: bool,
+}
+
+#[derive(Args)]
+pub struct ClassifyArgs {
+    /// Single-end read files (FASTA or FASTQ, plain or compressed), or - for stdin; all one sample.
+    #[arg(value_name = "READS")]
+    pub reads: Vec<PathBuf>,
+    /// Index to classify against.
+    #[arg(short, long, env = "KMERDB_DB", default_value = "kmerdb.db")]
+    pub db: PathBuf,
+    /// First mates of paired reads (repeatable, matched in order with -2).
+    #[arg(short = '1', value_name = "R1")]
+    pub r1: Vec<PathBuf>,
+    /// Second mates of paired reads.
+    #[arg(short = '2', value_name = "R2")]
+    pub r2: Vec<PathBuf>,
+    /// READS hold mate pairs one after the other.
+    #[arg(long)]
+    pub interleaved: bool,
+    /// Several samples with one index load: a TSV of `name<TAB>R1[<TAB>R2]` (paths relative to the
+    /// sheet). Output names must then contain `{sample}`.
+    #[arg(long, value_name = "FILE")]
+    pub samples: Option<PathBuf>,
+    /// Kraken-format per-read output (`-` for stdout). Default: stdout, when no other output is given.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Kraken report (kreport) for MultiQC, Pavian, Bracken, Krona.
+    #[arg(short, long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    /// Reads and fraction per taxon (TSV).
+    #[arg(long, value_name = "FILE")]
+    pub abundance: Option<PathBuf>,
+    /// Sum --abundance at this rank (e.g. species, genus).
+    #[arg(long, value_name = "RANK")]
+    pub abundance_rank: Option<String>,
+    /// Classified reads, in their input format; `#` in the name stands for the mate number.
+    #[arg(long, value_name = "FILE")]
+    pub classified_out: Option<PathBuf>,
+    /// Unclassified reads, like --classified-out.
+    #[arg(long, value_name = "FILE")]
+    pub unclassified_out: Option<PathBuf>,
+    /// Each read's candidates against this index, in the binary form `kmerdb merge` joins across
+    /// the partitions of a partitioned index.
+    #[arg(long, value_name = "FILE")]
+    pub candidates_out: Option<PathBuf>,
+    #[command(flatten)]
+    pub profiles: ProfileArgs,
+    /// Print taxon names beside taxids in the per-read output.
+    #[arg(long)]
+    pub use_names: bool,
+    /// Hits the best candidate needs [default: sketch size / 5, at least 1].
+    #[arg(long, value_name = "N")]
+    pub hitmin: Option<u32>,
+    /// Candidates with at least (1 - hitdiff) x the best candidate's hits join the LCA
+    /// (0: only ties with the best).
+    #[arg(long, default_value_t = 0.0, value_name = "F")]
+    pub hitdiff: f64,
+    /// Candidates (targets) kept per read.
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    pub max_candidates: usize,
+    /// Largest insert size of read pairs (widens the window range scanned per target).
+    #[arg(long, default_value_t = 600, value_name = "BASES")]
+    pub insert_size: usize,
+    /// Report no taxon below this rank (e.g. species): lower calls are lifted to it.
+    #[arg(long, value_name = "RANK")]
+    pub lowest_rank: Option<String>,
+    /// Skip checking the large index sections against their checksums when loading
+    /// (the check reads the whole index once).
+    #[arg(long)]
+    pub no_verify: bool,
+    /// Samples of --samples classified at once (testing; default: half the threads on GPUs, one
+    /// on the CPU).
+    #[arg(long, hide = true, value_name = "N")]
+    pub samples_at_once: Option<usize>,
+    #[command(flatten)]
+    pub compute: ComputeArgs,
+}
+
+#[derive(Args)]
+pub struct BuildArgs {
+    /// FASTA files, directories (searched recursively for .fa .fasta .fna .ffn .fas, optionally
+    /// compressed), or - for stdin.
+    #[arg(required = true, value_name = "INPUT")]
+    pub inputs: Vec<PathBuf>,
+    /// Index file to write.
+    #[arg(short, long, env = "KMERDB_DB", default_value = "kmerdb.db")]
+    pub db: PathBuf,
+    /// NCBI taxonomy directory (nodes.dmp, names.dmp, optional merged.dmp; plain or .gz). Without
+    /// it, every sequence is its own taxon under one root.
+    #[arg(long, value_name = "DIR")]
+    pub taxonomy: Option<PathBuf>,
+    /// Sequence id to taxid map: `seqid<TAB>taxid` or NCBI *.accession2taxid (plain or .gz).
+    /// Repeatable. Header tags (kraken:taxid|N) take precedence.
+    #[arg(long = "seqid2taxid", value_name = "FILE")]
+    pub seqid_maps: Vec<PathBuf>,
+    /// Make sequences without a taxid an error (default: leave them out with a warning).
+    #[arg(long)]
+    pub strict: bool,
+    #[command(flatten)]
+    pub sketch: SketchArgs,
+    /// Features seen in more locations are left out of the index.
+    #[arg(long, default_value_t = 254, value_name = "N")]
+    pub max_locations_per_feature: u32,
+    /// Index only part I of N of the genome files (sorted by path, cut into N contiguous runs),
+    /// for partitioned indexes joined per read by `kmerdb merge`.
+    #[arg(long, value_name = "I/N")]
+    pub partition: Option<kmerdb::indexing::partition::Partition>,
+    #[command(flatten)]
+    pub compute: ComputeArgs,
+    /// Folder for a GPU build's spill files, when the pairs of a large input fit neither the GPUs'
+    /// nor the host's memory [default: the index's folder].
+    #[arg(long, value_name = "DIR")]
+    pub tmp_dir: Option<PathBuf>,
+    /// At most this many values per GPU in one pass (testing; default: from GPU memory).
+    #[arg(long, hide = true)]
+    pub gpu_pass_values: Option<u64>,
+    /// Bytes of pairs each GPU keeps while reading (testing; default: from GPU memory).
+    #[arg(long, hide = true)]
+    pub gpu_device_pairs: Option<u64>,
+    /// Bytes of pairs host memory keeps before spill files (testing; default: from host memory).
+    #[arg(long, hide = true)]
+    pub gpu_host_pairs: Option<u64>,
+    /// Threads probing the GPU table together: 1, 2, 4, 8, 16 or 32 (default 4).
+    #[arg(long, hide = true, value_parser = ["1", "2", "4", "8", "16", "32"])]
+    pub gpu_group: Option<String>,
+}
+
+#[derive(Args)]
+pub struct SketchArgs {
+    /// k-mer length (1 to 32).
+    #[arg(short, default_value_t = 16)]
+    pub k: u32,
+    /// Window length in bases.
+    #[arg(short, long, default_value_t = 127)]
+    pub window: u32,
+    /// Distance between window starts [default: window - k + 1].
+    #[arg(long)]
+    pub stride: Option<u32>,
+    /// Features kept per window.
+    #[arg(short, long, default_value_t = 16)]
+    pub sketch_size: u32,
+}
+
+#[derive(Args)]
+pub struct ComputeArgs {
+    /// Worker threads [default: all cores].
+    #[arg(short, long)]
+    pub threads: Option<usize>,
+    /// GPUs to use: `all` (every visible GPU, else the CPU), `none`, or a list such as `0,1`.
+    #[arg(long, default_value = "all", value_name = "all|none|LIST")]
+    pub gpus: kmerdb::compute::GpuRequest,
+}
+
+#[derive(Args)]
+pub struct InfoArgs {
+    /// Index file.
+    #[arg(env = "KMERDB_DB", default_value = "kmerdb.db")]
+    pub db: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Check every section against its checksum (reads the whole file).
+    #[arg(long)]
+    pub verify: bool,
+}

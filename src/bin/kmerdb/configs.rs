@@ -1,0 +1,209 @@
+//! The second stage of the command line: raw flags (`args`) checked and turned into the library's
+//! configs before any work starts. Bad usage is a [`UsageError`] (exit code 2).
+
+use crate::args::{BuildArgs, ClassifyArgs, ComputeArgs, MergeArgs};
+use anyhow::{Result, bail};
+use kmerdb::classify::ClassifyConfig;
+use kmerdb::index::Verify;
+use kmerdb::indexing::BuildConfig;
+use kmerdb::input::discover_fasta;
+use kmerdb::sketch::SketchParams;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+/// A command line that cannot run as given: exit code 2, as for clap's own usage errors.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// Returns a [`UsageError`] from the enclosing function.
+macro_rules! usage {
+    ($($arg:tt)*) => {
+        return Err(UsageError(format!($($arg)*)).into())
+    };
+}
+
+/// The thread count, validated.
+fn compute_threads(args: &ComputeArgs) -> Result<usize> {
+    match args.threads {
+        Some(0) => usage!("--threads must be at least 1"),
+        Some(n) => Ok(n),
+        None => Ok(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
+    }
+}
+
+/// `kmerdb build`'s flags as a checked config: sketch parameters, the taxonomy and maps present,
+/// the genome files found (and the partition's share of them), and no output naming an input.
+pub fn build(args: BuildArgs, quiet: bool) -> Result<BuildConfig> {
+    let threads = compute_threads(&args.compute)?;
+    let sketch = SketchParams::new(
+        args.sketch.k,
+        args.sketch.window,
+        args.sketch.stride,
+        args.sketch.sketch_size,
+        kmerdb::sketch::DEFAULT_HASH_SEED,
+    )?;
+    if args.max_locations_per_feature == 0 {
+        usage!("--max-locations-per-feature must be at least 1");
+    }
+    if let Some(dir) = &args.taxonomy {
+        if !dir.is_dir() {
+            bail!("--taxonomy {}: not a directory", dir.display());
+        }
+    }
+    for m in &args.seqid_maps {
+        if !m.is_file() {
+            bail!("--seqid2taxid {}: no such file", m.display());
+        }
+    }
+    let mut sources = discover_fasta(&args.inputs)?;
+    if let Some(p) = &args.partition {
+        sources = p.select(sources)?;
+        log::info!("partition {}/{}: {} genome files", p.part, p.parts, sources.len());
+    }
+    build_file_plan(&args, &sources).check()?;
+    kmerdb::indexing::check_output(&args.db)?;
+    let config = BuildConfig {
+        sources,
+        db: args.db,
+        taxonomy: args.taxonomy,
+        seqid_maps: args.seqid_maps,
+        sketch,
+        max_locations_per_feature: args.max_locations_per_feature,
+        threads,
+        strict: args.strict,
+        progress: !quiet && std::io::stderr().is_terminal(),
+        gpus: args.compute.gpus.clone(),
+        gpu_options: kmerdb::compute::GpuBuildOptions {
+            pass_values: args.gpu_pass_values,
+            device_pair_bytes: args.gpu_device_pairs,
+            host_pair_bytes: args.gpu_host_pairs,
+            group: args.gpu_group.map(|g| g.parse().expect("validated by clap")),
+        },
+        tmp_dir: args.tmp_dir,
+    };
+    Ok(config)
+}
+
+/// What a build reads (genome files, the taxonomy's dump files, the maps) and writes (the index).
+fn build_file_plan(args: &BuildArgs, sources: &[kmerdb::input::Source]) -> kmerdb::paths::FilePlan {
+    let mut plan = kmerdb::paths::FilePlan::new();
+    for s in sources {
+        if let kmerdb::input::Source::File(p) = s {
+            plan.reads("INPUT", p);
+        }
+    }
+    if let Some(dir) = &args.taxonomy {
+        for name in ["nodes.dmp", "names.dmp", "merged.dmp"] {
+            for ext in ["", ".gz"] {
+                plan.reads("--taxonomy", &dir.join(format!("{name}{ext}")));
+            }
+        }
+    }
+    for m in &args.seqid_maps {
+        plan.reads("--seqid2taxid", m);
+    }
+    plan.writes("-d/--db", &args.db);
+    plan
+}
+
+/// `kmerdb classify`'s flags as a checked config: the decision's settings in range, the samples
+/// and their outputs' names (`classify::plan`), and no output naming an input or another output.
+pub fn classify(args: ClassifyArgs) -> Result<ClassifyConfig> {
+    use kmerdb::classify::plan::{self, OutputNames, PlanError, ReadsGiven};
+    use kmerdb::classify::{ClassifyConfig, SampleOutputs};
+    let threads = compute_threads(&args.compute)?;
+    if args.max_candidates == 0 {
+        usage!("--max-candidates must be at least 1");
+    }
+    if !(0.0..=1.0).contains(&args.hitdiff) {
+        usage!("--hitdiff must be between 0 and 1");
+    }
+    let usage = |e: PlanError| -> anyhow::Error {
+        match e {
+            PlanError::Usage(m) => UsageError(m).into(),
+            e => e.into(),
+        }
+    };
+    let given = ReadsGiven::from_flags(args.reads, args.r1, args.r2, args.samples, args.interleaved).map_err(usage)?;
+    let names = OutputNames {
+        per_sample: SampleOutputs {
+            kraken: args.output,
+            report: args.report,
+            abundance: args.abundance,
+            classified: args.classified_out,
+            unclassified: args.unclassified_out,
+            candidates: args.candidates_out,
+            cami: args.profiles.cami,
+            krona: args.profiles.krona,
+            mpa: args.profiles.mpa,
+        },
+        html: args.profiles.html,
+    };
+    let samples = plan::samples(&given, &names).map_err(usage)?;
+    plan::file_plan(&args.db, &given, &samples, names.html.as_deref()).map_err(usage)?.check()?;
+    let config = ClassifyConfig {
+        db: args.db,
+        verify: if args.no_verify { Verify::Metadata } else { Verify::All },
+        threads,
+        hitmin: args.hitmin,
+        hitdiff: args.hitdiff,
+        max_candidates: args.max_candidates,
+        insert_size: args.insert_size,
+        lowest_rank: args.lowest_rank,
+        abundance_rank: args.abundance_rank,
+        use_names: args.use_names,
+        samples,
+        gpus: args.compute.gpus.clone(),
+        html: names.html,
+        samples_at_once: args.samples_at_once,
+    };
+    Ok(config)
+}
+
+/// `kmerdb merge`'s flags as a checked config: at most one output to stdout (the per-read lines
+/// when nothing else is asked for), none naming an input, and the sample's name.
+pub fn merge(args: MergeArgs) -> Result<kmerdb::merge::MergeConfig> {
+    let outputs = [
+        &args.output,
+        &args.report,
+        &args.abundance,
+        &args.profiles.cami,
+        &args.profiles.krona,
+        &args.profiles.mpa,
+        &args.profiles.html,
+    ];
+    let nothing_asked = outputs.iter().all(|o| o.is_none());
+    if outputs.iter().filter(|o| o.as_ref().is_some_and(|p| p.as_os_str() == "-")).count() > 1 {
+        usage!("only one output can go to stdout (-)");
+    }
+    let mut plan = kmerdb::paths::FilePlan::new();
+    for input in &args.inputs {
+        plan.reads("CANDIDATES", input);
+    }
+    let flags = ["-o/--output", "--report", "--abundance", "--cami", "--krona", "--mpa", "--html"];
+    for (flag, path) in flags.iter().zip(outputs) {
+        if let Some(p) = path {
+            plan.writes(*flag, p);
+        }
+    }
+    plan.check()?;
+    let sample = args.sample.clone().unwrap_or_else(|| {
+        let first = args.inputs[0].file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        first.split('.').next().unwrap_or("sample").to_string()
+    });
+    let config = kmerdb::merge::MergeConfig {
+        inputs: args.inputs,
+        kraken: if nothing_asked { Some(PathBuf::from("-")) } else { args.output },
+        report: args.report,
+        abundance: args.abundance,
+        abundance_rank: args.abundance_rank,
+        cami: args.profiles.cami,
+        krona: args.profiles.krona,
+        mpa: args.profiles.mpa,
+        sample,
+        html: args.profiles.html,
+        use_names: args.use_names,
+    };
+    Ok(config)
+}

@@ -1,0 +1,149 @@
+//! The `kmerdb` command: parses arguments (`args`), validates them into the library's configs
+//! (`configs`), runs the library, reports (`report`) and turns errors into messages and exit codes
+//! (0 success, 1 any error, 2 bad usage).
+
+mod args;
+mod configs;
+mod man;
+mod report;
+
+use anyhow::{Context, Result};
+use args::{BuildArgs, ClassifyArgs, Cli, Command, InfoArgs, MergeArgs};
+use clap::{CommandFactory, Parser};
+use configs::UsageError;
+use kmerdb::index::{Index, Verify};
+use std::io::Write;
+
+fn main() {
+    // Debug lines carry the time since the start, so that `-v` gives a run's timeline.
+    let started = std::time::Instant::now();
+    let cli = Cli::parse();
+    let level = match (cli.quiet, cli.verbose) {
+        (true, _) => log::LevelFilter::Error,
+        (false, 0) => log::LevelFilter::Info,
+        (false, 1) => log::LevelFilter::Debug,
+        _ => log::LevelFilter::Trace,
+    };
+    env_logger::Builder::new()
+        .filter_level(level)
+        .format(move |buf, record| match record.level() {
+            log::Level::Info => writeln!(buf, "kmerdb: {}", record.args()),
+            l @ (log::Level::Warn | log::Level::Error) => {
+                writeln!(buf, "kmerdb: {}: {}", l.as_str().to_lowercase(), record.args())
+            }
+            l => writeln!(
+                buf,
+                "kmerdb: {}: [{:.2} s] {}",
+                l.as_str().to_lowercase(),
+                started.elapsed().as_secs_f64(),
+                record.args()
+            ),
+        })
+        .init();
+    remove_temp_files_on_signals();
+    let result = match cli.command {
+        Command::Build(args) => run_build(args, cli.quiet),
+        Command::Classify(args) => run_classify(args, cli.quiet),
+        Command::Info(args) => run_info(args),
+        Command::Merge(args) => run_merge(args, cli.quiet),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "kmerdb", &mut std::io::stdout());
+            Ok(())
+        }
+        Command::Manpages { dir } => man::write(&dir),
+    };
+    if let Err(e) = result {
+        // The library's messages already quote their causes; add only what they do not say.
+        let mut message = e.to_string();
+        for cause in e.chain().skip(1).map(|c| c.to_string()) {
+            if !message.contains(&cause) {
+                message = format!("{message}: {cause}");
+            }
+        }
+        eprintln!("kmerdb: error: {message}");
+        let usage = e.downcast_ref::<UsageError>().is_some() || e.downcast_ref::<kmerdb::paths::PathClash>().is_some();
+        std::process::exit(if usage { 2 } else { 1 });
+    }
+}
+
+/// SIGINT, SIGTERM and SIGHUP end the run without leaving temporary files: a thread waits for
+/// them, removes every temporary file the run is writing (older outputs and indexes stay as they
+/// were) and exits with 128 + the signal's number, as shells report a signal.
+fn remove_temp_files_on_signals() {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = match signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) {
+        Ok(s) => s,
+        Err(e) => {
+            log::warn!("cannot watch for Ctrl-C ({e}): an interrupted run may leave temporary files");
+            return;
+        }
+    };
+    std::thread::spawn(move || {
+        if let Some(signal) = signals.forever().next() {
+            let name = match signal {
+                SIGINT => "SIGINT",
+                SIGTERM => "SIGTERM",
+                _ => "SIGHUP",
+            };
+            kmerdb::temp_files::remove_all_and_exit(128 + signal, |removed| {
+                eprintln!("kmerdb: interrupted ({name}); removed {removed} temporary files");
+            });
+        }
+    });
+}
+
+fn run_build(args: BuildArgs, quiet: bool) -> Result<()> {
+    let config = configs::build(args, quiet)?;
+    let bar = report::progress_bar(&config);
+    let summary = kmerdb::indexing::build(&config, &|bases, bytes| {
+        if let Some(bar) = &bar {
+            bar.set_position(bytes);
+            bar.set_message(format!("{} bases", report::human_count(bases)));
+        }
+    });
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    let summary = summary?;
+    report::build(&summary);
+    Ok(())
+}
+
+fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
+    let config = configs::classify(args)?;
+    let summary = kmerdb::classify::classify(&config, &mut |s| {
+        if !quiet {
+            report::sample(s);
+        }
+    })?;
+    report::classify(&summary, quiet);
+    Ok(())
+}
+
+fn run_merge(args: MergeArgs, quiet: bool) -> Result<()> {
+    let config = configs::merge(args)?;
+    let s = kmerdb::merge::merge(&config)?;
+    if !quiet {
+        report::merge(config.inputs.len(), &s);
+    }
+    Ok(())
+}
+
+fn run_info(args: InfoArgs) -> Result<()> {
+    let index = Index::open(&args.db, Verify::Metadata)?;
+    let verified = if args.verify {
+        index.verify_all()?;
+        Some(true)
+    } else {
+        None
+    };
+    let info = kmerdb::info::describe(&index, verified);
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &info).context("writing JSON")?;
+        writeln!(out)?;
+    } else {
+        out.write_all(kmerdb::info::render_text(&info).as_bytes())?;
+    }
+    Ok(())
+}

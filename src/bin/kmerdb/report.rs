@@ -1,0 +1,119 @@
+//! What the command prints about a run: the build's progress bar and summary, each sample's line
+//! and the device it ran on, the merge's line.
+
+use kmerdb::classify::{ClassifySummary, SampleSummary};
+use kmerdb::indexing::{BuildConfig, BuildSummary};
+use kmerdb::resources::{human_bytes, peak_rss_bytes};
+
+/// A bar over the input files' on-disk bytes (known up front even when compressed), with the bases
+/// read as its message.
+pub fn progress_bar(config: &BuildConfig) -> Option<indicatif::ProgressBar> {
+    if !config.progress {
+        return None;
+    }
+    let total: u64 = config
+        .sources
+        .iter()
+        .filter_map(|s| match s {
+            kmerdb::input::Source::File(p) => std::fs::metadata(p).ok().map(|m| m.len()),
+            kmerdb::input::Source::Stdin => None,
+        })
+        .sum();
+    let bar = indicatif::ProgressBar::with_draw_target(Some(total), indicatif::ProgressDrawTarget::stderr());
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {bytes}/{total_bytes} of input ({bytes_per_sec}, {eta} left) {msg}",
+        )
+        .expect("the template is valid"),
+    );
+    Some(bar)
+}
+
+pub fn build(s: &BuildSummary) {
+    let c = &s.counts;
+    if !s.without_taxid.is_empty() {
+        log::warn!(
+            "{} sequences have no taxid and were left out of the index: {} (give --seqid2taxid, or --strict to make this an error)",
+            s.without_taxid.len(),
+            kmerdb::indexing::targets::examples(&s.without_taxid)
+        );
+    }
+    if let Some(t) = s.taxonomy_load {
+        log::debug!("taxonomy loaded in {:.2} s", t.as_secs_f64());
+    }
+    let phases: Vec<String> = s.phases.iter().map(|(n, d)| format!("{n} {:.2} s", d.as_secs_f64())).collect();
+    log::debug!("phases: {}", phases.join(", "));
+    log::info!(
+        "built {} on the {}: {} targets, {} bases, {} features, {} locations, {} overpopulated features dropped ({} locations), {} ({:.3} bytes per base), {:.2} s, peak memory {}",
+        s.db.display(),
+        s.backend,
+        c.targets,
+        c.bases,
+        c.features,
+        c.locations,
+        c.dropped_features,
+        c.dropped_locations,
+        human_bytes(s.index_bytes),
+        s.index_bytes as f64 / c.bases.max(1) as f64,
+        s.elapsed.as_secs_f64(),
+        peak_rss_bytes().map(human_bytes).unwrap_or_else(|| "unknown".into()),
+    );
+}
+
+pub fn human_count(n: u64) -> String {
+    match n {
+        0..1_000_000 => n.to_string(),
+        1_000_000..1_000_000_000 => format!("{:.1} M", n as f64 / 1e6),
+        _ => format!("{:.2} G", n as f64 / 1e9),
+    }
+}
+
+/// A sample's line, as it finishes.
+pub fn sample(s: &SampleSummary) {
+    let secs = s.elapsed.as_secs_f64().max(1e-9);
+    log::info!(
+        "{}: {} reads, {} classified ({:.2}%), {:.0} reads/s",
+        s.name,
+        s.reads,
+        s.classified,
+        100.0 * s.classified as f64 / s.reads.max(1) as f64,
+        s.reads as f64 / secs
+    );
+}
+
+/// Where the run classified and how long the index took to load; with `-v`, the GPU's stages.
+pub fn classify(summary: &ClassifySummary, quiet: bool) {
+    if !quiet {
+        match &summary.device {
+            Some((device, copy)) => log::info!(
+                "classified on {device}; index loaded in {:.2} s ({:.2} s of it copying to the GPU)",
+                summary.index_load.as_secs_f64(),
+                copy.as_secs_f64()
+            ),
+            None => log::info!("classified on the CPU; index loaded in {:.2} s", summary.index_load.as_secs_f64()),
+        }
+    }
+    #[cfg(feature = "gpu")]
+    if let Some(t) = &summary.gpu_times {
+        log::debug!(
+            "GPU stages (summed over GPUs and batches): {} batches of {} reads; packing and upload {:.2} s, kernels {:.2} s, download {:.2} s",
+            t.batches,
+            t.reads,
+            t.upload.as_secs_f64(),
+            t.kernels.as_secs_f64(),
+            t.download.as_secs_f64()
+        );
+        // What follows is the process's exit: freeing GPU and pinned memory.
+        log::debug!("classify finished");
+    }
+}
+
+/// The merge's line.
+pub fn merge(parts: usize, s: &kmerdb::merge::MergeSummary) {
+    log::info!(
+        "merged {parts} parts: {} reads, {} classified ({:.2}%)",
+        s.reads,
+        s.classified,
+        100.0 * s.classified as f64 / s.reads.max(1) as f64
+    );
+}

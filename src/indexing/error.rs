@@ -1,0 +1,43 @@
+//! What can go wrong in a build. In a module of its own, below the stages that return it: the
+//! CPU stages here and the GPU's (`gpu::build`, `gpu::passes`, `gpu::condense`) use it without
+//! reaching up into the build's driver (`indexing::build`).
+
+use crate::index::IndexError;
+use crate::input::InputError;
+use crate::taxonomy::TaxonomyError;
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error(transparent)]
+    Taxonomy(#[from] TaxonomyError),
+    #[error(transparent)]
+    Index(#[from] IndexError),
+    #[error("sequence id '{id}' appears twice: {first} and {second}; sequence ids must be unique")]
+    DuplicateSequence { id: String, first: String, second: String },
+    #[error("{file} record {record} ('{id}'): taxid {taxid} is not in the taxonomy (nor in merged.dmp)")]
+    UnknownTaxid { file: String, record: u64, id: String, taxid: u32 },
+    #[error("{count} sequences have no taxid (from a header tag or --seqid2taxid): {examples}")]
+    MissingTaxids { count: usize, examples: String },
+    #[error("nothing to index: {reason}")]
+    NothingToIndex { reason: String },
+    #[error("more than 2^32 - 1 sequences")]
+    TooManyTargets,
+    #[error(
+        "the inputs hold more than 2^32 windows (about 480 Gbp with the default stride), more than a CPU build numbers; build on a GPU"
+    )]
+    TooManyWindows,
+    #[error("sequence '{id}' has {windows} windows; at most 2^32 fit a location")]
+    SequenceTooLong { id: String, windows: u64 },
+    #[error("cannot write the index to {path}: {reason}")]
+    Output { path: PathBuf, reason: String },
+    #[error("cannot start {threads} threads: {reason}")]
+    Threads { threads: usize, reason: String },
+    #[cfg(feature = "gpu")]
+    #[error(transparent)]
+    Gpu(#[from] crate::gpu::GpuError),
+    #[error("--gpus {0}: this kmerdb was built without GPU support (cargo feature `gpu`)")]
+    NoGpuSupport(String),
+}
