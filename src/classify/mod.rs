@@ -391,6 +391,13 @@ struct Run<'a> {
     gpus: &'a [crate::gpu::classify::GpuClassifier<'a>],
 }
 
+/// A sample's calls: reads per taxon (0 left out), reads, unclassified reads.
+struct Counts {
+    direct: HashMap<TaxId, u64>,
+    total: u64,
+    unclassified: u64,
+}
+
 /// A sample's open outputs.
 struct Outputs {
     kraken: Option<(Output, String)>,
@@ -458,7 +465,52 @@ impl Run<'_> {
     fn sample(&self, sample: &Sample, stream: Option<ReadStream>) -> Result<SampleSummary, ClassifyError> {
         let start = Instant::now();
         let o = &sample.outputs;
-        let paired = sample.reads.is_paired();
+        let mut outs = self.open_outputs(o, sample.reads.is_paired())?;
+        let stream = match stream {
+            Some(s) => s,
+            None => ReadStream::with_read_ahead(sample.reads.clone(), self.pool.clone(), read_ahead(self.on_gpus()))?,
+        };
+        let Counts { direct, total, unclassified } = self.batches(&sample.name, stream, &mut outs)?;
+        let finishing_outputs = Instant::now();
+        let tree = self.index.taxonomy();
+        let summaries = output::Summaries {
+            report: o.report.clone(),
+            abundance: o.abundance.clone(),
+            abundance_rank: self.config.abundance_rank.clone(),
+            cami: o.cami.clone(),
+            krona: o.krona.clone(),
+            mpa: o.mpa.clone(),
+        };
+        summaries
+            .write(tree, &direct, unclassified, &sample.name)
+            .map_err(|(p, source)| ClassifyError::Output { path: p.display().to_string(), source })?;
+        for (w, p) in [outs.kraken, outs.candidates].into_iter().flatten() {
+            w.finish().map_err(|source| ClassifyError::Output { path: p, source })?;
+        }
+        for (w, p) in [(outs.classified, &o.classified), (outs.unclassified, &o.unclassified)] {
+            if let (Some(w), Some(p)) = (w, p) {
+                w.finish().map_err(out_err(p))?;
+            }
+        }
+        log::debug!(
+            "{}: outputs completed (reports, then each file synced and renamed) in {:.2} s",
+            sample.name,
+            finishing_outputs.elapsed().as_secs_f64()
+        );
+        let view = output::SampleView::new(&sample.name, tree, &direct, unclassified)
+            .map_err(|source| ClassifyError::Output { path: "HTML report".into(), source })?;
+        Ok(SampleSummary {
+            view,
+            name: sample.name.clone(),
+            reads: total,
+            classified: total - unclassified,
+            elapsed: start.elapsed(),
+        })
+    }
+
+    /// Opens a sample's per-read outputs (their temporary files) and writes the candidates
+    /// file's header.
+    fn open_outputs(&self, o: &SampleOutputs, paired: bool) -> Result<Outputs, ClassifyError> {
         let mut outs = Outputs {
             kraken: o
                 .kraken
@@ -486,12 +538,14 @@ impl Run<'_> {
             w.write_all(&bytes).map_err(out_err(p))?;
             outs.candidates = Some((w, p.display().to_string()));
         }
+        Ok(outs)
+    }
+
+    /// Classifies a sample's reads batch by batch through the pipeline's stages, writing the
+    /// per-read outputs into `outs`; returns the counts.
+    fn batches(&self, name: &str, mut stream: ReadStream, outs: &mut Outputs) -> Result<Counts, ClassifyError> {
         let hit_list = outs.kraken.is_some() || outs.candidates.is_some();
         let want = Wanted { lines: outs.kraken.is_some(), candidates: outs.candidates.is_some() };
-        let mut stream = match stream {
-            Some(s) => s,
-            None => ReadStream::with_read_ahead(sample.reads.clone(), self.pool.clone(), read_ahead(self.on_gpus()))?,
-        };
         let mut direct: HashMap<TaxId, u64> = HashMap::new();
         let (mut total, mut unclassified) = (0u64, 0u64);
         let batch_reads = self.batch_reads();
@@ -543,7 +597,7 @@ impl Run<'_> {
                     } else {
                         *direct.entry(taxid).or_default() += 1;
                     }
-                    self.write_reads(&mut outs, &batch, r, taxid)?;
+                    self.write_reads(outs, &batch, r, taxid)?;
                 }
                 batch.release();
                 // The reader may have finished and gone: then the batch is simply dropped.
@@ -553,43 +607,8 @@ impl Run<'_> {
             pipeline.finish(("writing", written))
         })?;
         (outs.kraken, outs.candidates) = (kraken, candidates_out);
-        log::debug!("{}: {}; each stage on a thread of its own", sample.name, pipeline::describe(&times));
-
-        let finishing_outputs = Instant::now();
-        let tree = self.index.taxonomy();
-        let summaries = output::Summaries {
-            report: o.report.clone(),
-            abundance: o.abundance.clone(),
-            abundance_rank: self.config.abundance_rank.clone(),
-            cami: o.cami.clone(),
-            krona: o.krona.clone(),
-            mpa: o.mpa.clone(),
-        };
-        summaries
-            .write(tree, &direct, unclassified, &sample.name)
-            .map_err(|(p, source)| ClassifyError::Output { path: p.display().to_string(), source })?;
-        for (w, p) in [outs.kraken, outs.candidates].into_iter().flatten() {
-            w.finish().map_err(|source| ClassifyError::Output { path: p, source })?;
-        }
-        for (w, p) in [(outs.classified, &o.classified), (outs.unclassified, &o.unclassified)] {
-            if let (Some(w), Some(p)) = (w, p) {
-                w.finish().map_err(out_err(p))?;
-            }
-        }
-        log::debug!(
-            "{}: outputs completed (reports, then each file synced and renamed) in {:.2} s",
-            sample.name,
-            finishing_outputs.elapsed().as_secs_f64()
-        );
-        let view = output::SampleView::new(&sample.name, tree, &direct, unclassified)
-            .map_err(|source| ClassifyError::Output { path: "HTML report".into(), source })?;
-        Ok(SampleSummary {
-            view,
-            name: sample.name.clone(),
-            reads: total,
-            classified: total - unclassified,
-            elapsed: start.elapsed(),
-        })
+        log::debug!("{name}: {}; each stage on a thread of its own", pipeline::describe(&times));
+        Ok(Counts { direct, total, unclassified })
     }
 
     fn on_gpus(&self) -> bool {
