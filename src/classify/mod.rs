@@ -186,19 +186,7 @@ pub fn classify(
     let start = Instant::now();
     let index = Index::open(&config.db, config.verify)?;
     log::debug!("index opened");
-    let tree = index.taxonomy();
-    for rank in config.lowest_rank.iter().chain(&config.abundance_rank) {
-        if !tree.taxa().iter().any(|t| t.rank == *rank) {
-            return Err(ClassifyError::UnknownRank(rank.clone()));
-        }
-    }
-    let params = ClassifyParams {
-        hitmin: config.hitmin.unwrap_or(ClassifyParams::default_hitmin(index.header().sketch.sketch_size)),
-        hitdiff: config.hitdiff,
-        max_candidates: config.max_candidates,
-        insert_size: config.insert_size,
-        lowest_rank: config.lowest_rank.clone(),
-    };
+    let params = decision_params(config, &index)?;
     let pool = std::sync::Arc::new(
         rayon::ThreadPoolBuilder::new()
             .num_threads(config.threads)
@@ -206,24 +194,8 @@ pub fn classify(
             .map_err(|e| ClassifyError::Threads { threads: config.threads, reason: e.to_string() })?,
     );
     let target_taxa: Vec<TaxId> = index.targets().iter().map(|t| t.taxid).collect();
-    // With `--gpus all`, a run the CPU finishes before the GPUs would be ready stays on the CPU.
     #[cfg(feature = "gpu")]
-    // (Judged before the driver is started where device files show a GPU: starting it is a
-    // noticeable part of a run small enough for the CPU.)
-    let request = match &config.gpus {
-        crate::compute::GpuRequest::All
-            if crate::gpu::device::probably_present() || crate::gpu::device::device_count() > 0 =>
-        {
-            match cpu_is_faster(config, &index) {
-                Some(why) => {
-                    log::info!("{why}");
-                    crate::compute::GpuRequest::None
-                }
-                None => crate::compute::GpuRequest::All,
-            }
-        }
-        _ => config.gpus.clone(),
-    };
+    let request = device_request(config, &index);
     #[cfg(feature = "gpu")]
     let gpus = crate::gpu::device::select(&request)?;
     #[cfg(feature = "gpu")]
@@ -287,13 +259,7 @@ pub fn classify(
             .unwrap_or(if run.on_gpus() { config.threads / 2 } else { 1 })
             .clamp(1, config.samples.len().max(1));
         let samples = run.samples(first, at_once, on_sample)?;
-        if let Some(p) = &config.html {
-            let views: Vec<output::SampleView> = samples.iter().map(|s: &SampleSummary| s.view.clone()).collect();
-            let title = format!("kmerdb classify: {}", config.db.display());
-            let mut w = output::create_output(p).map_err(out_err(p))?;
-            output::write_html(&mut w, &title, &views).map_err(out_err(p))?;
-            w.finish().map_err(out_err(p))?;
-        }
+        write_html(config, &samples)?;
         Ok(ClassifySummary {
             index_load,
             device,
@@ -308,6 +274,57 @@ pub fn classify(
             samples,
         })
     })
+}
+
+/// The decision's settings for this index: `--hitmin` or the index's default, and ranks that the
+/// index's taxonomy has.
+fn decision_params(config: &ClassifyConfig, index: &Index) -> Result<ClassifyParams, ClassifyError> {
+    let tree = index.taxonomy();
+    for rank in config.lowest_rank.iter().chain(&config.abundance_rank) {
+        if !tree.taxa().iter().any(|t| t.rank == *rank) {
+            return Err(ClassifyError::UnknownRank(rank.clone()));
+        }
+    }
+    Ok(ClassifyParams {
+        hitmin: config.hitmin.unwrap_or(ClassifyParams::default_hitmin(index.header().sketch.sketch_size)),
+        hitdiff: config.hitdiff,
+        max_candidates: config.max_candidates,
+        insert_size: config.insert_size,
+        lowest_rank: config.lowest_rank.clone(),
+    })
+}
+
+/// `--gpus`, except that under `all` a run the CPU finishes before the GPUs would be ready stays
+/// on the CPU, with an info line saying why. Judged before the driver is started where device
+/// files show a GPU: starting it is a noticeable part of a run small enough for the CPU.
+#[cfg(feature = "gpu")]
+fn device_request(config: &ClassifyConfig, index: &Index) -> crate::compute::GpuRequest {
+    match &config.gpus {
+        crate::compute::GpuRequest::All
+            if crate::gpu::device::probably_present() || crate::gpu::device::device_count() > 0 =>
+        {
+            match cpu_is_faster(config, index) {
+                Some(why) => {
+                    log::info!("{why}");
+                    crate::compute::GpuRequest::None
+                }
+                None => crate::compute::GpuRequest::All,
+            }
+        }
+        _ => config.gpus.clone(),
+    }
+}
+
+/// The run's HTML page (`--html`), once every sample is done.
+fn write_html(config: &ClassifyConfig, samples: &[SampleSummary]) -> Result<(), ClassifyError> {
+    if let Some(p) = &config.html {
+        let views: Vec<output::SampleView> = samples.iter().map(|s| s.view.clone()).collect();
+        let title = format!("kmerdb classify: {}", config.db.display());
+        let mut w = output::create_output(p).map_err(out_err(p))?;
+        output::write_html(&mut w, &title, &views).map_err(out_err(p))?;
+        w.finish().map_err(out_err(p))?;
+    }
+    Ok(())
 }
 
 /// Blocks each input file keeps read and parsed ahead: on GPUs, whose batches take about ten
