@@ -134,7 +134,8 @@ fn pass_on<T>(tx: &SyncSender<T>, item: T, time: &mut StageTime) -> bool {
     sent
 }
 
-/// The stages' times as one line: `reading 2.61 s (waiting 0.00 s in, 0.40 s out), ...`.
+/// The stages' times as one line:
+/// `reading 2.61 s (waiting 0.00 s for input, 0.40 s for room), packing …`.
 pub fn describe(times: &[(&'static str, StageTime)]) -> String {
     let parts: Vec<String> = times
         .iter()

@@ -34,6 +34,13 @@ struct Wanted {
     candidates: bool,
 }
 
+impl Wanted {
+    /// Whether each read's hit list is needed: both outputs carry it.
+    fn hit_list(self) -> bool {
+        self.lines || self.candidates
+    }
+}
+
 /// What the GPU found for a batch (nothing without GPU support).
 #[cfg(feature = "gpu")]
 type GpuFound = crate::gpu::classify::GpuResults;
@@ -561,8 +568,8 @@ impl Run<'_> {
     /// Classifies a sample's reads batch by batch through the pipeline's stages, writing the
     /// per-read outputs into `outs`; returns the counts.
     fn batches(&self, name: &str, mut stream: ReadStream, outs: &mut Outputs) -> Result<Counts, ClassifyError> {
-        let hit_list = outs.kraken.is_some() || outs.candidates.is_some();
         let want = Wanted { lines: outs.kraken.is_some(), candidates: outs.candidates.is_some() };
+        let hit_list = want.hit_list();
         let mut direct: HashMap<TaxId, u64> = HashMap::new();
         let (mut total, mut unclassified) = (0u64, 0u64);
         let batch_reads = self.batch_reads();
@@ -589,7 +596,7 @@ impl Run<'_> {
             // per-read lines.
             let finished = pipeline.stage(scope, "finishing", QUEUE_DEPTH, looked_up, |(batch, found)| {
                 let (calls, lines, candidates) =
-                    self.pool.install(|| self.finish_batch(&batch, found.as_ref(), hit_list, want))?;
+                    self.pool.install(|| self.finish_batch(&batch, found.as_ref(), want))?;
                 #[cfg(feature = "gpu")]
                 if let Some(done) = found {
                     done.recycle(self.gpus);
@@ -686,7 +693,7 @@ impl Run<'_> {
     }
 
     /// Finishes a batch in parallel: from the GPU's candidates (`found`), or wholly on the CPU;
-    /// with `hit_list`, also formats its Kraken lines (and `--candidates-out` records), so that
+    /// with the outputs `want`ed, also formats its Kraken lines (and `--candidates-out` records), so that
     /// only a copy of bytes is left to the writing thread. Returns each read's taxid, the lines
     /// and the candidates' bytes. Each group of reads is classified and formatted by one thread,
     /// with that thread's buffers: nothing is allocated per read on the GPU's path.
@@ -695,9 +702,9 @@ impl Run<'_> {
         &self,
         batch: &Batch,
         found: Option<&GpuFound>,
-        hit_list: bool,
         want: Wanted,
     ) -> Result<(Vec<TaxId>, std::io::Result<Vec<Vec<u8>>>, Vec<Vec<u8>>), ClassifyError> {
+        let hit_list = want.hit_list();
         use rayon::prelude::*;
         let (mates, ranges) = mate_slices(batch);
         let reads: Vec<&[&[u8]]> = ranges.iter().map(|r| &mates[r.clone()]).collect();

@@ -96,8 +96,7 @@ impl Batch {
     }
 
     fn clear(&mut self, per_read: usize) {
-        self.blocks.clear();
-        self.mates.clear();
+        self.release();
         self.per_read = per_read;
     }
 

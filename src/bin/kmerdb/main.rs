@@ -43,9 +43,9 @@ fn main() {
     remove_temp_files_on_signals();
     let result = match cli.command {
         Command::Build(args) => run_build(args, cli.quiet),
-        Command::Classify(args) => run_classify(args, cli.quiet),
+        Command::Classify(args) => run_classify(args),
         Command::Info(args) => run_info(args),
-        Command::Merge(args) => run_merge(args, cli.quiet),
+        Command::Merge(args) => run_merge(args),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "kmerdb", &mut std::io::stdout());
             Ok(())
@@ -109,23 +109,17 @@ fn run_build(args: BuildArgs, quiet: bool) -> Result<()> {
     Ok(())
 }
 
-fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
+fn run_classify(args: ClassifyArgs) -> Result<()> {
     let config = configs::classify(args)?;
-    let summary = kmerdb::classify::classify(&config, &mut |s| {
-        if !quiet {
-            report::sample(s);
-        }
-    })?;
-    report::classify(&summary, quiet);
+    let summary = kmerdb::classify::classify(&config, &mut report::sample)?;
+    report::classify(&summary);
     Ok(())
 }
 
-fn run_merge(args: MergeArgs, quiet: bool) -> Result<()> {
+fn run_merge(args: MergeArgs) -> Result<()> {
     let config = configs::merge(args)?;
     let s = kmerdb::merge::merge(&config)?;
-    if !quiet {
-        report::merge(config.inputs.len(), &s);
-    }
+    report::merge(config.inputs.len(), &s);
     Ok(())
 }
 

@@ -1,5 +1,5 @@
 //! What the command prints about a run: the build's progress bar and summary, each sample's line
-//! and the device it ran on, the merge's line.
+//! and the device it ran on, the merge's line. All through `log`: `--quiet` keeps only errors.
 
 use kmerdb::classify::{ClassifySummary, SampleSummary};
 use kmerdb::indexing::{BuildConfig, BuildSummary};
@@ -82,16 +82,14 @@ pub fn sample(s: &SampleSummary) {
 }
 
 /// Where the run classified and how long the index took to load; with `-v`, the GPU's stages.
-pub fn classify(summary: &ClassifySummary, quiet: bool) {
-    if !quiet {
-        match &summary.device {
-            Some((device, copy)) => log::info!(
-                "classified on {device}; index loaded in {:.2} s ({:.2} s of it copying to the GPU)",
-                summary.index_load.as_secs_f64(),
-                copy.as_secs_f64()
-            ),
-            None => log::info!("classified on the CPU; index loaded in {:.2} s", summary.index_load.as_secs_f64()),
-        }
+pub fn classify(summary: &ClassifySummary) {
+    match &summary.device {
+        Some((device, copy)) => log::info!(
+            "classified on {device}; index loaded in {:.2} s ({:.2} s of it copying to the GPU)",
+            summary.index_load.as_secs_f64(),
+            copy.as_secs_f64()
+        ),
+        None => log::info!("classified on the CPU; index loaded in {:.2} s", summary.index_load.as_secs_f64()),
     }
     #[cfg(feature = "gpu")]
     if let Some(t) = &summary.gpu_times {
