@@ -28,6 +28,8 @@ for i in $(seq "$RUNS"); do
             none) out=() ;;
         esac
         echo "--- $mode $i at $(date +%T)" >>vmstat.log
+        # A new file each run: replacing the last one's 2 GB would add the file system's freeing of it.
+        rm -f gpu.kraken
         t0=$(date +%s.%N)
         $B/kmerdb classify -v -d refs.db -1 r1.fq -2 r2.fq "${out[@]}" -r gpu.kreport >/dev/null 2>"$mode-$i.err"
         t1=$(date +%s.%N)
