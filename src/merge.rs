@@ -11,6 +11,7 @@
 use crate::classify::candidates::{Candidate, ClassifyParams, decide};
 use crate::output::candidates::{CandidatesHeader, ReadCandidates, decode_from};
 use crate::output::{self, ReadResult};
+use crate::pipeline::Pipeline;
 use crate::taxonomy::{TaxId, Taxon, TaxonTree};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Write};
@@ -55,17 +56,17 @@ pub struct MergeSummary {
 
 struct Part {
     path: String,
-    reader: Box<dyn BufRead>,
+    reader: Box<dyn BufRead + Send>,
     header: CandidatesHeader,
     /// This part's target ids → merged target ids.
     targets: Vec<u32>,
 }
 
-fn open(path: &Path) -> Result<(Box<dyn BufRead>, CandidatesHeader), MergeError> {
+fn open(path: &Path) -> Result<(Box<dyn BufRead + Send>, CandidatesHeader), MergeError> {
     let err = |message: String| MergeError::Input { path: path.display().to_string(), message };
     let mut file = BufReader::new(std::fs::File::open(path).map_err(|e| err(e.to_string()))?);
     let gz = file.fill_buf().map_err(|e| err(e.to_string()))?.starts_with(&[0x1f, 0x8b]);
-    let mut reader: Box<dyn BufRead> =
+    let mut reader: Box<dyn BufRead + Send> =
         if gz { Box::new(BufReader::new(flate2::bufread::MultiGzDecoder::new(file))) } else { Box::new(file) };
     let header = crate::output::candidates::decode_header(&mut reader).map_err(err)?;
     // The joined tree assumes each part's taxonomy is a tree holding its targets' taxa.
@@ -76,13 +77,82 @@ fn open(path: &Path) -> Result<(Box<dyn BufRead>, CandidatesHeader), MergeError>
     Ok((reader, header))
 }
 
+/// Reads decoded from every part per batch: the unit the stages pass on.
+const BATCH_READS: usize = 4096;
+
 /// Merges the parts; writes the outputs asked for.
+///
+/// Three stages on the [`pipeline`](crate::pipeline): reading (a batch of records from every
+/// part, checked to be the same reads), merging (each read's candidates and hit lists joined and
+/// decided, its Kraken line formatted; in parallel over the batch), writing (counts and lines, in
+/// order).
 pub fn merge(config: &MergeConfig) -> Result<MergeSummary, MergeError> {
-    let mut parts = Vec::new();
-    for p in &config.inputs {
-        let (reader, header) = open(p)?;
-        parts.push(Part { path: p.display().to_string(), reader, header, targets: Vec::new() });
+    let mut parts = open_parts(&config.inputs)?;
+    let params = shared_params(&parts)?;
+    let (target_taxa, tree) = join_targets(&mut parts)?;
+    let mut kraken = match &config.kraken {
+        Some(p) => Some((output::create_output(p).map_err(out_err(p))?, p.clone())),
+        None => None,
+    };
+    let merger = Merger {
+        params: &params,
+        target_taxa: &target_taxa,
+        tree: &tree,
+        names: config.use_names.then_some(&tree),
+        lines: config.kraken.clone(),
+    };
+    let mut counts = Counts::default();
+    let mut reader = Reader { parts, reads: 0 };
+    std::thread::scope(|scope| {
+        let (mut pipeline, read) = Pipeline::source(scope, "reading", 1, || reader.next_batch());
+        let merged = pipeline.stage(scope, "merging", 1, read, |batch: Batch| merger.merge(&batch));
+        let written = merged.sink(|m: Merged| counts.write(m, &mut kraken));
+        let times = pipeline.finish(("writing", written))?;
+        log::debug!("merge: {}", crate::pipeline::describe(&times));
+        Ok::<(), MergeError>(())
+    })?;
+    let summaries = output::Summaries {
+        report: config.report.clone(),
+        abundance: config.abundance.clone(),
+        abundance_rank: config.abundance_rank.clone(),
+        cami: config.cami.clone(),
+        krona: config.krona.clone(),
+        mpa: config.mpa.clone(),
+    };
+    summaries
+        .write(&tree, &counts.direct, counts.unclassified, &config.sample)
+        .map_err(|(p, source)| MergeError::Output { path: p.display().to_string(), source })?;
+    if let Some(p) = &config.html {
+        let view =
+            output::SampleView::new(&config.sample, &tree, &counts.direct, counts.unclassified).map_err(out_err(p))?;
+        let mut w = output::create_output(p).map_err(out_err(p))?;
+        output::write_html(&mut w, &format!("kmerdb merge: {}", config.sample), &[view]).map_err(out_err(p))?;
+        w.finish().map_err(out_err(p))?;
     }
+    if let Some((w, p)) = kraken {
+        w.finish().map_err(out_err(&p))?;
+    }
+    Ok(MergeSummary { reads: counts.reads, classified: counts.reads - counts.unclassified })
+}
+
+/// An output error that names the output's path.
+fn out_err(p: &Path) -> impl FnOnce(std::io::Error) -> MergeError {
+    let path = p.display().to_string();
+    move |source| MergeError::Output { path, source }
+}
+
+fn open_parts(inputs: &[PathBuf]) -> Result<Vec<Part>, MergeError> {
+    inputs
+        .iter()
+        .map(|p| {
+            let (reader, header) = open(p)?;
+            Ok(Part { path: p.display().to_string(), reader, header, targets: Vec::new() })
+        })
+        .collect()
+}
+
+/// The classification settings every part was made with; an error names two parts that differ.
+fn shared_params(parts: &[Part]) -> Result<ClassifyParams, MergeError> {
     let first = &parts[0];
     for p in &parts[1..] {
         let (a, b) = (&first.header, &p.header);
@@ -96,17 +166,21 @@ pub fn merge(config: &MergeConfig) -> Result<MergeSummary, MergeError> {
             return Err(same("classification settings"));
         }
     }
-    let params = ClassifyParams {
+    Ok(ClassifyParams {
         hitmin: first.header.hitmin,
         hitdiff: first.header.hitdiff,
         max_candidates: first.header.max_candidates as usize,
         insert_size: 0,
         lowest_rank: first.header.lowest_rank.clone(),
-    };
+    })
+}
 
-    // Targets of all parts, numbered by name as one index would number them.
+/// Numbers the targets of all parts by name, as one index would number them (each part's
+/// `targets` maps its ids to these), and joins the parts' taxonomies into one tree. Returns each
+/// merged target's taxid, and the tree.
+fn join_targets(parts: &mut [Part]) -> Result<(Vec<TaxId>, TaxonTree), MergeError> {
     let mut names: BTreeMap<&str, TaxId> = BTreeMap::new();
-    for p in &parts {
+    for p in parts.iter() {
         for (name, taxid) in &p.header.targets {
             names.insert(name, *taxid);
         }
@@ -119,131 +193,208 @@ pub fn merge(config: &MergeConfig) -> Result<MergeSummary, MergeError> {
         p.targets = m;
     }
     let mut taxa: BTreeMap<TaxId, Taxon> = BTreeMap::new();
-    for p in &parts {
+    for p in parts.iter() {
         for t in &p.header.taxa {
             taxa.entry(t.taxid).or_insert_with(|| t.clone());
         }
     }
     let tree = TaxonTree::new(taxa.into_values().collect()).map_err(|e| MergeError::Taxonomy(e.to_string()))?;
+    Ok((target_taxa, tree))
+}
 
-    let out_err = |p: &Path| {
-        let path = p.display().to_string();
-        move |source| MergeError::Output { path, source }
-    };
-    let mut kraken = match &config.kraken {
-        Some(p) => Some((output::create_output(p).map_err(out_err(p))?, p.clone())),
-        None => None,
-    };
-    let names_tree = config.use_names.then_some(&tree);
-    let mut direct: HashMap<TaxId, u64> = HashMap::new();
-    let (mut reads, mut unclassified) = (0u64, 0u64);
-    let mut records: Vec<ReadCandidates> = vec![ReadCandidates::default(); parts.len()];
-    let mut pooled: Vec<(u32, u32)> = Vec::new();
-    let mut candidates: Vec<Candidate> = Vec::new();
-    let mut joined: Vec<(TaxId, u32)> = Vec::new();
-    let mut line = Vec::new();
-    loop {
+/// Up to [`BATCH_READS`] reads, each as its record in every part: read `r`'s record of part `p`
+/// is `records[r * parts + p]`, with each part's target ids already mapped to the merged ones.
+struct Batch {
+    parts: usize,
+    records: Vec<ReadCandidates>,
+}
+
+/// The reading stage: the parts' records, read in step.
+struct Reader {
+    parts: Vec<Part>,
+    /// Reads read so far, for the messages.
+    reads: u64,
+}
+
+impl Reader {
+    /// The next batch; `None` when every part has ended together.
+    fn next_batch(&mut self) -> Result<Option<Batch>, MergeError> {
+        let mut batch = Batch { parts: self.parts.len(), records: Vec::with_capacity(BATCH_READS * self.parts.len()) };
+        while batch.records.len() < BATCH_READS * batch.parts {
+            let at = batch.records.len();
+            if !self.next_read(&mut batch.records)? {
+                batch.records.truncate(at);
+                break;
+            }
+        }
+        Ok((!batch.records.is_empty()).then_some(batch))
+    }
+
+    /// Appends the next read's record of every part to `records`; false when every part has
+    /// ended. A part that ends before the others, or records of different reads, are errors.
+    fn next_read(&mut self, records: &mut Vec<ReadCandidates>) -> Result<bool, MergeError> {
+        let first = records.len();
         let mut ended = Vec::new();
-        for (i, (p, r)) in parts.iter_mut().zip(records.iter_mut()).enumerate() {
+        for (i, p) in self.parts.iter_mut().enumerate() {
             let targets = p.targets.len();
             match decode_from::<ReadCandidates>(&mut p.reader)
                 .and_then(|rec| rec.map(|rec| check_record(rec, targets)).transpose())
             {
-                Ok(Some(rec)) => *r = rec,
+                Ok(Some(mut rec)) => {
+                    for c in &mut rec.candidates {
+                        c.0 = p.targets[c.0 as usize];
+                    }
+                    records.push(rec);
+                }
                 Ok(None) => ended.push(i),
                 Err(e) => {
-                    return Err(MergeError::Input {
-                        path: p.path.clone(),
-                        message: format!("read {}: {e}", reads + 1),
-                    });
+                    let message = format!("read {}: {e}", self.reads + 1);
+                    return Err(MergeError::Input { path: p.path.clone(), message });
                 }
             }
         }
-        if ended.len() == parts.len() {
-            break;
+        if ended.len() == self.parts.len() {
+            return Ok(false);
         }
-        let number = reads + 1;
         if let Some(&short) = ended.first() {
+            let reads = self.reads;
             return Err(MergeError::Input {
-                path: parts[short].path.clone(),
+                path: self.parts[short].path.clone(),
                 message: format!(
                     "ends after {reads} reads, but other parts have more: the parts must classify the same reads"
                 ),
             });
         }
-        for (i, r) in records.iter().enumerate().skip(1) {
-            if r.id != records[0].id || r.lengths != records[0].lengths {
+        let read = &records[first..];
+        for (i, r) in read.iter().enumerate().skip(1) {
+            if r.id != read[0].id || r.lengths != read[0].lengths {
                 return Err(MergeError::Reads {
-                    number,
-                    a: parts[0].path.clone(),
-                    b: parts[i].path.clone(),
-                    id_a: records[0].id.clone(),
+                    number: self.reads + 1,
+                    a: self.parts[0].path.clone(),
+                    b: self.parts[i].path.clone(),
+                    id_a: read[0].id.clone(),
                     id_b: r.id.clone(),
                 });
             }
         }
-        // Candidates: all parts' pooled, best first, ties to the lower merged target id.
-        pooled.clear();
-        for (p, r) in parts.iter().zip(&records) {
-            pooled.extend(r.candidates.iter().map(|&(t, hits)| (p.targets[t as usize], hits)));
+        self.reads += 1;
+        Ok(true)
+    }
+}
+
+/// The merging stage's settings.
+struct Merger<'a> {
+    params: &'a ClassifyParams,
+    target_taxa: &'a [TaxId],
+    tree: &'a TaxonTree,
+    /// With `--use-names`, the tree the Kraken lines take names from.
+    names: Option<&'a TaxonTree>,
+    /// Where the Kraken lines go, if anywhere (for the messages).
+    lines: Option<PathBuf>,
+}
+
+/// A merged batch: each read's taxid and, when asked for, the batch's Kraken lines.
+struct Merged {
+    taxids: Vec<TaxId>,
+    lines: Vec<u8>,
+}
+
+impl Merger<'_> {
+    /// Merges a batch, in parallel over groups of reads; the lines come out in read order.
+    fn merge(&self, batch: &Batch) -> Result<Merged, MergeError> {
+        use rayon::prelude::*;
+        const GROUP: usize = 256;
+        let groups: Vec<(Vec<TaxId>, Vec<u8>)> = batch
+            .records
+            .par_chunks(GROUP * batch.parts)
+            .map(|group| {
+                let (mut taxids, mut lines) = (Vec::with_capacity(GROUP), Vec::new());
+                let mut scratch = Scratch::default();
+                for read in group.chunks(batch.parts) {
+                    let taxid = self.merge_read(read, &mut scratch, &mut lines)?;
+                    taxids.push(taxid);
+                }
+                Ok((taxids, lines))
+            })
+            .collect::<Result<_, MergeError>>()?;
+        let mut merged = Merged { taxids: Vec::with_capacity(batch.records.len() / batch.parts), lines: Vec::new() };
+        for (taxids, lines) in groups {
+            merged.taxids.extend(taxids);
+            merged.lines.extend(lines);
         }
-        pooled.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-        candidates.clear();
-        candidates.extend(pooled.iter().take(params.max_candidates).map(|&(target, hits)| Candidate {
+        Ok(merged)
+    }
+
+    /// One read, given as its record in every part: its taxid, and its Kraken line appended to
+    /// `lines` when lines are asked for.
+    fn merge_read(&self, read: &[ReadCandidates], s: &mut Scratch, lines: &mut Vec<u8>) -> Result<TaxId, MergeError> {
+        // Candidates: all parts' pooled, best first, ties to the lower merged target id.
+        s.pooled.clear();
+        for r in read {
+            s.pooled.extend_from_slice(&r.candidates);
+        }
+        s.pooled.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        s.candidates.clear();
+        s.candidates.extend(s.pooled.iter().take(self.params.max_candidates).map(|&(target, hits)| Candidate {
             target,
             hits,
             first_window: 0,
             last_window: 0,
         }));
-        let taxid = decide(&candidates, &params, &target_taxa, &tree);
+        let taxid = decide(&s.candidates, self.params, self.target_taxa, self.tree);
+        let Some(path) = &self.lines else { return Ok(taxid) };
         // Hit lists: feature by feature, the LCA of the parts' taxa.
         let mut hits: [Vec<(TaxId, u32)>; 2] = Default::default();
         for (m, runs) in hits.iter_mut().enumerate() {
-            for r in &records {
-                join_runs(runs, &r.hits[m], &tree, &mut joined);
-                std::mem::swap(runs, &mut joined);
+            for r in read {
+                join_runs(runs, &r.hits[m], self.tree, &mut s.joined);
+                std::mem::swap(runs, &mut s.joined);
             }
         }
-        let rec = &records[0];
-        reads += 1;
-        if taxid == 0 {
-            unclassified += 1;
-        } else {
-            *direct.entry(taxid).or_default() += 1;
+        let rec = &read[0];
+        let result = ReadResult {
+            id: rec.id.as_str().into(),
+            taxid,
+            lengths: (rec.lengths.0 as usize, rec.lengths.1.map(|l| l as usize)),
+            hits: [&hits[0], &hits[1]],
+        };
+        output::write_kraken_line(lines, &result, self.names).map_err(out_err(path))?;
+        Ok(taxid)
+    }
+}
+
+/// One merging thread's buffers.
+#[derive(Default)]
+struct Scratch {
+    pooled: Vec<(u32, u32)>,
+    candidates: Vec<Candidate>,
+    joined: Vec<(TaxId, u32)>,
+}
+
+/// The writing stage's tallies.
+#[derive(Default)]
+struct Counts {
+    direct: HashMap<TaxId, u64>,
+    reads: u64,
+    unclassified: u64,
+}
+
+impl Counts {
+    /// Counts a merged batch and writes its lines.
+    fn write(&mut self, m: Merged, kraken: &mut Option<(output::Output, PathBuf)>) -> Result<(), MergeError> {
+        for taxid in m.taxids {
+            self.reads += 1;
+            if taxid == 0 {
+                self.unclassified += 1;
+            } else {
+                *self.direct.entry(taxid).or_default() += 1;
+            }
         }
-        if let Some((w, p)) = &mut kraken {
-            line.clear();
-            let result = ReadResult {
-                id: rec.id.as_str().into(),
-                taxid,
-                lengths: (rec.lengths.0 as usize, rec.lengths.1.map(|l| l as usize)),
-                hits: [&hits[0], &hits[1]],
-            };
-            output::write_kraken_line(&mut line, &result, names_tree).map_err(out_err(p))?;
-            w.write_all(&line).map_err(out_err(p))?;
+        if let Some((w, p)) = kraken {
+            w.write_all(&m.lines).map_err(out_err(p))?;
         }
+        Ok(())
     }
-    let summaries = output::Summaries {
-        report: config.report.clone(),
-        abundance: config.abundance.clone(),
-        abundance_rank: config.abundance_rank.clone(),
-        cami: config.cami.clone(),
-        krona: config.krona.clone(),
-        mpa: config.mpa.clone(),
-    };
-    summaries
-        .write(&tree, &direct, unclassified, &config.sample)
-        .map_err(|(p, source)| MergeError::Output { path: p.display().to_string(), source })?;
-    if let Some(p) = &config.html {
-        let view = output::SampleView::new(&config.sample, &tree, &direct, unclassified).map_err(out_err(p))?;
-        let mut w = output::create_output(p).map_err(out_err(p))?;
-        output::write_html(&mut w, &format!("kmerdb merge: {}", config.sample), &[view]).map_err(out_err(p))?;
-        w.finish().map_err(out_err(p))?;
-    }
-    if let Some((w, p)) = kraken {
-        w.finish().map_err(out_err(&p))?;
-    }
-    Ok(MergeSummary { reads, classified: reads - unclassified })
 }
 
 /// What merging assumes of a record beyond what decoding checks: its id is a read id (a header's

@@ -547,6 +547,11 @@ impl<'g> PassBuild<'g> {
     }
 
     /// Where the pairs went.
+    /// The GPUs the build runs on.
+    pub fn gpu_count(&self) -> usize {
+        self.gpus.len()
+    }
+
     pub fn placement(&self) -> PairPlacement {
         let off = self.off_gpu.lock().expect("no GPU batch panicked");
         PairPlacement {

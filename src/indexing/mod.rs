@@ -198,72 +198,16 @@ fn build_in_pool(
 ) -> Result<BuildSummary, BuildError> {
     let shard_bits = DEFAULT_SHARD_BITS;
     let progress = sketching::Progress::default();
-    let done = std::sync::atomic::AtomicBool::new(false);
-    // Stage 1, with the name of where it ran.
-    let stage1 = || -> Result<(Vec<sketching::RawTarget>, Inserted<'_>, String), BuildError> {
-        #[cfg(feature = "gpu")]
-        if !gpus.is_empty() {
-            let tmp_dir =
-                config.tmp_dir.clone().unwrap_or_else(|| crate::temp_files::folder_of(&config.db).to_path_buf());
-            match crate::gpu::passes::PassBuild::new(
-                gpus,
-                &config.sources,
-                &config.sketch,
-                config.gpu_options,
-                shard_bits,
-                &tmp_dir,
-            ) {
-                Ok(pb) => {
-                    let targets = sketching::read_sources(
-                        &config.sources,
-                        &config.sketch,
-                        crate::gpu::build::BATCH_BASES,
-                        &progress,
-                        &|batch| pb.insert_batch(batch),
-                    )?;
-                    let counts = pb.finish_reading()?;
-                    let ids: Vec<String> = gpus.iter().map(|g| g.ordinal.to_string()).collect();
-                    let which = if gpus.len() == 1 { "GPU" } else { "GPUs" };
-                    let name = format!("{which} {} ({})", ids.join(","), gpus[0].name);
-                    return Ok((targets, Inserted::Gpus(Box::new(pb), counts), name));
-                }
-                // With `--gpus all`, GPUs that cannot start the build mean the CPU, not a failure
-                // (but an input too large for the machine is too large for the CPU as well).
-                Err(BuildError::Gpu(e)) if config.gpus == GpuRequest::All => {
-                    log::warn!("GPU build: {e}; building on the CPU");
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        let s = sketching::sketch_sources(&config.sources, &config.sketch, shard_bits, &progress)?;
-        Ok((s.targets, Inserted::Bins(s.bins), "CPU".to_string()))
-    };
-    let (taxonomy, seqid_map, sketched) = std::thread::scope(|scope| {
-        let taxonomy = scope.spawn(|| {
-            config.taxonomy.as_ref().map(|dir| {
-                let t = Instant::now();
-                // Names are read later, for the pruned taxa only: they are most of the dump's memory.
-                NcbiTaxonomy::load_dir_without_names(dir).map(|tax| (tax, t.elapsed()))
-            })
-        });
-        let seqid_map = scope.spawn(|| SeqIdMap::load(&config.seqid_maps));
-        let (done, progress) = (&done, &progress);
-        let ticker = scope.spawn(move || {
-            while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                on_progress(
-                    progress.bases.load(std::sync::atomic::Ordering::Relaxed),
-                    progress.file_bytes_done.load(std::sync::atomic::Ordering::Relaxed),
-                );
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        });
-        let sketched = stage1();
-        done.store(true, std::sync::atomic::Ordering::Relaxed);
-        let _ = ticker.join();
-        let taxonomy = taxonomy.join().expect("the taxonomy loader does not panic").transpose();
-        let seqid_map = seqid_map.join().expect("the seqid map loader does not panic");
-        (taxonomy, seqid_map, sketched)
+    let read = read_while_loading(config, on_progress, &progress, || {
+        read_and_sketch(
+            config,
+            shard_bits,
+            &progress,
+            #[cfg(feature = "gpu")]
+            gpus,
+        )
     });
+    let (taxonomy, seqid_map, sketched) = read;
     // Input errors come first: they are what the user most likely has to fix.
     let (raw_targets, inserted, backend) = sketched?;
 
@@ -290,110 +234,18 @@ fn build_in_pool(
     let max_windows = resolved.targets.iter().map(|t| t.windows).max().unwrap_or(1);
     let layout =
         LocationLayout::for_counts(resolved.targets.len() as u64, max_windows, config.max_locations_per_feature);
-
-    let cap = config.max_locations_per_feature;
-    let windows = condense::WindowMap::new(&raw_targets, &resolved.final_id);
-    let targets_count = resolved.targets.len() as u64;
-    let mut out = Some(out);
+    let job =
+        LayOut { config, raw_targets: &raw_targets, resolved: &resolved, layout, shard_bits, progress: &progress };
     // Stage 3. The pruned taxa's names are read meanwhile.
-    // Set by the GPU build only.
-    #[cfg_attr(not(feature = "gpu"), allow(unused_mut))]
-    let mut passes = None;
     let (named, laid_out) = std::thread::scope(|scope| {
-        let names = scope.spawn(|| -> Result<Vec<crate::taxonomy::Taxon>, TaxonomyError> {
-            let Some(mut tax) = taxonomy else { return Ok(resolved.taxa.clone()) };
-            let ids: Vec<u32> = resolved.taxa.iter().map(|t| t.taxid).collect();
-            tax.load_names(&ids)?;
-            Ok(resolved
-                .taxa
-                .iter()
-                .map(|t| crate::taxonomy::Taxon { name: tax.name(t.taxid).to_string(), ..t.clone() })
-                .collect())
-        });
-        let laid_out: Result<Laidout, BuildError> = match inserted {
-            Inserted::Bins(bins) => {
-                use rayon::prelude::*;
-                bins.into_par_iter()
-                    .map(|bin| condense::condense_bin(bin, &windows, &layout, cap))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map(Laidout::Shards)
-                    .map_err(|source| IndexError::ShardOverflow { path: config.db.clone(), source }.into())
-            }
-            #[cfg(feature = "gpu")]
-            Inserted::Gpus(pb, counts) => (|| {
-                let template =
-                    make_header(config, layout, Counts { targets: targets_count, ..Counts::default() }, shard_bits);
-                let file = out.take().expect("the index file is written once");
-                let mut writer = crate::index::IndexWriter::new(file, &template)?;
-                let first: Vec<u64> = raw_targets.iter().map(|t| t.first_window).collect();
-                let (stats, report) =
-                    pb.build_shards(&counts, &first, &resolved.final_id, &layout, cap, &mut writer)?;
-                let placed = pb.placement();
-                let (mut reading, uploaded_bytes) = pb.reading_report();
-                let ns = |a: &std::sync::atomic::AtomicU64| {
-                    Duration::from_nanos(a.load(std::sync::atomic::Ordering::Relaxed))
-                };
-                reading.insert(0, ("parsing", ns(&progress.parse_nanos)));
-                passes = Some(PassSummary {
-                    passes: report.passes,
-                    gpus: gpus.len(),
-                    select_insert: report.select_insert,
-                    condense: report.condense,
-                    waiting_for_gpus: report.waiting_for_gpus,
-                    finishing: report.finishing,
-                    writing: report.writing,
-                    pairs_on_gpus: placed.device_bytes,
-                    pairs_in_host_memory: placed.host_bytes,
-                    pairs_spilled: placed.spill_bytes,
-                    shard_pairs: report.shard_pairs,
-                    reading,
-                    uploaded_bytes,
-                });
-                Ok(Laidout::Written(writer, stats))
-            })(),
-            #[cfg(not(feature = "gpu"))]
-            Inserted::Never(_) => unreachable!(),
-        };
+        let names = scope.spawn(|| name_taxa(taxonomy, &resolved.taxa));
+        let laid_out = job.run(inserted, out);
         (names.join().expect("the names loader does not panic"), laid_out)
     });
-    let laid_out = laid_out?;
+    let (laid_out, passes) = laid_out?;
     resolved.taxa = named?;
     phase(if passes.is_some() { "passes (shards laid out on the GPUs and written)" } else { "condense" });
-
-    /// Writes the header once the rest is in place; the index's size.
-    type Finish<'a> = Box<dyn FnOnce(Header) -> Result<u64, IndexError> + 'a>;
-    let (stats, buckets, finish): (condense::ShardStats, u64, Finish<'_>) = match laid_out {
-        Laidout::Shards(condensed) => {
-            let mut stats = condense::ShardStats::default();
-            let mut shards = Vec::with_capacity(condensed.len());
-            for (shard, s) in condensed {
-                stats += s;
-                shards.push(shard);
-            }
-            let buckets = shards.iter().map(|s| s.slots.len() as u64 / bcht::BUCKET_SLOTS as u64).sum();
-            let (targets, taxa) = (&resolved.targets, &resolved.taxa);
-            let file = out.take().expect("the index file is written once");
-            (stats, buckets, Box::new(move |h| write_index(file, h, &shards, targets, taxa)))
-        }
-        Laidout::Written(writer, stats) => {
-            let buckets = writer.buckets_written();
-            let (targets, taxa) = (&resolved.targets, &resolved.taxa);
-            (stats, buckets, Box::new(move |h| writer.finish(h, targets, taxa)))
-        }
-    };
-    let counts = Counts {
-        targets: targets_count,
-        taxa: resolved.taxa.len() as u64,
-        bases: resolved.targets.iter().map(|t| t.length).sum(),
-        windows: resolved.targets.iter().map(|t| t.windows).sum(),
-        features: stats.features,
-        locations: stats.locations,
-        dropped_features: stats.dropped_features,
-        dropped_locations: stats.dropped_locations,
-        buckets,
-    };
-    let header = make_header(config, layout, counts.clone(), shard_bits);
-    let index_bytes = finish(header)?;
+    let (counts, index_bytes) = write_rest(config, layout, shard_bits, &resolved, laid_out)?;
     phase("write");
     Ok(BuildSummary {
         db: config.db.clone(),
@@ -408,9 +260,221 @@ fn build_in_pool(
     })
 }
 
-/// Stage 3's result: shards in memory (the CPU), or already written (the GPUs).
+/// What stage 1 gives: the targets read, the sketches where they wait for stage 3, and where it ran.
+type Sketched<'g> = Result<(Vec<sketching::RawTarget>, Inserted<'g>, String), BuildError>;
+
+/// A loaded taxonomy and how long it took, if one was given.
+type LoadedTaxonomy = Result<Option<(NcbiTaxonomy, Duration)>, TaxonomyError>;
+
+/// Runs `stage1` (reading and sketching) while other threads load the taxonomy and the seqid
+/// maps and report `progress` to `on_progress` every 100 ms.
+fn read_while_loading<'g>(
+    config: &BuildConfig,
+    on_progress: &(dyn Fn(u64, u64) + Sync),
+    progress: &sketching::Progress,
+    stage1: impl FnOnce() -> Sketched<'g>,
+) -> (LoadedTaxonomy, Result<SeqIdMap, TaxonomyError>, Sketched<'g>) {
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let taxonomy = scope.spawn(|| {
+            config.taxonomy.as_ref().map(|dir| {
+                let t = Instant::now();
+                // Names are read later, for the pruned taxa only: they are most of the dump's memory.
+                NcbiTaxonomy::load_dir_without_names(dir).map(|tax| (tax, t.elapsed()))
+            })
+        });
+        let seqid_map = scope.spawn(|| SeqIdMap::load(&config.seqid_maps));
+        let done = &done;
+        let ticker = scope.spawn(move || {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                on_progress(
+                    progress.bases.load(std::sync::atomic::Ordering::Relaxed),
+                    progress.file_bytes_done.load(std::sync::atomic::Ordering::Relaxed),
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let sketched = stage1();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = ticker.join();
+        let taxonomy = taxonomy.join().expect("the taxonomy loader does not panic").transpose();
+        let seqid_map = seqid_map.join().expect("the seqid map loader does not panic");
+        (taxonomy, seqid_map, sketched)
+    })
+}
+
+/// Stage 1: reads every input and sketches it, on the GPUs when there are any (the pairs stay
+/// with the GPU that owns each shard), otherwise into the CPU's bins.
+fn read_and_sketch<'g>(
+    config: &BuildConfig,
+    shard_bits: u32,
+    progress: &sketching::Progress,
+    #[cfg(feature = "gpu")] gpus: &'g [crate::gpu::Gpu],
+) -> Sketched<'g> {
+    #[cfg(feature = "gpu")]
+    if !gpus.is_empty() {
+        let tmp_dir = config.tmp_dir.clone().unwrap_or_else(|| crate::temp_files::folder_of(&config.db).to_path_buf());
+        let options = config.gpu_options;
+        match crate::gpu::passes::PassBuild::new(gpus, &config.sources, &config.sketch, options, shard_bits, &tmp_dir) {
+            Ok(pb) => {
+                let targets = sketching::read_sources(
+                    &config.sources,
+                    &config.sketch,
+                    crate::gpu::build::BATCH_BASES,
+                    progress,
+                    &|batch| pb.insert_batch(batch),
+                )?;
+                let counts = pb.finish_reading()?;
+                let ids: Vec<String> = gpus.iter().map(|g| g.ordinal.to_string()).collect();
+                let which = if gpus.len() == 1 { "GPU" } else { "GPUs" };
+                let name = format!("{which} {} ({})", ids.join(","), gpus[0].name);
+                return Ok((targets, Inserted::Gpus(Box::new(pb), counts), name));
+            }
+            // With `--gpus all`, GPUs that cannot start the build mean the CPU, not a failure
+            // (but an input too large for the machine is too large for the CPU as well).
+            Err(BuildError::Gpu(e)) if config.gpus == GpuRequest::All => {
+                log::warn!("GPU build: {e}; building on the CPU");
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let s = sketching::sketch_sources(&config.sources, &config.sketch, shard_bits, progress)?;
+    Ok((s.targets, Inserted::Bins(s.bins), "CPU".to_string()))
+}
+
+/// The pruned taxa with their scientific names, read from the taxonomy's names file now that
+/// only these are needed (without a taxonomy, the taxa as they are).
+fn name_taxa(
+    taxonomy: Option<NcbiTaxonomy>,
+    taxa: &[crate::taxonomy::Taxon],
+) -> Result<Vec<crate::taxonomy::Taxon>, TaxonomyError> {
+    let Some(mut tax) = taxonomy else { return Ok(taxa.to_vec()) };
+    let ids: Vec<u32> = taxa.iter().map(|t| t.taxid).collect();
+    tax.load_names(&ids)?;
+    Ok(taxa.iter().map(|t| crate::taxonomy::Taxon { name: tax.name(t.taxid).to_string(), ..t.clone() }).collect())
+}
+
+/// Stage 3's inputs: the targets as read and as numbered, and the layout of location lists.
+struct LayOut<'a> {
+    config: &'a BuildConfig,
+    raw_targets: &'a [sketching::RawTarget],
+    resolved: &'a targets::Resolved,
+    layout: LocationLayout,
+    #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
+    shard_bits: u32,
+    #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
+    progress: &'a sketching::Progress,
+}
+
+impl LayOut<'_> {
+    /// Stage 3: every shard condensed (sorted, overpopulated features dropped, location lists and
+    /// key index laid out), on the CPU into memory, or on the GPUs in passes, each shard written
+    /// into `out` as soon as it is done (with the passes' summary).
+    fn run(&self, inserted: Inserted<'_>, out: IndexFile) -> Result<(Laidout, Option<PassSummary>), BuildError> {
+        let cap = self.config.max_locations_per_feature;
+        match inserted {
+            Inserted::Bins(bins) => {
+                use rayon::prelude::*;
+                let windows = condense::WindowMap::new(self.raw_targets, &self.resolved.final_id);
+                bins.into_par_iter()
+                    .map(|bin| condense::condense_bin(bin, &windows, &self.layout, cap))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map(|shards| (Laidout::Shards(shards, out), None))
+                    .map_err(|source| IndexError::ShardOverflow { path: self.config.db.clone(), source }.into())
+            }
+            #[cfg(feature = "gpu")]
+            Inserted::Gpus(pb, counts) => self.on_gpus(&pb, &counts, out),
+            #[cfg(not(feature = "gpu"))]
+            Inserted::Never(_) => unreachable!(),
+        }
+    }
+
+    #[cfg(feature = "gpu")]
+    fn on_gpus(
+        &self,
+        pb: &crate::gpu::passes::PassBuild<'_>,
+        counts: &[u64],
+        out: IndexFile,
+    ) -> Result<(Laidout, Option<PassSummary>), BuildError> {
+        let targets = Counts { targets: self.resolved.targets.len() as u64, ..Counts::default() };
+        let template = make_header(self.config, self.layout, targets, self.shard_bits);
+        let mut writer = crate::index::IndexWriter::new(out, &template)?;
+        let first: Vec<u64> = self.raw_targets.iter().map(|t| t.first_window).collect();
+        let cap = self.config.max_locations_per_feature;
+        let (stats, report) =
+            pb.build_shards(counts, &first, &self.resolved.final_id, &self.layout, cap, &mut writer)?;
+        let placed = pb.placement();
+        let (mut reading, uploaded_bytes) = pb.reading_report();
+        let parsing = self.progress.parse_nanos.load(std::sync::atomic::Ordering::Relaxed);
+        reading.insert(0, ("parsing", Duration::from_nanos(parsing)));
+        let passes = PassSummary {
+            passes: report.passes,
+            gpus: pb.gpu_count(),
+            select_insert: report.select_insert,
+            condense: report.condense,
+            waiting_for_gpus: report.waiting_for_gpus,
+            finishing: report.finishing,
+            writing: report.writing,
+            pairs_on_gpus: placed.device_bytes,
+            pairs_in_host_memory: placed.host_bytes,
+            pairs_spilled: placed.spill_bytes,
+            shard_pairs: report.shard_pairs,
+            reading,
+            uploaded_bytes,
+        };
+        Ok((Laidout::Written(writer, stats), Some(passes)))
+    }
+}
+
+/// Writes what stage 3 left unwritten (on the CPU, every shard) and the targets, taxa and header;
+/// returns the index's counts and size.
+fn write_rest(
+    config: &BuildConfig,
+    layout: LocationLayout,
+    shard_bits: u32,
+    resolved: &targets::Resolved,
+    laid_out: Laidout,
+) -> Result<(Counts, u64), BuildError> {
+    let (targets, taxa) = (&resolved.targets, &resolved.taxa);
+    let stats_of = |c: &[(ShardData, condense::ShardStats)]| {
+        let mut stats = condense::ShardStats::default();
+        for (_, s) in c {
+            stats += *s;
+        }
+        stats
+    };
+    let (stats, buckets) = match &laid_out {
+        Laidout::Shards(condensed, _) => {
+            (stats_of(condensed), condensed.iter().map(|(s, _)| s.slots.len() as u64 / bcht::BUCKET_SLOTS as u64).sum())
+        }
+        Laidout::Written(writer, stats) => (*stats, writer.buckets_written()),
+    };
+    let counts = Counts {
+        targets: targets.len() as u64,
+        taxa: taxa.len() as u64,
+        bases: targets.iter().map(|t| t.length).sum(),
+        windows: targets.iter().map(|t| t.windows).sum(),
+        features: stats.features,
+        locations: stats.locations,
+        dropped_features: stats.dropped_features,
+        dropped_locations: stats.dropped_locations,
+        buckets,
+    };
+    let header = make_header(config, layout, counts.clone(), shard_bits);
+    let index_bytes = match laid_out {
+        Laidout::Shards(condensed, file) => {
+            let shards: Vec<ShardData> = condensed.into_iter().map(|(shard, _)| shard).collect();
+            write_index(file, header, &shards, targets, taxa)?
+        }
+        Laidout::Written(writer, _) => writer.finish(header, targets, taxa)?,
+    };
+    Ok((counts, index_bytes))
+}
+
+/// Stage 3's result: shards in memory with the file they go to (the CPU), or already written
+/// (the GPUs).
 enum Laidout {
-    Shards(Vec<(ShardData, condense::ShardStats)>),
+    Shards(Vec<(ShardData, condense::ShardStats)>, IndexFile),
     #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
     Written(crate::index::IndexWriter, condense::ShardStats),
 }
