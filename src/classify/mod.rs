@@ -240,11 +240,7 @@ pub fn classify(
         let index_load = start.elapsed();
         log::debug!("index ready");
         #[cfg(feature = "gpu")]
-        let device = classifiers.first().map(|c| {
-            let ids: Vec<String> = gpus.iter().map(|g| g.ordinal.to_string()).collect();
-            let which = if ids.len() == 1 { "GPU" } else { "GPUs" };
-            (format!("{which} {} ({})", ids.join(","), gpus[0].name), c.load_time)
-        });
+        let device = classifiers.first().map(|c| (crate::gpu::device::describe(gpus), c.load_time));
         #[cfg(not(feature = "gpu"))]
         let device = None;
         let run = Run {
@@ -268,13 +264,7 @@ pub fn classify(
             index_load,
             device,
             #[cfg(feature = "gpu")]
-            gpu_times: classifiers.first().map(|_| {
-                let mut total = crate::gpu::classify::StageTimes::default();
-                for t in classifiers.iter().map(|c| c.times()) {
-                    total.add(&t);
-                }
-                total
-            }),
+            gpu_times: crate::gpu::classify::StageTimes::summed(&classifiers),
             samples,
         })
     })
@@ -415,6 +405,24 @@ fn mate_slices(batch: &Batch) -> (Vec<&[u8]>, Vec<std::ops::Range<usize>>) {
         (0..batch.len()).flat_map(|r| (0..per).map(move |m| (r, m))).map(|(r, m)| batch.seq(r, m)).collect();
     let ranges = (0..batch.len()).map(|r| r * per..(r + 1) * per).collect();
     (mates, ranges)
+}
+
+/// One finishing thread's buffers.
+struct Scratch<'i> {
+    classifier: Classifier<'i>,
+    /// A read's candidates and hit runs from the GPU's results.
+    #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
+    candidates: Vec<Candidate>,
+    #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
+    runs: [Vec<(TaxId, u32)>; 2],
+}
+
+/// A finished group of reads: their taxids, Kraken lines (or the error formatting them) and
+/// `--candidates-out` records.
+struct Finished {
+    taxids: Vec<TaxId>,
+    lines: std::io::Result<Vec<u8>>,
+    candidates: Vec<u8>,
 }
 
 struct Run<'a> {
@@ -718,22 +726,12 @@ impl Run<'_> {
         found: Option<&GpuFound>,
         want: Wanted,
     ) -> Result<(Vec<TaxId>, std::io::Result<Vec<Vec<u8>>>, Vec<Vec<u8>>), ClassifyError> {
-        let hit_list = want.hit_list();
         use rayon::prelude::*;
         let (mates, ranges) = mate_slices(batch);
         let reads: Vec<&[&[u8]]> = ranges.iter().map(|r| &mates[r.clone()]).collect();
-        let names = self.config.use_names.then(|| self.index.taxonomy());
-        let tree = self.index.taxonomy();
-        let paired = batch.mates_per_read() == 2;
         // GPU batches are large: bigger groups, fewer tasks.
         let group_reads = if self.batch_reads() > BATCH_READS { 1024 } else { GROUP_READS };
-        /// One thread's buffers.
-        struct Scratch<'i> {
-            classifier: Classifier<'i>,
-            candidates: Vec<Candidate>,
-            runs: [Vec<(TaxId, u32)>; 2],
-        }
-        let groups: Vec<(Vec<TaxId>, std::io::Result<Vec<u8>>, Vec<u8>)> = reads
+        let groups: Vec<Finished> = reads
             .par_chunks(group_reads)
             .enumerate()
             .map_init(
@@ -742,87 +740,103 @@ impl Run<'_> {
                     classifier.keep_candidates = want.candidates;
                     Scratch { classifier, candidates: Vec::new(), runs: [Vec::new(), Vec::new()] }
                 },
-                |sc, (g, group)| {
-                    let first = g * group_reads;
-                    let (mut taxids, mut lines, mut candidate_bytes) =
-                        (Vec::with_capacity(group.len()), Vec::new(), Vec::new());
-                    let mut formatted = Ok(());
-                    // One read's result, as lines and candidates records.
-                    let mut emit = |r: usize, taxid: TaxId, cands: &[(u32, u32)], runs: [&[(TaxId, u32)]; 2]| {
-                        let lengths = (batch.seq(r, 0).len(), paired.then(|| batch.seq(r, 1).len()));
-                        if want.candidates {
-                            let record = output::candidates::ReadCandidates {
-                                id: batch.id(r).into_owned(),
-                                lengths: (lengths.0 as u32, lengths.1.map(|l| l as u32)),
-                                candidates: cands.to_vec(),
-                                hits: [runs[0].to_vec(), runs[1].to_vec()],
-                            };
-                            output::candidates::encode_into(&record, &mut candidate_bytes);
-                        }
-                        if want.lines && formatted.is_ok() {
-                            let result = ReadResult { id: batch.id(r), taxid, lengths, hits: runs };
-                            formatted = output::write_kraken_line(&mut lines, &result, names);
-                        }
-                    };
-                    #[cfg(feature = "gpu")]
-                    if let Some(found) = found {
-                        for (j, mates) in group.iter().enumerate() {
-                            let r = first + j;
-                            if !found.candidates(r, &mut sc.candidates) {
-                                // More locations than the GPU's shared memory: the CPU's code.
-                                let call = sc.classifier.classify(mates, hit_list);
-                                emit(r, call.taxid, &call.candidates, [&call.hit_runs[0], &call.hit_runs[1]]);
-                                taxids.push(call.taxid);
-                                continue;
-                            }
-                            let taxid = candidates::decide(&sc.candidates, self.params, self.target_taxa, tree);
-                            let cands: Vec<(u32, u32)> = if want.candidates {
-                                sc.candidates.iter().map(|c| (c.target, c.hits)).collect()
-                            } else {
-                                Vec::new()
-                            };
-                            let [a, b] = &mut sc.runs;
-                            a.clear();
-                            b.clear();
-                            if hit_list {
-                                for (m, taxa) in found.feature_taxa(r).enumerate() {
-                                    let runs = if m == 0 { &mut *a } else { &mut *b };
-                                    for &t in taxa {
-                                        let taxon = if t == 0 { 0 } else { tree.node_taxid(t - 1) };
-                                        candidates::push_run(runs, taxon);
-                                    }
-                                }
-                            }
-                            emit(r, taxid, &cands, [a, b]);
-                            taxids.push(taxid);
-                        }
-                        return (taxids, formatted.map(|()| lines), candidate_bytes);
-                    }
-                    let _ = (found, tree, &sc.candidates, &sc.runs);
-                    for (j, call) in sc.classifier.classify_group(group, hit_list).into_iter().enumerate() {
-                        emit(first + j, call.taxid, &call.candidates, [&call.hit_runs[0], &call.hit_runs[1]]);
-                        taxids.push(call.taxid);
-                    }
-                    (taxids, formatted.map(|()| lines), candidate_bytes)
-                },
+                |sc, (g, group)| self.finish_group(batch, g * group_reads, group, found, want, sc),
             )
             .collect();
         // Each group's bytes stay in their own buffers: the writer writes them in order.
         let mut taxids = Vec::with_capacity(batch.len());
         let (mut lines, mut candidate_bytes) = (Vec::with_capacity(groups.len()), Vec::with_capacity(groups.len()));
         let mut error = None;
-        for (t, l, b) in groups {
-            taxids.extend(t);
-            if !b.is_empty() {
-                candidate_bytes.push(b);
+        for f in groups {
+            taxids.extend(f.taxids);
+            if !f.candidates.is_empty() {
+                candidate_bytes.push(f.candidates);
             }
-            match l {
+            match f.lines {
                 Ok(l) if !l.is_empty() => lines.push(l),
                 Ok(_) => {}
                 Err(e) => error = error.or(Some(e)),
             }
         }
         Ok((taxids, error.map_or(Ok(lines), Err), candidate_bytes))
+    }
+
+    /// Finishes one group of reads (`group`, read `first` of `batch` on), with one thread's
+    /// buffers `sc`.
+    fn finish_group<'i>(
+        &'i self,
+        batch: &Batch,
+        first: usize,
+        group: &[&[&[u8]]],
+        found: Option<&GpuFound>,
+        want: Wanted,
+        sc: &mut Scratch<'i>,
+    ) -> Finished {
+        let hit_list = want.hit_list();
+        let names = self.config.use_names.then(|| self.index.taxonomy());
+        let paired = batch.mates_per_read() == 2;
+        let mut done =
+            Finished { taxids: Vec::with_capacity(group.len()), lines: Ok(Vec::new()), candidates: Vec::new() };
+        // One read's result, as lines and candidates records.
+        let mut emit = |r: usize, taxid: TaxId, cands: &[(u32, u32)], runs: [&[(TaxId, u32)]; 2]| {
+            done.taxids.push(taxid);
+            let lengths = (batch.seq(r, 0).len(), paired.then(|| batch.seq(r, 1).len()));
+            if want.candidates {
+                let record = output::candidates::ReadCandidates {
+                    id: batch.id(r).into_owned(),
+                    lengths: (lengths.0 as u32, lengths.1.map(|l| l as u32)),
+                    candidates: cands.to_vec(),
+                    hits: [runs[0].to_vec(), runs[1].to_vec()],
+                };
+                output::candidates::encode_into(&record, &mut done.candidates);
+            }
+            if want.lines
+                && let Ok(lines) = &mut done.lines
+            {
+                let result = ReadResult { id: batch.id(r), taxid, lengths, hits: runs };
+                if let Err(e) = output::write_kraken_line(lines, &result, names) {
+                    done.lines = Err(e);
+                }
+            }
+        };
+        #[cfg(feature = "gpu")]
+        if let Some(found) = found {
+            let tree = self.index.taxonomy();
+            for (j, mates) in group.iter().enumerate() {
+                let r = first + j;
+                if !found.candidates(r, &mut sc.candidates) {
+                    // More locations than the GPU's shared memory: the CPU's code.
+                    let call = sc.classifier.classify(mates, hit_list);
+                    emit(r, call.taxid, &call.candidates, [&call.hit_runs[0], &call.hit_runs[1]]);
+                    continue;
+                }
+                let taxid = candidates::decide(&sc.candidates, self.params, self.target_taxa, tree);
+                let cands: Vec<(u32, u32)> = if want.candidates {
+                    sc.candidates.iter().map(|c| (c.target, c.hits)).collect()
+                } else {
+                    Vec::new()
+                };
+                let [a, b] = &mut sc.runs;
+                a.clear();
+                b.clear();
+                if hit_list {
+                    for (m, taxa) in found.feature_taxa(r).enumerate() {
+                        let runs = if m == 0 { &mut *a } else { &mut *b };
+                        for &t in taxa {
+                            let taxon = if t == 0 { 0 } else { tree.node_taxid(t - 1) };
+                            candidates::push_run(runs, taxon);
+                        }
+                    }
+                }
+                emit(r, taxid, &cands, [a, b]);
+            }
+            return done;
+        }
+        let _ = found;
+        for (j, call) in sc.classifier.classify_group(group, hit_list).into_iter().enumerate() {
+            emit(first + j, call.taxid, &call.candidates, [&call.hit_runs[0], &call.hit_runs[1]]);
+        }
+        done
     }
 
     /// Writes read `r` of `batch` to the classified or unclassified reads output, if asked for.

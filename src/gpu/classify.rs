@@ -101,6 +101,15 @@ impl StageTimes {
         self.kernels += o.kernels;
         self.download += o.download;
     }
+
+    /// The times of every classifier summed; `None` when there are none (the CPU classified).
+    pub fn summed(classifiers: &[GpuClassifier]) -> Option<Self> {
+        let mut total = classifiers.first().map(|_| Self::default())?;
+        for c in classifiers {
+            total.add(&c.times());
+        }
+        Some(total)
+    }
 }
 
 impl GpuBatch {
@@ -232,6 +241,23 @@ pub struct GpuClassifier<'g> {
     staging: std::sync::Mutex<Vec<cudarc::driver::PinnedHostSlice<u8>>>,
     /// Finished batches, for their vectors (a few: batches overlap in the pipeline's stages).
     recycled: std::sync::Mutex<Vec<GpuBatch>>,
+}
+
+/// A batch's mates on the device: the kernel arguments and the buffers they point to, which
+/// must outlive every kernel launched with them.
+struct DeviceMates {
+    args: MatesArgs,
+    _buffers: (CudaSlice<u8>, CudaSlice<u64>, CudaSlice<u32>, CudaSlice<u64>),
+}
+
+/// What `read_lookups` gives, on the device: per feature its value, where its locations are found,
+/// how many there are and (with hit lists) its taxon; per mate its feature count.
+struct Lookups {
+    features: CudaSlice<u32>,
+    counts: CudaSlice<u32>,
+    found: CudaSlice<u64>,
+    lengths: CudaSlice<u64>,
+    taxa: CudaSlice<u32>,
 }
 
 /// Finished batches kept for their vectors, per GPU: as many as a sample's pipeline has in flight
@@ -534,7 +560,7 @@ impl<'g> GpuClassifier<'g> {
     /// Uploads a packed share, runs the kernels and downloads the results; `packing` is the time
     /// its packing took, for the stage times.
     pub fn run(&self, packed: Packed, hit_list: bool, packing: Duration) -> Result<GpuBatch, GpuError> {
-        let (gpu, s) = (self.gpu, &self.gpu.stream);
+        let s = &self.gpu.stream;
         let Packed { staging, bases, offset, len, feature_first, read_mates, range } = packed;
         let n_reads = read_mates.len() as u64 - 1;
         if n_reads == 0 {
@@ -542,45 +568,106 @@ impl<'g> GpuClassifier<'g> {
             return Ok(GpuBatch::default());
         }
         let clock = Instant::now();
-        let n_mates = offset.len() as u64;
+        let mates = self.upload(staging, bases, &offset, &len, &feature_first)?;
+        let uploaded = clock.elapsed() + packing;
+        let clock = Instant::now();
         let n_features = *feature_first.last().unwrap();
-        let mut seq_dev = s.alloc_zeros::<u8>(bases.max(1))?;
-        if bases > 0 {
-            s.memcpy_htod(&staging.as_slice()?[..bases], &mut seq_dev.slice_mut(..bases))?;
+        let lookups = self.look_up(&mates, n_features, hit_list)?;
+        let (cands, cand_count) = self.candidates(&lookups, n_features, &feature_first, &read_mates, &range)?;
+        s.synchronize()?;
+        let computed = clock.elapsed();
+        let clock = Instant::now();
+        // Into the vectors of a finished batch when there is one: memory already mapped.
+        let mut out = self.recycled.lock().expect("no batch panicked").pop().unwrap_or_default();
+        download(s, &cands, &mut out.cands)?;
+        download(s, &cand_count, &mut out.cand_count)?;
+        download(s, &lookups.counts, &mut out.feature_count)?;
+        if hit_list {
+            download(s, &lookups.taxa, &mut out.taxa)?;
+        } else {
+            out.taxa.clear();
         }
-        let (offset_dev, len_dev, ff_dev) =
-            (s.clone_htod(&offset)?, s.clone_htod(&len)?, s.clone_htod(&feature_first)?);
-        let mates = MatesArgs {
-            seq: ptr(gpu, &seq_dev),
+        {
+            let mut t = self.times.lock().expect("no batch panicked");
+            t.batches += 1;
+            t.reads += n_reads;
+            t.upload += uploaded;
+            t.kernels += computed;
+            t.download += clock.elapsed();
+        }
+        out.max = self.max_candidates;
+        out.feature_first = feature_first;
+        out.read_mates = read_mates;
+        Ok(out)
+    }
+
+    /// Copies a batch's bases and mate table to the device and gives the staging memory back
+    /// once the copy is done.
+    fn upload(
+        &self,
+        staging: cudarc::driver::PinnedHostSlice<u8>,
+        bases: usize,
+        offset: &[u64],
+        len: &[u32],
+        feature_first: &[u64],
+    ) -> Result<DeviceMates, GpuError> {
+        let (gpu, s) = (self.gpu, &self.gpu.stream);
+        let mut seq = s.alloc_zeros::<u8>(bases.max(1))?;
+        if bases > 0 {
+            s.memcpy_htod(&staging.as_slice()?[..bases], &mut seq.slice_mut(..bases))?;
+        }
+        let (offset_dev, len_dev, ff_dev) = (s.clone_htod(offset)?, s.clone_htod(len)?, s.clone_htod(feature_first)?);
+        let args = MatesArgs {
+            seq: ptr(gpu, &seq),
             offset: ptr(gpu, &offset_dev),
             len: ptr(gpu, &len_dev),
             feature_first: ptr(gpu, &ff_dev),
-            count: n_mates,
+            count: offset.len() as u64,
         };
         s.synchronize()?;
         self.staging.lock().expect("no batch panicked").push(staging);
-        let uploaded = clock.elapsed() + packing;
-        let clock = Instant::now();
-        let p = &self.sketch;
+        Ok(DeviceMates { args, _buffers: (seq, offset_dev, len_dev, ff_dev) })
+    }
+
+    /// The `read_lookups` kernel: every mate's features sketched and looked up in the index.
+    fn look_up(&self, mates: &DeviceMates, n_features: u64, hit_list: bool) -> Result<Lookups, GpuError> {
+        let (gpu, s) = (self.gpu, &self.gpu.stream);
         let nf = n_features.max(1) as usize;
-        let mut features = s.alloc_zeros::<u32>(nf)?;
-        let mut counts = s.alloc_zeros::<u32>(n_mates as usize)?;
-        let mut found = s.alloc_zeros::<u64>(nf)?;
-        // One more length than features, always 0, so that the scan's last item is the total.
-        let mut lengths = s.alloc_zeros::<u64>(n_features as usize + 1)?;
-        let mut taxa = s.alloc_zeros::<u32>(if hit_list { nf } else { 1 })?;
+        let mut l = Lookups {
+            features: s.alloc_zeros::<u32>(nf)?,
+            counts: s.alloc_zeros::<u32>(mates.args.count as usize)?,
+            found: s.alloc_zeros::<u64>(nf)?,
+            // One more length than features, always 0, so that the scan's last item is the total.
+            lengths: s.alloc_zeros::<u64>(n_features as usize + 1)?,
+            taxa: s.alloc_zeros::<u32>(if hit_list { nf } else { 1 })?,
+        };
         let tree = TreeArgs { enabled: hit_list as u32, ..self.tree };
-        let sk = SketchArgs::from(p);
+        let sk = SketchArgs::from(&self.sketch);
         let f = gpu.function("read_lookups")?;
         let mut b = s.launch_builder(&f);
-        b.arg(&mates).arg(&sk).arg(&self.index).arg(&tree);
-        b.arg(&mut features).arg(&mut counts).arg(&mut found).arg(&mut lengths).arg(&mut taxa);
+        b.arg(&mates.args).arg(&sk).arg(&self.index).arg(&tree);
+        b.arg(&mut l.features).arg(&mut l.counts).arg(&mut l.found).arg(&mut l.lengths).arg(&mut l.taxa);
         // SAFETY: mate m writes features, found, lengths and taxa within its room
-        // [feature_first[m], feature_first[m + 1]), and counts[m].
-        unsafe { b.launch(launch_config(gpu, n_mates)) }?;
+        // [feature_first[m], feature_first[m + 1]), and counts[m]; `mates` holds the buffers
+        // its arguments point to until the stream is synchronized.
+        unsafe { b.launch(launch_config(gpu, mates.args.count)) }?;
+        Ok(l)
+    }
 
+    /// Gathers each read's locations and ranks its candidates (`read_candidates`): the
+    /// candidates, `max_candidates` a read, and how many each read has.
+    fn candidates(
+        &self,
+        l: &Lookups,
+        n_features: u64,
+        feature_first: &[u64],
+        read_mates: &[usize],
+        range: &[u32],
+    ) -> Result<(CudaSlice<DeviceCandidate>, CudaSlice<u32>), GpuError> {
+        let (gpu, s) = (self.gpu, &self.gpu.stream);
+        let n_reads = read_mates.len() as u64 - 1;
         let mut first = s.alloc_zeros::<u64>(n_features as usize + 1)?;
-        crate::gpu::condense::exclusive_scan(gpu, &lengths, n_features + 1, &mut first)?;
+        crate::gpu::condense::exclusive_scan(gpu, &l.lengths, n_features + 1, &mut first)?;
         // Each read's locations run from its first mate's first feature to the next read's; the
         // last entry is the total.
         let at: Vec<u64> = read_mates.iter().map(|&m| feature_first[m]).collect();
@@ -595,11 +682,11 @@ impl<'g> GpuClassifier<'g> {
         let mut locations = s.alloc_zeros::<u64>(total.max(1) as usize)?;
         let f = gpu.function("gather_locations")?;
         let mut b = s.launch_builder(&f);
-        b.arg(&self.index).arg(&found).arg(&first).arg(&n_features).arg(&mut locations);
+        b.arg(&self.index).arg(&l.found).arg(&first).arg(&n_features).arg(&mut locations);
         // SAFETY: feature f writes lengths[f] locations from first[f], within `total`.
         unsafe { b.launch(launch_config(gpu, n_features)) }?;
 
-        let range_dev = s.clone_htod(&range)?;
+        let range_dev = s.clone_htod(range)?;
         let max = self.max_candidates as u32;
         let mut cands = s.alloc_zeros::<DeviceCandidate>((n_reads * max as u64).max(1) as usize)?;
         let mut cand_count = s.alloc_zeros::<u32>(n_reads as usize)?;
@@ -615,31 +702,9 @@ impl<'g> GpuClassifier<'g> {
         b.arg(&max).arg(&mut cands).arg(&mut cand_count);
         // SAFETY: read r writes max candidates from r * max and count[r].
         unsafe { b.launch(config) }?;
-
+        // The kernels read these until they finish: wait before they are freed.
         s.synchronize()?;
-        let computed = clock.elapsed();
-        let clock = Instant::now();
-        // Into the vectors of a finished batch when there is one: memory already mapped.
-        let mut out = self.recycled.lock().expect("no batch panicked").pop().unwrap_or_default();
-        download(s, &cands, &mut out.cands)?;
-        download(s, &cand_count, &mut out.cand_count)?;
-        download(s, &counts, &mut out.feature_count)?;
-        if hit_list {
-            download(s, &taxa, &mut out.taxa)?;
-        } else {
-            out.taxa.clear();
-        }
-        {
-            let mut t = self.times.lock().expect("no batch panicked");
-            t.batches += 1;
-            t.reads += n_reads;
-            t.upload += uploaded;
-            t.kernels += computed;
-            t.download += clock.elapsed();
-        }
-        out.max = max as usize;
-        out.feature_first = feature_first;
-        out.read_mates = read_mates;
-        Ok(out)
+        drop((first, at_dev, read_first_dev, locations, range_dev));
+        Ok((cands, cand_count))
     }
 }

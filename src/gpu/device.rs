@@ -78,6 +78,14 @@ pub fn select(request: &GpuRequest) -> Result<Vec<Gpu>, GpuError> {
     }
 }
 
+/// How the summary lines name `gpus` (not empty): `GPU 0 (NVIDIA H100 80GB HBM3)`,
+/// `GPUs 0,1 (…)`.
+pub fn describe(gpus: &[Gpu]) -> String {
+    let ids: Vec<String> = gpus.iter().map(|g| g.ordinal.to_string()).collect();
+    let which = if ids.len() == 1 { "GPU" } else { "GPUs" };
+    format!("{which} {} ({})", ids.join(","), gpus[0].name)
+}
+
 impl Gpu {
     pub fn open(ordinal: usize) -> Result<Self, GpuError> {
         let ctx = CudaContext::new(ordinal)?;

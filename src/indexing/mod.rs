@@ -325,9 +325,7 @@ fn read_and_sketch<'g>(
                     &|batch| pb.insert_batch(batch),
                 )?;
                 let counts = pb.finish_reading()?;
-                let ids: Vec<String> = gpus.iter().map(|g| g.ordinal.to_string()).collect();
-                let which = if gpus.len() == 1 { "GPU" } else { "GPUs" };
-                let name = format!("{which} {} ({})", ids.join(","), gpus[0].name);
+                let name = crate::gpu::device::describe(gpus);
                 return Ok((targets, Inserted::Gpus(Box::new(pb), counts), name));
             }
             // With `--gpus all`, GPUs that cannot start the build mean the CPU, not a failure
