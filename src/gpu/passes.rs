@@ -283,35 +283,7 @@ impl<'g> PassBuild<'g> {
         let host_budget = opts.host_pair_bytes.unwrap_or_else(|| {
             crate::resources::available_memory_bytes().map_or(0, |b| (b as f64 * HOST_PAIR_SHARE) as u64)
         });
-        // The most pairs the inputs can give: every window a full sketch.
-        if let Some(bases) = estimate_bases(sources) {
-            let pair_bytes = (bases / params.stride as u64 + 1) * params.sketch_size as u64 * 8;
-            let spill = pair_bytes.saturating_sub(device_budgets + host_budget);
-            if spill > 0 {
-                let free = crate::resources::free_disk_bytes(tmp_dir).unwrap_or(0);
-                if free < spill + spill / 10 {
-                    return Err(BuildError::Output {
-                        path: tmp_dir.to_path_buf(),
-                        reason: format!(
-                            "the inputs (about {:.1} Gbp) give up to {} of (feature, window) pairs; the GPUs keep {} and host memory {}, so up to {} go to spill files here, but it has {} free: give --tmp-dir a folder with room, or build on more GPUs or a machine with more memory",
-                            bases as f64 / 1e9,
-                            human_bytes(pair_bytes),
-                            human_bytes(device_budgets),
-                            human_bytes(host_budget),
-                            human_bytes(spill),
-                            human_bytes(free)
-                        ),
-                    });
-                }
-                log::info!(
-                    "up to {} of pairs may be spilled to {} (the GPUs keep {}, host memory {})",
-                    human_bytes(spill),
-                    tmp_dir.display(),
-                    human_bytes(device_budgets),
-                    human_bytes(host_budget)
-                );
-            }
-        }
+        check_spill_room(sources, params, device_budgets, host_budget, tmp_dir)?;
         Ok(Self {
             gpus,
             params: *params,
@@ -497,29 +469,7 @@ impl<'g> PassBuild<'g> {
             off.host_bytes += bytes;
             Held::Host(host)
         } else {
-            if off.spill_staging.as_ref().is_none_or(|b| b.len() < count as usize) {
-                off.spill_staging = Some(HostBuffer::new(gpu, count as usize)?);
-            }
-            let staging = off.spill_staging.as_mut().expect("just made");
-            // SAFETY: as above.
-            unsafe { copy_async(staging.addr(0), ptr(gpu, &sorted), bytes as usize, &split)? };
-            split.synchronize().map_err(GpuError::from)?;
-            if off.spill.is_none() {
-                let file = crate::temp_files::create_scratch(&off.spill_dir)
-                    .map_err(|source| crate::input::InputError::Io { path: off.spill_dir.clone(), source })?;
-                log::info!("pairs beyond the GPUs' and the host's share go to {}", file.path().display());
-                off.spill = Some(file);
-            }
-            let at = off.spill_bytes;
-            let file = off.spill.as_ref().expect("just made");
-            // SAFETY: the copy into the staging buffer has finished (synchronized above).
-            let data: &[u8] = bytemuck::cast_slice(unsafe { &staging.as_slice()[..count as usize] });
-            file.as_file().write_all_at(data, at).map_err(|source| BuildError::Output {
-                path: file.path().to_path_buf(),
-                reason: format!("cannot write spilled pairs: {source}"),
-            })?;
-            off.spill_bytes += bytes;
-            Held::Spilled(at)
+            Held::Spilled(off.spill(gpu, &split, &sorted, count)?)
         };
         let mut owner = self.owners[d].lock().expect("no GPU batch panicked");
         owner.blocks.push(Block { held, pairs: count, shard_start });
@@ -830,39 +780,8 @@ impl<'g> PassBuild<'g> {
             match &block.held {
                 Held::Device(pairs) => select(ptr(gpu, pairs), block.pairs)?,
                 Held::Host(_) | Held::Spilled(_) => {
-                    let (a, b) = (block.shard_start[range.start], block.shard_start[range.end]);
-                    if a == b {
-                        continue;
-                    }
-                    let len = (b - a) as usize;
-                    // SAFETY: the copy below fills it before `select_pass` reads it.
-                    let tmp = unsafe { s.alloc::<u64>(len) }.map_err(GpuError::from)?;
-                    match &block.held {
-                        // SAFETY: the host block is not written after reading; `tmp` is new.
-                        Held::Host(host) => unsafe { copy_async(ptr(gpu, &tmp), host.addr(a as usize), len * 8, s)? },
-                        Held::Spilled(at) => {
-                            // The staging buffer is free once the stream has passed its last copy.
-                            s.synchronize().map_err(GpuError::from)?;
-                            if staging.as_ref().is_none_or(|b| b.len() < len) {
-                                *staging = Some(HostBuffer::new(gpu, len)?);
-                            }
-                            let buf = staging.as_mut().expect("just made");
-                            let off = self.off_gpu.lock().expect("no GPU batch panicked");
-                            let file = off.spill.as_ref().expect("spilled blocks have a spill file");
-                            // SAFETY: no copy uses the staging buffer (synchronized above).
-                            let dst: &mut [u8] = bytemuck::cast_slice_mut(unsafe { &mut buf.as_mut_slice()[..len] });
-                            file.as_file().read_exact_at(dst, at + a * 8).map_err(|source| BuildError::Output {
-                                path: file.path().to_path_buf(),
-                                reason: format!("cannot read spilled pairs back: {source}"),
-                            })?;
-                            drop(off);
-                            // SAFETY: the staging buffer holds `len` pairs and is not touched
-                            // until the stream has passed this copy.
-                            unsafe { copy_async(ptr(gpu, &tmp), buf.addr(0), len * 8, s)? };
-                        }
-                        Held::Device(_) => unreachable!(),
-                    }
-                    select(ptr(gpu, &tmp), len as u64)?;
+                    let Some(tmp) = self.copy_in(gpu, block, range.clone(), staging)? else { continue };
+                    select(ptr(gpu, &tmp), tmp.len() as u64)?;
                     // Freed on the stream after the kernel that reads it.
                     drop(tmp);
                 }
@@ -886,6 +805,125 @@ impl<'g> PassBuild<'g> {
         drop((keys, vals));
         Ok(table)
     }
+}
+
+impl PassBuild<'_> {
+    /// The pairs of a block kept off the GPU (in host memory or the spill file, read back
+    /// through `staging`) that fall in the shards of `range`, copied to a new device buffer on
+    /// the GPU's stream; `None` when the block has none there.
+    fn copy_in(
+        &self,
+        gpu: &Gpu,
+        block: &Block,
+        range: std::ops::Range<usize>,
+        staging: &mut Option<HostBuffer<u64>>,
+    ) -> Result<Option<CudaSlice<u64>>, BuildError> {
+        let s = &gpu.stream;
+        let (a, b) = (block.shard_start[range.start], block.shard_start[range.end]);
+        if a == b {
+            return Ok(None);
+        }
+        let len = (b - a) as usize;
+        // SAFETY: the copy below fills it before anything reads it.
+        let tmp = unsafe { s.alloc::<u64>(len) }.map_err(GpuError::from)?;
+        match &block.held {
+            // SAFETY: the host block is not written after reading; `tmp` is new.
+            Held::Host(host) => unsafe { copy_async(ptr(gpu, &tmp), host.addr(a as usize), len * 8, s)? },
+            Held::Spilled(at) => {
+                // The staging buffer is free once the stream has passed its last copy.
+                s.synchronize().map_err(GpuError::from)?;
+                if staging.as_ref().is_none_or(|b| b.len() < len) {
+                    *staging = Some(HostBuffer::new(gpu, len)?);
+                }
+                let buf = staging.as_mut().expect("just made");
+                let off = self.off_gpu.lock().expect("no GPU batch panicked");
+                let file = off.spill.as_ref().expect("spilled blocks have a spill file");
+                // SAFETY: no copy uses the staging buffer (synchronized above).
+                let dst: &mut [u8] = bytemuck::cast_slice_mut(unsafe { &mut buf.as_mut_slice()[..len] });
+                file.as_file().read_exact_at(dst, at + a * 8).map_err(|source| BuildError::Output {
+                    path: file.path().to_path_buf(),
+                    reason: format!("cannot read spilled pairs back: {source}"),
+                })?;
+                drop(off);
+                // SAFETY: the staging buffer holds `len` pairs and is not touched until the
+                // stream has passed this copy.
+                unsafe { copy_async(ptr(gpu, &tmp), buf.addr(0), len * 8, s)? };
+            }
+            Held::Device(_) => unreachable!("copy_in is for blocks off the GPU"),
+        }
+        Ok(Some(tmp))
+    }
+}
+
+impl OffGpu {
+    /// Appends `count` pairs of `sorted` (on `gpu`, written on `split`) to the spill file, made
+    /// at the first spill, through the staging buffer; returns where in the file they start.
+    fn spill(&mut self, gpu: &Gpu, split: &CudaStream, sorted: &CudaSlice<u64>, count: u64) -> Result<u64, BuildError> {
+        let bytes = count * 8;
+        if self.spill_staging.as_ref().is_none_or(|b| b.len() < count as usize) {
+            self.spill_staging = Some(HostBuffer::new(gpu, count as usize)?);
+        }
+        let staging = self.spill_staging.as_mut().expect("just made");
+        // SAFETY: both hold `count` pairs; the stream is synchronized before either is used.
+        unsafe { copy_async(staging.addr(0), ptr(gpu, sorted), bytes as usize, split)? };
+        split.synchronize().map_err(GpuError::from)?;
+        if self.spill.is_none() {
+            let file = crate::temp_files::create_scratch(&self.spill_dir)
+                .map_err(|source| crate::input::InputError::Io { path: self.spill_dir.clone(), source })?;
+            log::info!("pairs beyond the GPUs' and the host's share go to {}", file.path().display());
+            self.spill = Some(file);
+        }
+        let at = self.spill_bytes;
+        let file = self.spill.as_ref().expect("just made");
+        // SAFETY: the copy into the staging buffer has finished (synchronized above).
+        let data: &[u8] = bytemuck::cast_slice(unsafe { &staging.as_slice()[..count as usize] });
+        file.as_file().write_all_at(data, at).map_err(|source| BuildError::Output {
+            path: file.path().to_path_buf(),
+            reason: format!("cannot write spilled pairs: {source}"),
+        })?;
+        self.spill_bytes += bytes;
+        Ok(at)
+    }
+}
+
+/// Checks that `tmp_dir` has room for the pairs that may be spilled: the most the inputs can give
+/// (every window a full sketch), less what the GPUs and host memory keep; says where they may go.
+fn check_spill_room(
+    sources: &[Source],
+    params: &SketchParams,
+    device_budgets: u64,
+    host_budget: u64,
+    tmp_dir: &Path,
+) -> Result<(), BuildError> {
+    let Some(bases) = estimate_bases(sources) else { return Ok(()) };
+    let pair_bytes = (bases / params.stride as u64 + 1) * params.sketch_size as u64 * 8;
+    let spill = pair_bytes.saturating_sub(device_budgets + host_budget);
+    if spill == 0 {
+        return Ok(());
+    }
+    let free = crate::resources::free_disk_bytes(tmp_dir).unwrap_or(0);
+    if free < spill + spill / 10 {
+        return Err(BuildError::Output {
+            path: tmp_dir.to_path_buf(),
+            reason: format!(
+                "the inputs (about {:.1} Gbp) give up to {} of (feature, window) pairs; the GPUs keep {} and host memory {}, so up to {} go to spill files here, but it has {} free: give --tmp-dir a folder with room, or build on more GPUs or a machine with more memory",
+                bases as f64 / 1e9,
+                human_bytes(pair_bytes),
+                human_bytes(device_budgets),
+                human_bytes(host_budget),
+                human_bytes(spill),
+                human_bytes(free)
+            ),
+        });
+    }
+    log::info!(
+        "up to {} of pairs may be spilled to {} (the GPUs keep {}, host memory {})",
+        human_bytes(spill),
+        tmp_dir.display(),
+        human_bytes(device_budgets),
+        human_bytes(host_budget)
+    );
+    Ok(())
 }
 
 /// Pinned buffers per GPU for shards between download and write.

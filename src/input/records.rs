@@ -189,86 +189,91 @@ fn parse(bytes: Vec<u8>, format: Format) -> Block {
 fn parse_into(mut bytes: Vec<u8>, mut recs: Vec<Rec>, format: Format) -> Block {
     recs.clear();
     let mut appended: Vec<u8> = Vec::new();
-    let mut lines = Lines { bytes: &bytes, at: 0 };
     let mut line_no = 0u64;
-    let error = |line: u64, detail: String| Some(LocalError { line, detail });
-    let mut err = None;
-    match format {
-        Format::Fastq => {
-            while let Some((h0, h1)) = lines.next() {
-                line_no += 1;
-                if h1 == h0 {
-                    continue; // an empty line between records
-                }
-                if bytes[h0] != b'@' {
-                    err = error(line_no, "malformed record: a FASTQ record starts with '@'".into());
-                    break;
-                }
-                let (Some((s0, s1)), Some((p0, _)), Some((q0, q1))) = (lines.next(), lines.next(), lines.next()) else {
-                    err = error(line_no, "the file ends in the middle of a record".into());
-                    break;
-                };
-                line_no += 3;
-                if bytes.get(p0) != Some(&b'+') {
-                    err =
-                        error(line_no - 1, "malformed FASTQ record: the third line of a record starts with '+'".into());
-                    break;
-                }
-                if q1 - q0 != s1 - s0 {
-                    err = error(
-                        line_no,
-                        format!(
-                            "malformed FASTQ record: {} quality values for {} bases (the quality line must be as long as the sequence)",
-                            q1 - q0,
-                            s1 - s0
-                        ),
-                    );
-                    break;
-                }
-                recs.push(Rec { header: Span::of(h0 + 1, h1), seq: Span::of(s0, s1), qual: Some(Span::of(q0, q1)) });
-            }
-        }
-        Format::Fasta => {
-            let mut current: Option<(Span, Vec<(usize, usize)>)> = None;
-            let mut finish = |rec: Option<(Span, Vec<(usize, usize)>)>, recs: &mut Vec<Rec>| {
-                let Some((header, parts)) = rec else { return };
-                let seq = match parts.as_slice() {
-                    [] => Span::default(),
-                    [(a, b)] => Span::of(*a, *b),
-                    _ => {
-                        // Several lines: the sequence is copied without its line breaks.
-                        let start = appended.len();
-                        for &(a, b) in &parts {
-                            appended.extend_from_slice(&bytes[a..b]);
-                        }
-                        Span { start: (bytes.len() + start) as u32, len: (appended.len() - start) as u32 }
-                    }
-                };
-                recs.push(Rec { header, seq, qual: None });
-            };
-            while let Some((a, b)) = lines.next() {
-                line_no += 1;
-                if a < b && bytes[a] == b'>' {
-                    finish(current.take(), &mut recs);
-                    current = Some((Span::of(a + 1, b), Vec::new()));
-                } else if a < b {
-                    match &mut current {
-                        Some((_, parts)) => parts.push((a, b)),
-                        None => {
-                            err = error(line_no, "malformed record: a FASTA record starts with '>'".into());
-                            break;
-                        }
-                    }
-                }
-            }
-            if err.is_none() {
-                finish(current.take(), &mut recs);
-            }
-        }
-    }
+    let err = match format {
+        Format::Fastq => parse_fastq(&bytes, &mut recs, &mut line_no),
+        Format::Fasta => parse_fasta(&bytes, &mut recs, &mut appended, &mut line_no),
+    };
     let lines = if err.is_some() { line_no } else { memchr::memchr_iter(b'\n', &bytes).count() as u64 };
     bytes.extend_from_slice(&appended);
     Block { bytes, recs, lines, error: err, spare: None }
+}
+
+/// The FASTQ records of `bytes` into `recs`; `line_no` counts the lines read. The first
+/// malformed record's error, if any, ends the parse.
+fn parse_fastq(bytes: &[u8], recs: &mut Vec<Rec>, line_no: &mut u64) -> Option<LocalError> {
+    let error = |line: u64, detail: String| Some(LocalError { line, detail });
+    let mut lines = Lines { bytes, at: 0 };
+    while let Some((h0, h1)) = lines.next() {
+        *line_no += 1;
+        if h1 == h0 {
+            continue; // an empty line between records
+        }
+        if bytes[h0] != b'@' {
+            return error(*line_no, "malformed record: a FASTQ record starts with '@'".into());
+        }
+        let (Some((s0, s1)), Some((p0, _)), Some((q0, q1))) = (lines.next(), lines.next(), lines.next()) else {
+            return error(*line_no, "the file ends in the middle of a record".into());
+        };
+        *line_no += 3;
+        if bytes.get(p0) != Some(&b'+') {
+            return error(*line_no - 1, "malformed FASTQ record: the third line of a record starts with '+'".into());
+        }
+        if q1 - q0 != s1 - s0 {
+            return error(
+                *line_no,
+                format!(
+                    "malformed FASTQ record: {} quality values for {} bases (the quality line must be as long as the sequence)",
+                    q1 - q0,
+                    s1 - s0
+                ),
+            );
+        }
+        recs.push(Rec { header: Span::of(h0 + 1, h1), seq: Span::of(s0, s1), qual: Some(Span::of(q0, q1)) });
+    }
+    None
+}
+
+/// The FASTA records of `bytes` into `recs`; a sequence on several lines is copied, without its
+/// line breaks, to `appended` (its span then counts from the end of `bytes`, where `appended`
+/// goes). `line_no` counts the lines read; the first malformed record's error ends the parse.
+fn parse_fasta(bytes: &[u8], recs: &mut Vec<Rec>, appended: &mut Vec<u8>, line_no: &mut u64) -> Option<LocalError> {
+    let mut lines = Lines { bytes, at: 0 };
+    let mut current: Option<(Span, Vec<(usize, usize)>)> = None;
+    let mut finish = |rec: Option<(Span, Vec<(usize, usize)>)>, recs: &mut Vec<Rec>| {
+        let Some((header, parts)) = rec else { return };
+        let seq = match parts.as_slice() {
+            [] => Span::default(),
+            [(a, b)] => Span::of(*a, *b),
+            _ => {
+                let start = appended.len();
+                for &(a, b) in &parts {
+                    appended.extend_from_slice(&bytes[a..b]);
+                }
+                Span { start: (bytes.len() + start) as u32, len: (appended.len() - start) as u32 }
+            }
+        };
+        recs.push(Rec { header, seq, qual: None });
+    };
+    while let Some((a, b)) = lines.next() {
+        *line_no += 1;
+        if a < b && bytes[a] == b'>' {
+            finish(current.take(), recs);
+            current = Some((Span::of(a + 1, b), Vec::new()));
+        } else if a < b {
+            match &mut current {
+                Some((_, parts)) => parts.push((a, b)),
+                None => {
+                    return Some(LocalError {
+                        line: *line_no,
+                        detail: "malformed record: a FASTA record starts with '>'".into(),
+                    });
+                }
+            }
+        }
+    }
+    finish(current.take(), recs);
+    None
 }
 
 fn io_error(source: &Source, e: std::io::Error) -> InputError {

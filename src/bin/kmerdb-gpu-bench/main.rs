@@ -324,17 +324,7 @@ fn end_to_end(gbp: f64, copy_rate: f64) -> Result<(), Box<dyn std::error::Error>
     });
     host_limits(dir.path(), &files[0])?;
     let threads = std::thread::available_parallelism()?.get();
-    let passes = arg("--e2e-passes", 0.0) as u64;
-    let mut runs: Vec<(String, GpuRequest, GpuBuildOptions)> = Vec::new();
-    for (name, gpus) in crate::runs() {
-        if let (GpuRequest::List(ids), true) = (&gpus, passes > 0) {
-            // A P-th of each GPU's pairs: windows (bases / 112) x 16 features, shared by the GPUs.
-            let pairs = spec.total_bases() / 112 * 16 / ids.len() as u64;
-            let opts = GpuBuildOptions { pass_values: Some(pairs.div_ceil(passes)), ..Default::default() };
-            runs.push((format!("{name}, forced {passes} passes"), gpus.clone(), opts));
-        }
-        runs.push((name, gpus, GpuBuildOptions::default()));
-    }
+    let runs = end_to_end_runs(&spec, arg("--e2e-passes", 0.0) as u64);
     let mut hashes = Vec::new();
     for (name, gpus, gpu_options) in runs {
         let db = dir.path().join("e2e.db");
@@ -363,30 +353,7 @@ fn end_to_end(gbp: f64, copy_rate: f64) -> Result<(), Box<dyn std::error::Error>
             s.index_bytes as f64 / 1e9
         );
         if let Some(p) = &s.passes {
-            let secs = |d: std::time::Duration| d.as_secs_f64();
-            println!(
-                "end to end {name}: {} passes on {} GPU(s); GPUs: select+insert {:.2} s, condense+download {:.2} s (summed over GPUs); host: waiting {:.2} s, finishing {:.2} s, writing {:.2} s = {:.2} GB/s; pairs {:.1} GB on the GPUs, {:.1} GB in host memory, {:.1} GB spilled",
-                p.passes,
-                p.gpus,
-                secs(p.select_insert),
-                secs(p.condense),
-                secs(p.waiting_for_gpus),
-                secs(p.finishing),
-                secs(p.writing),
-                s.index_bytes as f64 / 1e9 / secs(p.writing).max(1e-9),
-                p.pairs_on_gpus as f64 / 1e9,
-                p.pairs_in_host_memory as f64 / 1e9,
-                p.pairs_spilled as f64 / 1e9,
-            );
-            let parts: Vec<String> = p.reading.iter().map(|(n, d)| format!("{n} {:.2} s", secs(*d))).collect();
-            let read = s.phases.first().map(|(_, d)| secs(*d)).unwrap_or(0.0);
-            println!(
-                "end to end {name}: reading threads (summed over threads): {}; uploads {:.1} GB = {:.2} s at the pinned copy rate, {:.0}% of the read phase",
-                parts.join(", "),
-                p.uploaded_bytes as f64 / 1e9,
-                p.uploaded_bytes as f64 / 1e9 / copy_rate,
-                100.0 * p.uploaded_bytes as f64 / 1e9 / copy_rate / read.max(1e-9)
-            );
+            print_passes(&name, &s, p, copy_rate);
         }
         hashes.push(hash_file(&db)?);
         std::fs::remove_file(&db)?;
@@ -401,6 +368,51 @@ fn end_to_end(gbp: f64, copy_rate: f64) -> Result<(), Box<dyn std::error::Error>
         return Err("index bytes differ between runs".into());
     }
     Ok(())
+}
+
+/// The pass build's lines of an end-to-end run: where the passes' time went, where the pairs
+/// were kept, and the reading threads' time.
+fn print_passes(name: &str, s: &kmerdb::indexing::BuildSummary, p: &kmerdb::indexing::PassSummary, copy_rate: f64) {
+    let secs = |d: std::time::Duration| d.as_secs_f64();
+    println!(
+        "end to end {name}: {} passes on {} GPU(s); GPUs: select+insert {:.2} s, condense+download {:.2} s (summed over GPUs); host: waiting {:.2} s, finishing {:.2} s, writing {:.2} s = {:.2} GB/s; pairs {:.1} GB on the GPUs, {:.1} GB in host memory, {:.1} GB spilled",
+        p.passes,
+        p.gpus,
+        secs(p.select_insert),
+        secs(p.condense),
+        secs(p.waiting_for_gpus),
+        secs(p.finishing),
+        secs(p.writing),
+        s.index_bytes as f64 / 1e9 / secs(p.writing).max(1e-9),
+        p.pairs_on_gpus as f64 / 1e9,
+        p.pairs_in_host_memory as f64 / 1e9,
+        p.pairs_spilled as f64 / 1e9,
+    );
+    let parts: Vec<String> = p.reading.iter().map(|(n, d)| format!("{n} {:.2} s", secs(*d))).collect();
+    let read = s.phases.first().map(|(_, d)| secs(*d)).unwrap_or(0.0);
+    println!(
+        "end to end {name}: reading threads (summed over threads): {}; uploads {:.1} GB = {:.2} s at the pinned copy rate, {:.0}% of the read phase",
+        parts.join(", "),
+        p.uploaded_bytes as f64 / 1e9,
+        p.uploaded_bytes as f64 / 1e9 / copy_rate,
+        100.0 * p.uploaded_bytes as f64 / 1e9 / copy_rate / read.max(1e-9)
+    );
+}
+
+/// The end-to-end runs: each of `runs()`, and before each GPU run the same forced into `passes`
+/// passes (when not 0), with their names.
+fn end_to_end_runs(spec: &SynthSpec, passes: u64) -> Vec<(String, GpuRequest, GpuBuildOptions)> {
+    let mut runs: Vec<(String, GpuRequest, GpuBuildOptions)> = Vec::new();
+    for (name, gpus) in crate::runs() {
+        if let (GpuRequest::List(ids), true) = (&gpus, passes > 0) {
+            // A P-th of each GPU's pairs: windows (bases / 112) x 16 features, shared by the GPUs.
+            let pairs = spec.total_bases() / 112 * 16 / ids.len() as u64;
+            let opts = GpuBuildOptions { pass_values: Some(pairs.div_ceil(passes)), ..Default::default() };
+            runs.push((format!("{name}, forced {passes} passes"), gpus.clone(), opts));
+        }
+        runs.push((name, gpus, GpuBuildOptions::default()));
+    }
+    runs
 }
 
 /// The reference set of the classify benchmarks: 200 synthetic species x 2 strains (2 Mbp each),
@@ -542,16 +554,16 @@ fn classify_data(dir: &std::path::Path, pairs: usize, samples: usize) -> Result<
     Ok(())
 }
 
-/// `kmerdb classify` on `pairs` simulated pairs (`simulate_pairs`) of the `classify_refs` set, on
-/// each GPU set and the CPU on every core.
-fn classify_pairs(pairs: usize, reads_limit: f64) -> Result<(), Box<dyn std::error::Error>> {
-    use kmerdb::classify::{ClassifyConfig, ReadLayout, Sample, SampleOutputs, classify};
+/// `pairs` simulated pairs of 150 bp from `genomes` as `r1.fq` and `r2.fq` in `dir`, read once
+/// into the page cache.
+fn write_pairs(
+    dir: &std::path::Path,
+    genomes: &Genomes,
+    pairs: usize,
+) -> Result<(std::path::PathBuf, std::path::PathBuf), Box<dyn std::error::Error>> {
     use std::io::Write;
-    let dir = tempfile::tempdir()?;
-    let (db, genomes) = classify_refs(dir.path())?;
-    let threads = std::thread::available_parallelism()?.get();
     let t = Instant::now();
-    let (r1, r2) = (dir.path().join("r1.fq"), dir.path().join("r2.fq"));
+    let (r1, r2) = (dir.join("r1.fq"), dir.join("r2.fq"));
     let mut w1 = std::io::BufWriter::with_capacity(1 << 22, std::fs::File::create(&r1)?);
     let mut w2 = std::io::BufWriter::with_capacity(1 << 22, std::fs::File::create(&r2)?);
     let qual = [b'I'; 150];
@@ -574,7 +586,17 @@ fn classify_pairs(pairs: usize, reads_limit: f64) -> Result<(), Box<dyn std::err
         size as f64 / 1e9,
         t.elapsed().as_secs_f64()
     );
+    Ok((r1, r2))
+}
 
+/// `kmerdb classify` on `pairs` simulated pairs (`simulate_pairs`) of the `classify_refs` set, on
+/// each GPU set and the CPU on every core.
+fn classify_pairs(pairs: usize, reads_limit: f64) -> Result<(), Box<dyn std::error::Error>> {
+    use kmerdb::classify::{ClassifyConfig, ReadLayout, Sample, SampleOutputs, classify};
+    let dir = tempfile::tempdir()?;
+    let (db, genomes) = classify_refs(dir.path())?;
+    let threads = std::thread::available_parallelism()?.get();
+    let (r1, r2) = write_pairs(dir.path(), &genomes, pairs)?;
     let mut outputs = Vec::new();
     for (name, gpus) in runs() {
         let out = |f: &str| Some(dir.path().join(format!("{}.{f}", outputs.len())));
