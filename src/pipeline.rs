@@ -125,6 +125,61 @@ impl<'scope, E: Send + 'scope> Pipeline<'scope, E> {
     }
 }
 
+/// Runs a two-stage pipeline whose first stage, `produce`, runs on the calling thread and whose
+/// last, `consume`, on a thread of its own, joined by a queue of `depth` items. For a caller that
+/// is one of a thread pool's threads and whose first stage runs on that pool: a stage thread
+/// that waited for the pool would wait for the caller, which waits for the stages.
+pub fn run_here<T: Send, E: Send>(
+    first: (&'static str, &mut dyn FnMut() -> Result<Option<T>, E>),
+    depth: usize,
+    last: (&'static str, &mut (dyn FnMut(T) -> Result<(), E> + Send)),
+) -> Result<Vec<(&'static str, StageTime)>, E> {
+    let ((first_name, produce), (last_name, consume)) = (first, last);
+    std::thread::scope(|scope| {
+        let (tx, rx) = sync_channel(depth);
+        let sink = scope.spawn(move || Queue(rx).sink(consume));
+        let mut time = StageTime::default();
+        let produced = loop {
+            let t = Instant::now();
+            match produce() {
+                Err(e) => break Err(e),
+                Ok(None) => break Ok(time),
+                Ok(Some(item)) => {
+                    time.busy += t.elapsed();
+                    if !pass_on(&tx, item, &mut time) {
+                        break Ok(time);
+                    }
+                }
+            }
+        };
+        drop(tx);
+        let consumed = sink.join().expect("a pipeline stage does not panic");
+        Ok(vec![(first_name, produced?), (last_name, consumed?)])
+    })
+}
+
+/// A first stage that works on `items` on `pool`, as many at once as the pool has threads, and
+/// gives the results in the items' order (a window of items at a time, each waiting for the
+/// slowest of its window: for items of about equal work, as shards are).
+pub fn in_order_windows<'a, I: Send + 'a, O: Send + 'a, E: Send + 'a>(
+    pool: &'a rayon::ThreadPool,
+    items: Vec<I>,
+    work: impl Fn(I) -> Result<O, E> + Sync + Send + 'a,
+) -> impl FnMut() -> Result<Option<O>, E> + Send + 'a {
+    use rayon::prelude::*;
+    let width = pool.current_num_threads().max(1);
+    let mut items = items.into_iter();
+    let mut ready = std::collections::VecDeque::with_capacity(width);
+    move || {
+        if ready.is_empty() {
+            let window: Vec<I> = items.by_ref().take(width).collect();
+            let done: Vec<Result<O, E>> = pool.install(|| window.into_par_iter().map(&work).collect());
+            ready.extend(done);
+        }
+        ready.pop_front().transpose()
+    }
+}
+
 /// Sends `item` on; false if the next stage has gone (it failed, or the run is ending).
 fn pass_on<T>(tx: &SyncSender<T>, item: T, time: &mut StageTime) -> bool {
     let t = Instant::now();
@@ -205,6 +260,40 @@ mod tests {
         });
         assert_eq!(result.unwrap_err(), "item 50 is bad");
         assert_eq!(seen, (1..50).collect::<Vec<_>>());
+    }
+
+    /// Windows of work on a pool come out in the items' order, and the first error (in that
+    /// order) ends the run with what came before it passed on; this holds on a pool of one
+    /// thread whose thread hosts the run, the case that `run_here` exists for.
+    #[test]
+    fn windows_on_a_pool_keep_the_items_order() {
+        for threads in [1, 4] {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            let slow_on_some = |x: u32| {
+                if x % 4 == 0 {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                if x == 90 { Err(format!("item {x} failed")) } else { Ok(x * 10) }
+            };
+            let mut seen = Vec::new();
+            let result = pool.install(|| {
+                let mut produce = in_order_windows(&pool, (0..100).collect(), slow_on_some);
+                run_here(
+                    ("work", &mut produce),
+                    4,
+                    ("collect", &mut |x| {
+                        seen.push(x);
+                        Ok(())
+                    }),
+                )
+            });
+            assert_eq!(result.unwrap_err(), "item 90 failed");
+            assert_eq!(seen, (0..90).map(|x| x * 10).collect::<Vec<_>>());
+            let mut produce = in_order_windows(&pool, (0..10).collect(), Ok::<u32, String>);
+            let times = pool.install(|| run_here(("work", &mut produce), 4, ("collect", &mut |_| Ok(())))).unwrap();
+            assert_eq!(times[0].1.items, 10);
+            assert_eq!(times[1].1.items, 10);
+        }
     }
 
     /// An error of the first stage or of the last ends the run and is returned.

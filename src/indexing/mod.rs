@@ -5,10 +5,12 @@
 //!    (feature, target, window) triples (the NCBI taxonomy loads on another thread meanwhile);
 //! 2. [`targets`]: order targets by name, give them taxa, prune the taxonomy;
 //! 3. [`condense`]: per shard, in parallel, sort the triples, drop overpopulated features, lay out
-//!    location lists and the key index.
+//!    location lists and the key index; a writing thread meanwhile writes the shards done so far
+//!    into the index file, in shard order (`pipeline::run_here`).
 //!
-//! Then `index::write_index` writes the file atomically. Peak memory is the bins (8 bytes per
-//! location) plus the growing index plus one input batch per reading thread.
+//! Then `IndexWriter::finish` writes the rest and renames the file into place. Peak memory is the
+//! bins (8 bytes per location) plus two pool-widths of condensed shards, or, while reading, one
+//! input batch per reading thread.
 //!
 //! On GPUs (`gpu::passes`), stage 1 sketches on the GPUs into (feature, window) pairs kept by the
 //! GPU that owns each shard, and stage 3 lays the shards out on the GPUs in passes, writing each
@@ -29,8 +31,9 @@ use crate::compute::{GpuBuildOptions, GpuRequest};
 use crate::index::format::{
     Counts, DEFAULT_SHARD_BITS, Header, IndexError, KeyIndexParams, Provenance, TaxonomySource,
 };
-use crate::index::{IndexFile, LocationLayout, ShardData, bcht, write_index};
+use crate::index::{IndexFile, IndexWriter, LocationLayout, ShardData, bcht};
 use crate::input::Source;
+use crate::pipeline;
 use crate::sketch::{HASH_FUNCTION_ID, SketchParams};
 use crate::taxonomy::{NcbiTaxonomy, SeqIdMap, TaxonomyError};
 use std::path::PathBuf;
@@ -167,14 +170,14 @@ pub fn build(config: &BuildConfig, on_progress: &(dyn Fn(u64, u64) + Sync)) -> R
     #[cfg(feature = "gpu")]
     {
         let gpus = crate::gpu::device::select(&config.gpus)?;
-        pool.install(|| build_in_pool(config, out, start, on_progress, &gpus))
+        pool.install(|| build_in_pool(config, out, start, on_progress, &pool, &gpus))
     }
     #[cfg(not(feature = "gpu"))]
     {
         if let GpuRequest::List(ids) = &config.gpus {
             return Err(BuildError::NoGpuSupport(format!("{ids:?}")));
         }
-        pool.install(|| build_in_pool(config, out, start, on_progress))
+        pool.install(|| build_in_pool(config, out, start, on_progress, &pool))
     }
 }
 
@@ -194,6 +197,7 @@ fn build_in_pool(
     out: IndexFile,
     start: Instant,
     on_progress: &(dyn Fn(u64, u64) + Sync),
+    pool: &rayon::ThreadPool,
     #[cfg(feature = "gpu")] gpus: &[crate::gpu::Gpu],
 ) -> Result<BuildSummary, BuildError> {
     let shard_bits = DEFAULT_SHARD_BITS;
@@ -234,18 +238,25 @@ fn build_in_pool(
     let max_windows = resolved.targets.iter().map(|t| t.windows).max().unwrap_or(1);
     let layout =
         LocationLayout::for_counts(resolved.targets.len() as u64, max_windows, config.max_locations_per_feature);
-    let job =
-        LayOut { config, raw_targets: &raw_targets, resolved: &resolved, layout, shard_bits, progress: &progress };
+    let job = LayOut {
+        config,
+        raw_targets: &raw_targets,
+        resolved: &resolved,
+        layout,
+        shard_bits,
+        progress: &progress,
+        pool,
+    };
     // Stage 3. The pruned taxa's names are read meanwhile.
     let (named, laid_out) = std::thread::scope(|scope| {
         let names = scope.spawn(|| name_taxa(taxonomy, &resolved.taxa));
         let laid_out = job.run(inserted, out);
         (names.join().expect("the names loader does not panic"), laid_out)
     });
-    let (laid_out, passes) = laid_out?;
+    let (writer, stats, passes) = laid_out?;
     resolved.taxa = named?;
     phase(if passes.is_some() { "passes (shards laid out on the GPUs and written)" } else { "condense" });
-    let (counts, index_bytes) = write_rest(config, layout, shard_bits, &resolved, laid_out)?;
+    let (counts, index_bytes) = write_rest(config, layout, shard_bits, &resolved, (writer, stats))?;
     phase("write");
     Ok(BuildSummary {
         db: config.db.clone(),
@@ -358,27 +369,26 @@ struct LayOut<'a> {
     raw_targets: &'a [sketching::RawTarget],
     resolved: &'a targets::Resolved,
     layout: LocationLayout,
-    #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
     shard_bits: u32,
     #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
     progress: &'a sketching::Progress,
+    pool: &'a rayon::ThreadPool,
 }
 
 impl LayOut<'_> {
     /// Stage 3: every shard condensed (sorted, overpopulated features dropped, location lists and
-    /// key index laid out), on the CPU into memory, or on the GPUs in passes, each shard written
-    /// into `out` as soon as it is done (with the passes' summary).
-    fn run(&self, inserted: Inserted<'_>, out: IndexFile) -> Result<(Laidout, Option<PassSummary>), BuildError> {
-        let cap = self.config.max_locations_per_feature;
+    /// key index laid out) and written into `out` in shard order: on the CPU, shards on every
+    /// thread of the pool at once while the one before is written; on the GPUs in passes (with
+    /// the passes' summary). Returns the writer, with the shards' counts.
+    fn run(
+        &self,
+        inserted: Inserted<'_>,
+        out: IndexFile,
+    ) -> Result<(IndexWriter, condense::ShardStats, Option<PassSummary>), BuildError> {
         match inserted {
             Inserted::Bins(bins) => {
-                use rayon::prelude::*;
-                let windows = condense::WindowMap::new(self.raw_targets, &self.resolved.final_id);
-                bins.into_par_iter()
-                    .map(|bin| condense::condense_bin(bin, &windows, &self.layout, cap))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map(|shards| (Laidout::Shards(shards, out), None))
-                    .map_err(|source| IndexError::ShardOverflow { path: self.config.db.clone(), source }.into())
+                let (writer, stats) = self.on_cpu(bins, out)?;
+                Ok((writer, stats, None))
             }
             #[cfg(feature = "gpu")]
             Inserted::Gpus(pb, counts) => self.on_gpus(&pb, &counts, out),
@@ -387,16 +397,46 @@ impl LayOut<'_> {
         }
     }
 
+    /// The index writer, with a header that says what the shards need (the final one comes last).
+    fn writer(&self, out: IndexFile) -> Result<IndexWriter, BuildError> {
+        let targets = Counts { targets: self.resolved.targets.len() as u64, ..Counts::default() };
+        Ok(IndexWriter::new(out, &make_header(self.config, self.layout, targets, self.shard_bits))?)
+    }
+
+    fn on_cpu(
+        &self,
+        bins: Vec<sketching::Bin>,
+        out: IndexFile,
+    ) -> Result<(IndexWriter, condense::ShardStats), BuildError> {
+        let cap = self.config.max_locations_per_feature;
+        let windows = condense::WindowMap::new(self.raw_targets, &self.resolved.final_id);
+        let mut writer = self.writer(out)?;
+        let mut stats = condense::ShardStats::default();
+        let condense = |bin| {
+            condense::condense_bin(bin, &windows, &self.layout, cap)
+                .map_err(|source| BuildError::from(IndexError::ShardOverflow { path: self.config.db.clone(), source }))
+        };
+        // This thread is one of the pool's: it condenses, and a thread of its own writes.
+        let mut condensed = pipeline::in_order_windows(self.pool, bins, condense);
+        let mut write = |(shard, s): (ShardData, condense::ShardStats)| {
+            writer.add_shard(&shard.slots, &shard.words, None)?;
+            stats += s;
+            Ok(())
+        };
+        let width = self.pool.current_num_threads();
+        let times = pipeline::run_here(("condensing", &mut condensed), width, ("writing", &mut write))?;
+        log::debug!("shards: {}", crate::pipeline::describe(&times));
+        Ok((writer, stats))
+    }
+
     #[cfg(feature = "gpu")]
     fn on_gpus(
         &self,
         pb: &crate::gpu::passes::PassBuild<'_>,
         counts: &[u64],
         out: IndexFile,
-    ) -> Result<(Laidout, Option<PassSummary>), BuildError> {
-        let targets = Counts { targets: self.resolved.targets.len() as u64, ..Counts::default() };
-        let template = make_header(self.config, self.layout, targets, self.shard_bits);
-        let mut writer = crate::index::IndexWriter::new(out, &template)?;
+    ) -> Result<(IndexWriter, condense::ShardStats, Option<PassSummary>), BuildError> {
+        let mut writer = self.writer(out)?;
         let first: Vec<u64> = self.raw_targets.iter().map(|t| t.first_window).collect();
         let cap = self.config.max_locations_per_feature;
         let (stats, report) =
@@ -420,33 +460,19 @@ impl LayOut<'_> {
             reading,
             uploaded_bytes,
         };
-        Ok((Laidout::Written(writer, stats), Some(passes)))
+        Ok((writer, stats, Some(passes)))
     }
 }
 
-/// Writes what stage 3 left unwritten (on the CPU, every shard) and the targets, taxa and header;
-/// returns the index's counts and size.
+/// Writes the targets, taxa and header after the shards; returns the index's counts and size.
 fn write_rest(
     config: &BuildConfig,
     layout: LocationLayout,
     shard_bits: u32,
     resolved: &targets::Resolved,
-    laid_out: Laidout,
+    (writer, stats): (IndexWriter, condense::ShardStats),
 ) -> Result<(Counts, u64), BuildError> {
     let (targets, taxa) = (&resolved.targets, &resolved.taxa);
-    let stats_of = |c: &[(ShardData, condense::ShardStats)]| {
-        let mut stats = condense::ShardStats::default();
-        for (_, s) in c {
-            stats += *s;
-        }
-        stats
-    };
-    let (stats, buckets) = match &laid_out {
-        Laidout::Shards(condensed, _) => {
-            (stats_of(condensed), condensed.iter().map(|(s, _)| s.slots.len() as u64 / bcht::BUCKET_SLOTS as u64).sum())
-        }
-        Laidout::Written(writer, stats) => (*stats, writer.buckets_written()),
-    };
     let counts = Counts {
         targets: targets.len() as u64,
         taxa: taxa.len() as u64,
@@ -456,25 +482,11 @@ fn write_rest(
         locations: stats.locations,
         dropped_features: stats.dropped_features,
         dropped_locations: stats.dropped_locations,
-        buckets,
+        buckets: writer.buckets_written(),
     };
     let header = make_header(config, layout, counts.clone(), shard_bits);
-    let index_bytes = match laid_out {
-        Laidout::Shards(condensed, file) => {
-            let shards: Vec<ShardData> = condensed.into_iter().map(|(shard, _)| shard).collect();
-            write_index(file, header, &shards, targets, taxa)?
-        }
-        Laidout::Written(writer, _) => writer.finish(header, targets, taxa)?,
-    };
+    let index_bytes = writer.finish(header, targets, taxa)?;
     Ok((counts, index_bytes))
-}
-
-/// Stage 3's result: shards in memory with the file they go to (the CPU), or already written
-/// (the GPUs).
-enum Laidout {
-    Shards(Vec<(ShardData, condense::ShardStats)>, IndexFile),
-    #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
-    Written(crate::index::IndexWriter, condense::ShardStats),
 }
 
 /// The index header for `config` with `layout` and `counts` (sections are filled in when written).
