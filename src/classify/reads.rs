@@ -80,7 +80,7 @@ impl Batch {
     /// The read id: the first header word of its first mate without a trailing `/1` or `/2`
     /// (borrowed unless the header is not UTF-8).
     pub fn id(&self, r: usize) -> std::borrow::Cow<'_, str> {
-        String::from_utf8_lossy(strip_mate_suffix(first_word(self.header(r, 0))))
+        String::from_utf8_lossy(crate::output::read_id_bytes(self.header(r, 0), self.per_read == 2))
     }
 
     /// Read `r`'s sequences, one per mate, into `out`.
@@ -109,8 +109,9 @@ impl Batch {
     }
 }
 
-/// `name/1` and `name/2` → `name`.
-pub fn strip_mate_suffix(id: &[u8]) -> &[u8] {
+/// `name/1` and `name/2` → `name`, for pairing mates (the ids the outputs show are
+/// `output::read_id`'s).
+fn strip_mate_suffix(id: &[u8]) -> &[u8] {
     match id {
         [rest @ .., b'/', b'1' | b'2'] => rest,
         _ => id,
@@ -382,6 +383,8 @@ mod tests {
         assert_eq!(reads[1].1[1], b"CC");
         let reads = all(ReadLayout::Single(vec![r1.clone(), r1])).unwrap();
         assert_eq!(reads.len(), 6);
+        // A single read keeps its `/1` (as Kraken 2 writes it); only pairs lose it.
+        assert_eq!(reads[0].0, "a/1");
     }
 
     #[test]

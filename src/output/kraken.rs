@@ -54,13 +54,15 @@ impl ReadResult<'_> {
 /// assert_eq!(read_id(b"SRR1.7/1 length=150", false), "SRR1.7/1");
 /// ```
 pub fn read_id(header: &[u8], paired: bool) -> String {
+    String::from_utf8_lossy(read_id_bytes(header, paired)).into_owned()
+}
+
+/// [`read_id`], borrowed from the header: what the classifier writes for every read.
+pub fn read_id_bytes(header: &[u8], paired: bool) -> &[u8] {
     let end = header.iter().position(|b| b.is_ascii_whitespace()).unwrap_or(header.len());
-    let mut id = &header[..end];
+    let id = &header[..end];
     // Kraken 2 leaves ids of two characters or fewer alone ("/1" stays "/1").
-    if paired && id.len() > 2 && matches!(id, [.., b'/', b'1' | b'2']) {
-        id = &id[..id.len() - 2];
-    }
-    String::from_utf8_lossy(id).into_owned()
+    if paired && id.len() > 2 && matches!(id, [.., b'/', b'1' | b'2']) { &id[..id.len() - 2] } else { id }
 }
 
 /// Writes one Kraken per-read line for `r`, newline-terminated.
