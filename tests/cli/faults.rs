@@ -240,3 +240,31 @@ fn two_builds_of_one_index_at_once_leave_one_of_them_whole() {
         assert!(temporaries(d).is_empty(), "round {round}: {:?}", temporaries(d));
     }
 }
+
+/// A reader that stops early (`kmerdb classify ... | head`) ends the run quietly with exit 0, as
+/// for ripgrep and coreutils: a broken pipe on the output is not a failure.
+#[test]
+fn a_reader_that_stops_early_ends_classify_quietly() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("data.db");
+    build_data(&db).assert().success();
+    let reads = data().join("reads");
+    let mut child = kmerdb_process()
+        .args(["classify", "--gpus", "none", "-d"])
+        .arg(&db)
+        .arg("-1")
+        .arg(reads.join("sample_R1.fq.gz"))
+        .arg("-2")
+        .arg(reads.join("sample_R2.fq.gz"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut head = [0u8; 100];
+    child.stdout.take().unwrap().read_exact(&mut head).unwrap();
+    // The pipe closes here, with most of the lines unread.
+    let (code, stderr) = stderr_of(child);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(!stderr.contains("error"), "{stderr}");
+}

@@ -53,6 +53,14 @@ fn main() {
         Command::Manpages { dir } => man::write(&dir),
     };
     if let Err(e) = result {
+        // A reader that stopped early (`| head`) closed the output pipe: that ends the run, and is
+        // no failure (as for ripgrep and coreutils).
+        let broken_pipe = |c: &(dyn std::error::Error + 'static)| {
+            c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+        };
+        if e.chain().any(broken_pipe) {
+            std::process::exit(0);
+        }
         // The library's messages already quote their causes; add only what they do not say.
         let mut message = e.to_string();
         for cause in e.chain().skip(1).map(|c| c.to_string()) {
