@@ -23,7 +23,7 @@
 //! lookups.
 
 pub use crate::hits::{Candidate, push_run};
-use crate::index::{Index, LocationList};
+use crate::index::{Index, LocationLayout, LocationList};
 use crate::sketch::Sketcher;
 use crate::taxonomy::{TaxId, TaxonTree};
 
@@ -164,7 +164,14 @@ impl<'a> Classifier<'a> {
             self.locations.retain(|&l| layout.unpack(l).0 < n_targets);
             let total_len: usize = mates.iter().map(|m| m.len()).sum();
             let range = 2 + total_len.max(self.params.insert_size) / stride;
-            top_candidates(&mut self.locations, index, range as u32, self.params.max_candidates, &mut self.candidates);
+            let layout = index.layout();
+            top_candidates(
+                &mut self.locations,
+                &layout,
+                range as u32,
+                self.params.max_candidates,
+                &mut self.candidates,
+            );
             call.taxid = decide(&self.candidates, self.params, self.target_taxa, tree);
             if self.keep_candidates {
                 call.candidates = self.candidates.iter().map(|c| (c.target, c.hits)).collect();
@@ -193,10 +200,15 @@ fn feature_taxon(list: &LocationList, index: &Index, target_nodes: &[u32], tree:
 }
 
 /// Fills `out` with the best `max` candidates of the gathered `locations` (sorted here).
-pub fn top_candidates(locations: &mut [u64], index: &Index, range: u32, max: usize, out: &mut Vec<Candidate>) {
+pub fn top_candidates(
+    locations: &mut [u64],
+    layout: &LocationLayout,
+    range: u32,
+    max: usize,
+    out: &mut Vec<Candidate>,
+) {
     out.clear();
     locations.sort_unstable();
-    let layout = index.layout();
     for run in locations.chunk_by(|a, b| layout.unpack(*a).0 == layout.unpack(*b).0) {
         let target = layout.unpack(run[0]).0;
         let window = |i: usize| layout.unpack(run[i]).1;
@@ -240,5 +252,105 @@ pub fn decide(candidates: &[Candidate], params: &ClassifyParams, target_taxa: &[
     match &params.lowest_rank {
         Some(rank) => tree.ancestor_at_rank(taxon, rank).unwrap_or(taxon),
         None => taxon,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::taxonomy::Taxon;
+
+    /// root 1 - genus 10 - species 100 (strain 1000 below it) and species 101.
+    fn tree() -> TaxonTree {
+        let taxon = |taxid, parent, rank: &str| Taxon { taxid, parent, rank: rank.into(), name: format!("t{taxid}") };
+        TaxonTree::new(vec![
+            taxon(1, 1, "no rank"),
+            taxon(10, 1, "genus"),
+            taxon(100, 10, "species"),
+            taxon(101, 10, "species"),
+            taxon(1000, 100, "strain"),
+        ])
+        .unwrap()
+    }
+
+    /// Targets 0, 1, 2 belong to strain 1000, species 101 and species 100.
+    const TARGET_TAXA: [TaxId; 3] = [1000, 101, 100];
+
+    fn params(hitmin: u32, hitdiff: f64, lowest_rank: Option<&str>) -> ClassifyParams {
+        ClassifyParams { hitmin, hitdiff, max_candidates: 2, insert_size: 0, lowest_rank: lowest_rank.map(Into::into) }
+    }
+
+    fn candidate(target: u32, hits: u32) -> Candidate {
+        Candidate { target, hits, first_window: 0, last_window: 0 }
+    }
+
+    #[test]
+    fn no_candidate_or_too_few_hits_is_unclassified() {
+        let (tree, p) = (tree(), params(3, 0.0, None));
+        assert_eq!(decide(&[], &p, &TARGET_TAXA, &tree), 0);
+        assert_eq!(decide(&[candidate(0, 2)], &p, &TARGET_TAXA, &tree), 0);
+        assert_eq!(decide(&[candidate(0, 3)], &p, &TARGET_TAXA, &tree), 1000);
+    }
+
+    #[test]
+    fn only_candidates_tied_with_the_best_join_the_lca_by_default() {
+        let (tree, p) = (tree(), params(3, 0.0, None));
+        assert_eq!(decide(&[candidate(0, 9), candidate(1, 8)], &p, &TARGET_TAXA, &tree), 1000);
+        assert_eq!(decide(&[candidate(0, 9), candidate(1, 9)], &p, &TARGET_TAXA, &tree), 10);
+        assert_eq!(decide(&[candidate(0, 9), candidate(2, 9)], &p, &TARGET_TAXA, &tree), 100);
+    }
+
+    /// `hitdiff` is a share of the best count: with 0.2, a candidate with 8 of the best's 10 hits
+    /// joins (exactly at the threshold), one with 7 does not.
+    #[test]
+    fn hitdiff_admits_candidates_within_its_share_of_the_best() {
+        let tree = tree();
+        let p = params(3, 0.2, None);
+        assert_eq!(decide(&[candidate(0, 10), candidate(1, 8)], &p, &TARGET_TAXA, &tree), 10);
+        assert_eq!(decide(&[candidate(0, 10), candidate(1, 7)], &p, &TARGET_TAXA, &tree), 1000);
+    }
+
+    #[test]
+    fn lowest_rank_lifts_calls_below_it_and_leaves_the_rest() {
+        let (tree, p) = (tree(), params(3, 0.0, Some("species")));
+        assert_eq!(decide(&[candidate(0, 5)], &p, &TARGET_TAXA, &tree), 100);
+        assert_eq!(decide(&[candidate(0, 5), candidate(1, 5)], &p, &TARGET_TAXA, &tree), 10);
+    }
+
+    /// Per target, the most locations within `range` consecutive windows; the top list is ordered
+    /// by hits, then by target id, and cut at `max`.
+    #[test]
+    fn top_candidates_take_each_targets_best_range_and_break_ties_by_target() {
+        let layout = LocationLayout::for_counts(4, 1000, 254);
+        let mut locations: Vec<u64> = [
+            (3, 10),
+            (3, 11),
+            (3, 12), // target 3: 3 hits within 3 windows
+            (1, 0),
+            (1, 50),
+            (1, 51),
+            (1, 52),
+            (1, 200), // target 1: 3 hits in 50..=52
+            (0, 5),
+            (0, 9), // target 0: 2 hits 4 windows apart, 1 within a range of 3
+            (2, 7),
+            (2, 7),
+            (2, 8), // target 2: 3 hits
+        ]
+        .iter()
+        .map(|&(t, w)| layout.pack(t, w))
+        .collect();
+        let mut out = Vec::new();
+        top_candidates(&mut locations, &layout, 3, 2, &mut out);
+        let want = [
+            Candidate { target: 1, hits: 3, first_window: 50, last_window: 52 },
+            Candidate { target: 2, hits: 3, first_window: 7, last_window: 8 },
+        ];
+        assert_eq!(out, want);
+        top_candidates(&mut locations, &layout, 3, 4, &mut out);
+        let ranked: Vec<(u32, u32)> = out.iter().map(|c| (c.target, c.hits)).collect();
+        assert_eq!(ranked, [(1, 3), (2, 3), (3, 3), (0, 1)]);
+        top_candidates(&mut locations, &layout, 5, 4, &mut out);
+        assert_eq!(out[3], Candidate { target: 0, hits: 2, first_window: 5, last_window: 9 });
     }
 }

@@ -424,16 +424,16 @@ mod tests {
         assert!(msg.contains("c.accession2taxid line 2: expected 4 tab-separated columns"), "{msg}");
     }
 
+    /// The bundled map (`data/seqid2taxid.map`), always there: versioned accessions, found with
+    /// and without their version, and ids that are not accessions.
     #[test]
-    fn loads_real_seqid2taxid_map() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/refs/seqid2taxid.map");
-        if !path.exists() {
-            eprintln!("skipping: {} not found", path.display());
-            return;
-        }
+    fn loads_the_bundled_seqid2taxid_map() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/seqid2taxid.map");
         let map = SeqIdMap::load(&[path]).expect("load");
         assert_eq!(map.get("NC_008253.1"), Some(362663));
-        assert_eq!(map.get("NZ_CP016182.2"), Some(562));
-        assert_eq!(map.get("NZ_CP016182"), Some(562));
+        assert_eq!(map.get("NC_002951.2"), Some(93062));
+        assert_eq!(map.get("NC_002951"), Some(93062));
+        assert_eq!(map.get("Ecoli_K12_MG1655_1"), Some(511145));
+        assert_eq!(map.get("NC_999999.1"), None);
     }
 }
