@@ -470,7 +470,7 @@ const READS: &[&[&str]] = &[
 /// gives what the plain one gives; a read classifies alike alone and in a group; candidates are
 /// targets of the index; calls are taxa of the tree; info serialises to JSON.
 pub fn use_index(index: &Index) {
-    let info = crate::info::describe(index, None);
+    let info = crate::info::describe(index, false);
     let _ = crate::info::render_text(&info);
     serde_json::to_string(&info).expect("index info serialises to JSON");
 

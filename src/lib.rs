@@ -11,7 +11,8 @@
 //! - [`hits`]: what a read's lookups found (candidates, hit runs), below both classifiers;
 //! - [`classify`]: reads → taxa; [`output`]: the files classification writes;
 //! - [`info`]: describing an index;
-//! - [`pipeline`]: stages on threads of their own joined by bounded queues (classify's batches);
+//! - [`pipeline`]: stages on threads of their own joined by bounded queues (classify, merge, the
+//!   CPU build's shards);
 //! - [`paths`]: the files a command reads and writes, checked against each other before any work;
 //! - [`temp_files`]: temporary files, named per process and removed on error, signal or next run.
 //!

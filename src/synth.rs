@@ -99,18 +99,6 @@ fn write_record(out: &mut impl Write, name: &str, seq: &[u8]) -> std::io::Result
     Ok(())
 }
 
-/// Writes the collection as FASTA (80 bases a line).
-pub fn write_fasta(spec: &SynthSpec, out: &mut impl Write) -> std::io::Result<()> {
-    let mut result = Ok(());
-    generate(spec, |name, seq| {
-        if result.is_err() {
-            return;
-        }
-        result = write_record(out, name, seq);
-    });
-    result
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,6 +114,18 @@ mod tests {
         let mut again = Vec::new();
         generate(&spec, |_, s| again.push(s.to_vec()));
         assert_eq!(seqs, again);
+    }
+
+    /// Writes the collection as FASTA (80 bases a line).
+    fn write_fasta(spec: &SynthSpec, out: &mut impl Write) -> std::io::Result<()> {
+        let mut result = Ok(());
+        generate(spec, |name, seq| {
+            if result.is_err() {
+                return;
+            }
+            result = write_record(out, name, seq);
+        });
+        result
     }
 
     /// Files written in parallel hold every species once, each as `generate` makes it.

@@ -24,7 +24,7 @@ mod tree;
 
 pub use error::TaxonomyError;
 pub use ncbi::NcbiTaxonomy;
-pub use seqmap::{SeqIdMap, seq_id, taxid_from_header};
+pub use seqmap::{SeqIdMap, taxid_from_header};
 pub use tree::{Taxon, TaxonTree};
 
 /// An NCBI taxonomy identifier.

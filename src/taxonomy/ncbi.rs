@@ -280,14 +280,6 @@ impl NcbiTaxonomy {
         rows.into_iter().map(|row| self.row_taxon(row)).collect()
     }
 
-    /// Like [`NcbiTaxonomy::prune`], but fails on the first taxid that is not a current taxon.
-    pub fn try_prune(&self, keep: &[TaxId]) -> Result<Vec<Taxon>, TaxonomyError> {
-        if let Some(&taxid) = keep.iter().find(|&&t| !self.contains(t)) {
-            return Err(TaxonomyError::UnknownTaxid { taxid });
-        }
-        Ok(self.prune(keep))
-    }
-
     /// Rows of the union of the lineages of `keep`, sorted by taxid.
     fn lineage_rows(&self, keep: &[TaxId], mut on_unknown: impl FnMut(TaxId)) -> Vec<usize> {
         let root = self.index.get(ROOT).map(|r| r as usize);
@@ -887,10 +879,9 @@ mod tests {
         assert_eq!(taxa[0], Taxon { taxid: 1, parent: 1, rank: "no rank".into(), name: "root".into() });
         // Deterministic regardless of input order.
         assert_eq!(tax.prune(&[562, 28901, 511145]), taxa);
-        // Root only for nothing; unknown ids skipped by prune, rejected by try_prune.
+        // Root only for nothing; unknown ids skipped.
         assert_eq!(tax.prune(&[]).len(), 1);
         assert_eq!(tax.prune(&[999, 562]).len(), 9);
-        assert!(matches!(tax.try_prune(&[562, 999]), Err(TaxonomyError::UnknownTaxid { taxid: 999 })));
         // The pruned set forms a valid tree.
         let tree = crate::taxonomy::TaxonTree::new(taxa).expect("valid tree");
         assert_eq!(tree.lca(511145, 28901), 543);

@@ -60,13 +60,6 @@ pub fn taxid_from_header(id_and_desc: &str) -> Option<TaxId> {
     None
 }
 
-/// The sequence id of a FASTA/FASTQ header: its first whitespace-separated word, without a
-/// leading `>` or `@`.
-pub fn seq_id(header: &str) -> &str {
-    let header = header.strip_prefix(['>', '@']).unwrap_or(header);
-    header.split_ascii_whitespace().next().unwrap_or("")
-}
-
 /// How a key entered the map; see the module comment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Strength {
@@ -303,14 +296,6 @@ mod tests {
         assert_eq!(taxid_from_header("taxid|99999999999"), None);
         assert_eq!(taxid_from_header("NC_000913.3 Escherichia coli"), None);
         assert_eq!(taxid_from_header(""), None);
-    }
-
-    #[test]
-    fn seq_id_is_first_word() {
-        assert_eq!(seq_id(">NC_000913.3 Escherichia coli"), "NC_000913.3");
-        assert_eq!(seq_id("@read/1\tx"), "read/1");
-        assert_eq!(seq_id("plain"), "plain");
-        assert_eq!(seq_id(""), "");
     }
 
     #[test]

@@ -133,13 +133,10 @@ fn run_merge(args: MergeArgs) -> Result<()> {
 
 fn run_info(args: InfoArgs) -> Result<()> {
     let index = Index::open(&args.db, Verify::Metadata)?;
-    let verified = if args.verify {
+    if args.verify {
         index.verify_all()?;
-        Some(true)
-    } else {
-        None
-    };
-    let info = kmerdb::info::describe(&index, verified);
+    }
+    let info = kmerdb::info::describe(&index, args.verify);
     let mut out = std::io::stdout().lock();
     if args.json {
         serde_json::to_writer_pretty(&mut out, &info).context("writing JSON")?;
