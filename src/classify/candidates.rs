@@ -164,10 +164,9 @@ impl<'a> Classifier<'a> {
             self.locations.retain(|&l| layout.unpack(l).0 < n_targets);
             let total_len: usize = mates.iter().map(|m| m.len()).sum();
             let range = 2 + total_len.max(self.params.insert_size) / stride;
-            let layout = index.layout();
             top_candidates(
                 &mut self.locations,
-                &layout,
+                index.layout(),
                 range as u32,
                 self.params.max_candidates,
                 &mut self.candidates,

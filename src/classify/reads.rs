@@ -349,8 +349,11 @@ mod tests {
         Source::File(p)
     }
 
+    /// Reads as ids with each mate's sequence.
+    type Reads = Vec<(String, Vec<Vec<u8>>)>;
+
     /// Every read: its id and each mate's sequence.
-    fn all(layout: ReadLayout) -> Result<Vec<(String, Vec<Vec<u8>>)>, ReadError> {
+    fn all(layout: ReadLayout) -> Result<Reads, ReadError> {
         let pool = Arc::new(rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap());
         let mut s = ReadStream::new(layout, pool)?;
         let mut out = Vec::new();

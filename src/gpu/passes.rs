@@ -579,13 +579,13 @@ impl<'g> PassBuild<'g> {
         let gpu_times: Vec<Mutex<(Duration, Duration)>> = (0..n).map(|_| Mutex::new(Default::default())).collect();
         let (stats, waiting, finishing, writing) = std::thread::scope(|scope| -> Result<_, BuildError> {
             let mut pools = Vec::new();
-            for d in 0..n {
+            for (d, times) in gpu_times.iter().enumerate() {
                 let (free_tx, free) = channel::<ShardBuffer>();
                 for _ in 0..SHARD_BUFFERS {
                     free_tx.send(ShardBuffer::default()).expect("the receiver is alive");
                 }
                 pools.push(free_tx);
-                let (tx, job, times) = (downloaded_tx.clone(), &job, &gpu_times[d]);
+                let (tx, job) = (downloaded_tx.clone(), &job);
                 scope.spawn(move || self.gpu_passes(d, job, free, tx, times));
             }
             drop(downloaded_tx);

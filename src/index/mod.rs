@@ -400,6 +400,9 @@ mod tests {
     use super::test_index::{open_fixed, seed, with_header};
     use super::*;
 
+    /// A change to a header, for the tests that open what it makes.
+    type HeaderChange = fn(&mut Header);
+
     /// Where a section lies in the seed index.
     fn section(bytes: &[u8], kind: SectionKind) -> std::ops::Range<usize> {
         let (header, _): (Header, usize) =
@@ -455,7 +458,7 @@ mod tests {
     /// window) were used as they were, and sketching a read sliced past its end.
     #[test]
     fn regression_invalid_sketch_parameters_are_corrupt() {
-        let cases: [(&str, fn(&mut Header)); 4] = [
+        let cases: [(&str, HeaderChange); 4] = [
             ("the stride must be between 1 and window - k + 1", |h| h.sketch.stride = h.sketch.window + 5),
             ("k must be between 1 and 32, got 0", |h| h.sketch.k = 0),
             ("k must be between 1 and 32, got 33", |h| h.sketch.k = 33),
@@ -472,7 +475,7 @@ mod tests {
     /// made list decoding divide by zero or shift out of range.
     #[test]
     fn regression_impossible_location_layout_is_corrupt() {
-        let cases: [(&str, fn(&mut Header)); 4] = [
+        let cases: [(&str, HeaderChange); 4] = [
             ("0-bit list entries", |h| h.layout.entry_bits = 0),
             ("65-bit list entries", |h| h.layout.entry_bits = 65),
             ("locations of 7 target and 64 window bits", |h| (h.layout.target_bits, h.layout.window_bits) = (7, 64)),
@@ -534,7 +537,7 @@ mod tests {
     /// reader implements, so an index of another hash function would give wrong answers.
     #[test]
     fn regression_other_hash_function_or_key_index_is_unsupported() {
-        let cases: [(&str, fn(&mut Header)); 2] = [
+        let cases: [(&str, HeaderChange); 2] = [
             ("uses k-mer hash function 2", |h| h.hash_function = 2),
             ("uses a key index of shape", |h| h.key_index.bucket_slots = 8),
         ];

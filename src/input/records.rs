@@ -430,11 +430,8 @@ fn record_start_from(file: &std::fs::File, len: u64, x: u64, format: Format) -> 
             let mut lines = Lines { bytes: &buf, at: start };
             let (_, _, plus) = (lines.next(), lines.next(), lines.next());
             match plus {
-                Some((p, _)) if p < buf.len() => {
-                    if buf[p] == b'+' {
-                        return Ok(from + start as u64);
-                    }
-                }
+                Some((p, _)) if p < buf.len() && buf[p] == b'+' => return Ok(from + start as u64),
+                Some((p, _)) if p < buf.len() => {}
                 // Not enough of the file here to tell: a larger window.
                 _ if !at_end => break,
                 _ => {}

@@ -30,7 +30,8 @@ enum Sink {
     /// An existing non-regular file (device, pipe), written in place.
     Direct(BufWriter<File>),
     Plain(BufWriter<TempFile>, PathBuf),
-    Gzip(BufWriter<GzEncoder<TempFile>>, PathBuf),
+    /// Boxed: the encoder's state is most of the enum's size otherwise.
+    Gzip(Box<BufWriter<GzEncoder<TempFile>>>, PathBuf),
 }
 
 /// Opens `path` for writing: `-` is stdout, a name ending in `.gz` is gzip-compressed (default
@@ -49,7 +50,8 @@ pub fn create_output(path: &Path) -> io::Result<Output> {
     }
     let temp = temp_files::create_beside(path).map_err(context)?;
     let sink = if path.extension().is_some_and(|ext| ext == "gz") {
-        Sink::Gzip(BufWriter::with_capacity(BUFFER, GzEncoder::new(temp, Compression::default())), path.to_owned())
+        let encoder = GzEncoder::new(temp, Compression::default());
+        Sink::Gzip(Box::new(BufWriter::with_capacity(BUFFER, encoder)), path.to_owned())
     } else {
         Sink::Plain(BufWriter::with_capacity(BUFFER, temp), path.to_owned())
     };

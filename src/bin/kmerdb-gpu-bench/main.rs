@@ -567,7 +567,7 @@ fn write_pairs(
     let mut w1 = std::io::BufWriter::with_capacity(1 << 22, std::fs::File::create(&r1)?);
     let mut w2 = std::io::BufWriter::with_capacity(1 << 22, std::fs::File::create(&r2)?);
     let qual = [b'I'; 150];
-    for (i, (m1, m2)) in simulate_pairs(&genomes, 0x5eed).take(pairs).enumerate() {
+    for (i, (m1, m2)) in simulate_pairs(genomes, 0x5eed).take(pairs).enumerate() {
         for (w, m, mate) in [(&mut w1, &m1, 1), (&mut w2, &m2, 2)] {
             writeln!(w, "@p{i}/{mate}")?;
             w.write_all(m)?;

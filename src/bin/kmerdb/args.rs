@@ -22,7 +22,8 @@ pub enum Command {
     /// Build an index from reference genomes (FASTA, plain or gz/bz2/xz/zst).
     Build(BuildArgs),
     /// Classify reads (FASTA/FASTQ, single, paired or interleaved) against an index.
-    Classify(ClassifyArgs),
+    /// Boxed: its flags are most of the enum's size otherwise.
+    Classify(Box<ClassifyArgs>),
     /// Describe an index: parameters, targets, sizes; optionally verify its checksums.
     Info(InfoArgs),
     /// Join the --candidates-out files of a partitioned index's parts into one run's outputs.

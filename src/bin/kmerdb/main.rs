@@ -43,7 +43,7 @@ fn main() {
     remove_temp_files_on_signals();
     let result = match cli.command {
         Command::Build(args) => run_build(args, cli.quiet),
-        Command::Classify(args) => run_classify(args),
+        Command::Classify(args) => run_classify(*args),
         Command::Info(args) => run_info(args),
         Command::Merge(args) => run_merge(args),
         Command::Completions { shell } => {
