@@ -7,7 +7,6 @@
 #include "common.cuh"
 #include "sketch.cuh"
 #include "bucket_list.cuh"
-#include "limits.cuh"
 #include "condense.cuh"
 
 // A batch of sequences: bytes back to back; record r has bytes [offset[r], offset[r] + len[r]),

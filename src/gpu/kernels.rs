@@ -21,9 +21,19 @@ const FILES: [(&str, &str); 8] = [
 
 /// The translation unit NVRTC compiles: `kmerdb.cu` with its includes expanded.
 pub fn source() -> String {
+    expanded("kmerdb.cu")
+}
+
+/// The benchmark's kernels (`limits.cuh`: the hardware limits BENCHMARKS.md quotes), a unit of
+/// their own that only `kmerdb-gpu-bench` compiles: `kmerdb` neither compiles nor caches them.
+pub fn limits_source() -> String {
+    expanded("limits.cuh")
+}
+
+fn expanded(name: &str) -> String {
     let mut out = String::new();
     let mut seen = Vec::new();
-    expand("kmerdb.cu", &mut out, &mut seen);
+    expand(name, &mut out, &mut seen);
     out
 }
 
@@ -66,41 +76,51 @@ pub fn nvrtc_present() -> bool {
 
 /// Compiles the kernels with NVRTC for `arch` (e.g. `sm_90`: a cubin; `compute_90`: PTX).
 pub fn compile(arch: &str) -> Result<Vec<u8>, GpuError> {
+    compile_source(&source(), "kmerdb.cu", arch)
+}
+
+/// An NVRTC program, destroyed when dropped (on every error path too).
+struct Program(cudarc::nvrtc::sys::nvrtcProgram);
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        // SAFETY: the program was created by `create_program` and is destroyed only here.
+        let _ = unsafe { cudarc::nvrtc::result::destroy_program(self.0) };
+    }
+}
+
+/// Compiles the translation unit `source` (named `name` in NVRTC's messages) for `arch`.
+pub fn compile_source(source: &str, name: &str, arch: &str) -> Result<Vec<u8>, GpuError> {
     use cudarc::nvrtc::{result, sys};
     if !nvrtc_present() {
         return Err(GpuError::NoNvrtc);
     }
-    let src = std::ffi::CString::new(source()).expect("kernel sources hold no NUL");
-    let name = std::ffi::CString::new("kmerdb_build.cu").expect("no NUL");
+    let src = std::ffi::CString::new(source).expect("kernel sources hold no NUL");
+    let name = std::ffi::CString::new(name).expect("no NUL");
     let nv = |e: cudarc::nvrtc::result::NvrtcError| GpuError::Nvrtc { log: format!("{e:?}") };
-    let prog = result::create_program(&src, Some(&name)).map_err(nv)?;
+    let prog = Program(result::create_program(&src, Some(&name)).map_err(nv)?);
     let options = [format!("--gpu-architecture={arch}"), "-std=c++17".into(), "-lineinfo".into()];
     // SAFETY: `prog` is a live program; options are valid strings.
-    let compiled = unsafe { result::compile_program(prog, &options) };
-    if compiled.is_err() {
+    if unsafe { result::compile_program(prog.0, &options) }.is_err() {
         // SAFETY: the program exists; its log is readable after a failed compile.
-        let log = unsafe { result::get_program_log(prog) }.map(|l| {
+        let log = unsafe { result::get_program_log(prog.0) }.map(|l| {
             let bytes: Vec<u8> = l.iter().map(|&c| c as u8).take_while(|&b| b != 0).collect();
             String::from_utf8_lossy(&bytes).into_owned()
         });
-        // SAFETY: destroyed once.
-        let _ = unsafe { result::destroy_program(prog) };
         return Err(GpuError::Nvrtc { log: log.unwrap_or_else(|e| format!("{e:?}")) });
     }
-    let out = if arch.starts_with("sm_") {
+    if arch.starts_with("sm_") {
         let mut size = 0usize;
-        // SAFETY: size query then copy into a buffer of that size.
-        unsafe { sys::nvrtcGetCUBINSize(prog, &mut size) }.result().map_err(nv)?;
+        // SAFETY: the program compiled; a size query, then a copy into a buffer of that size.
+        unsafe { sys::nvrtcGetCUBINSize(prog.0, &mut size) }.result().map_err(nv)?;
         let mut buf = vec![0u8; size];
-        unsafe { sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr().cast()) }.result().map_err(nv)?;
-        buf
+        // SAFETY: as above.
+        unsafe { sys::nvrtcGetCUBIN(prog.0, buf.as_mut_ptr().cast()) }.result().map_err(nv)?;
+        Ok(buf)
     } else {
         // SAFETY: the program compiled.
-        unsafe { result::get_ptx(prog) }.map_err(nv)?.iter().map(|&c| c as u8).collect()
-    };
-    // SAFETY: destroyed once.
-    let _ = unsafe { result::destroy_program(prog) };
-    Ok(out)
+        Ok(unsafe { result::get_ptx(prog.0) }.map_err(nv)?.iter().map(|&c| c as u8).collect())
+    }
 }
 
 /// Where compiled kernels are cached: `$KMERDB_CACHE_DIR`, else `$XDG_CACHE_HOME/kmerdb`, else
@@ -186,6 +206,11 @@ mod tests {
                 Ok(bytes) => assert!(bytes.len() > 1000, "{arch}: {} bytes", bytes.len()),
                 Err(e) => panic!("{arch}: {e}"),
             }
+            match compile_source(&limits_source(), "limits.cuh", arch) {
+                Ok(bytes) => assert!(bytes.len() > 1000, "{arch}, the benchmark's kernels: {} bytes", bytes.len()),
+                Err(e) => panic!("{arch}, the benchmark's kernels: {e}"),
+            }
         }
+        assert!(!source().contains("limit_cas"), "the benchmark's kernels are not kmerdb's");
     }
 }

@@ -38,12 +38,63 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// The benchmarks' flags (see the module documentation).
+#[derive(clap::Parser)]
+#[command(name = "kmerdb-gpu-bench", about = "GPU benchmarks for BENCHMARKS.md")]
+struct Args {
+    /// Gbp of synthetic genomes the end-to-end builds index.
+    #[arg(long, default_value_t = 2.0)]
+    e2e_gbp: f64,
+    /// FASTA files the end-to-end genomes are written to.
+    #[arg(long, default_value_t = 16)]
+    e2e_files: usize,
+    /// Also run each GPU build forced into this many passes (0: no such runs).
+    #[arg(long, default_value_t = 0)]
+    e2e_passes: u64,
+    /// Millions of simulated pairs the classify benchmark (or --classify-data) makes.
+    #[arg(long, default_value_t = 20.0)]
+    pairs_m: f64,
+    /// Gzipped samples --classify-data splits the pairs into.
+    #[arg(long, default_value_t = 8)]
+    samples: usize,
+    /// The GPU sets of the end-to-end runs, e.g. "0 0,1" (default "0"), each then the CPU.
+    #[arg(long)]
+    gpu_sets: Option<String>,
+    /// Only write the classify benchmark's data (index, FASTQ, gzipped samples) into this folder.
+    #[arg(long)]
+    classify_data: Option<std::path::PathBuf>,
+    /// The limits, then only the device-side scaling runs on 1, 2, 4, ... GPUs.
+    #[arg(long)]
+    scaling: bool,
+    /// Millions of pairs per GPU of the weak classify scaling.
+    #[arg(long, default_value_t = 2.0)]
+    scaling_pairs_m_per_gpu: f64,
+    /// Millions of pairs of the strong classify scaling.
+    #[arg(long, default_value_t = 4.0)]
+    scaling_pairs_m: f64,
+    #[arg(long)]
+    skip_micro: bool,
+    #[arg(long)]
+    skip_e2e: bool,
+    #[arg(long)]
+    skip_classify: bool,
+    /// Only the classify benchmark (after the limits).
+    #[arg(long)]
+    only_classify: bool,
+}
+
+/// The flags, parsed once (a typo is an error).
+fn args() -> &'static Args {
+    static ARGS: std::sync::OnceLock<Args> = std::sync::OnceLock::new();
+    ARGS.get_or_init(<Args as clap::Parser>::parse)
+}
+
 /// The GPU sets of the end-to-end runs (`--gpu-sets "0 0,1"`), each named, then the CPU.
 fn runs() -> Vec<(String, GpuRequest)> {
-    let args: Vec<String> = std::env::args().collect();
-    let sets = args.iter().position(|a| a == "--gpu-sets").and_then(|i| args.get(i + 1)).cloned();
-    let mut runs: Vec<(String, GpuRequest)> = sets
-        .unwrap_or_else(|| "0".into())
+    let mut runs: Vec<(String, GpuRequest)> = args()
+        .gpu_sets
+        .as_deref()
+        .unwrap_or("0")
         .split_whitespace()
         .map(|set| {
             let ids: Vec<usize> = set.split(',').map(|i| i.parse().expect("GPU ids")).collect();
@@ -54,13 +105,9 @@ fn runs() -> Vec<(String, GpuRequest)> {
     runs
 }
 
-fn arg(name: &str, default: f64) -> f64 {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    let a = args();
     let gpu = Gpu::open(0)?;
     let (free, total) = gpu.memory()?;
     println!(
@@ -71,30 +118,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         total as f64 / (1u64 << 30) as f64,
         free as f64 / (1u64 << 30) as f64
     );
-    if let Some(dir) = std::env::args().skip_while(|a| a != "--classify-data").nth(1) {
+    if let Some(dir) = &a.classify_data {
         drop(gpu);
-        return classify_data(
-            std::path::Path::new(&dir),
-            (arg("--pairs-m", 20.0) * 1e6) as usize,
-            arg("--samples", 8.0) as usize,
-        );
+        return classify_data(dir, (a.pairs_m * 1e6) as usize, a.samples);
     }
     let (cas, reads, pinned) = limits(&gpu)?;
-    if std::env::args().any(|a| a == "--scaling") {
+    if a.scaling {
         drop(gpu);
         return scaling_runs();
     }
-    let only_classify = std::env::args().any(|a| a == "--only-classify");
-    if !only_classify {
-        if !std::env::args().any(|a| a == "--skip-micro") {
+    if !a.only_classify {
+        if !a.skip_micro {
             inserts(&gpu, cas)?;
         }
-        if !std::env::args().any(|a| a == "--skip-e2e") {
-            end_to_end(arg("--e2e-gbp", 2.0), pinned)?;
+        if !a.skip_e2e {
+            end_to_end(a.e2e_gbp, pinned)?;
         }
     }
-    if !std::env::args().any(|a| a == "--skip-classify") {
-        classify_pairs((arg("--pairs-m", 20.0) * 1e6) as usize, reads)?;
+    if !a.skip_classify {
+        classify_pairs((a.pairs_m * 1e6) as usize, reads)?;
     }
     println!("(limits for reference: CAS {cas:.2} G/s, bucket reads {reads:.2} G/s)");
     Ok(())
@@ -114,8 +156,7 @@ fn scaling_runs() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let (db, genomes) = classify_refs(dir.path())?;
     let index = kmerdb::index::Index::open(&db, kmerdb::index::Verify::Metadata)?;
-    let (per_gpu, total) =
-        ((arg("--scaling-pairs-m-per-gpu", 2.0) * 1e6) as usize, (arg("--scaling-pairs-m", 4.0) * 1e6) as usize);
+    let (per_gpu, total) = ((args().scaling_pairs_m_per_gpu * 1e6) as usize, (args().scaling_pairs_m * 1e6) as usize);
     let t = Instant::now();
     let pairs: Vec<(Vec<u8>, Vec<u8>)> =
         simulate_pairs(&genomes, 0x5eed).take((per_gpu * sets.last().copied().unwrap_or(1)).max(total)).collect();
@@ -124,12 +165,31 @@ fn scaling_runs() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// A kernel of the benchmark's own (`kernels::limits_source`, which `kmerdb` does not carry) on
+/// `gpu`: compiled once per GPU.
+fn limit_function(gpu: &Gpu, name: &str) -> Result<cudarc::driver::CudaFunction, Box<dyn std::error::Error>> {
+    type Modules = Vec<(usize, std::sync::Arc<cudarc::driver::CudaModule>)>;
+    static MODULES: std::sync::Mutex<Modules> = std::sync::Mutex::new(Vec::new());
+    let mut modules = MODULES.lock().expect("no benchmark panicked");
+    let module = match modules.iter().find(|(ordinal, _)| *ordinal == gpu.ordinal) {
+        Some((_, m)) => m.clone(),
+        None => {
+            use kmerdb::gpu::kernels::{compile_source, limits_source};
+            let cubin = compile_source(&limits_source(), "limits.cuh", &gpu.arch)?;
+            let m = gpu.ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin))?;
+            modules.push((gpu.ordinal, m.clone()));
+            m
+        }
+    };
+    Ok(module.load_function(name)?)
+}
+
 /// Random 8-byte CAS per second (in G/s) of one launch of `limit_cas` on `array`, each thread
 /// doing 256; `run` seeds the addresses.
 fn cas_rate(gpu: &Gpu, array: &cudarc::driver::CudaSlice<u64>, run: u64) -> Result<f64, Box<dyn std::error::Error>> {
     let s = &gpu.stream;
     let (n, iters, threads) = (array.len() as u64, 256u32, gpu.multiprocessors() as u64 * 2048);
-    let f = gpu.function("limit_cas")?;
+    let f = limit_function(gpu, "limit_cas")?;
     let mut b = s.launch_builder(&f);
     b.arg(array).arg(&n).arg(&iters).arg(&run);
     s.synchronize()?;
@@ -151,7 +211,7 @@ fn limits(gpu: &Gpu) -> Result<(f64, f64, f64), Box<dyn std::error::Error>> {
     let (mut cas, mut reads) = (Vec::new(), Vec::new());
     for run in 0..4u64 {
         let cas_rate = cas_rate(gpu, &a, run)?;
-        let f = gpu.function("limit_bucket_reads")?;
+        let f = limit_function(gpu, "limit_bucket_reads")?;
         let lines = n / 16;
         let mut b = s.launch_builder(&f);
         b.arg(&a).arg(&lines).arg(&iters).arg(&run).arg(&sink);
@@ -308,7 +368,7 @@ fn end_to_end(gbp: f64, copy_rate: f64) -> Result<(), Box<dyn std::error::Error>
         seed: 11,
     };
     // One file per genome is how references come (RefSeq, GTDB); fewer, larger files here.
-    let n_files = arg("--e2e-files", 16.0) as usize;
+    let n_files = args().e2e_files;
     let files: Vec<std::path::PathBuf> = (0..n_files).map(|i| dir.path().join(format!("synth{i:02}.fna"))).collect();
     let t = Instant::now();
     kmerdb::synth::write_fasta_files(&spec, &files)?;
@@ -324,7 +384,7 @@ fn end_to_end(gbp: f64, copy_rate: f64) -> Result<(), Box<dyn std::error::Error>
     });
     host_limits(dir.path(), &files[0])?;
     let threads = std::thread::available_parallelism()?.get();
-    let runs = end_to_end_runs(&spec, arg("--e2e-passes", 0.0) as u64);
+    let runs = end_to_end_runs(&spec, args().e2e_passes);
     let mut hashes = Vec::new();
     for (name, gpus, gpu_options) in runs {
         let db = dir.path().join("e2e.db");
