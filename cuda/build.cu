@@ -243,3 +243,9 @@ extern "C" __global__ void scatter_by_shard(const u64* pairs, u64 count, u32 sha
         __syncthreads();
     }
 }
+
+// The host builds these arguments as Rust structs, which assert the same sizes.
+static_assert(sizeof(Batch) == 56, "struct Batch must match BatchArgs in src/gpu/build.rs");
+static_assert(sizeof(Sketching) == 24, "struct Sketching must match SketchArgs in src/gpu/build.rs");
+static_assert(sizeof(Split) == 48, "struct Split must match SplitArgs in src/gpu/passes.rs");
+static_assert(sizeof(Windows) == 16, "struct Windows must match WindowsArgs in src/gpu/passes.rs");

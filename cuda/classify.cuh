@@ -261,3 +261,9 @@ extern "C" __global__ void read_candidates(const u64* locations, const u64* read
         __syncthreads();
     }
 }
+
+// The host builds these arguments as Rust structs, which assert the same sizes.
+static_assert(sizeof(DeviceIndex) == 56, "struct DeviceIndex must match IndexArgs in src/gpu/classify.rs");
+static_assert(sizeof(DeviceTree) == 32, "struct DeviceTree must match TreeArgs in src/gpu/classify.rs");
+static_assert(sizeof(Mates) == 40, "struct Mates must match MatesArgs in src/gpu/classify.rs");
+static_assert(sizeof(Candidate) == 16, "struct Candidate must match DeviceCandidate in src/gpu/classify.rs");

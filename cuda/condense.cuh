@@ -341,3 +341,8 @@ extern "C" __global__ void gather_u64(const u64* src, const u64* at, u64 n, u64*
 extern "C" __global__ void fill_u64(u64* p, u64 n, u64 v) {
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) p[i] = v;
 }
+
+// The host builds these arguments as Rust structs, which assert the same sizes.
+static_assert(sizeof(Shards) == 24, "struct Shards must match ShardsArgs in src/gpu/condense.rs");
+static_assert(sizeof(Streams) == 24, "struct Streams must match StreamsArgs in src/gpu/condense.rs");
+static_assert(sizeof(Remap) == 16, "struct Remap must match RemapArgs in src/gpu/table.rs");

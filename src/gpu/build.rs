@@ -27,6 +27,8 @@ pub(crate) struct BatchArgs {
 }
 // SAFETY: plain old data with the layout of the CUDA struct.
 unsafe impl DeviceRepr for BatchArgs {}
+// Kernels read it as `struct Batch` (cuda/build.cu), which asserts the same size.
+const _: () = assert!(std::mem::size_of::<BatchArgs>() == 56);
 
 /// Kernel view of the sketch parameters; must match `struct Sketching` in `cuda/build.cu`.
 #[repr(C)]
@@ -40,6 +42,8 @@ pub struct SketchArgs {
 }
 // SAFETY: plain old data with the layout of the CUDA struct.
 unsafe impl DeviceRepr for SketchArgs {}
+// Kernels read it as `struct Sketching` (cuda/build.cu), which asserts the same size.
+const _: () = assert!(std::mem::size_of::<SketchArgs>() == 24);
 
 impl From<&SketchParams> for SketchArgs {
     fn from(p: &SketchParams) -> Self {

@@ -36,6 +36,8 @@ struct IndexArgs {
 }
 // SAFETY: plain old data with the layout of the CUDA struct.
 unsafe impl DeviceRepr for IndexArgs {}
+// Kernels read it as `struct DeviceIndex` (cuda/classify.cuh), which asserts the same size.
+const _: () = assert!(std::mem::size_of::<IndexArgs>() == 56);
 
 /// Kernel view of the taxonomy; must match `struct DeviceTree` in `cuda/classify.cuh`.
 #[repr(C)]
@@ -49,6 +51,8 @@ struct TreeArgs {
 }
 // SAFETY: plain old data with the layout of the CUDA struct.
 unsafe impl DeviceRepr for TreeArgs {}
+// Kernels read it as `struct DeviceTree` (cuda/classify.cuh), which asserts the same size.
+const _: () = assert!(std::mem::size_of::<TreeArgs>() == 32);
 
 /// Kernel view of a batch's mates; must match `struct Mates` in `cuda/classify.cuh`.
 #[repr(C)]
@@ -62,6 +66,8 @@ struct MatesArgs {
 }
 // SAFETY: plain old data with the layout of the CUDA struct.
 unsafe impl DeviceRepr for MatesArgs {}
+// Kernels read it as `struct Mates` (cuda/classify.cuh), which asserts the same size.
+const _: () = assert!(std::mem::size_of::<MatesArgs>() == 40);
 
 /// Must match `struct Candidate` in `cuda/classify.cuh`.
 #[repr(C)]
@@ -74,6 +80,8 @@ struct DeviceCandidate {
 }
 // SAFETY: plain old data with the layout of the CUDA struct; all zeros is a valid value.
 unsafe impl DeviceRepr for DeviceCandidate {}
+// Kernels read it as `struct Candidate` (cuda/classify.cuh), which asserts the same size.
+const _: () = assert!(std::mem::size_of::<DeviceCandidate>() == 16);
 unsafe impl cudarc::driver::ValidAsZeroBits for DeviceCandidate {}
 
 /// What the GPU found for a batch of reads, in flat arrays (one allocation each, not one per read:

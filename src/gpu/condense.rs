@@ -55,6 +55,8 @@ struct ShardsArgs {
 }
 // SAFETY: plain old data with the layout of the CUDA struct.
 unsafe impl DeviceRepr for ShardsArgs {}
+// Kernels read it as `struct Shards` (cuda/condense.cuh), which asserts the same size.
+const _: () = assert!(std::mem::size_of::<ShardsArgs>() == 24);
 
 /// Kernel view of the shards' streams; must match `struct Streams` in `cuda/condense.cuh`.
 #[repr(C)]
@@ -67,6 +69,8 @@ struct StreamsArgs {
 }
 // SAFETY: plain old data with the layout of the CUDA struct.
 unsafe impl DeviceRepr for StreamsArgs {}
+// Kernels read it as `struct Streams` (cuda/condense.cuh), which asserts the same size.
+const _: () = assert!(std::mem::size_of::<StreamsArgs>() == 24);
 
 /// The shards' BCHTs, one after the other on the device.
 struct ShardTables {

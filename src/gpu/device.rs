@@ -89,8 +89,12 @@ pub fn describe(gpus: &[Gpu]) -> String {
 impl Gpu {
     pub fn open(ordinal: usize) -> Result<Self, GpuError> {
         let ctx = CudaContext::new(ordinal)?;
-        // One stream per GPU: kmerdb orders its work itself.
-        // SAFETY: no other stream uses these allocations.
+        // cudarc's per-allocation events order each buffer's uses across streams; kmerdb orders
+        // them itself instead (they cost a record and a wait per launch argument).
+        // SAFETY: work on a GPU's other streams (the build's copy, split and receive streams, the
+        // index's and peers' copies) waits for an event recorded after the writes it reads
+        // (`record_event` then `wait`) or for a synchronize, and a buffer is freed only on the
+        // stream of its last use or after the streams using it were synchronized.
         unsafe { ctx.disable_event_tracking() };
         let (major, minor) = ctx.compute_capability()?;
         let arch = format!("sm_{major}{minor}");

@@ -16,8 +16,13 @@ pub fn owned_shards(d: usize, gpus: usize, shards: usize) -> std::ops::Range<usi
 }
 
 /// Queues a copy of `bytes` from `src_ptr` on `src` to `dst_ptr` on `dst`, on `stream` (one of
-/// `dst`'s). The caller keeps both buffers alive until the stream has passed it.
-pub fn queue_peer_copy(
+/// `dst`'s).
+///
+/// # Safety
+///
+/// Both ranges are device memory of their GPUs for `bytes`, kept alive (and the source
+/// unchanged) until `stream` has passed the copy.
+pub unsafe fn queue_peer_copy(
     dst: &Gpu,
     dst_ptr: u64,
     src: &Gpu,
@@ -25,7 +30,7 @@ pub fn queue_peer_copy(
     bytes: usize,
     stream: &CudaStream,
 ) -> Result<(), GpuError> {
-    // SAFETY: both ranges are valid device memory for `bytes` (the caller's promise).
+    // SAFETY: both ranges are valid device memory for `bytes` (this function's contract).
     unsafe {
         cudarc::driver::sys::cuMemcpyPeerAsync(
             dst_ptr,

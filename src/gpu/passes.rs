@@ -74,6 +74,8 @@ struct SplitArgs {
 }
 // SAFETY: plain old data with the layout of the CUDA struct.
 unsafe impl DeviceRepr for SplitArgs {}
+// Kernels read it as `struct Split` (cuda/build.cu), which asserts the same size.
+const _: () = assert!(std::mem::size_of::<SplitArgs>() == 48);
 
 /// Kernel view of the targets' first windows; must match `struct Windows` in `cuda/build.cu`.
 #[repr(C)]
@@ -85,6 +87,8 @@ struct WindowsArgs {
 }
 // SAFETY: plain old data with the layout of the CUDA struct.
 unsafe impl DeviceRepr for WindowsArgs {}
+// Kernels read it as `struct Windows` (cuda/build.cu), which asserts the same size.
+const _: () = assert!(std::mem::size_of::<WindowsArgs>() == 16);
 
 /// The GPU (of `gpus`) that owns `shard`.
 pub fn owner_of(shard: usize, gpus: usize) -> usize {
@@ -795,7 +799,9 @@ impl<'g> PassBuild<'g> {
             config.group = g;
         }
         let table = BucketListTable::new(gpu, config)?;
-        table.queue_insert(ptr(gpu, &keys), ptr(gpu, &vals), values)?;
+        // SAFETY: `keys` and `vals` hold `values` pairs (checked above) and are dropped below,
+        // on the stream, after the insertion.
+        unsafe { table.queue_insert(ptr(gpu, &keys), ptr(gpu, &vals), values) }?;
         let status = table.status()?;
         if status.is_error() {
             return Err(table

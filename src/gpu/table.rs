@@ -27,6 +27,8 @@ pub struct TableArgs {
 }
 // SAFETY: plain old data with the layout of the CUDA struct.
 unsafe impl DeviceRepr for TableArgs {}
+// Kernels read it as `struct Table` (cuda/bucket_list.cuh), which asserts the same size.
+const _: () = assert!(std::mem::size_of::<TableArgs>() == 96);
 
 /// Kernel view of a target renumbering; must match `struct Remap` in `cuda/condense.cuh`.
 #[repr(C)]
@@ -38,6 +40,8 @@ pub struct RemapArgs {
 }
 // SAFETY: plain old data with the layout of the CUDA struct.
 unsafe impl DeviceRepr for RemapArgs {}
+// Kernels read it as `struct Remap` (cuda/condense.cuh), which asserts the same size.
+const _: () = assert!(std::mem::size_of::<RemapArgs>() == 16);
 
 /// The keys of a table with kept values, on the device: `n` of each array's entries are used.
 pub struct DeviceKeys {
@@ -158,7 +162,9 @@ pub fn launch_config(gpu: &Gpu, n: u64) -> LaunchConfig {
     LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 }
 }
 
-/// A device pointer for a kernel struct.
+/// A device pointer for a kernel struct. The address carries no lifetime: it is valid while `s`
+/// lives, so a kernel launched with it must finish before `s` is freed (a free on the stream the
+/// kernel ran on is ordered after it; anything else waits for an event or a synchronize).
 pub fn ptr<T>(gpu: &Gpu, s: &CudaSlice<T>) -> u64 {
     let (p, _sync) = s.device_ptr(&gpu.stream);
     p
@@ -297,16 +303,22 @@ impl<'g> BucketListTable<'g> {
         values: &CudaSlice<u64>,
         n: u64,
     ) -> Result<(), GpuError> {
+        assert!(keys.len() as u64 >= n && values.len() as u64 >= n, "{n} pairs given");
         let (k, v) = (ptr(self.gpu, keys), ptr(self.gpu, values));
-        self.queue_insert(k, v, n)?;
+        // SAFETY: both slices hold `n` items, are borrowed until the synchronize below.
+        unsafe { self.queue_insert(k, v, n) }?;
         self.gpu.stream.synchronize()?;
         Ok(())
     }
 
     /// Queues the insertion of `n` pairs at the device addresses `keys` (u32 each) and `values`
-    /// (u64 each) on the GPU's stream, and returns at once. The caller keeps both alive, and
-    /// unchanged, until the stream has passed this point.
-    pub fn queue_insert(&self, keys: u64, values: u64, n: u64) -> Result<(), GpuError> {
+    /// (u64 each) on the GPU's stream, and returns at once.
+    ///
+    /// # Safety
+    ///
+    /// `keys` and `values` are device memory of this GPU holding `n` items each, kept alive and
+    /// unchanged until the stream has passed this point.
+    pub unsafe fn queue_insert(&self, keys: u64, values: u64, n: u64) -> Result<(), GpuError> {
         if n == 0 {
             return Ok(());
         }

@@ -61,7 +61,8 @@ pub fn peer_bandwidth(gpus: &[Gpu]) -> Result<()> {
     };
     let g0 = &gpus[0];
     let within = timed(&|| {
-        queue_peer_copy(g0, ptr(g0, &dsts[0]), g0, ptr(g0, &bufs[0]), BYTES, &g0.stream)?;
+        // SAFETY: both buffers hold BYTES and live past the synchronize below.
+        unsafe { queue_peer_copy(g0, ptr(g0, &dsts[0]), g0, ptr(g0, &bufs[0]), BYTES, &g0.stream) }?;
         g0.stream.synchronize()?;
         Ok(())
     })?;
@@ -69,7 +70,8 @@ pub fn peer_bandwidth(gpus: &[Gpu]) -> Result<()> {
     if n > 1 {
         let s = gpus[1].ctx.new_stream()?;
         let pair = timed(&|| {
-            queue_peer_copy(&gpus[1], ptr(&gpus[1], &dsts[1]), g0, ptr(g0, &bufs[0]), BYTES, &s)?;
+            // SAFETY: as above.
+            unsafe { queue_peer_copy(&gpus[1], ptr(&gpus[1], &dsts[1]), g0, ptr(g0, &bufs[0]), BYTES, &s) }?;
             s.synchronize()?;
             Ok(())
         })?;
@@ -82,14 +84,18 @@ pub fn peer_bandwidth(gpus: &[Gpu]) -> Result<()> {
                 for (k, g) in (0..n).filter(|&g| g != d).enumerate() {
                     let (dst, src) = (&gpus[d], &gpus[g]);
                     let at = (k * chunk) as u64;
-                    queue_peer_copy(
-                        dst,
-                        ptr(dst, &dsts[d]) + at,
-                        src,
-                        ptr(src, &bufs[g]) + at,
-                        chunk,
-                        &streams[d * n + g],
-                    )?;
+                    // SAFETY: k * chunk + chunk <= BYTES, which both buffers hold; they live past
+                    // the synchronizes below.
+                    unsafe {
+                        queue_peer_copy(
+                            dst,
+                            ptr(dst, &dsts[d]) + at,
+                            src,
+                            ptr(src, &bufs[g]) + at,
+                            chunk,
+                            &streams[d * n + g],
+                        )
+                    }?;
                 }
             }
             for s in &streams {

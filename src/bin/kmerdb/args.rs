@@ -21,8 +21,8 @@ pub struct Cli {
 pub enum Command {
     /// Build an index from reference genomes (FASTA, plain or gz/bz2/xz/zst).
     Build(BuildArgs),
+    // Boxed: its flags are most of the enum's size otherwise.
     /// Classify reads (FASTA/FASTQ, single, paired or interleaved) against an index.
-    /// Boxed: its flags are most of the enum's size otherwise.
     Classify(Box<ClassifyArgs>),
     /// Describe an index: parameters, targets, sizes; optionally verify its checksums.
     Info(InfoArgs),
