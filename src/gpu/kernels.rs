@@ -188,6 +188,43 @@ mod tests {
         );
     }
 
+    /// The constants both sides define (`#define` in `cuda/`, `const` in Rust) agree.
+    #[test]
+    fn constants_shared_with_cuda_agree() {
+        let text = source() + &limits_source();
+        let defined = |name: &str| -> u64 {
+            let line = text
+                .lines()
+                .find(|l| l.starts_with(&format!("#define {name} ")))
+                .unwrap_or_else(|| panic!("cuda/ defines no {name}"));
+            let value = line.split_whitespace().nth(2).expect("a value").trim_end_matches(['u', 'l', 'U', 'L']);
+            match value.strip_prefix("0x") {
+                Some(hex) => u64::from_str_radix(hex, 16).unwrap(),
+                None => value.parse().unwrap(),
+            }
+        };
+        use crate::index::{bcht, locations};
+        let empty = bcht::EMPTY_SLOT;
+        let pairs: [(&str, u64); 12] = [
+            ("NO_FEATURE", crate::sketch::NO_FEATURE.into()),
+            ("MAX_SKETCH", crate::sketch::MAX_SKETCH_SIZE.into()),
+            ("MAX_SPLIT_GPUS", crate::gpu::passes::MAX_GPUS as u64),
+            ("MAX_SHARDS", 1 << crate::index::format::DEFAULT_SHARD_BITS),
+            ("STATUS_POOL_EXHAUSTED", crate::gpu::table::STATUS_POOL_EXHAUSTED.into()),
+            ("STATUS_PROBE_LIMIT", crate::gpu::table::STATUS_PROBE_LIMIT.into()),
+            ("STATUS_POOL_OFFSET", crate::gpu::table::STATUS_POOL_OFFSET.into()),
+            ("STATUS_MAX_BUCKETS", crate::gpu::table::STATUS_MAX_BUCKETS.into()),
+            ("INLINE_FLAG", locations::INLINE_FLAG.into()),
+            ("PAD_WORDS", locations::PAD_WORDS as u64),
+            ("BUCKET_SLOTS", bcht::BUCKET_SLOTS as u64),
+            // A slot is (key, value) as two u32, read on the device as one little-endian u64.
+            ("EMPTY_SLOT", u64::from(empty.value) << 32 | u64::from(empty.key)),
+        ];
+        for (name, rust) in pairs {
+            assert_eq!(defined(name), rust, "cuda/'s {name} differs from the Rust constant");
+        }
+    }
+
     /// Every kernel compiles. CI installs NVRTC (`pip install nvidia-cuda-nvrtc==13.0.88`) and
     /// sets KMERDB_REQUIRE_NVRTC=1, so a kernel that does not compile fails CI; elsewhere the test
     /// says it could not run.

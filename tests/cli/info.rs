@@ -76,3 +76,20 @@ fn verify_finds_a_flipped_byte_and_other_damage() {
 fn version_is_one_parseable_line() {
     kmerdb().arg("--version").assert().success().stdout(predicate::str::is_match(r"^kmerdb \d+\.\d+\.\d+\n$").unwrap());
 }
+
+/// The error edge (issue 19): a missing index is named once with its cause, exit 1; flags that
+/// must be at least 1 are usage errors, exit 2, as README says, before any file is opened.
+#[test]
+fn errors_name_their_cause_once_and_usage_errors_exit_2() {
+    let out = kmerdb().args(["info", "nope.db"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.matches("nope.db").count(), 1, "{stderr}");
+    assert_eq!(stderr.matches("No such file").count(), 1, "{stderr}");
+    for flag in ["--threads", "--max-candidates"] {
+        let out = kmerdb().args(["classify", "-d", "none.db", flag, "0", "reads.fq"]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag} 0: {stderr}");
+        assert!(stderr.contains(&format!("{flag} must be at least 1")), "{stderr}");
+    }
+}
