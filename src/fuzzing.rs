@@ -565,6 +565,7 @@ pub fn merge_candidates(data: &[u8]) -> Outcome {
         sample: "fuzz".into(),
         html: Some(d.join("out.html")),
         use_names: true,
+        confidence: 0.5,
     };
     let summary = crate::merge::merge(&config).map_err(|e| rejected(e, ".cand"))?;
     let kraken = std::fs::read(d.join("out.kraken")).expect("merge wrote its per-read lines");

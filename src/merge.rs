@@ -8,7 +8,7 @@
 //! feature with more than `--max-locations-per-feature` locations in that part, one index drops it
 //! when the sum is over the cap; parts built with a cap no feature reaches give identical output.
 
-use crate::classify::candidates::{Candidate, ClassifyParams, decide};
+use crate::classify::candidates::{Candidate, ClassifyParams, decide, with_confidence};
 use crate::output::candidates::{CandidatesHeader, ReadCandidates, decode_from};
 use crate::output::{self, ReadResult};
 use crate::pipeline::Pipeline;
@@ -32,6 +32,8 @@ pub struct MergeConfig {
     pub sample: String,
     pub html: Option<PathBuf>,
     pub use_names: bool,
+    /// `--confidence`, as classify's (`candidates::with_confidence`), on the merged hit lists.
+    pub confidence: f64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -88,7 +90,7 @@ const BATCH_READS: usize = 4096;
 /// order).
 pub fn merge(config: &MergeConfig) -> Result<MergeSummary, MergeError> {
     let mut parts = open_parts(&config.inputs)?;
-    let params = shared_params(&parts)?;
+    let params = ClassifyParams { confidence: config.confidence, ..shared_params(&parts)? };
     let (target_taxa, tree) = join_targets(&mut parts)?;
     let mut kraken = match &config.kraken {
         Some(p) => Some((output::create_output(p).map_err(out_err(p))?, p.clone())),
@@ -172,6 +174,7 @@ fn shared_params(parts: &[Part]) -> Result<ClassifyParams, MergeError> {
         max_candidates: first.header.max_candidates as usize,
         insert_size: 0,
         lowest_rank: first.header.lowest_rank.clone(),
+        confidence: 0.0,
     })
 }
 
@@ -342,7 +345,9 @@ impl Merger<'_> {
             last_window: 0,
         }));
         let taxid = decide(&s.candidates, self.params, self.target_taxa, self.tree);
-        let Some(path) = &self.lines else { return Ok(taxid) };
+        if self.lines.is_none() && self.params.confidence <= 0.0 {
+            return Ok(taxid);
+        }
         // Hit lists: feature by feature, the LCA of the parts' taxa.
         let mut hits: [Vec<(TaxId, u32)>; 2] = Default::default();
         for (m, runs) in hits.iter_mut().enumerate() {
@@ -351,6 +356,8 @@ impl Merger<'_> {
                 std::mem::swap(runs, &mut s.joined);
             }
         }
+        let taxid = with_confidence(taxid, [&hits[0], &hits[1]], self.params.confidence, self.tree);
+        let Some(path) = &self.lines else { return Ok(taxid) };
         let rec = &read[0];
         let result = ReadResult {
             id: rec.id.as_str().into(),

@@ -552,6 +552,7 @@ fn classify_with(db: &std::path::Path, reads: kmerdb::classify::ReadLayout, gpus
         threads: 8,
         hitmin: None,
         hitdiff: 0.0,
+        confidence: 0.0,
         max_candidates: 2,
         insert_size: 600,
         lowest_rank: None,

@@ -37,6 +37,9 @@ pub struct ClassifyParams {
     pub insert_size: usize,
     /// Report taxa no lower than this rank (e.g. `species`): lower calls are lifted to it.
     pub lowest_rank: Option<String>,
+    /// The share of a read's features that must fall in the called taxon's clade (see
+    /// [`with_confidence`]); 0 checks nothing.
+    pub confidence: f64,
 }
 
 impl ClassifyParams {
@@ -48,6 +51,7 @@ impl ClassifyParams {
             max_candidates: 2,
             insert_size: 600,
             lowest_rank: None,
+            confidence: 0.0,
         }
     }
 
@@ -233,6 +237,30 @@ pub fn top_candidates(
     }
 }
 
+/// Kraken 2's `--confidence` rule on kmerdb's features: a call stands when at least
+/// `ceil(confidence x features)` of the read's features (both mates', found in the index or not)
+/// have a taxon in the called taxon's clade; otherwise the call moves to the parent until one
+/// does, and the read is unclassified when even the root's clade has too few. `runs` are the
+/// read's hit runs (each feature's taxon, 0 where it was not found). With confidence 0 the call
+/// stands as it is.
+pub fn with_confidence(call: TaxId, runs: [&[(TaxId, u32)]; 2], confidence: f64, tree: &TaxonTree) -> TaxId {
+    if call == 0 || confidence <= 0.0 {
+        return call;
+    }
+    let all = || runs.iter().flat_map(|r| r.iter()).copied();
+    let total: u64 = all().map(|(_, n)| u64::from(n)).sum();
+    let required = (confidence * total as f64).ceil() as u64;
+    let mut taxon = Some(call);
+    while let Some(t) = taxon {
+        let clade: u64 = all().filter(|&(f, _)| f != 0 && tree.lca(t, f) == t).map(|(_, n)| u64::from(n)).sum();
+        if clade >= required {
+            return t;
+        }
+        taxon = tree.parent(t);
+    }
+    0
+}
+
 /// The taxon of a read from its candidates (0 = unclassified).
 pub fn decide(candidates: &[Candidate], params: &ClassifyParams, target_taxa: &[TaxId], tree: &TaxonTree) -> TaxId {
     let Some(top) = candidates.first() else { return 0 };
@@ -276,7 +304,14 @@ mod tests {
     const TARGET_TAXA: [TaxId; 3] = [1000, 101, 100];
 
     fn params(hitmin: u32, hitdiff: f64, lowest_rank: Option<&str>) -> ClassifyParams {
-        ClassifyParams { hitmin, hitdiff, max_candidates: 2, insert_size: 0, lowest_rank: lowest_rank.map(Into::into) }
+        ClassifyParams {
+            hitmin,
+            hitdiff,
+            max_candidates: 2,
+            insert_size: 0,
+            lowest_rank: lowest_rank.map(Into::into),
+            confidence: 0.0,
+        }
     }
 
     fn candidate(target: u32, hits: u32) -> Candidate {
@@ -314,6 +349,24 @@ mod tests {
         let (tree, p) = (tree(), params(3, 0.0, Some("species")));
         assert_eq!(decide(&[candidate(0, 5)], &p, &TARGET_TAXA, &tree), 100);
         assert_eq!(decide(&[candidate(0, 5), candidate(1, 5)], &p, &TARGET_TAXA, &tree), 10);
+    }
+
+    /// A call stands when enough of the read's features fall in its clade; otherwise it moves up
+    /// until enough do, or the read is unclassified. Features not found count in the total.
+    #[test]
+    fn confidence_moves_calls_up_until_their_clade_holds_enough_features() {
+        let tree = tree();
+        // 10 features: 4 on strain 1000, 2 on species 100, 2 on species 101, 2 not found.
+        let runs: &[(TaxId, u32)] = &[(1000, 4), (100, 2), (0, 1), (101, 2), (0, 1)];
+        let call = |confidence| with_confidence(1000, [runs, &[]], confidence, &tree);
+        assert_eq!(call(0.0), 1000);
+        assert_eq!(call(0.4), 1000); // 4 of 10 in the strain's clade
+        assert_eq!(call(0.5), 100); // 6 of 10 under species 100
+        assert_eq!(call(0.7), 10); // 8 of 10 under the genus
+        assert_eq!(call(0.9), 0); // 8 of 10 under the root too: unclassified
+        // Both mates count; an unclassified read stays so.
+        assert_eq!(with_confidence(1000, [&runs[..2], &runs[2..]], 0.5, &tree), 100);
+        assert_eq!(with_confidence(0, [runs, &[]], 0.5, &tree), 0);
     }
 
     /// Per target, the most locations within `range` consecutive windows; the top list is ordered

@@ -32,12 +32,14 @@ use std::time::{Duration, Instant};
 struct Wanted {
     lines: bool,
     candidates: bool,
+    /// `--confidence` is checked, on the hit list.
+    confidence: bool,
 }
 
 impl Wanted {
-    /// Whether each read's hit list is needed: both outputs carry it.
+    /// Whether each read's hit list is needed: both outputs carry it, and `--confidence` reads it.
     fn hit_list(self) -> bool {
-        self.lines || self.candidates
+        self.lines || self.candidates || self.confidence
     }
 }
 
@@ -127,6 +129,8 @@ pub struct ClassifyConfig {
     /// `None`: the default for the index's sketch size.
     pub hitmin: Option<u32>,
     pub hitdiff: f64,
+    /// `--confidence`: see `candidates::with_confidence`.
+    pub confidence: f64,
     pub max_candidates: usize,
     pub insert_size: usize,
     pub lowest_rank: Option<String>,
@@ -302,6 +306,7 @@ fn decision_params(config: &ClassifyConfig, index: &Index) -> Result<ClassifyPar
         max_candidates: config.max_candidates,
         insert_size: config.insert_size,
         lowest_rank: config.lowest_rank.clone(),
+        confidence: config.confidence,
     })
 }
 
@@ -590,7 +595,11 @@ impl Run<'_> {
     /// Classifies a sample's reads batch by batch through the pipeline's stages, writing the
     /// per-read outputs into `outs`; returns the counts.
     fn batches(&self, name: &str, mut stream: ReadStream, outs: &mut Outputs) -> Result<Counts, ClassifyError> {
-        let want = Wanted { lines: outs.kraken.is_some(), candidates: outs.candidates.is_some() };
+        let want = Wanted {
+            lines: outs.kraken.is_some(),
+            candidates: outs.candidates.is_some(),
+            confidence: self.params.confidence > 0.0,
+        };
         let hit_list = want.hit_list();
         let mut direct: HashMap<TaxId, u64> = HashMap::new();
         let (mut total, mut unclassified) = (0u64, 0u64);
@@ -778,7 +787,9 @@ impl Run<'_> {
         let mut done =
             Finished { taxids: Vec::with_capacity(group.len()), lines: Ok(Vec::new()), candidates: Vec::new() };
         // One read's result, as lines and candidates records.
+        let tree = self.index.taxonomy();
         let mut emit = |r: usize, taxid: TaxId, cands: &[(u32, u32)], runs: [&[(TaxId, u32)]; 2]| {
+            let taxid = candidates::with_confidence(taxid, runs, self.params.confidence, tree);
             done.taxids.push(taxid);
             let lengths = (batch.seq(r, 0).len(), paired.then(|| batch.seq(r, 1).len()));
             if want.candidates {
@@ -801,7 +812,6 @@ impl Run<'_> {
         };
         #[cfg(feature = "gpu")]
         if let Some(found) = found {
-            let tree = self.index.taxonomy();
             for (j, mates) in group.iter().enumerate() {
                 let r = first + j;
                 if !found.candidates(r, &mut sc.candidates) {

@@ -522,3 +522,39 @@ fn html_report_renders_in_chromium() {
     }
     assert!(dom.contains("<svg") && !dom.contains("<script"));
 }
+
+/// `--confidence` (Kraken 2's rule on kmerdb's features): 0 is the default and changes nothing;
+/// higher shares move calls up the tree or leave reads unclassified; a share outside 0..1 is a
+/// usage error.
+#[test]
+fn confidence_moves_calls_up_or_leaves_reads_unclassified() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("c.db");
+    build_data(&db).assert().success();
+    let lines = |confidence: Option<&str>| -> Vec<String> {
+        let mut cmd = crate::classify_pairs(&db);
+        if let Some(c) = confidence {
+            cmd.arg("--confidence").arg(c);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().lines().map(String::from).collect()
+    };
+    let classified = |lines: &[String]| lines.iter().filter(|l| l.starts_with("C\t")).count();
+    let default = lines(None);
+    assert_eq!(lines(Some("0")), default);
+    let (half, all) = (lines(Some("0.5")), lines(Some("1")));
+    assert_eq!((half.len(), all.len()), (default.len(), default.len()));
+    assert!(
+        classified(&default) >= classified(&half) && classified(&half) > classified(&all),
+        "{} {} {}",
+        classified(&default),
+        classified(&half),
+        classified(&all)
+    );
+    // A read keeps its hit list; only its call changes.
+    let hits = |l: &String| l.rsplit('\t').next().unwrap().to_string();
+    assert!(default.iter().zip(&all).all(|(a, b)| hits(a) == hits(b)));
+    let out = crate::classify_pairs(&db).args(["--confidence", "1.5"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -666,6 +666,7 @@ fn classify_pairs(pairs: usize, reads_limit: f64) -> Result<(), Box<dyn std::err
             threads,
             hitmin: None,
             hitdiff: 0.0,
+            confidence: 0.0,
             max_candidates: 2,
             insert_size: 600,
             lowest_rank: None,

@@ -87,6 +87,9 @@ pub struct MergeArgs {
     /// Taxon names instead of bare taxids in the per-read output.
     #[arg(long)]
     pub use_names: bool,
+    /// As classify's --confidence, on the merged hit lists (give the parts' runs none).
+    #[arg(long, default_value_t = 0.0, value_name = "F")]
+    pub confidence: f64,
 }
 
 #[derive(Args)]
@@ -144,6 +147,10 @@ pub struct ClassifyArgs {
     /// (0: only ties with the best).
     #[arg(long, default_value_t = 0.0, value_name = "F")]
     pub hitdiff: f64,
+    /// The share of a read's features that must fall in the called taxon's clade, else the call
+    /// moves up the tree until enough do (Kraken 2's --confidence, on kmerdb's features).
+    #[arg(long, default_value_t = 0.0, value_name = "F")]
+    pub confidence: f64,
     /// Candidates (targets) kept per read.
     #[arg(long, default_value_t = 2, value_name = "N")]
     pub max_candidates: usize,

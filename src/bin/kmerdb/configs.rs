@@ -116,6 +116,9 @@ pub fn classify(args: ClassifyArgs) -> Result<ClassifyConfig> {
     if args.max_candidates == 0 {
         usage!("--max-candidates must be at least 1");
     }
+    if !(0.0..=1.0).contains(&args.confidence) {
+        usage!("--confidence must be between 0 and 1");
+    }
     if !(0.0..=1.0).contains(&args.hitdiff) {
         usage!("--hitdiff must be between 0 and 1");
     }
@@ -148,6 +151,7 @@ pub fn classify(args: ClassifyArgs) -> Result<ClassifyConfig> {
         threads,
         hitmin: args.hitmin,
         hitdiff: args.hitdiff,
+        confidence: args.confidence,
         max_candidates: args.max_candidates,
         insert_size: args.insert_size,
         lowest_rank: args.lowest_rank,
@@ -192,6 +196,9 @@ pub fn merge(args: MergeArgs) -> Result<kmerdb::merge::MergeConfig> {
         let first = args.inputs[0].file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         first.split('.').next().unwrap_or("sample").to_string()
     });
+    if !(0.0..=1.0).contains(&args.confidence) {
+        usage!("--confidence must be between 0 and 1");
+    }
     let config = kmerdb::merge::MergeConfig {
         inputs: args.inputs,
         kraken: if nothing_asked { Some(PathBuf::from("-")) } else { args.output },
@@ -204,6 +211,7 @@ pub fn merge(args: MergeArgs) -> Result<kmerdb::merge::MergeConfig> {
         sample,
         html: args.profiles.html,
         use_names: args.use_names,
+        confidence: args.confidence,
     };
     Ok(config)
 }
