@@ -543,6 +543,18 @@ fn gpu_condense_equals_the_cpu_assembler() {
 /// Classifies `reads` with the index `db` on `gpus`; returns the Kraken lines, the report and the
 /// abundance profile.
 fn classify_with(db: &std::path::Path, reads: kmerdb::classify::ReadLayout, gpus: GpuRequest) -> [Vec<u8>; 3] {
+    classify_with_options(db, reads, gpus, 0.0, true)
+}
+
+/// [`classify_with`] with `--confidence` and with or without the Kraken lines (without them the
+/// GPU downloads the features' taxa for the confidence alone; the lines come back empty).
+fn classify_with_options(
+    db: &std::path::Path,
+    reads: kmerdb::classify::ReadLayout,
+    gpus: GpuRequest,
+    confidence: f64,
+    lines: bool,
+) -> [Vec<u8>; 3] {
     use kmerdb::classify::{ClassifyConfig, Sample, SampleOutputs, classify};
     let dir = tempfile::tempdir().unwrap();
     let out = |name: &str| Some(dir.path().join(name));
@@ -552,7 +564,7 @@ fn classify_with(db: &std::path::Path, reads: kmerdb::classify::ReadLayout, gpus
         threads: 8,
         hitmin: None,
         hitdiff: 0.0,
-        confidence: 0.0,
+        confidence,
         max_candidates: 2,
         insert_size: 600,
         lowest_rank: None,
@@ -562,7 +574,7 @@ fn classify_with(db: &std::path::Path, reads: kmerdb::classify::ReadLayout, gpus
             name: "s".into(),
             reads,
             outputs: SampleOutputs {
-                kraken: out("k.txt"),
+                kraken: if lines { out("k.txt") } else { None },
                 report: out("k.kreport"),
                 abundance: out("a.tsv"),
                 classified: None,
@@ -588,7 +600,8 @@ fn classify_with(db: &std::path::Path, reads: kmerdb::classify::ReadLayout, gpus
         start.elapsed().as_secs_f64()
     );
     assert_eq!(summary.device.is_some(), gpus != GpuRequest::None, "the GPU was not used");
-    ["k.txt", "k.kreport", "a.tsv"].map(|f| std::fs::read(dir.path().join(f)).unwrap())
+    let read = |f: &str| std::fs::read(dir.path().join(f)).unwrap();
+    [if lines { read("k.txt") } else { Vec::new() }, read("k.kreport"), read("a.tsv")]
 }
 
 fn file_source(p: &str) -> kmerdb::input::Source {
@@ -641,8 +654,14 @@ fn gpu_classify_output_equals_cpu_output() {
         for layout in layouts {
             let what = format!("{} with {layout:?}", genomes.display());
             let cpu = classify_with(&db, layout.clone(), GpuRequest::None);
-            let gpu = classify_with(&db, layout, GpuRequest::List(vec![0]));
+            let gpu = classify_with(&db, layout.clone(), GpuRequest::List(vec![0]));
             assert_same_outputs(&what, &cpu, &gpu);
+            // --confidence, with the lines and with the report alone.
+            for lines in [true, false] {
+                let cpu = classify_with_options(&db, layout.clone(), GpuRequest::None, 0.3, lines);
+                let gpu = classify_with_options(&db, layout.clone(), GpuRequest::List(vec![0]), 0.3, lines);
+                assert_same_outputs(&format!("{what}, --confidence 0.3, lines {lines}"), &cpu, &gpu);
+            }
         }
     }
 }
