@@ -118,7 +118,11 @@ impl<'scope, E: Send + 'scope> Pipeline<'scope, E> {
         for (name, result) in joined.chain(std::iter::once(last)) {
             match result {
                 Ok(time) => times.push((name, time)),
-                Err(e) => error = error.or(Some(e)),
+                Err(e) => {
+                    // The error names its file and record; `-v` also says which stage met it.
+                    log::debug!("the {name} stage ended the run{}", if error.is_some() { " too" } else { "" });
+                    error = error.or(Some(e));
+                }
             }
         }
         error.map_or(Ok(times), Err)
@@ -154,6 +158,11 @@ pub fn run_here<T: Send, E: Send>(
         };
         drop(tx);
         let consumed = sink.join().expect("a pipeline stage does not panic");
+        for (name, failed) in [(first_name, produced.is_err()), (last_name, consumed.is_err())] {
+            if failed {
+                log::debug!("the {name} stage ended the run");
+            }
+        }
         Ok(vec![(first_name, produced?), (last_name, consumed?)])
     })
 }

@@ -47,7 +47,7 @@ pub fn select(request: &GpuRequest) -> Result<Vec<Gpu>, GpuError> {
         GpuRequest::All => {
             let n = device_count();
             if n == 0 {
-                log::info!("no GPU found (no CUDA driver or no device): running on the CPU");
+                log::debug!("no GPU found (no CUDA driver or no device): running on the CPU");
                 return Ok(Vec::new());
             }
             (0..n).collect()

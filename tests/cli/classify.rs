@@ -558,3 +558,16 @@ fn confidence_moves_calls_up_or_leaves_reads_unclassified() {
     let out = crate::classify_pairs(&db).args(["--confidence", "1.5"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// On a machine without a GPU the default `--gpus all` runs on the CPU without a line about it
+/// (issue 18): the summary names the CPU; `-v` says why.
+#[test]
+fn a_machine_without_a_gpu_classifies_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("q.db");
+    build_data(&db).assert().success();
+    let out = crate::classify_pairs(&db).args(["-r", "/dev/null", "-o", "/dev/null"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("no GPU found"), "{stderr}");
+}
