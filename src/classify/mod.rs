@@ -854,7 +854,7 @@ impl Run<'_> {
         let reads_out = if taxid != 0 { &mut outs.classified } else { &mut outs.unclassified };
         if let Some(w) = reads_out {
             for m in 0..batch.mates_per_read() {
-                w.write(m, batch.header(r, m), batch.seq(r, m), batch.qual(r, m))
+                w.write(m, batch.header(r, m), taxid, batch.seq(r, m), batch.qual(r, m))
                     .map_err(|source| ClassifyError::Output { path: "classified/unclassified reads".into(), source })?;
             }
         }

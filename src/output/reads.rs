@@ -10,6 +10,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use super::file::{Output, create_output};
+use crate::taxonomy::TaxId;
 
 /// One [`Output`] per mate for the reads that a run sends to a file.
 #[derive(Debug)]
@@ -36,28 +37,30 @@ impl ReadsWriter {
     }
 
     /// Writes one record to mate `mate` (0 for the first or only mate, 1 for the second):
-    /// `@header`, sequence, `+`, qualities when `qual` is given, else `>header` and sequence.
-    /// `header` is the whole header line without its `>`/`@`.
-    pub fn write(&mut self, mate: usize, header: &[u8], seq: &[u8], qual: Option<&[u8]>) -> io::Result<()> {
+    /// `@header kraken:taxid|N`, sequence, `+`, qualities when `qual` is given, else `>header
+    /// kraken:taxid|N` and sequence. `header` is the whole header line without its `>`/`@`; the
+    /// call is appended as Kraken 2 appends it (KrakenTools reads it there).
+    pub fn write(
+        &mut self,
+        mate: usize,
+        header: &[u8],
+        taxid: TaxId,
+        seq: &[u8],
+        qual: Option<&[u8]>,
+    ) -> io::Result<()> {
         let mates = self.mates.len();
         let w = self.mates.get_mut(mate).ok_or_else(|| {
             io::Error::new(io::ErrorKind::InvalidInput, format!("mate {mate} written to a {mates}-mate reads output"))
         })?;
-        match qual {
-            Some(qual) => {
-                w.write_all(b"@")?;
-                w.write_all(header)?;
-                w.write_all(b"\n")?;
-                w.write_all(seq)?;
-                w.write_all(b"\n+\n")?;
-                w.write_all(qual)?;
-            }
-            None => {
-                w.write_all(b">")?;
-                w.write_all(header)?;
-                w.write_all(b"\n")?;
-                w.write_all(seq)?;
-            }
+        w.write_all(if qual.is_some() { b"@" } else { b">" })?;
+        w.write_all(header)?;
+        w.write_all(b" kraken:taxid|")?;
+        w.write_all(itoa::Buffer::new().format(taxid).as_bytes())?;
+        w.write_all(b"\n")?;
+        w.write_all(seq)?;
+        if let Some(qual) = qual {
+            w.write_all(b"\n+\n")?;
+            w.write_all(qual)?;
         }
         w.write_all(b"\n")
     }
@@ -107,13 +110,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut w = ReadsWriter::create(&dir.path().join("cl#.fq"), true).unwrap();
         assert_eq!(w.mates(), 2);
-        w.write(0, b"r1/1 x", b"ACGT", Some(b"IIII")).unwrap();
-        w.write(1, b"r1/2 x", b"TTGCA", Some(b"IIIII")).unwrap();
-        assert!(w.write(2, b"r1", b"A", None).is_err());
+        w.write(0, b"r1/1 x", 562, b"ACGT", Some(b"IIII")).unwrap();
+        w.write(1, b"r1/2 x", 562, b"TTGCA", Some(b"IIIII")).unwrap();
+        assert!(w.write(2, b"r1", 562, b"A", None).is_err());
         assert!(!dir.path().join("cl_1.fq").exists(), "not before finish");
         w.finish().unwrap();
-        assert_eq!(std::fs::read_to_string(dir.path().join("cl_1.fq")).unwrap(), "@r1/1 x\nACGT\n+\nIIII\n");
-        assert_eq!(std::fs::read_to_string(dir.path().join("cl_2.fq")).unwrap(), "@r1/2 x\nTTGCA\n+\nIIIII\n");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("cl_1.fq")).unwrap(),
+            "@r1/1 x kraken:taxid|562\nACGT\n+\nIIII\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("cl_2.fq")).unwrap(),
+            "@r1/2 x kraken:taxid|562\nTTGCA\n+\nIIIII\n"
+        );
     }
 
     #[test]
@@ -122,32 +131,35 @@ mod tests {
         let path = dir.path().join("un#.fa");
         let mut w = ReadsWriter::create(&path, false).unwrap();
         assert_eq!(w.mates(), 1);
-        w.write(0, b"r1", b"ACGT", None).unwrap();
-        w.write(0, b"r2 desc", b"GG", None).unwrap();
-        assert!(w.write(1, b"r1", b"A", None).is_err());
+        w.write(0, b"r1", 562, b"ACGT", None).unwrap();
+        w.write(0, b"r2 desc", 562, b"GG", None).unwrap();
+        assert!(w.write(1, b"r1", 562, b"A", None).is_err());
         w.finish().unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), ">r1\nACGT\n>r2 desc\nGG\n");
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            ">r1 kraken:taxid|562\nACGT\n>r2 desc kraken:taxid|562\nGG\n"
+        );
     }
 
     #[test]
     fn gzip_mates() {
         let dir = tempfile::tempdir().unwrap();
         let mut w = ReadsWriter::create(&dir.path().join("out#.fq.gz"), true).unwrap();
-        w.write(0, b"a", b"AC", Some(b"!!")).unwrap();
-        w.write(1, b"a", b"GT", Some(b"##")).unwrap();
+        w.write(0, b"a", 562, b"AC", Some(b"!!")).unwrap();
+        w.write(1, b"a", 562, b"GT", Some(b"##")).unwrap();
         w.finish().unwrap();
         let mut text = String::new();
         flate2::read::GzDecoder::new(std::fs::File::open(dir.path().join("out_2.fq.gz")).unwrap())
             .read_to_string(&mut text)
             .unwrap();
-        assert_eq!(text, "@a\nGT\n+\n##\n");
+        assert_eq!(text, "@a kraken:taxid|562\nGT\n+\n##\n");
     }
 
     #[test]
     fn dropped_writer_leaves_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let mut w = ReadsWriter::create(&dir.path().join("x#.fq"), true).unwrap();
-        w.write(0, b"a", b"AC", Some(b"!!")).unwrap();
+        w.write(0, b"a", 562, b"AC", Some(b"!!")).unwrap();
         drop(w);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }

@@ -277,6 +277,12 @@ fn classified_and_unclassified_reads_are_written_per_mate() {
     assert_eq!((c1.lines().count() + u1.lines().count()) / 4, PAIRS);
     assert_eq!(u1.lines().count(), u2.lines().count());
     assert!(c1.starts_with('@'));
+    // Each header carries the call as Kraken 2 writes it: classified reads a taxid, the others 0.
+    let header = |text: &str| text.lines().next().unwrap_or("").to_string();
+    assert!(header(&c1).contains(" kraken:taxid|") && !header(&c1).ends_with("|0"), "{}", header(&c1));
+    if !u1.is_empty() {
+        assert!(header(&u1).ends_with(" kraken:taxid|0"), "{}", header(&u1));
+    }
     classify_pairs()
         .arg("--classified-out")
         .arg(dir.path().join("nohash.fq"))
