@@ -225,6 +225,8 @@ pub enum IndexError {
     Io { path: PathBuf, source: std::io::Error },
     #[error("{path} is not a kmerdb index (its first bytes are not the kmerdb magic)")]
     NotAnIndex { path: PathBuf },
+    #[error("{path} is a folder, not a kmerdb index (a file made by `kmerdb build -d FILE`){kraken2}")]
+    Folder { path: PathBuf, kraken2: &'static str },
     #[error(
         "{path} is a kmerdb index of format version {found}, but this kmerdb reads version {supported}; rebuild it with this version"
     )]

@@ -57,6 +57,14 @@ pub struct Index {
 impl Index {
     pub fn open(path: &Path, verify: Verify) -> Result<Self, IndexError> {
         let p = || path.to_path_buf();
+        if path.is_dir() {
+            let kraken2 = if path.join("hash.k2d").is_file() {
+                "; it holds a Kraken 2 database (hash.k2d), which kmerdb does not read: build a kmerdb index from the same genomes"
+            } else {
+                ""
+            };
+            return Err(IndexError::Folder { path: p(), kraken2 });
+        }
         let file = std::fs::File::open(path).map_err(|source| IndexError::Io { path: p(), source })?;
         // SAFETY: the map is read-only; kmerdb never writes an index in place (it writes a new file
         // and renames it), so the mapped bytes do not change under us unless another program

@@ -93,3 +93,20 @@ fn errors_name_their_cause_once_and_usage_errors_exit_2() {
         assert!(stderr.contains(&format!("{flag} must be at least 1")), "{stderr}");
     }
 }
+
+/// A folder given as the index, a Kraken 2 database's above all, gets a message saying what it
+/// is (issue 18), not the system's "No such device".
+#[test]
+fn a_folder_or_a_kraken2_database_is_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let k2 = dir.path().join("k2db");
+    std::fs::create_dir(&k2).unwrap();
+    let out = kmerdb().arg("info").arg(&k2).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("is a folder, not a kmerdb index") && !stderr.contains("Kraken 2"), "{stderr}");
+    std::fs::write(k2.join("hash.k2d"), b"").unwrap();
+    let out = kmerdb().arg("info").arg(&k2).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("Kraken 2 database") && !stderr.contains("No such device"), "{stderr}");
+}
