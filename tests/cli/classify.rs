@@ -577,3 +577,25 @@ fn a_machine_without_a_gpu_classifies_quietly() {
     assert!(out.status.success(), "{stderr}");
     assert!(!stderr.contains("no GPU found"), "{stderr}");
 }
+
+/// Kraken 2's habits (issue 18): `--paired R1 R2` is `-1 R1 -2 R2`; `--memory-mapping` and
+/// `--gzip-compressed` are accepted and change nothing; `--paired` with one file is a usage error.
+#[test]
+fn kraken2_pairing_and_no_op_flags_are_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("k.db");
+    build_data(&db).assert().success();
+    let reads = data().join("reads");
+    let (r1, r2) = (reads.join("sample_R1.fq.gz"), reads.join("sample_R2.fq.gz"));
+    let stdout = |cmd: &mut assert_cmd::Command| {
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        out.stdout
+    };
+    let pairs = stdout(crate::classify_pairs(&db).arg("--memory-mapping").arg("--gzip-compressed"));
+    let kraken2_style = stdout(kmerdb().args(["classify", "-d"]).arg(&db).arg("--paired").arg(&r1).arg(&r2));
+    assert!(!pairs.is_empty());
+    assert_eq!(kraken2_style, pairs);
+    let out = kmerdb().args(["classify", "-d"]).arg(&db).arg("--paired").arg(&r1).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -109,6 +109,16 @@ pub struct ClassifyArgs {
     /// READS hold mate pairs one after the other.
     #[arg(long)]
     pub interleaved: bool,
+    /// READS are two files, R1 then R2, of one paired sample (Kraken 2's --paired; the same as
+    /// -1 R1 -2 R2).
+    #[arg(long)]
+    pub paired: bool,
+    /// Accepted for Kraken 2's habits and ignored: the index is always memory-mapped.
+    #[arg(long, hide = true)]
+    pub memory_mapping: bool,
+    /// Accepted for Kraken 2's habits and ignored: compression is detected from the content.
+    #[arg(long, hide = true)]
+    pub gzip_compressed: bool,
     /// Several samples with one index load: a TSV of `name<TAB>R1[<TAB>R2]` (paths relative to the
     /// sheet). Output names must then contain `{sample}`.
     #[arg(long, value_name = "FILE")]

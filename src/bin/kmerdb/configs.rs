@@ -128,7 +128,17 @@ pub fn classify(args: ClassifyArgs) -> Result<ClassifyConfig> {
             e => e.into(),
         }
     };
-    let given = ReadsGiven::from_flags(args.reads, args.r1, args.r2, args.samples, args.interleaved).map_err(usage)?;
+    let (mut reads, mut r1, mut r2) = (args.reads, args.r1, args.r2);
+    if args.paired {
+        if reads.len() != 2 || !r1.is_empty() || args.interleaved || args.samples.is_some() {
+            usage!(
+                "--paired takes exactly two READS files, R1 then R2 (as Kraken 2's --paired), and no -1/-2, --interleaved or --samples"
+            );
+        }
+        r2.push(reads.pop().expect("two files"));
+        r1.push(reads.pop().expect("two files"));
+    }
+    let given = ReadsGiven::from_flags(reads, r1, r2, args.samples, args.interleaved).map_err(usage)?;
     let names = OutputNames {
         per_sample: SampleOutputs {
             kraken: args.output,
