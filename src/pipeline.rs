@@ -45,9 +45,7 @@ impl<T> Queue<T> {
     pub fn sink<E>(self, mut consume: impl FnMut(T) -> Result<(), E>) -> Result<StageTime, E> {
         let mut time = StageTime::default();
         loop {
-            let t = Instant::now();
-            let Ok(item) = self.0.recv() else { return Ok(time) };
-            time.starved += t.elapsed();
+            let Some(item) = take(&self.0, &mut time) else { return Ok(time) };
             let t = Instant::now();
             consume(item)?;
             time.busy += t.elapsed();
@@ -66,17 +64,7 @@ impl<'scope, E: Send + 'scope> Pipeline<'scope, E> {
         mut produce: impl FnMut() -> Result<Option<O>, E> + Send + 'scope,
     ) -> (Self, Queue<O>) {
         let (tx, rx) = sync_channel(depth);
-        let handle = scope.spawn(move || {
-            let mut time = StageTime::default();
-            loop {
-                let t = Instant::now();
-                let Some(item) = produce()? else { return Ok(time) };
-                time.busy += t.elapsed();
-                if !pass_on(&tx, item, &mut time) {
-                    return Ok(time);
-                }
-            }
-        });
+        let handle = scope.spawn(move || produce_into(&tx, &mut produce));
         (Pipeline { stages: vec![(name, handle)] }, Queue(rx))
     }
 
@@ -93,9 +81,7 @@ impl<'scope, E: Send + 'scope> Pipeline<'scope, E> {
         let handle = scope.spawn(move || {
             let mut time = StageTime::default();
             loop {
-                let t = Instant::now();
-                let Ok(item) = input.0.recv() else { return Ok(time) };
-                time.starved += t.elapsed();
+                let Some(item) = take(&input.0, &mut time) else { return Ok(time) };
                 let t = Instant::now();
                 let out = work(item)?;
                 time.busy += t.elapsed();
@@ -142,20 +128,7 @@ pub fn run_here<T: Send, E: Send>(
     std::thread::scope(|scope| {
         let (tx, rx) = sync_channel(depth);
         let sink = scope.spawn(move || Queue(rx).sink(consume));
-        let mut time = StageTime::default();
-        let produced = loop {
-            let t = Instant::now();
-            match produce() {
-                Err(e) => break Err(e),
-                Ok(None) => break Ok(time),
-                Ok(Some(item)) => {
-                    time.busy += t.elapsed();
-                    if !pass_on(&tx, item, &mut time) {
-                        break Ok(time);
-                    }
-                }
-            }
-        };
+        let produced = produce_into(&tx, produce);
         drop(tx);
         let consumed = sink.join().expect("a pipeline stage does not panic");
         for (name, failed) in [(first_name, produced.is_err()), (last_name, consumed.is_err())] {
@@ -187,6 +160,28 @@ pub fn in_order_windows<'a, I: Send + 'a, O: Send + 'a, E: Send + 'a>(
         }
         ready.pop_front().transpose()
     }
+}
+
+/// A first stage's loop: `produce` until it gives `None` or an error, each item sent on `tx`; ends
+/// early, without error, when the next stage has gone.
+fn produce_into<T, E>(tx: &SyncSender<T>, produce: &mut dyn FnMut() -> Result<Option<T>, E>) -> Result<StageTime, E> {
+    let mut time = StageTime::default();
+    loop {
+        let t = Instant::now();
+        let Some(item) = produce()? else { return Ok(time) };
+        time.busy += t.elapsed();
+        if !pass_on(tx, item, &mut time) {
+            return Ok(time);
+        }
+    }
+}
+
+/// The next item of `rx`, the wait counted as starved; `None` when the stage before has ended.
+fn take<T>(rx: &Receiver<T>, time: &mut StageTime) -> Option<T> {
+    let t = Instant::now();
+    let item = rx.recv().ok();
+    time.starved += t.elapsed();
+    item
 }
 
 /// Sends `item` on; false if the next stage has gone (it failed, or the run is ending).

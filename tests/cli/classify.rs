@@ -534,11 +534,8 @@ fn html_report_renders_in_chromium() {
 /// usage error.
 #[test]
 fn confidence_moves_calls_up_or_leaves_reads_unclassified() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("c.db");
-    build_data(&db).assert().success();
     let lines = |confidence: Option<&str>| -> Vec<String> {
-        let mut cmd = crate::classify_pairs(&db);
+        let mut cmd = classify_pairs();
         if let Some(c) = confidence {
             cmd.arg("--confidence").arg(c);
         }
@@ -561,7 +558,7 @@ fn confidence_moves_calls_up_or_leaves_reads_unclassified() {
     // A read keeps its hit list; only its call changes.
     let hits = |l: &String| l.rsplit('\t').next().unwrap().to_string();
     assert!(default.iter().zip(&all).all(|(a, b)| hits(a) == hits(b)));
-    let out = crate::classify_pairs(&db).args(["--confidence", "1.5"]).output().unwrap();
+    let out = classify_pairs().args(["--confidence", "1.5"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
@@ -569,10 +566,7 @@ fn confidence_moves_calls_up_or_leaves_reads_unclassified() {
 /// (issue 18): the summary names the CPU; `-v` says why.
 #[test]
 fn a_machine_without_a_gpu_classifies_quietly() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("q.db");
-    build_data(&db).assert().success();
-    let out = crate::classify_pairs(&db).args(["-r", "/dev/null", "-o", "/dev/null"]).output().unwrap();
+    let out = classify_pairs().args(["-r", "/dev/null", "-o", "/dev/null"]).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(!stderr.contains("no GPU found"), "{stderr}");
@@ -582,20 +576,15 @@ fn a_machine_without_a_gpu_classifies_quietly() {
 /// `--gzip-compressed` are accepted and change nothing; `--paired` with one file is a usage error.
 #[test]
 fn kraken2_pairing_and_no_op_flags_are_accepted() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("k.db");
-    build_data(&db).assert().success();
-    let reads = data().join("reads");
-    let (r1, r2) = (reads.join("sample_R1.fq.gz"), reads.join("sample_R2.fq.gz"));
     let stdout = |cmd: &mut assert_cmd::Command| {
         let out = cmd.output().unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         out.stdout
     };
-    let pairs = stdout(crate::classify_pairs(&db).arg("--memory-mapping").arg("--gzip-compressed"));
-    let kraken2_style = stdout(kmerdb().args(["classify", "-d"]).arg(&db).arg("--paired").arg(&r1).arg(&r2));
+    let pairs = stdout(classify_pairs().arg("--memory-mapping").arg("--gzip-compressed"));
+    let kraken2_style = stdout(classify().arg("--paired").arg(r1()).arg(r2()));
     assert!(!pairs.is_empty());
     assert_eq!(kraken2_style, pairs);
-    let out = kmerdb().args(["classify", "-d"]).arg(&db).arg("--paired").arg(&r1).output().unwrap();
+    let out = classify().arg("--paired").arg(r1()).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }
