@@ -148,13 +148,37 @@ pub fn in_order_windows<'a, I: Send + 'a, O: Send + 'a, E: Send + 'a>(
     items: Vec<I>,
     work: impl Fn(I) -> Result<O, E> + Sync + Send + 'a,
 ) -> impl FnMut() -> Result<Option<O>, E> + Send + 'a {
+    let mut items = items.into_iter();
+    in_order_as_ready(pool, move |_| items.next(), work)
+}
+
+/// [`in_order_windows`] for items that arrive while the stage runs (from threads of their own):
+/// `next(wait)` gives the next item, waiting for it when `wait` is true (`None` then means there
+/// are no more) and otherwise giving `None` when it has not arrived yet. A window is the items
+/// that have arrived, at least one and at most one per thread of the pool.
+///
+/// The stage waits for an item only when it holds none: everything it took has been passed on. So
+/// a producer that waits for a resource the items hold (a buffer given back once the item is
+/// written) cannot wait on this stage, which a window of a fixed width could (it would wait for
+/// more items while holding the buffers the producer needs to make them).
+///
+/// The work runs on `pool` through `install`, never by blocking a pool thread on a channel: the
+/// caller may be the pool's only thread.
+pub fn in_order_as_ready<'a, I: Send + 'a, O: Send + 'a, E: Send + 'a>(
+    pool: &'a rayon::ThreadPool,
+    mut next: impl FnMut(bool) -> Option<I> + Send + 'a,
+    work: impl Fn(I) -> Result<O, E> + Sync + Send + 'a,
+) -> impl FnMut() -> Result<Option<O>, E> + Send + 'a {
     use rayon::prelude::*;
     let width = pool.current_num_threads().max(1);
-    let mut items = items.into_iter();
     let mut ready = std::collections::VecDeque::with_capacity(width);
     move || {
         if ready.is_empty() {
-            let window: Vec<I> = items.by_ref().take(width).collect();
+            let mut window: Vec<I> = next(true).into_iter().collect();
+            while !window.is_empty() && window.len() < width {
+                let Some(item) = next(false) else { break };
+                window.push(item);
+            }
             let done: Vec<Result<O, E>> = pool.install(|| window.into_par_iter().map(&work).collect());
             ready.extend(done);
         }
@@ -297,6 +321,58 @@ mod tests {
             let times = pool.install(|| run_here(("work", &mut produce), 4, ("collect", &mut |_| Ok(())))).unwrap();
             assert_eq!(times[0].1.items, 10);
             assert_eq!(times[1].1.items, 10);
+        }
+    }
+
+    /// Items that arrive from another thread, which makes the next one only once an earlier one
+    /// has been consumed (as a GPU waits for a buffer the writer gives back): the stage does not
+    /// wait for more items while holding the ones the producer waits for, at any pool size, and
+    /// the results keep the items' order.
+    #[test]
+    fn items_as_they_arrive_keep_their_order_and_never_wait_on_the_producer() {
+        for threads in [1, 3, 8] {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            let (to_stage, arrivals) = sync_channel::<u32>(100);
+            let (give_back, tokens) = sync_channel::<()>(100);
+            // Two tokens: the producer makes an item only while it holds one.
+            give_back.send(()).unwrap();
+            give_back.send(()).unwrap();
+            let mut seen = Vec::new();
+            let result = std::thread::scope(|scope| {
+                scope.spawn(move || {
+                    for x in 0..200 {
+                        if tokens.recv().is_err() || to_stage.send(x).is_err() {
+                            return;
+                        }
+                    }
+                });
+                let next = move |wait: bool| {
+                    use std::sync::mpsc::RecvTimeoutError::Disconnected;
+                    if !wait {
+                        return arrivals.try_recv().ok();
+                    }
+                    match arrivals.recv_timeout(Duration::from_secs(20)) {
+                        Ok(x) => Some(x),
+                        Err(Disconnected) => None,
+                        Err(e) => panic!("the stage and the producer wait for each other ({e})"),
+                    }
+                };
+                let mut produce = in_order_as_ready(&pool, next, |x: u32| Ok::<u32, String>(x + 1));
+                pool.install(|| {
+                    run_here(
+                        ("finish", &mut produce),
+                        1,
+                        ("write", &mut |x| {
+                            seen.push(x);
+                            // The producer is gone once it has made every item.
+                            let _ = give_back.send(());
+                            Ok(())
+                        }),
+                    )
+                })
+            });
+            assert_eq!(result.unwrap()[1].1.items, 200);
+            assert_eq!(seen, (1..=200).collect::<Vec<_>>());
         }
     }
 

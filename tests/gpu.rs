@@ -245,16 +245,17 @@ fn build_with(
     gpus: GpuRequest,
     opts: GpuBuildOptions,
 ) -> Result<kmerdb::indexing::BuildSummary, String> {
-    build_in(inputs, db, gpus, opts, None)
+    build_in(inputs, db, gpus, opts, None, 8)
 }
 
-/// [`build_with`], spilling to `tmp_dir`.
+/// [`build_with`], spilling to `tmp_dir`, on `threads` threads.
 fn build_in(
     inputs: &[PathBuf],
     db: &std::path::Path,
     gpus: GpuRequest,
     opts: GpuBuildOptions,
     tmp_dir: Option<&std::path::Path>,
+    threads: usize,
 ) -> Result<kmerdb::indexing::BuildSummary, String> {
     let sources = kmerdb::input::discover_fasta(inputs).map_err(|e| e.to_string())?;
     let tax = PathBuf::from("data/taxonomy");
@@ -266,7 +267,7 @@ fn build_in(
         seqid_maps: vec![if map.exists() { map } else { PathBuf::from("data/seqid2taxid.map") }],
         sketch: SketchParams::new(16, 127, None, 16, 0).unwrap(),
         max_locations_per_feature: 254,
-        threads: 8,
+        threads,
         strict: false,
         progress: false,
         gpus,
@@ -388,6 +389,17 @@ fn passes_give_the_cpu_bytes(set: &std::path::Path, gpus: Vec<usize>, cpu: &[u8]
         assert!(bytes(&db) == cpu, "{}: {want} passes on {n} GPU(s) changed the bytes", set.display());
         println!("identical index bytes in {want} passes on {n} GPU(s): {}", set.display());
     }
+    // Few threads: the shards are finished on the build's pool while the GPUs wait for buffers
+    // that only the writer gives back. (When each shard was spawned on the pool, a build on one
+    // thread could never end, by reading: the pool's only thread waited for a download while
+    // the shards holding the GPU's buffers waited for that thread.)
+    let limit = limit_for(&pairs, n, 7).unwrap();
+    for threads in [1, 2] {
+        let opts = GpuBuildOptions { pass_values: Some(limit), ..Default::default() };
+        build_in(&[set.to_path_buf()], &db, request.clone(), opts, None, threads).unwrap();
+        assert!(bytes(&db) == cpu, "{}: 7 passes on {threads} thread(s) changed the bytes", set.display());
+        println!("identical index bytes in 7 passes on {n} GPU(s), {threads} thread(s): {}", set.display());
+    }
     let limit = limit_for(&pairs, n, 3).unwrap();
     let spill = tempfile::tempdir().unwrap();
     for (what, host) in [("host memory", u64::MAX), ("spill files", 0)] {
@@ -397,7 +409,7 @@ fn passes_give_the_cpu_bytes(set: &std::path::Path, gpus: Vec<usize>, cpu: &[u8]
             host_pair_bytes: Some(host),
             group: None,
         };
-        let s = build_in(&[set.to_path_buf()], &db, request.clone(), opts, Some(spill.path())).unwrap();
+        let s = build_in(&[set.to_path_buf()], &db, request.clone(), opts, Some(spill.path()), 8).unwrap();
         let p = s.passes.unwrap();
         assert_eq!(p.pairs_on_gpus, 0);
         assert!(if host == 0 { p.pairs_spilled > 0 } else { p.pairs_in_host_memory > 0 }, "{p:?}");
@@ -441,7 +453,7 @@ fn spill_files_are_removed_on_error_and_on_ctrl_c() {
     std::fs::write(bad.join("zz_reads.fa"), "@r1\nACGT\n+\nIIII\n").unwrap();
     std::fs::copy("data/seqid2taxid.map", bad.join("seqid2taxid.map")).unwrap();
     let opts = GpuBuildOptions { device_pair_bytes: Some(0), host_pair_bytes: Some(0), ..Default::default() };
-    let err = build_in(&[bad], &db, GpuRequest::List(vec![0]), opts, Some(&spill)).unwrap_err();
+    let err = build_in(&[bad], &db, GpuRequest::List(vec![0]), opts, Some(&spill), 8).unwrap_err();
     assert!(err.contains("zz_reads.fa"), "{err}");
     assert_eq!(std::fs::read_dir(&spill).unwrap().count(), 0, "spill files left after an error");
     assert!(!db.exists());

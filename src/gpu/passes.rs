@@ -90,6 +90,19 @@ unsafe impl DeviceRepr for WindowsArgs {}
 // Kernels read it as `struct Windows` (cuda/build.cu), which asserts the same size.
 const _: () = assert!(std::mem::size_of::<WindowsArgs>() == 16);
 
+/// What the passes lay out.
+pub struct ShardsToBuild<'a> {
+    /// Pairs of each shard.
+    pub counts: &'a [u64],
+    /// The provisional targets' first global windows (ascending).
+    pub first_windows: &'a [u64],
+    /// The provisional targets' final numbers (`None`: dropped).
+    pub final_id: &'a [Option<u32>],
+    pub layout: &'a LocationLayout,
+    /// The most locations a feature keeps.
+    pub cap: u32,
+}
+
 /// The GPU (of `gpus`) that owns `shard`.
 pub fn owner_of(shard: usize, gpus: usize) -> usize {
     shard % gpus
@@ -542,28 +555,25 @@ impl<'g> PassBuild<'g> {
         }
     }
 
-    /// The passes: every shard laid out on its owner GPU and written by `writer` in shard order.
-    /// `first_windows` are the provisional targets' first global windows (ascending),
-    /// `final_id` their final numbers. Returns the shards' counts and how the time went.
+    /// The passes: every shard of `what` laid out on its owner GPU and written by `writer` in
+    /// shard order. Returns the shards' counts and how the time went.
     ///
     /// Threads: one per GPU runs its passes and downloads each shard, as soon as the pass is
-    /// condensed, into one of [`SHARD_BUFFERS`] pinned buffers of that GPU; the calling thread
-    /// hands each downloaded shard to the build's thread pool to be finished (leftover keys,
-    /// checksum); a writer thread writes finished shards in shard order and gives their buffers
-    /// back. A GPU that runs out of buffers waits for the writer, so host memory stays bounded
-    /// and a slow disk slows the GPUs rather than filling memory. (No deadlock: each GPU
-    /// downloads its shards in order, so the shard the writer waits for is never behind a shard
-    /// holding its GPU's last buffer.)
+    /// condensed, into one of [`SHARD_BUFFERS`] pinned buffers of that GPU. The rest is a
+    /// pipeline (`crate::pipeline`), as the CPU build's: the calling thread takes the shards in
+    /// shard order (shard `s` from its owner's queue) and finishes those that have arrived on the
+    /// build's thread pool (leftover keys, checksum); a writer thread writes them and gives their
+    /// buffers back. A GPU that runs out of buffers waits for the writer, so host memory stays
+    /// bounded and a slow disk slows the GPUs rather than filling memory. (No deadlock: each GPU
+    /// downloads its shards in order, and the finishing stage waits for a shard only when it
+    /// holds none, see `pipeline::in_order_as_ready`.)
     pub fn build_shards(
         &self,
-        counts: &[u64],
-        first_windows: &[u64],
-        final_id: &[Option<u32>],
-        layout: &LocationLayout,
-        cap: u32,
+        what: ShardsToBuild<'_>,
+        pool: &rayon::ThreadPool,
         writer: &mut IndexWriter,
     ) -> Result<(ShardStats, PassReport), BuildError> {
-        use std::sync::mpsc::channel;
+        let ShardsToBuild { counts, first_windows, final_id, layout, cap } = what;
         let passes = self.plan(counts)?;
         let n = self.gpus.len();
         log::info!(
@@ -578,57 +588,72 @@ impl<'g> PassBuild<'g> {
         let first: Vec<u32> = first_windows.iter().map(|&w| u32::try_from(w).expect("checked when read")).collect();
         let job = PassJob { passes: &passes, counts, first: &first, final_id, layout, cap };
         let mut report = PassReport { passes: passes.len(), shard_pairs: counts.to_vec(), ..Default::default() };
-        let (downloaded_tx, downloaded) = channel::<Result<Downloaded, BuildError>>();
-        let (finished_tx, finished) = channel::<Result<Finished, BuildError>>();
         let gpu_times: Vec<Mutex<(Duration, Duration)>> = (0..n).map(|_| Mutex::new(Default::default())).collect();
-        let (stats, waiting, finishing, writing) = std::thread::scope(|scope| -> Result<_, BuildError> {
-            let mut pools = Vec::new();
+        let (waiting, finishing) = (Mutex::new(Duration::ZERO), Mutex::new(Duration::ZERO));
+        let mut stats = ShardStats::default();
+        let times = std::thread::scope(|scope| {
+            let (mut pools, mut arrivals) = (Vec::new(), Vec::new());
             for (d, times) in gpu_times.iter().enumerate() {
-                let (free_tx, free) = channel::<ShardBuffer>();
+                let (free_tx, free) = std::sync::mpsc::channel::<ShardBuffer>();
                 for _ in 0..SHARD_BUFFERS {
                     free_tx.send(ShardBuffer::default()).expect("the receiver is alive");
                 }
+                let (tx, rx) = std::sync::mpsc::channel();
                 pools.push(free_tx);
-                let (tx, job) = (downloaded_tx.clone(), &job);
+                arrivals.push(rx);
+                let job = &job;
                 scope.spawn(move || self.gpu_passes(d, job, free, tx, times));
             }
-            drop(downloaded_tx);
-            let total = counts.len();
-            let writer_thread = scope.spawn(move || write_in_order(writer, finished, pools, total));
-            // Each downloaded shard is finished on the build's thread pool. The channels move in
-            // here: when this ends (all shards sent, or an error), the writer's input closes
-            // once the last task is done, and the GPUs see their receiver gone.
-            let finishing = Mutex::new(Duration::ZERO);
-            let finishing_ref = &finishing;
-            let dispatched = rayon::scope(move |pool| -> Result<Duration, BuildError> {
-                let mut waiting = Duration::ZERO;
-                loop {
-                    let t = Instant::now();
-                    let Ok(next) = downloaded.recv() else { return Ok(waiting) };
-                    waiting += t.elapsed();
-                    let shard = next?;
-                    let tx = finished_tx.clone();
-                    pool.spawn(move |_| {
-                        let t = Instant::now();
-                        let done = shard.finish(layout, cap);
-                        *finishing_ref.lock().expect("no finishing panicked") += t.elapsed();
-                        let _ = tx.send(done);
-                    });
+            let (mut next_shard, total, waiting) = (0, counts.len(), &waiting);
+            let next = move |wait: bool| -> Option<Result<Downloaded, BuildError>> {
+                use std::sync::mpsc::TryRecvError;
+                if next_shard == total {
+                    return None;
                 }
-            });
-            let written = writer_thread.join().expect("the writer does not panic");
-            let waiting = dispatched?;
-            let (stats, writing) = written?;
-            Ok((stats, waiting, finishing.into_inner().expect("no finishing panicked"), writing))
+                let queue = &arrivals[owner_of(next_shard, n)];
+                let got = if wait {
+                    let t = Instant::now();
+                    let got = queue.recv().ok();
+                    *waiting.lock().expect("no waiting panicked") += t.elapsed();
+                    got
+                } else {
+                    match queue.try_recv() {
+                        Ok(got) => Some(got),
+                        Err(TryRecvError::Empty) => return None,
+                        Err(TryRecvError::Disconnected) => None,
+                    }
+                };
+                next_shard += 1;
+                // A GPU thread that ends early sends its error first.
+                Some(got.unwrap_or_else(|| {
+                    Err(GpuError::Missing { wanted: 0, reason: "a pass stopped before its last shard".into() }.into())
+                }))
+            };
+            let finishing = &finishing;
+            let finish = move |shard: Result<Downloaded, BuildError>| {
+                let t = Instant::now();
+                let done = shard?.finish(layout, cap);
+                *finishing.lock().expect("no finishing panicked") += t.elapsed();
+                done
+            };
+            let mut finished = crate::pipeline::in_order_as_ready(pool, next, finish);
+            let stats = &mut stats;
+            let mut write = move |f: Finished| write_shard(writer, f, &pools, stats);
+            let times = crate::pipeline::run_here(("finishing", &mut finished), SHARD_BUFFERS, ("writing", &mut write));
+            // The queues to and from the GPU threads close here, so that any still running stop
+            // (they would wait for a buffer or send into the void) before the scope joins them.
+            drop((finished, write));
+            times
         })?;
+        log::debug!("shards: {}", crate::pipeline::describe(&times));
         for t in &gpu_times {
             let (select_insert, condense) = *t.lock().expect("no GPU thread panicked");
             report.select_insert += select_insert;
             report.condense += condense;
         }
-        report.waiting_for_gpus = waiting;
-        report.finishing = finishing;
-        report.writing = writing;
+        report.waiting_for_gpus = waiting.into_inner().expect("no waiting panicked");
+        report.finishing = finishing.into_inner().expect("no finishing panicked");
+        report.writing = times[1].1.busy;
         Ok((stats, report))
     }
 
@@ -1036,50 +1061,33 @@ impl Downloaded {
     }
 }
 
-/// The writer thread: finished shards (in any order) written in shard order, their buffers given
-/// back to their GPUs. Returns the shards' counts and the time spent writing.
-fn write_in_order(
+/// The writing stage: a finished shard written (in shard order), its counts added to `stats`,
+/// its buffer given back to its GPU.
+fn write_shard(
     writer: &mut IndexWriter,
-    finished: std::sync::mpsc::Receiver<Result<Finished, BuildError>>,
-    pools: Vec<std::sync::mpsc::Sender<ShardBuffer>>,
-    total: usize,
-) -> Result<(ShardStats, Duration), BuildError> {
-    let mut waiting: std::collections::BTreeMap<usize, Finished> = std::collections::BTreeMap::new();
-    let (mut stats, mut writing) = (ShardStats::default(), Duration::ZERO);
-    let mut next = 0;
-    while next < total {
-        let Ok(f) = finished.recv() else {
-            return Err(GpuError::Missing { wanted: 0, reason: "a pass stopped before its last shard".into() }.into());
-        };
-        let f = f?;
-        waiting.insert(f.shard, f);
-        while let Some(f) = waiting.remove(&next) {
-            let t = Instant::now();
-            match (&f.rebuilt, &f.buf) {
-                (Some(data), _) => writer.add_shard(&data.slots, &data.words, Some(f.checksum))?,
-                (None, Some((_, buf))) => {
-                    // SAFETY: the copies finished before `finish`; nothing writes the buffer now.
-                    let (order, words) = unsafe {
-                        (
-                            buf.order.as_ref().expect("ensured").as_slice(),
-                            buf.words.as_ref().expect("ensured").as_slice(),
-                        )
-                    };
-                    let slots: &[crate::index::bcht::Slot] = bytemuck::cast_slice(&order[..f.slots]);
-                    writer.add_shard(slots, &words[..f.words], Some(f.checksum))?;
-                }
-                (None, None) => unreachable!("a shard is rebuilt or in its buffer"),
-            }
-            writing += t.elapsed();
-            stats += f.stats;
-            if let Some((gpu, buf)) = f.buf {
-                // A GPU that has stopped takes no more buffers.
-                let _ = pools[gpu].send(buf);
-            }
-            next += 1;
+    f: Finished,
+    pools: &[std::sync::mpsc::Sender<ShardBuffer>],
+    stats: &mut ShardStats,
+) -> Result<(), BuildError> {
+    assert_eq!(f.shard, writer.shards_written(), "shards reach the writer in shard order");
+    match (&f.rebuilt, &f.buf) {
+        (Some(data), _) => writer.add_shard(&data.slots, &data.words, Some(f.checksum))?,
+        (None, Some((_, buf))) => {
+            // SAFETY: the copies finished before `finish`; nothing writes the buffer now.
+            let (order, words) = unsafe {
+                (buf.order.as_ref().expect("ensured").as_slice(), buf.words.as_ref().expect("ensured").as_slice())
+            };
+            let slots: &[crate::index::bcht::Slot] = bytemuck::cast_slice(&order[..f.slots]);
+            writer.add_shard(slots, &words[..f.words], Some(f.checksum))?;
         }
+        (None, None) => unreachable!("a shard is rebuilt or in its buffer"),
     }
-    Ok((stats, writing))
+    *stats += f.stats;
+    if let Some((gpu, buf)) = f.buf {
+        // A GPU that has stopped takes no more buffers.
+        let _ = pools[gpu].send(buf);
+    }
+    Ok(())
 }
 
 /// Cuts shards with `counts` pairs into passes: the fewest runs of consecutive shards, taken

@@ -438,9 +438,14 @@ impl LayOut<'_> {
     ) -> Result<(IndexWriter, condense::ShardStats, Option<PassSummary>), BuildError> {
         let mut writer = self.writer(out)?;
         let first: Vec<u64> = self.raw_targets.iter().map(|t| t.first_window).collect();
-        let cap = self.config.max_locations_per_feature;
-        let (stats, report) =
-            pb.build_shards(counts, &first, &self.resolved.final_id, &self.layout, cap, &mut writer)?;
+        let what = crate::gpu::passes::ShardsToBuild {
+            counts,
+            first_windows: &first,
+            final_id: &self.resolved.final_id,
+            layout: &self.layout,
+            cap: self.config.max_locations_per_feature,
+        };
+        let (stats, report) = pb.build_shards(what, self.pool, &mut writer)?;
         let placed = pb.placement();
         let (mut reading, uploaded_bytes) = pb.reading_report();
         let parsing = self.progress.parse_nanos.load(std::sync::atomic::Ordering::Relaxed);
