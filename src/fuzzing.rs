@@ -484,6 +484,10 @@ pub fn use_index(index: &Index) {
     for target in index.targets() {
         assert!(tree.contains(target.taxid), "target {} has taxid {} outside the tree", target.name, target.taxid);
     }
+    if let Ok(dropped) = index.dropped() {
+        let listed: usize = dropped.iter().map(|(_, list)| list.len()).sum();
+        assert_eq!(listed, dropped.locations(), "the dropped lists cover the section");
+    }
 
     let mut decoded = Vec::new();
     let stored = (0..index.shard_count())

@@ -11,6 +11,7 @@
 //!               location words (see `index::locations`)
 //!   targets     bincode Vec<TargetInfo>, ordered by target id (= sequence name order)
 //!   taxonomy    bincode Vec<Taxon>: the lineages of the targets' taxa, ordered by taxid
+//!   dropped     the features over the location cap with all their locations (`index::dropped`)
 //! ```
 //! Everything is little-endian; the shard data is memory-mapped and cast in place.
 //!
@@ -40,7 +41,8 @@ pub const MAGIC: [u8; 8] = *b"\x89KMERDB\n";
 /// Bumped whenever the bytes of an index change meaning.
 /// Version 2: shards by the features' low bits (version 1 used the top bits).
 /// Version 3: each shard's key index and words in one block, with its own checksum.
-pub const FORMAT_VERSION: u32 = 3;
+/// Version 4: the dropped section, which `kmerdb update` needs.
+pub const FORMAT_VERSION: u32 = 4;
 pub const PREAMBLE_LEN: usize = 64;
 pub const SECTION_ALIGN: u64 = 4096;
 /// Alignment of each shard's block in the shard data: one bucket's cache line.
@@ -135,11 +137,17 @@ pub enum SectionKind {
     ShardData,
     Targets,
     Taxonomy,
+    Dropped,
 }
 
 impl SectionKind {
-    pub const ALL: [SectionKind; 4] =
-        [SectionKind::Shards, SectionKind::ShardData, SectionKind::Targets, SectionKind::Taxonomy];
+    pub const ALL: [SectionKind; 5] = [
+        SectionKind::Shards,
+        SectionKind::ShardData,
+        SectionKind::Targets,
+        SectionKind::Taxonomy,
+        SectionKind::Dropped,
+    ];
 
     pub fn name(&self) -> &'static str {
         match self {
@@ -147,6 +155,7 @@ impl SectionKind {
             SectionKind::ShardData => "shard data",
             SectionKind::Targets => "targets",
             SectionKind::Taxonomy => "taxonomy",
+            SectionKind::Dropped => "dropped",
         }
     }
 }

@@ -5,6 +5,7 @@
 //! - [`format`]: the file layout, header and errors; the one place that defines the bytes;
 //! - [`locations`]: how locations are packed and how a feature's list is stored;
 //! - [`bcht`]: each shard's static bucketed cuckoo key index, feature → list;
+//! - [`dropped`]: the features over the location cap, whole, for `kmerdb update`;
 //! - [`write`]: the atomic writer; [`Index`] (here): the memory-mapped reader.
 //!
 //! Opening an index builds nothing: the key index and the location words are used in place from
@@ -17,6 +18,7 @@
 //! file. The fuzz targets `index_open` and `index_open_fixed` (`src/fuzzing.rs`) hold it to that.
 
 pub mod bcht;
+pub mod dropped;
 pub mod format;
 pub mod locations;
 pub mod write;
@@ -134,6 +136,7 @@ impl Index {
         index.check_shard_table()?;
         if verify == Verify::All {
             index.verify_shards()?;
+            index.dropped()?;
         }
         Ok(index)
     }
@@ -160,7 +163,29 @@ impl Index {
         for kind in [SectionKind::Shards, SectionKind::Targets, SectionKind::Taxonomy] {
             self.verify_section(kind)?;
         }
+        self.dropped()?;
         self.verify_shards()
+    }
+
+    /// The features dropped for having more locations than the cap, with all their locations,
+    /// checked against the section's checksum and the header's counts. Classification does not
+    /// need them, so opening an index does not read them.
+    pub fn dropped(&self) -> Result<dropped::DroppedView<'_>, IndexError> {
+        self.verify_section(SectionKind::Dropped)?;
+        let corrupt = |what: String| IndexError::Corrupt { path: self.path.clone(), what };
+        let view = dropped::DroppedView::parse(self.section_bytes(SectionKind::Dropped))
+            .map_err(|e| corrupt(format!("its dropped section is inconsistent: {e}")))?;
+        let counts = &self.header.counts;
+        if (view.len() as u64, view.locations() as u64) != (counts.dropped_features, counts.dropped_locations) {
+            return Err(corrupt(format!(
+                "its dropped section holds {} features and {} locations, its header says {} and {}",
+                view.len(),
+                view.locations(),
+                counts.dropped_features,
+                counts.dropped_locations
+            )));
+        }
+        Ok(view)
     }
 
     /// Checks every shard's block against its checksum, shards in parallel, and the shard data

@@ -9,6 +9,7 @@
 //! before it (`pwrite`), so a GPU build writes shards while it condenses later ones.
 
 use crate::index::bcht::Slot;
+use crate::index::dropped::DroppedLists;
 use crate::index::format::{
     FORMAT_VERSION, Header, IndexError, MAGIC, PREAMBLE_LEN, SectionEntry, SectionKind, ShardEntry, TargetInfo,
     align_up, bincode_config, shard_checksum, shard_data_checksum,
@@ -61,6 +62,8 @@ pub struct IndexWriter {
     entries: Vec<ShardEntry>,
     /// Bytes of shard data written (each block, with the padding before the next).
     data_len: u64,
+    /// The shards' dropped features so far, in shard order.
+    dropped: DroppedLists,
 }
 
 /// The section entries a header has before its offsets and checksums are known: enough to fix
@@ -80,7 +83,16 @@ impl IndexWriter {
         let shard_count = template.shard_count();
         let table_at = align_up(PREAMBLE_LEN as u64 + header_len);
         let data_at = align_up(table_at + shard_count as u64 * std::mem::size_of::<ShardEntry>() as u64);
-        Ok(Self { file, header_len, shard_count, table_at, data_at, entries: Vec::new(), data_len: 0 })
+        Ok(Self {
+            file,
+            header_len,
+            shard_count,
+            table_at,
+            data_at,
+            entries: Vec::new(),
+            data_len: 0,
+            dropped: DroppedLists::default(),
+        })
     }
 
     fn io(&self) -> impl Fn(std::io::Error) -> IndexError + '_ {
@@ -95,6 +107,11 @@ impl IndexWriter {
     /// Buckets of the key indexes written so far.
     pub fn buckets_written(&self) -> u64 {
         self.entries.iter().map(|e| e.buckets).sum()
+    }
+
+    /// Adds the dropped features of the shard just written (see `index::dropped`).
+    pub fn add_dropped(&mut self, dropped: DroppedLists) {
+        self.dropped.append(dropped);
     }
 
     /// Writes the next shard's block. `checksum` is [`shard_checksum`] of its bytes if the caller
@@ -120,17 +137,19 @@ impl IndexWriter {
         Ok(())
     }
 
-    /// Writes the shard table, the targets, the taxonomy and `header` (its sections filled in
-    /// here), renames the file into place and returns its size in bytes.
+    /// Writes the shard table, the targets, the taxonomy, the dropped features and `header` (its
+    /// sections filled in here), renames the file into place and returns its size in bytes.
     pub fn finish(self, mut header: Header, targets: &[TargetInfo], taxa: &[Taxon]) -> Result<u64, IndexError> {
         let path = self.file.path.clone();
         let io = |source| IndexError::Io { path: path.clone(), source };
         assert_eq!(self.entries.len(), self.shard_count, "every shard is written before the index is finished");
         let targets_bytes = encode(&path, "targets", &targets)?;
         let taxa_bytes = encode(&path, "taxonomy", &taxa)?;
+        let dropped_bytes = self.dropped.encode();
         let table: &[u8] = bytemuck::cast_slice(&self.entries);
         let targets_at = align_up(self.data_at + self.data_len);
         let taxonomy_at = align_up(targets_at + targets_bytes.len() as u64);
+        let dropped_at = align_up(taxonomy_at + taxa_bytes.len() as u64);
         let xxh3 = xxhash_rust::xxh3::xxh3_64;
         header.sections = vec![
             SectionEntry {
@@ -157,6 +176,12 @@ impl IndexWriter {
                 len: taxa_bytes.len() as u64,
                 checksum: xxh3(&taxa_bytes),
             },
+            SectionEntry {
+                kind: SectionKind::Dropped,
+                offset: dropped_at,
+                len: dropped_bytes.len() as u64,
+                checksum: xxh3(&dropped_bytes),
+            },
         ];
         let header_bytes = encode(&path, "header", &header)?;
         assert_eq!(header_bytes.len() as u64, self.header_len, "the header's length changed while writing");
@@ -170,6 +195,7 @@ impl IndexWriter {
             (table, self.table_at),
             (&targets_bytes[..], targets_at),
             (&taxa_bytes[..], taxonomy_at),
+            (&dropped_bytes[..], dropped_at),
             (&header_bytes[..], PREAMBLE_LEN as u64),
             (&preamble[..], 0),
         ] {
@@ -210,11 +236,13 @@ pub fn write_index(
     shards: &[ShardData],
     targets: &[TargetInfo],
     taxa: &[Taxon],
+    dropped: &DroppedLists,
 ) -> Result<u64, IndexError> {
     let mut w = IndexWriter::new(file, &header)?;
     for s in shards {
         w.add_shard(&s.slots, &s.words, None)?;
     }
+    w.add_dropped(dropped.clone());
     w.finish(header, targets, taxa)
 }
 

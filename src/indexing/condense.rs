@@ -7,6 +7,7 @@
 //! whichever targets happen to sort first.
 
 use crate::index::bcht;
+use crate::index::dropped::{self, DroppedLists};
 use crate::index::locations::{ListWriter, LocationLayout, ShardOverflow};
 use crate::index::write::ShardData;
 use crate::sketch::Feature;
@@ -114,39 +115,60 @@ impl WindowMap {
     }
 }
 
+/// One shard laid out: its bytes, its counts and its dropped features, whole.
+pub struct Condensed {
+    pub data: ShardData,
+    pub stats: ShardStats,
+    pub dropped: DroppedLists,
+}
+
 /// Condenses one shard from its bin.
 pub fn condense_bin(
     bin: crate::indexing::sketching::Bin,
     windows: &WindowMap,
     layout: &LocationLayout,
     cap: u32,
-) -> Result<(ShardData, ShardStats), ShardOverflow> {
+) -> Result<Condensed, ShardOverflow> {
     let mut located: Vec<(Feature, u64)> = Vec::with_capacity(bin.iter().map(Vec::len).sum());
     for chunk in bin {
         located.extend(chunk.iter().filter_map(|p| windows.locate(p.window, layout).map(|loc| (p.feature, loc))));
     }
-    condense_located(located, layout, cap)
+    condense_all(located, layout, cap)
 }
 
 /// Condenses one shard from (feature, packed final location) pairs in any order.
 pub fn condense_located(
-    mut located: Vec<(Feature, u64)>,
+    located: Vec<(Feature, u64)>,
     layout: &LocationLayout,
     cap: u32,
 ) -> Result<(ShardData, ShardStats), ShardOverflow> {
+    condense_all(located, layout, cap).map(|c| (c.data, c.stats))
+}
+
+/// [`condense_located`], with the dropped features' lists.
+pub fn condense_all(
+    mut located: Vec<(Feature, u64)>,
+    layout: &LocationLayout,
+    cap: u32,
+) -> Result<Condensed, ShardOverflow> {
     // Sorting by (feature, location) groups features and orders each list.
     located.sort_unstable();
     let mut shard = ShardAssembler::new(layout, cap);
+    let mut dropped = DroppedLists::default();
     let mut locs = Vec::new();
     for group in located.chunk_by(|a, b| a.0 == b.0) {
         if shard.keeps(group.len()) {
             locs.clear();
             locs.extend(group.iter().map(|&(_, loc)| loc));
             shard.add(group[0].0, &locs);
+        } else {
+            let unpacked = group.iter().map(|&(_, loc)| layout.unpack(loc)).map(|(t, w)| dropped::location(t, w));
+            dropped.push(group[0].0, unpacked);
         }
     }
     drop(located);
-    shard.finish()
+    let (data, stats) = shard.finish()?;
+    Ok(Condensed { data, stats, dropped })
 }
 
 #[cfg(test)]
@@ -177,8 +199,14 @@ mod tests {
             vec![p(7, 0, 3), p(5, 2, 1), p(7, 2, 9)],
             vec![p(5, 1, 4), p(9, 0, 1), p(9, 2, 1), p(9, 3, 1), p(7, 3, 0)],
         ];
-        let (shard, stats) = condense_bin(bin, &windows, &layout, 2).unwrap();
+        let Condensed { data: shard, stats, dropped } = condense_bin(bin, &windows, &layout, 2).unwrap();
         assert_eq!((stats.features, stats.locations, stats.dropped_features, stats.dropped_locations), (1, 1, 2, 6));
+        // The dropped features keep every location, renumbered and sorted, unpacked.
+        let mut expected = DroppedLists::default();
+        let l = dropped::location;
+        expected.push(7, [l(0, 9), l(1, 3), l(2, 0)]);
+        expected.push(9, [l(0, 1), l(1, 1), l(2, 1)]);
+        assert_eq!(dropped, expected);
         let value = bcht::lookup(&shard.slots, 5).unwrap();
         let list = LocationList::decode(value, &shard.words, &layout);
         assert_eq!(list.iter().map(|l| layout.unpack(l)).collect::<Vec<_>>(), vec![(0, 1)]);
@@ -186,7 +214,7 @@ mod tests {
         assert_eq!(bcht::lookup(&shard.slots, 9), None);
 
         let bin = vec![vec![p(7, 0, 3), p(7, 2, 9), p(7, 3, 0)]];
-        let (shard, _) = condense_bin(bin, &windows, &layout, 254).unwrap();
+        let shard = condense_bin(bin, &windows, &layout, 254).unwrap().data;
         let list = LocationList::decode(bcht::lookup(&shard.slots, 7).unwrap(), &shard.words, &layout);
         assert_eq!(list.iter().map(|l| layout.unpack(l)).collect::<Vec<_>>(), vec![(0, 9), (1, 3), (2, 0)]);
     }

@@ -31,7 +31,7 @@ use crate::compute::{GpuBuildOptions, GpuRequest};
 use crate::index::format::{
     Counts, DEFAULT_SHARD_BITS, Header, IndexError, KeyIndexParams, Provenance, TaxonomySource,
 };
-use crate::index::{IndexFile, IndexWriter, LocationLayout, ShardData, bcht};
+use crate::index::{IndexFile, IndexWriter, LocationLayout, bcht};
 use crate::input::Source;
 use crate::pipeline;
 use crate::sketch::{HASH_FUNCTION_ID, SketchParams};
@@ -418,9 +418,10 @@ impl LayOut<'_> {
         };
         // This thread is one of the pool's: it condenses, and a thread of its own writes.
         let mut condensed = pipeline::in_order_windows(self.pool, bins, condense);
-        let mut write = |(shard, s): (ShardData, condense::ShardStats)| {
-            writer.add_shard(&shard.slots, &shard.words, None)?;
-            stats += s;
+        let mut write = |shard: condense::Condensed| {
+            writer.add_shard(&shard.data.slots, &shard.data.words, None)?;
+            writer.add_dropped(shard.dropped);
+            stats += shard.stats;
             Ok(())
         };
         let width = self.pool.current_num_threads();
