@@ -31,6 +31,16 @@ pub enum BuildError {
     TooManyWindows,
     #[error("sequence '{id}' has {windows} windows; at most 2^32 fit a location")]
     SequenceTooLong { id: String, windows: u64 },
+    #[error("{path} line {line}: {reason}")]
+    List { path: PathBuf, line: usize, reason: String },
+    #[error("{index} holds no {what}")]
+    NotInIndex { index: PathBuf, what: String },
+    #[error(
+        "{file} record {record}: sequence id '{id}' is in {index} already; remove it first (--remove-targets) to replace it"
+    )]
+    AlreadyInIndex { id: String, file: String, record: u64, index: PathBuf },
+    #[error("cannot update {index}: {reason}")]
+    UpdateTaxonomy { index: PathBuf, reason: String },
     #[error("cannot write the index to {path}: {reason}")]
     Output { path: PathBuf, reason: String },
     #[error("cannot start {threads} threads: {reason}")]

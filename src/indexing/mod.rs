@@ -24,6 +24,7 @@ pub mod error;
 pub mod partition;
 pub mod sketching;
 pub mod targets;
+pub mod update;
 
 pub use error::BuildError;
 
@@ -353,7 +354,7 @@ fn read_and_sketch<'g>(
 
 /// The pruned taxa with their scientific names, read from the taxonomy's names file now that
 /// only these are needed (without a taxonomy, the taxa as they are).
-fn name_taxa(
+pub(crate) fn name_taxa(
     taxonomy: Option<NcbiTaxonomy>,
     taxa: &[crate::taxonomy::Taxon],
 ) -> Result<Vec<crate::taxonomy::Taxon>, TaxonomyError> {
@@ -479,7 +480,20 @@ fn write_rest(
     (writer, stats): (IndexWriter, condense::ShardStats),
 ) -> Result<(Counts, u64), BuildError> {
     let (targets, taxa) = (&resolved.targets, &resolved.taxa);
-    let counts = Counts {
+    let counts = counts_of(targets, taxa, &stats, writer.buckets_written());
+    let header = make_header(config, layout, counts.clone(), shard_bits);
+    let index_bytes = writer.finish(header, targets, taxa)?;
+    Ok((counts, index_bytes))
+}
+
+/// An index's counts, from its targets, taxa and shards.
+pub(crate) fn counts_of(
+    targets: &[crate::index::TargetInfo],
+    taxa: &[crate::taxonomy::Taxon],
+    stats: &condense::ShardStats,
+    buckets: u64,
+) -> Counts {
+    Counts {
         targets: targets.len() as u64,
         taxa: taxa.len() as u64,
         bases: targets.iter().map(|t| t.length).sum(),
@@ -488,11 +502,8 @@ fn write_rest(
         locations: stats.locations,
         dropped_features: stats.dropped_features,
         dropped_locations: stats.dropped_locations,
-        buckets: writer.buckets_written(),
-    };
-    let header = make_header(config, layout, counts.clone(), shard_bits);
-    let index_bytes = writer.finish(header, targets, taxa)?;
-    Ok((counts, index_bytes))
+        buckets,
+    }
 }
 
 /// The index header for `config` with `layout` and `counts` (sections are filled in when written).
@@ -524,7 +535,7 @@ fn peak() -> String {
     crate::resources::peak_rss_bytes().map(crate::resources::human_bytes).unwrap_or_default()
 }
 
-fn creation_time() -> i64 {
+pub(crate) fn creation_time() -> i64 {
     std::env::var("SOURCE_DATE_EPOCH")
         .ok()
         .and_then(|s| s.trim().parse().ok())

@@ -38,6 +38,35 @@ pub fn resolve(
     seqid_map: &SeqIdMap,
     strict: bool,
 ) -> Result<Resolved, BuildError> {
+    let order = name_order(raw, sources)?;
+    let taxids = given_taxids(raw, &order, sources, taxonomy, seqid_map)?;
+    let without_taxid = left_out(raw, &order, &taxids, taxonomy.is_some(), strict)?;
+    let named = order.iter().zip(&taxids).map(|(&i, &taxid)| Named {
+        name: &raw[i].name,
+        taxid,
+        length: raw[i].length,
+        windows: raw[i].windows,
+    });
+    let (targets, ids) = number(named, taxonomy.is_some())?;
+    let mut final_id = vec![None; raw.len()];
+    for (&i, id) in order.iter().zip(ids) {
+        final_id[i] = id;
+    }
+    if targets.is_empty() {
+        return Err(BuildError::NothingToIndex {
+            reason: if raw.is_empty() {
+                "the inputs hold no sequences".into()
+            } else {
+                "no sequence has a taxid".into()
+            },
+        });
+    }
+    let taxa = taxa_of(&targets, taxonomy);
+    Ok(Resolved { targets, final_id, taxa, without_taxid })
+}
+
+/// The sequences' indexes in name order (ties, an error, by file and record).
+pub fn name_order(raw: &[RawTarget], sources: &[Source]) -> Result<Vec<usize>, BuildError> {
     let mut order: Vec<usize> = (0..raw.len()).collect();
     order.sort_by(|&a, &b| {
         raw[a].name.cmp(&raw[b].name).then((raw[a].source, raw[a].record).cmp(&(raw[b].source, raw[b].record)))
@@ -52,9 +81,20 @@ pub fn resolve(
             });
         }
     }
+    Ok(order)
+}
 
+/// Each sequence's taxid (in `order`): from its header tag, else from the seqid maps, resolved
+/// through the taxonomy's merged taxids when there is one (an unknown taxid is an error).
+pub fn given_taxids(
+    raw: &[RawTarget],
+    order: &[usize],
+    sources: &[Source],
+    taxonomy: Option<&NcbiTaxonomy>,
+    seqid_map: &SeqIdMap,
+) -> Result<Vec<Option<TaxId>>, BuildError> {
     let mut taxids: Vec<Option<TaxId>> = Vec::with_capacity(raw.len());
-    for &i in &order {
+    for &i in order {
         let t = &raw[i];
         let given = taxid_from_header(&t.header).or_else(|| seqid_map.get(&t.name));
         let taxid = match (given, taxonomy) {
@@ -68,51 +108,73 @@ pub fn resolve(
         };
         taxids.push(taxid);
     }
+    Ok(taxids)
+}
 
-    let mut without_taxid = Vec::new();
-    if taxonomy.is_some() {
-        without_taxid =
-            order.iter().zip(&taxids).filter(|(_, t)| t.is_none()).map(|(&i, _)| raw[i].name.clone()).collect();
-        if !without_taxid.is_empty() && strict {
-            return Err(BuildError::MissingTaxids { count: without_taxid.len(), examples: examples(&without_taxid) });
-        }
+/// The names of the sequences a taxonomy leaves out for having no taxid; an error with `strict`.
+pub fn left_out(
+    raw: &[RawTarget],
+    order: &[usize],
+    taxids: &[Option<TaxId>],
+    with_taxonomy: bool,
+    strict: bool,
+) -> Result<Vec<String>, BuildError> {
+    if !with_taxonomy {
+        return Ok(Vec::new());
     }
+    let without: Vec<String> =
+        order.iter().zip(taxids).filter(|(_, t)| t.is_none()).map(|(&i, _)| raw[i].name.clone()).collect();
+    if !without.is_empty() && strict {
+        return Err(BuildError::MissingTaxids { count: without.len(), examples: examples(&without) });
+    }
+    Ok(without)
+}
 
-    let mut final_id = vec![None; raw.len()];
-    let mut targets = Vec::new();
-    for (&i, taxid) in order.iter().zip(&taxids) {
+/// A sequence before numbering: its name, the taxid it was given (resolved), its size.
+pub struct Named<'a> {
+    pub name: &'a str,
+    pub taxid: Option<TaxId>,
+    pub length: u64,
+    pub windows: u64,
+}
+
+/// Numbers sequences given in name order: each gets the next id, but one without a taxid is
+/// left out when there is a taxonomy, and becomes its own taxon ([`SYNTHETIC_TAXID_BASE`] + its
+/// id) when there is none. Returns the targets and each sequence's id. (`kmerdb update` numbers
+/// the old targets and the added ones together here, as a build of them all would.)
+pub fn number<'a>(
+    named: impl Iterator<Item = Named<'a>>,
+    with_taxonomy: bool,
+) -> Result<(Vec<TargetInfo>, Vec<Option<u32>>), BuildError> {
+    let (mut targets, mut ids) = (Vec::new(), Vec::new());
+    for t in named {
         let id = targets.len() as u32;
-        let taxid = match (taxid, taxonomy) {
-            (Some(t), _) => *t,
-            (None, Some(_)) => continue,
-            (None, None) => {
-                SYNTHETIC_TAXID_BASE.checked_add(id).filter(|&t| t < u32::MAX).ok_or(BuildError::TooManyTargets)?
+        let taxid = match t.taxid {
+            Some(taxid) => taxid,
+            None if with_taxonomy => {
+                ids.push(None);
+                continue;
             }
+            None => SYNTHETIC_TAXID_BASE.checked_add(id).filter(|&t| t < u32::MAX).ok_or(BuildError::TooManyTargets)?,
         };
-        final_id[i] = Some(id);
-        let t = &raw[i];
-        targets.push(TargetInfo { name: t.name.clone(), taxid, length: t.length, windows: t.windows });
+        ids.push(Some(id));
+        targets.push(TargetInfo { name: t.name.to_string(), taxid, length: t.length, windows: t.windows });
     }
-    if targets.is_empty() {
-        return Err(BuildError::NothingToIndex {
-            reason: if raw.is_empty() {
-                "the inputs hold no sequences".into()
-            } else {
-                "no sequence has a taxid".into()
-            },
-        });
-    }
+    Ok((targets, ids))
+}
 
-    let taxa = match taxonomy {
+/// The index's taxa for `targets`: with a taxonomy, the union of their lineages; without, a flat
+/// tree (see [`flat_taxa`]).
+pub fn taxa_of(targets: &[TargetInfo], taxonomy: Option<&NcbiTaxonomy>) -> Vec<Taxon> {
+    match taxonomy {
         Some(tax) => {
             let mut keep: Vec<TaxId> = targets.iter().map(|t| t.taxid).collect();
             keep.sort_unstable();
             keep.dedup();
             tax.prune(&keep)
         }
-        None => flat_taxa(&targets),
-    };
-    Ok(Resolved { targets, final_id, taxa, without_taxid })
+        None => flat_taxa(targets),
+    }
 }
 
 /// A root with one child per distinct taxid, named after its first target (or `taxid N`).

@@ -24,6 +24,9 @@ pub enum Command {
     // Boxed: its flags are most of the enum's size otherwise.
     /// Classify reads (FASTA/FASTQ, single, paired or interleaved) against an index.
     Classify(Box<ClassifyArgs>),
+    /// Add genomes to an index and remove targets without a rebuild; the result equals a fresh
+    /// build of the old inputs plus the added ones minus the removed ones.
+    Update(UpdateArgs),
     /// Describe an index: parameters, targets, sizes; optionally verify its checksums.
     Info(InfoArgs),
     /// Join the --candidates-out files of a partitioned index's parts into one run's outputs.
@@ -229,6 +232,40 @@ pub struct BuildArgs {
     /// Threads probing the GPU table together: 1, 2, 4, 8, 16 or 32 (default 4).
     #[arg(long, hide = true, value_parser = ["1", "2", "4", "8", "16", "32"])]
     pub gpu_group: Option<String>,
+}
+
+#[derive(Args)]
+pub struct UpdateArgs {
+    /// Index to update.
+    #[arg(short, long, env = "KMERDB_DB", default_value = "kmerdb.db")]
+    pub db: PathBuf,
+    /// Where the updated index goes [default: replaces the index updated, once it is written].
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// FASTA files or directories to add, as `build` takes them (repeatable). Only these are
+    /// read: the old genomes are not needed.
+    #[arg(long, value_name = "INPUT", num_args = 1..)]
+    pub add: Vec<PathBuf>,
+    /// Remove the targets named in FILE (one sequence id per line; # starts a comment).
+    #[arg(long, value_name = "FILE")]
+    pub remove_targets: Option<PathBuf>,
+    /// Remove the targets of the taxa in FILE, descendants included (one taxid per line; #
+    /// starts a comment).
+    #[arg(long, value_name = "FILE")]
+    pub remove_taxa: Option<PathBuf>,
+    /// NCBI taxonomy directory for the added genomes' taxa (required to add to an index built
+    /// with one; it may be a newer dump: the old targets' taxids follow its merged.dmp).
+    #[arg(long, value_name = "DIR")]
+    pub taxonomy: Option<PathBuf>,
+    /// Sequence id to taxid map for the added genomes, as for `build` (repeatable).
+    #[arg(long = "seqid2taxid", value_name = "FILE")]
+    pub seqid_maps: Vec<PathBuf>,
+    /// Make added sequences without a taxid an error.
+    #[arg(long)]
+    pub strict: bool,
+    /// Worker threads [default: all cores]. The update runs on the CPU.
+    #[arg(short, long)]
+    pub threads: Option<usize>,
 }
 
 #[derive(Args)]

@@ -1,7 +1,7 @@
 //! The second stage of the command line: raw flags (`args`) checked and turned into the library's
 //! configs before any work starts. Bad usage is a [`UsageError`] (exit code 2).
 
-use crate::args::{BuildArgs, ClassifyArgs, ComputeArgs, MergeArgs};
+use crate::args::{BuildArgs, ClassifyArgs, ComputeArgs, MergeArgs, UpdateArgs};
 use anyhow::{Result, bail};
 use kmerdb::classify::ClassifyConfig;
 use kmerdb::index::Verify;
@@ -25,11 +25,71 @@ macro_rules! usage {
 
 /// The thread count, validated.
 fn compute_threads(args: &ComputeArgs) -> Result<usize> {
-    match args.threads {
+    thread_count(args.threads)
+}
+
+/// `--threads`, validated (default: every core).
+fn thread_count(threads: Option<usize>) -> Result<usize> {
+    match threads {
         Some(0) => usage!("--threads must be at least 1"),
         Some(n) => Ok(n),
         None => Ok(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
     }
+}
+
+/// `kmerdb update`'s flags as a checked config: something to do, the files present, the genomes
+/// to add found, the lists to remove read.
+pub fn update(args: UpdateArgs) -> Result<kmerdb::indexing::update::UpdateConfig> {
+    use kmerdb::indexing::update::{UpdateConfig, read_target_list, read_taxid_list};
+    let threads = thread_count(args.threads)?;
+    if args.add.is_empty() && args.remove_targets.is_none() && args.remove_taxa.is_none() {
+        usage!("nothing to update: give --add, --remove-targets or --remove-taxa");
+    }
+    if let Some(dir) = &args.taxonomy {
+        if !dir.is_dir() {
+            bail!("--taxonomy {}: not a directory", dir.display());
+        }
+    }
+    for m in &args.seqid_maps {
+        if !m.is_file() {
+            bail!("--seqid2taxid {}: no such file", m.display());
+        }
+    }
+    let add = if args.add.is_empty() { Vec::new() } else { discover_fasta(&args.add)? };
+    let remove_targets = args.remove_targets.as_deref().map(read_target_list).transpose()?.unwrap_or_default();
+    let remove_taxa = args.remove_taxa.as_deref().map(read_taxid_list).transpose()?.unwrap_or_default();
+    let mut command_line: Vec<String> = ["kmerdb", "update"].map(String::from).to_vec();
+    let mut opt = |name: &str, value: &std::path::Path| command_line.extend([name.into(), value.display().to_string()]);
+    if let Some(f) = &args.remove_targets {
+        opt("--remove-targets", f);
+    }
+    if let Some(f) = &args.remove_taxa {
+        opt("--remove-taxa", f);
+    }
+    if let Some(t) = &args.taxonomy {
+        opt("--taxonomy", t);
+    }
+    for m in &args.seqid_maps {
+        opt("--seqid2taxid", m);
+    }
+    let mut inputs: Vec<String> = add.iter().map(|s| s.to_string()).collect();
+    inputs.sort();
+    if !inputs.is_empty() {
+        command_line.push("--add".into());
+        command_line.extend(inputs);
+    }
+    Ok(UpdateConfig {
+        db: args.output.unwrap_or_else(|| args.db.clone()),
+        old: args.db,
+        add,
+        remove_targets,
+        remove_taxa,
+        taxonomy: args.taxonomy,
+        seqid_maps: args.seqid_maps,
+        threads,
+        strict: args.strict,
+        command_line,
+    })
 }
 
 /// `kmerdb build`'s flags as a checked config: sketch parameters, the taxonomy and maps present,

@@ -8,7 +8,7 @@ mod man;
 mod report;
 
 use anyhow::{Context, Result};
-use args::{BuildArgs, ClassifyArgs, Cli, Command, InfoArgs, MergeArgs};
+use args::{BuildArgs, ClassifyArgs, Cli, Command, InfoArgs, MergeArgs, UpdateArgs};
 use clap::{CommandFactory, Parser};
 use configs::UsageError;
 use kmerdb::index::{Index, Verify};
@@ -44,6 +44,7 @@ fn main() {
     let result = match cli.command {
         Command::Build(args) => run_build(args, cli.quiet),
         Command::Classify(args) => run_classify(*args),
+        Command::Update(args) => run_update(args),
         Command::Info(args) => run_info(args),
         Command::Merge(args) => run_merge(args),
         Command::Completions { shell } => {
@@ -114,6 +115,13 @@ fn run_build(args: BuildArgs, quiet: bool) -> Result<()> {
     }
     let summary = summary?;
     report::build(&summary);
+    Ok(())
+}
+
+fn run_update(args: UpdateArgs) -> Result<()> {
+    let config = configs::update(args)?;
+    let summary = kmerdb::indexing::update::update(&config)?;
+    report::update(&summary);
     Ok(())
 }
 

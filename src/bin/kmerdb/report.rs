@@ -29,6 +29,31 @@ pub fn progress_bar(config: &BuildConfig) -> Option<indicatif::ProgressBar> {
     Some(bar)
 }
 
+pub fn update(s: &kmerdb::indexing::update::UpdateSummary) {
+    let c = &s.counts;
+    if !s.without_taxid.is_empty() {
+        log::warn!(
+            "{} added sequences have no taxid and were left out: {} (give --seqid2taxid, or --strict to make this an error)",
+            s.without_taxid.len(),
+            kmerdb::indexing::targets::examples(&s.without_taxid)
+        );
+    }
+    log::info!(
+        "updated into {}: {} targets added, {} removed; now {} targets, {} bases, {} features, {} locations, {} overpopulated features dropped ({} locations), {}, {:.2} s",
+        s.db.display(),
+        s.added,
+        s.removed,
+        c.targets,
+        c.bases,
+        c.features,
+        c.locations,
+        c.dropped_features,
+        c.dropped_locations,
+        human_bytes(s.index_bytes),
+        s.elapsed.as_secs_f64(),
+    );
+}
+
 pub fn build(s: &BuildSummary) {
     let c = &s.counts;
     if !s.without_taxid.is_empty() {

@@ -1,0 +1,387 @@
+//! `kmerdb update`: an index with genomes added and targets removed, equal in every section to a
+//! fresh build of the old inputs plus the added ones minus the removed ones, with the same
+//! settings (only the provenance differs: it records the update).
+//!
+//! Only the added genomes are read. The old index holds everything a build keeps after
+//! sketching: every location of every feature (the kept features' in its shards, the
+//! overpopulated ones' in its dropped section) and every target's name, taxid and size. So:
+//! 1. the added genomes are sketched as a build sketches them;
+//! 2. the old targets that stay and the added ones are numbered together in name order
+//!    (`targets::number`), as a build of them all would number them;
+//! 3. per shard, the old locations (renumbered, removed targets left out), the dropped
+//!    features' locations and the added pairs are condensed as a build condenses
+//!    (`condense::condense_all`): a feature a removal brings under the cap comes back, one an
+//!    addition takes over it is dropped;
+//! 4. the shards are written in order, beside the output, which is renamed into place at the end
+//!    (the output may be the old index: a failure leaves it as it was).
+//!
+//! It runs on the CPU.
+
+use crate::index::dropped::{DroppedView, target_window};
+use crate::index::format::{Counts, Header, Provenance, TaxonomySource};
+use crate::index::{Index, IndexFile, IndexWriter, LocationLayout, TargetInfo, Verify, bcht};
+use crate::indexing::condense::{self, Condensed, ShardStats, WindowMap};
+use crate::indexing::error::BuildError;
+use crate::indexing::sketching::{self, RawTarget};
+use crate::indexing::targets::{self, Named, SYNTHETIC_TAXID_BASE};
+use crate::input::Source;
+use crate::sketch::Feature;
+use crate::taxonomy::{NcbiTaxonomy, SeqIdMap, TaxId, Taxon};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// What to update, validated.
+#[derive(Debug, Clone)]
+pub struct UpdateConfig {
+    /// The index to update.
+    pub old: PathBuf,
+    /// Where the updated index goes (may be `old`).
+    pub db: PathBuf,
+    /// Genome files to add.
+    pub add: Vec<Source>,
+    /// Names of targets to remove.
+    pub remove_targets: Vec<String>,
+    /// Taxa whose targets (the taxon's and its descendants') to remove.
+    pub remove_taxa: Vec<TaxId>,
+    /// The NCBI taxonomy for the added genomes' taxa (needed to add to an index built with one).
+    pub taxonomy: Option<PathBuf>,
+    pub seqid_maps: Vec<PathBuf>,
+    pub threads: usize,
+    pub strict: bool,
+    /// Stored as the new index's provenance.
+    pub command_line: Vec<String>,
+}
+
+/// What an update did.
+#[derive(Debug, Clone)]
+pub struct UpdateSummary {
+    pub db: PathBuf,
+    pub counts: Counts,
+    pub added: usize,
+    pub removed: usize,
+    pub without_taxid: Vec<String>,
+    pub index_bytes: u64,
+    pub elapsed: Duration,
+}
+
+/// The entries of a removal list: one per line, blank lines and `#` comments skipped, each
+/// trimmed.
+fn read_list(path: &std::path::Path) -> Result<Vec<(usize, String)>, BuildError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| crate::input::InputError::Io { path: path.to_path_buf(), source })?;
+    let entries = text.lines().enumerate().map(|(i, line)| (i + 1, line.split('#').next().unwrap_or("").trim()));
+    Ok(entries.filter(|(_, e)| !e.is_empty()).map(|(n, e)| (n, e.to_string())).collect())
+}
+
+/// `--remove-targets FILE`: sequence ids, one per line.
+pub fn read_target_list(path: &std::path::Path) -> Result<Vec<String>, BuildError> {
+    let entries = read_list(path)?;
+    if let Some((line, id)) = entries.iter().find(|(_, e)| e.contains(char::is_whitespace)) {
+        let reason = format!("'{id}' is not a sequence id (one id per line, without spaces)");
+        return Err(BuildError::List { path: path.to_path_buf(), line: *line, reason });
+    }
+    Ok(entries.into_iter().map(|(_, id)| id).collect())
+}
+
+/// `--remove-taxa FILE`: taxids, one per line.
+pub fn read_taxid_list(path: &std::path::Path) -> Result<Vec<TaxId>, BuildError> {
+    read_list(path)?
+        .into_iter()
+        .map(|(line, e)| {
+            e.parse().map_err(|_| BuildError::List {
+                path: path.to_path_buf(),
+                line,
+                reason: format!("'{e}' is not a taxid"),
+            })
+        })
+        .collect()
+}
+
+/// Runs an update (see the module's description).
+pub fn update(config: &UpdateConfig) -> Result<UpdateSummary, BuildError> {
+    let start = Instant::now();
+    let old = Index::open(&config.old, Verify::All)?;
+    let dropped = old.dropped()?;
+    let removed = removed_targets(config, &old)?;
+    check_taxonomy_use(config, old.header())?;
+    crate::indexing::check_output(&config.db)?;
+    let out = IndexFile::create(&config.db)?;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(config.threads)
+        .build()
+        .map_err(|e| BuildError::Threads { threads: config.threads, reason: e.to_string() })?;
+    pool.install(|| {
+        let header = old.header();
+        let progress = sketching::Progress::default();
+        let sketching::Sketched { bins, targets: raw } =
+            sketching::sketch_sources(&config.add, &header.sketch, header.shard_bits, &progress)?;
+        let taxonomy = config.taxonomy.as_deref().map(NcbiTaxonomy::load_dir_without_names).transpose()?;
+        let seqid_map = SeqIdMap::load(&config.seqid_maps)?;
+        let new = Renumbered::new(config, &old, &removed, &raw, taxonomy.as_ref(), &seqid_map)?;
+        let taxa = new.taxa(&old, taxonomy)?;
+        let shards = Shards { old: &old, dropped: by_shard(&dropped, header.shard_bits), new: &new, raw: &raw };
+        let mut template = header.clone();
+        template.layout = new.layout;
+        template.counts = Counts { targets: new.targets.len() as u64, ..Counts::default() };
+        template.provenance = Provenance {
+            kmerdb_version: env!("CARGO_PKG_VERSION").into(),
+            created_unix: crate::indexing::creation_time(),
+            command_line: config.command_line.clone(),
+        };
+        let writer = IndexWriter::new(out, &template)?;
+        let (writer, stats) = shards.lay_out(bins, writer, &pool)?;
+        let counts = crate::indexing::counts_of(&new.targets, &taxa, &stats, writer.buckets_written());
+        let header = Header { counts: counts.clone(), ..template };
+        let index_bytes = writer.finish(header, &new.targets, &taxa)?;
+        Ok(UpdateSummary {
+            db: config.db.clone(),
+            counts,
+            added: new.added,
+            removed: removed.iter().filter(|&&r| r).count(),
+            without_taxid: new.without_taxid,
+            index_bytes,
+            elapsed: start.elapsed(),
+        })
+    })
+}
+
+/// Which of the old index's targets the update removes; an error names a target or taxon to
+/// remove that the index does not hold.
+fn removed_targets(config: &UpdateConfig, old: &Index) -> Result<Vec<bool>, BuildError> {
+    let not_in = |what: String| BuildError::NotInIndex { index: config.old.clone(), what };
+    let targets = old.targets();
+    let mut removed = vec![false; targets.len()];
+    for name in &config.remove_targets {
+        // Targets are in name order.
+        let at =
+            targets.binary_search_by(|t| t.name.as_str().cmp(name)).map_err(|_| not_in(format!("target '{name}'")))?;
+        removed[at] = true;
+    }
+    let tree = old.taxonomy();
+    if let Some(taxid) = config.remove_taxa.iter().find(|&&t| !tree.contains(t)) {
+        return Err(not_in(format!("taxon {taxid}")));
+    }
+    for (t, gone) in targets.iter().zip(&mut removed) {
+        if !*gone && !config.remove_taxa.is_empty() {
+            *gone = tree.lineage(t.taxid).iter().any(|a| config.remove_taxa.contains(a));
+        }
+    }
+    Ok(removed)
+}
+
+/// An index built with an NCBI taxonomy takes added genomes only with one (their taxa must be
+/// placed in it); an index built without takes none.
+fn check_taxonomy_use(config: &UpdateConfig, header: &Header) -> Result<(), BuildError> {
+    let reason = match (header.taxonomy, config.taxonomy.is_some()) {
+        (TaxonomySource::Ncbi, false) if !config.add.is_empty() => {
+            "the index was built with an NCBI taxonomy: give it (--taxonomy) to add genomes"
+        }
+        (TaxonomySource::PerSequence, true) => {
+            "the index was built without a taxonomy (every sequence its own taxon): --taxonomy cannot be given"
+        }
+        _ => return Ok(()),
+    };
+    Err(BuildError::UpdateTaxonomy { index: config.old.clone(), reason: reason.into() })
+}
+
+/// The targets after the update, numbered, and where each old and added one went.
+struct Renumbered {
+    targets: Vec<TargetInfo>,
+    /// New id of each old target (`None`: removed).
+    old_to_new: Vec<Option<u32>>,
+    /// Final id of each added sequence (`None`: left out, no taxid), by provisional id.
+    final_id: Vec<Option<u32>>,
+    layout: LocationLayout,
+    added: usize,
+    without_taxid: Vec<String>,
+}
+
+/// Where a target to number comes from.
+#[derive(Clone, Copy)]
+enum Origin {
+    Old(usize),
+    Added(usize),
+}
+
+impl Renumbered {
+    fn new(
+        config: &UpdateConfig,
+        old: &Index,
+        removed: &[bool],
+        raw: &[RawTarget],
+        taxonomy: Option<&NcbiTaxonomy>,
+        seqid_map: &SeqIdMap,
+    ) -> Result<Self, BuildError> {
+        let order = targets::name_order(raw, &config.add)?;
+        let taxids = targets::given_taxids(raw, &order, &config.add, taxonomy, seqid_map)?;
+        let without_taxid = targets::left_out(raw, &order, &taxids, taxonomy.is_some(), config.strict)?;
+        let ncbi = old.header().taxonomy == TaxonomySource::Ncbi;
+        let mut named: Vec<(Named<'_>, Origin)> = Vec::with_capacity(old.targets().len() + raw.len());
+        for (i, t) in old.targets().iter().enumerate().filter(|(i, _)| !removed[*i]) {
+            let taxid = old_taxid(config, t, ncbi, taxonomy)?;
+            named.push((Named { name: &t.name, taxid, length: t.length, windows: t.windows }, Origin::Old(i)));
+        }
+        for (&i, &taxid) in order.iter().zip(&taxids) {
+            let t = &raw[i];
+            named.push((Named { name: &t.name, taxid, length: t.length, windows: t.windows }, Origin::Added(i)));
+        }
+        named.sort_by(|a, b| a.0.name.cmp(b.0.name));
+        if let Some(pair) = named.windows(2).find(|p| p[0].0.name == p[1].0.name) {
+            let Some(Origin::Added(i)) = [pair[0].1, pair[1].1].into_iter().find(|o| matches!(o, Origin::Added(_)))
+            else {
+                unreachable!("the old targets' names are distinct, and so are the added ones'");
+            };
+            return Err(BuildError::AlreadyInIndex {
+                id: raw[i].name.clone(),
+                file: config.add[raw[i].source].to_string(),
+                record: raw[i].record,
+                index: config.old.clone(),
+            });
+        }
+        let origins: Vec<Origin> = named.iter().map(|n| n.1).collect();
+        let (targets, ids) = targets::number(named.into_iter().map(|n| n.0), taxonomy.is_some() || ncbi)?;
+        if targets.is_empty() {
+            return Err(BuildError::NothingToIndex { reason: "the update removes every target and adds none".into() });
+        }
+        if let Some(t) = targets.iter().find(|t| t.windows > u32::MAX as u64) {
+            return Err(BuildError::SequenceTooLong { id: t.name.clone(), windows: t.windows });
+        }
+        let (mut old_to_new, mut final_id) = (vec![None; old.targets().len()], vec![None; raw.len()]);
+        for (origin, id) in origins.into_iter().zip(ids) {
+            match origin {
+                Origin::Old(i) => old_to_new[i] = id,
+                Origin::Added(i) => final_id[i] = id,
+            }
+        }
+        let max_windows = targets.iter().map(|t| t.windows).max().unwrap_or(1);
+        let cap = old.header().max_locations_per_feature;
+        let layout = LocationLayout::for_counts(targets.len() as u64, max_windows, cap);
+        let added = final_id.iter().flatten().count();
+        Ok(Self { targets, old_to_new, final_id, layout, added, without_taxid })
+    }
+
+    /// The new index's taxa, as a build of its targets would prune them: from the taxonomy given
+    /// (with names), else from the old index's own taxa.
+    fn taxa(&self, old: &Index, taxonomy: Option<NcbiTaxonomy>) -> Result<Vec<Taxon>, BuildError> {
+        if old.header().taxonomy == TaxonomySource::PerSequence {
+            return Ok(targets::taxa_of(&self.targets, None));
+        }
+        match taxonomy {
+            Some(tax) => {
+                let taxa = targets::taxa_of(&self.targets, Some(&tax));
+                Ok(crate::indexing::name_taxa(Some(tax), &taxa)?)
+            }
+            None => {
+                let tree = old.taxonomy();
+                let mut keep = std::collections::HashSet::new();
+                keep.insert(1);
+                for t in &self.targets {
+                    keep.extend(tree.lineage(t.taxid));
+                }
+                Ok(tree.taxa().iter().filter(|t| keep.contains(&t.taxid)).cloned().collect())
+            }
+        }
+    }
+}
+
+/// An old target's taxid as a build would give it now: re-resolved through the taxonomy given
+/// (merged taxids), or as stored; `None` for the taxa that numbering makes (each sequence its own
+/// taxon, which depends on its new id).
+fn old_taxid(
+    config: &UpdateConfig,
+    t: &TargetInfo,
+    ncbi: bool,
+    taxonomy: Option<&NcbiTaxonomy>,
+) -> Result<Option<TaxId>, BuildError> {
+    if !ncbi {
+        return Ok((t.taxid < SYNTHETIC_TAXID_BASE).then_some(t.taxid));
+    }
+    match taxonomy {
+        None => Ok(Some(t.taxid)),
+        Some(tax) => tax.resolve(t.taxid).map(Some).ok_or_else(|| BuildError::UpdateTaxonomy {
+            index: config.old.clone(),
+            reason: format!(
+                "its target '{}' has taxid {}, which the taxonomy given does not hold (nor its merged.dmp)",
+                t.name, t.taxid
+            ),
+        }),
+    }
+}
+
+/// The dropped features of each shard, in stored order (shard order, then feature).
+fn by_shard<'a>(dropped: &DroppedView<'a>, shard_bits: u32) -> Vec<Vec<(Feature, &'a [u64])>> {
+    let mut shards = vec![Vec::new(); 1 << shard_bits];
+    for (feature, list) in dropped.iter() {
+        shards[crate::index::format::shard_of(feature, shard_bits)].push((feature, list));
+    }
+    shards
+}
+
+/// Stage 3 of an update: each shard's locations gathered and condensed.
+struct Shards<'a> {
+    old: &'a Index,
+    dropped: Vec<Vec<(Feature, &'a [u64])>>,
+    new: &'a Renumbered,
+    /// The added sequences as read (their provisional ids and first windows).
+    raw: &'a [RawTarget],
+}
+
+impl Shards<'_> {
+    /// Every shard condensed on the pool, a window at a time, and written in order by a thread
+    /// of its own (as the CPU build does). Returns the writer and the shards' counts.
+    fn lay_out(
+        &self,
+        bins: Vec<sketching::Bin>,
+        mut writer: IndexWriter,
+        pool: &rayon::ThreadPool,
+    ) -> Result<(IndexWriter, ShardStats), BuildError> {
+        let windows = WindowMap::new(self.raw, &self.new.final_id);
+        let path = self.old.path().to_path_buf();
+        let condense = |(shard, bin): (usize, sketching::Bin)| {
+            let located = self.locations(shard, bin, &windows);
+            let cap = self.old.header().max_locations_per_feature;
+            condense::condense_all(located, &self.new.layout, cap).map_err(|source| {
+                BuildError::from(crate::index::IndexError::ShardOverflow { path: path.clone(), source })
+            })
+        };
+        let items: Vec<(usize, sketching::Bin)> = bins.into_iter().enumerate().collect();
+        let mut condensed = crate::pipeline::in_order_windows(pool, items, condense);
+        let mut stats = ShardStats::default();
+        let mut write = |shard: Condensed| {
+            writer.add_shard(&shard.data.slots, &shard.data.words, None)?;
+            writer.add_dropped(shard.dropped);
+            stats += shard.stats;
+            Ok(())
+        };
+        let width = pool.current_num_threads();
+        let times = crate::pipeline::run_here(("condensing", &mut condensed), width, ("writing", &mut write))?;
+        log::debug!("shards: {}", crate::pipeline::describe(&times));
+        Ok((writer, stats))
+    }
+
+    /// Shard `shard`'s (feature, packed new location) pairs: the old index's, kept and dropped,
+    /// of the targets that stay, and the added genomes' from `bin`.
+    fn locations(&self, shard: usize, bin: sketching::Bin, windows: &WindowMap) -> Vec<(Feature, u64)> {
+        let (old, new) = (self.old, self.new);
+        let (old_layout, layout) = (old.layout(), &new.layout);
+        let renumber = |target: u32, window: u32| new.old_to_new[target as usize].map(|t| layout.pack(t, window));
+        let mut located = Vec::new();
+        for slot in old.shard_slots(shard).iter().filter(|s| s.key != bcht::EMPTY_KEY) {
+            for l in old.list(shard, slot.value).iter() {
+                let (t, w) = old_layout.unpack(l);
+                located.extend(renumber(t, w).map(|l| (slot.key, l)));
+            }
+        }
+        for &(feature, list) in &self.dropped[shard] {
+            let renumbered = list.iter().filter_map(|&l| {
+                let (t, w) = target_window(l);
+                renumber(t, w)
+            });
+            located.extend(renumbered.map(|l| (feature, l)));
+        }
+        for chunk in bin {
+            located.extend(chunk.iter().filter_map(|p| windows.locate(p.window, layout).map(|l| (p.feature, l))));
+        }
+        located
+    }
+}
