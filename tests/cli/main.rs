@@ -11,6 +11,7 @@ mod install;
 mod merge;
 mod recipe;
 mod report_tools;
+mod update;
 mod workflows;
 
 use assert_cmd::Command;
