@@ -22,6 +22,13 @@ pub fn data() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("data")
 }
 
+/// `../shared/data` beside the repository (CI puts it there).
+pub fn shared() -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data");
+    assert!(p.join("refs").is_dir(), "these tests need ../shared/data beside the repository");
+    p
+}
+
 /// `kmerdb` with a fixed build date, so that indexes built in tests are reproducible.
 pub fn kmerdb() -> Command {
     let mut cmd = Command::cargo_bin("kmerdb").expect("the kmerdb binary is built");

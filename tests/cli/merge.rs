@@ -1,15 +1,8 @@
 //! `kmerdb build --partition`, `classify --candidates-out` and `kmerdb merge`.
 
-use super::{build_data, data, kmerdb, listing};
+use super::{build_data, data, kmerdb, listing, shared};
 use predicates::prelude::*;
 use std::path::{Path, PathBuf};
-
-/// `../shared/data` beside the repository (CI puts it there).
-fn shared() -> PathBuf {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data");
-    assert!(p.join("refs").is_dir(), "these tests need ../shared/data beside the repository");
-    p
-}
 
 fn build_refs(db: &Path, extra: &[&str]) {
     let s = shared();

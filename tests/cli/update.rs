@@ -1,13 +1,17 @@
 //! `kmerdb update`: the updated index equals a fresh build of what it now holds, section by
 //! section (`kmerdb info --json`), and bad input changes nothing.
 
-use crate::{data, genome_files, kmerdb};
+use crate::{data, genome_files, kmerdb, shared};
 use predicates::prelude::*;
 use std::path::{Path, PathBuf};
 
-/// Taxonomy and seqid map arguments for the bundled taxonomy (`Some`), or none.
+/// Taxonomy and seqid map arguments for a taxonomy (`Some`): the full NCBI one of
+/// `../shared/data` takes the shared refs' map, any other the bundled data's. None: no arguments.
 fn taxonomy_args(taxonomy: Option<&Path>) -> Vec<PathBuf> {
     match taxonomy {
+        Some(dir) if dir.starts_with(shared()) => {
+            vec!["--taxonomy".into(), dir.into(), "--seqid2taxid".into(), shared().join("refs/seqid2taxid.map")]
+        }
         Some(dir) => vec!["--taxonomy".into(), dir.into(), "--seqid2taxid".into(), data().join("seqid2taxid.map")],
         None => Vec::new(),
     }
@@ -58,11 +62,30 @@ fn list(dir: &Path, name: &str, lines: &[String]) -> PathBuf {
 /// features are dropped and come back.
 #[test]
 fn adding_and_removing_equal_a_fresh_build() {
+    let tax = data().join("taxonomy");
+    let runs = [(1u64, Some(tax.as_path()), 2), (2, None, 2), (3, Some(tax.as_path()), 2)];
+    splits_equal_fresh_builds(&genome_files(), &runs);
+}
+
+/// As [`adding_and_removing_equal_a_fresh_build`], on the 58 genomes of `../shared/data/refs`
+/// (related strains and species) with the full NCBI taxonomy.
+#[test]
+fn adding_and_removing_shared_refs_equal_a_fresh_build() {
+    let tax = shared().join("taxonomy");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(shared().join("refs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_str().unwrap().ends_with(".fna.gz"))
+        .collect();
+    files.sort();
+    splits_equal_fresh_builds(&files, &[(4, Some(tax.as_path()), 8), (5, Some(tax.as_path()), 254)]);
+}
+
+/// For each (seed, taxonomy, cap): `files` split at random, then added and removed.
+fn splits_equal_fresh_builds(files: &[PathBuf], runs: &[(u64, Option<&Path>, u32)]) {
     let dir = tempfile::tempdir().unwrap();
     let d = |name: &str| dir.path().join(name);
-    let files = genome_files();
-    let tax = data().join("taxonomy");
-    for (seed, taxonomy) in [(1u64, Some(tax.as_path())), (2, None), (3, Some(tax.as_path()))] {
+    for &(seed, taxonomy, cap) in runs {
         // A split from a small LCG: at least one genome on each side.
         let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         let mut added = Vec::new();
@@ -78,8 +101,8 @@ fn adding_and_removing_equal_a_fresh_build() {
             };
             if add { added.push(f.clone()) } else { kept.push(f.clone()) }
         }
-        build(&files, &d("full.db"), taxonomy, 2);
-        build(&kept, &d("part.db"), taxonomy, 2);
+        build(files, &d("full.db"), taxonomy, cap);
+        build(&kept, &d("part.db"), taxonomy, cap);
         let mut args = taxonomy_args(taxonomy);
         args.push("--add".into());
         args.extend(added.iter().cloned());
