@@ -75,6 +75,19 @@ extern "C" __global__ void fill_lists(Table t, Remap m, const u32* slots, const 
     }
 }
 
+// Lists the keys that shard_stats dropped (state 2) as (key, slot, kept values), in no particular
+// order (the host sorts them): the index keeps their whole lists in its dropped section.
+extern "C" __global__ void list_dropped(const u8* state, const u32* keys, const u32* slots, const u32* counts, u64 n,
+                                        u32* out_keys, u32* out_slots, u32* out_counts, u64* found) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        if (state[i] != 2) continue;
+        const u64 j = atomicAdd(found, 1ull);
+        out_keys[j] = keys[i];
+        out_slots[j] = slots[i];
+        out_counts[j] = counts[i];
+    }
+}
+
 #define BUCKET_SLOTS 16
 #define EMPTY_SLOT 0x00000000FFFFFFFFull  // key NO_FEATURE, value 0: src/index/bcht.rs EMPTY_SLOT
 #define INLINE_FLAG 0x80000000u

@@ -245,17 +245,30 @@ fn build_with(
     gpus: GpuRequest,
     opts: GpuBuildOptions,
 ) -> Result<kmerdb::indexing::BuildSummary, String> {
-    build_in(inputs, db, gpus, opts, None, 8)
+    build_in(inputs, db, gpus, opts, None, Knobs::default())
 }
 
-/// [`build_with`], spilling to `tmp_dir`, on `threads` threads.
+/// What the builds of these tests vary besides the GPU options.
+#[derive(Clone, Copy)]
+struct Knobs {
+    threads: usize,
+    cap: u32,
+}
+
+impl Default for Knobs {
+    fn default() -> Self {
+        Knobs { threads: 8, cap: 254 }
+    }
+}
+
+/// [`build_with`], spilling to `tmp_dir`, with `knobs`.
 fn build_in(
     inputs: &[PathBuf],
     db: &std::path::Path,
     gpus: GpuRequest,
     opts: GpuBuildOptions,
     tmp_dir: Option<&std::path::Path>,
-    threads: usize,
+    knobs: Knobs,
 ) -> Result<kmerdb::indexing::BuildSummary, String> {
     let sources = kmerdb::input::discover_fasta(inputs).map_err(|e| e.to_string())?;
     let tax = PathBuf::from("data/taxonomy");
@@ -266,8 +279,8 @@ fn build_in(
         taxonomy: Some(std::env::var_os("KMERDB_GPU_TEST_TAXONOMY").map(PathBuf::from).unwrap_or(tax)),
         seqid_maps: vec![if map.exists() { map } else { PathBuf::from("data/seqid2taxid.map") }],
         sketch: SketchParams::new(16, 127, None, 16, 0).unwrap(),
-        max_locations_per_feature: 254,
-        threads,
+        max_locations_per_feature: knobs.cap,
+        threads: knobs.threads,
         strict: false,
         progress: false,
         gpus,
@@ -315,6 +328,13 @@ fn gpu_index_bytes_equal_cpu_index_bytes() {
             );
             println!("identical index bytes: {} (group {group})", set.display());
         }
+        // A cap of 2: many features dropped, whose whole lists the dropped section keeps.
+        let knobs = Knobs { cap: 2, ..Knobs::default() };
+        let s = build_in(&genomes, &cpu, GpuRequest::None, GpuBuildOptions::default(), None, knobs).unwrap();
+        assert!(s.counts.dropped_features > 1000, "{:?}", s.counts);
+        build_in(&genomes, &gpu, GpuRequest::List(vec![0]), GpuBuildOptions::default(), None, knobs).unwrap();
+        assert!(bytes(&cpu) == bytes(&gpu), "{}: GPU and CPU index bytes differ at cap 2", set.display());
+        println!("identical index bytes: {} (cap 2, {} features dropped)", set.display(), s.counts.dropped_features);
     }
 }
 
@@ -396,7 +416,7 @@ fn passes_give_the_cpu_bytes(set: &std::path::Path, gpus: Vec<usize>, cpu: &[u8]
     let limit = limit_for(&pairs, n, 7).unwrap();
     for threads in [1, 2] {
         let opts = GpuBuildOptions { pass_values: Some(limit), ..Default::default() };
-        build_in(&[set.to_path_buf()], &db, request.clone(), opts, None, threads).unwrap();
+        build_in(&[set.to_path_buf()], &db, request.clone(), opts, None, Knobs { threads, cap: 254 }).unwrap();
         assert!(bytes(&db) == cpu, "{}: 7 passes on {threads} thread(s) changed the bytes", set.display());
         println!("identical index bytes in 7 passes on {n} GPU(s), {threads} thread(s): {}", set.display());
     }
@@ -409,7 +429,8 @@ fn passes_give_the_cpu_bytes(set: &std::path::Path, gpus: Vec<usize>, cpu: &[u8]
             host_pair_bytes: Some(host),
             group: None,
         };
-        let s = build_in(&[set.to_path_buf()], &db, request.clone(), opts, Some(spill.path()), 8).unwrap();
+        let s =
+            build_in(&[set.to_path_buf()], &db, request.clone(), opts, Some(spill.path()), Knobs::default()).unwrap();
         let p = s.passes.unwrap();
         assert_eq!(p.pairs_on_gpus, 0);
         assert!(if host == 0 { p.pairs_spilled > 0 } else { p.pairs_in_host_memory > 0 }, "{p:?}");
@@ -453,7 +474,7 @@ fn spill_files_are_removed_on_error_and_on_ctrl_c() {
     std::fs::write(bad.join("zz_reads.fa"), "@r1\nACGT\n+\nIIII\n").unwrap();
     std::fs::copy("data/seqid2taxid.map", bad.join("seqid2taxid.map")).unwrap();
     let opts = GpuBuildOptions { device_pair_bytes: Some(0), host_pair_bytes: Some(0), ..Default::default() };
-    let err = build_in(&[bad], &db, GpuRequest::List(vec![0]), opts, Some(&spill), 8).unwrap_err();
+    let err = build_in(&[bad], &db, GpuRequest::List(vec![0]), opts, Some(&spill), Knobs::default()).unwrap_err();
     assert!(err.contains("zz_reads.fa"), "{err}");
     assert_eq!(std::fs::read_dir(&spill).unwrap().count(), 0, "spill files left after an error");
     assert!(!db.exists());
@@ -514,7 +535,7 @@ fn gpu_scan_equals_a_prefix_sum() {
 #[ignore = "needs a GPU"]
 fn gpu_condense_equals_the_cpu_assembler() {
     use kmerdb::index::LocationLayout;
-    use kmerdb::indexing::condense::condense_located;
+    use kmerdb::indexing::condense::condense_all;
     let g = gpu();
     let mut rng = StdRng::seed_from_u64(12);
     let (targets, windows, cap) = (40u32, 1000u32, 20u32);
@@ -538,18 +559,22 @@ fn gpu_condense_equals_the_cpu_assembler() {
             per_shard[kmerdb::index::format::shard_of(k, shard_bits)].push((k, layout.pack(f, v as u32)));
         }
     }
-    let expected: Vec<_> = per_shard.into_iter().map(|p| condense_located(p, &layout, cap).unwrap()).collect();
+    let expected: Vec<_> = per_shard.into_iter().map(|p| condense_all(p, &layout, cap).unwrap()).collect();
 
     let mut t = BucketListTable::new(&g, TableConfig::new(keys.len() as u64, keys.len() as u64 * 3)).unwrap();
     t.insert_pairs(&keys, &values).unwrap();
     assert_eq!(t.status().unwrap().bits, 0);
     let got = kmerdb::gpu::condense::condense(&t, &g, &final_id, &layout, cap, shard_bits).unwrap();
     assert_eq!(got.len(), expected.len());
-    for (sh, ((gd, gs), (cd, cs))) in got.iter().zip(&expected).enumerate() {
-        assert_eq!(format!("{gs:?}"), format!("{cs:?}"), "shard {sh}: stats differ");
-        assert!(gd.slots == cd.slots, "shard {sh}: key index differs");
-        assert!(gd.words == cd.words, "shard {sh}: list stream differs");
+    let dropped: usize = expected.iter().map(|c| c.dropped.len()).sum();
+    assert!(dropped > 1000, "lists over the cap: {dropped}");
+    for (sh, (g, c)) in got.iter().zip(&expected).enumerate() {
+        assert_eq!(format!("{:?}", g.stats), format!("{:?}", c.stats), "shard {sh}: stats differ");
+        assert!(g.data.slots == c.data.slots, "shard {sh}: key index differs");
+        assert!(g.data.words == c.data.words, "shard {sh}: list stream differs");
+        assert!(g.dropped == c.dropped, "shard {sh}: dropped lists differ");
     }
+    println!("GPU condense equals the CPU's: every shard, {dropped} dropped lists");
 }
 
 /// Classifies `reads` with the index `db` on `gpus`; returns the Kraken lines, the report and the

@@ -15,12 +15,13 @@
 //!    stay as they are). A shard whose walk fails is rolled back and rebuilt on the host at a
 //!    larger size, as the CPU would.
 
-use crate::gpu::table::{BucketListTable, DeviceKeys, launch_config, ptr};
+use crate::gpu::table::{BucketListTable, DeviceKeys, KeyList, launch_config, ptr};
 use crate::gpu::{Gpu, GpuError};
 use crate::index::bcht::{self, BUCKET_SLOTS, EMPTY_SLOT, Slot};
+use crate::index::dropped::DroppedLists;
 use crate::index::locations::{LocationLayout, PAD_WORDS, ShardOverflow};
 use crate::index::write::ShardData;
-use crate::indexing::condense::ShardStats;
+use crate::indexing::condense::{Condensed, ShardStats};
 use crate::indexing::error::BuildError;
 use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 
@@ -113,11 +114,11 @@ pub fn condense(
     layout: &LocationLayout,
     cap: u32,
     shard_bits: u32,
-) -> Result<Vec<(ShardData, ShardStats)>, BuildError> {
-    let dev = condense_on_device(table, gpu, final_id, layout, cap, shard_bits)?;
+) -> Result<Vec<Condensed>, BuildError> {
+    let mut dev = condense_on_device(table, gpu, final_id, layout, cap, shard_bits)?;
     let s = &gpu.stream;
     let mut out = Vec::with_capacity(dev.places.len());
-    for (place, stats) in dev.places.iter().zip(&dev.stats) {
+    for ((place, stats), dropped) in dev.places.iter().zip(&dev.stats).zip(std::mem::take(&mut dev.dropped)) {
         let download = |range: std::ops::Range<usize>| -> Result<Vec<Slot>, GpuError> {
             if range.is_empty() {
                 return Ok(Vec::new());
@@ -132,7 +133,7 @@ pub fn condense(
             None => ShardData { slots, words },
             Some(rebuilt) => rebuilt,
         };
-        out.push((shard, *stats));
+        out.push(Condensed { data: shard, stats: *stats, dropped });
     }
     Ok(out)
 }
@@ -154,6 +155,8 @@ pub struct DeviceShards {
     /// Per shard of the index.
     pub places: Vec<ShardPlace>,
     pub stats: Vec<ShardStats>,
+    /// Per shard, the features over the cap with all their locations (downloaded).
+    pub dropped: Vec<DroppedLists>,
 }
 
 /// Places a shard's leftover keys `left` in its `slots` (downloaded, in place): `None` when that
@@ -211,7 +214,8 @@ pub fn condense_on_device(
         .chunks(4)
         .map(|c| ShardStats { features: c[0], locations: c[1], dropped_features: c[2], dropped_locations: c[3] })
         .collect();
-    lap("collect keys and apply the cap");
+    let dropped = dropped_lists(gpu, table, &keys, &state, &stats, layout, shard_bits)?;
+    lap("collect keys, apply the cap, download the dropped lists");
 
     // 2. The rounds.
     let buckets = stats.iter().map(|st| bcht::initial_buckets(st.features as usize) as u64).collect();
@@ -223,7 +227,61 @@ pub fn condense_on_device(
     let order = list_order(gpu, &keys, &state, slots, &tables, shard_bits)?;
     let (order, words, places) = write_lists(gpu, table, &keys, order, &tables, shard_bits, layout)?;
     lap("list streams");
-    Ok(DeviceShards { order, words, places, stats })
+    Ok(DeviceShards { order, words, places, stats, dropped })
+}
+
+/// The keys `shard_stats` dropped (state 2), each with all its kept values, per shard in
+/// ascending key order with each list sorted and unpacked: the index's dropped section, as
+/// `condense::condense_all` gives it on the CPU. Few keys are over the cap, so they are listed on
+/// the GPU (`list_dropped`), then downloaded with their lists (`fill_lists`) and sorted here.
+fn dropped_lists(
+    gpu: &Gpu,
+    table: &BucketListTable,
+    keys: &DeviceKeys,
+    state: &CudaSlice<u8>,
+    stats: &[ShardStats],
+    layout: &LocationLayout,
+    shard_bits: u32,
+) -> Result<Vec<DroppedLists>, BuildError> {
+    let mut per_shard = vec![DroppedLists::default(); stats.len()];
+    let n_dropped: u64 = stats.iter().map(|st| st.dropped_features).sum();
+    if n_dropped == 0 {
+        return Ok(per_shard);
+    }
+    let s = &gpu.stream;
+    let alloc = || s.alloc_zeros::<u32>(n_dropped as usize).map_err(GpuError::from);
+    let (mut out_keys, mut out_slots, mut out_counts) = (alloc()?, alloc()?, alloc()?);
+    let found = s.alloc_zeros::<u64>(1).map_err(GpuError::from)?;
+    let n = keys.n;
+    launch!(
+        gpu,
+        "list_dropped",
+        launch_config(gpu, n),
+        state,
+        &keys.keys,
+        &keys.table_slots,
+        &keys.counts,
+        &n,
+        &mut out_keys,
+        &mut out_slots,
+        &mut out_counts,
+        &found
+    );
+    assert_eq!(s.clone_dtoh(&found).map_err(GpuError::from)?[0], n_dropped, "every dropped key is listed once");
+    let download = |v: &CudaSlice<u32>| s.clone_dtoh(v).map_err(GpuError::from);
+    let (k, sl, c) = (download(&out_keys)?, download(&out_slots)?, download(&out_counts)?);
+    let mut lists: Vec<KeyList> = (0..k.len()).map(|i| KeyList { key: k[i], slot: sl[i], count: c[i] }).collect();
+    lists.sort_unstable_by_key(|l| l.key);
+    let values = table.fill(&lists, keys.margs, false)?;
+    let mut at = 0;
+    for l in &lists {
+        let mut list = values[at..at + l.count as usize].to_vec();
+        at += l.count as usize;
+        list.sort_unstable();
+        let unpacked = list.iter().map(|&v| layout.unpack(v)).map(|(t, w)| crate::index::dropped::location(t, w));
+        per_shard[crate::index::format::shard_of(l.key, shard_bits)].push(l.key, unpacked);
+    }
+    Ok(per_shard)
 }
 
 /// `out[i] = input[0] + ... + input[i - 1]` for the first `n` items.

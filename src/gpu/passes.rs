@@ -30,6 +30,7 @@ use crate::gpu::build::{BATCH_BASES, SketchArgs, Staging};
 use crate::gpu::pinned::{HostBuffer, copy_async};
 use crate::gpu::table::{BucketListTable, TableConfig, launch_config, ptr};
 use crate::gpu::{Gpu, GpuError};
+use crate::index::dropped::DroppedLists;
 use crate::index::{IndexWriter, LocationLayout, ShardData};
 use crate::indexing::condense::ShardStats;
 use crate::indexing::error::BuildError;
@@ -714,7 +715,7 @@ impl<'g> PassBuild<'g> {
         let table = self.select_insert(d, range.clone(), windows, staging, values)?;
         let select_insert = t.elapsed();
         let t = Instant::now();
-        let dev =
+        let mut dev =
             crate::gpu::condense::condense_on_device(&table, gpu, job.final_id, job.layout, job.cap, self.shard_bits)?;
         drop(table);
         let s = &gpu.stream;
@@ -749,6 +750,7 @@ impl<'g> PassBuild<'g> {
                 left: place.left.len(),
                 words: place.words.len(),
                 stats: dev.stats[shard],
+                dropped: std::mem::take(&mut dev.dropped[shard]),
             })));
             if sent.is_err() {
                 return Ok(false);
@@ -1002,6 +1004,7 @@ struct DownloadedShard {
     left: usize,
     words: usize,
     stats: ShardStats,
+    dropped: DroppedLists,
 }
 
 /// A shard ready to be written.
@@ -1014,6 +1017,7 @@ struct Finished {
     rebuilt: Option<ShardData>,
     checksum: u64,
     stats: ShardStats,
+    dropped: DroppedLists,
 }
 
 impl Downloaded {
@@ -1031,6 +1035,7 @@ impl Downloaded {
                     rebuilt: Some(data),
                     checksum,
                     stats: ShardStats::default(),
+                    dropped: DroppedLists::default(),
                 });
             }
             Downloaded::Shard(d) => d,
@@ -1057,6 +1062,7 @@ impl Downloaded {
             rebuilt,
             checksum,
             stats: d.stats,
+            dropped: d.dropped,
         })
     }
 }
@@ -1083,6 +1089,7 @@ fn write_shard(
         (None, None) => unreachable!("a shard is rebuilt or in its buffer"),
     }
     *stats += f.stats;
+    writer.add_dropped(f.dropped);
     if let Some((gpu, buf)) = f.buf {
         // A GPU that has stopped takes no more buffers.
         let _ = pools[gpu].send(buf);

@@ -136,16 +136,8 @@ pub fn condense_bin(
     condense_all(located, layout, cap)
 }
 
-/// Condenses one shard from (feature, packed final location) pairs in any order.
-pub fn condense_located(
-    located: Vec<(Feature, u64)>,
-    layout: &LocationLayout,
-    cap: u32,
-) -> Result<(ShardData, ShardStats), ShardOverflow> {
-    condense_all(located, layout, cap).map(|c| (c.data, c.stats))
-}
-
-/// [`condense_located`], with the dropped features' lists.
+/// Condenses one shard from (feature, packed final location) pairs in any order; the features
+/// over the cap come back whole, unpacked.
 pub fn condense_all(
     mut located: Vec<(Feature, u64)>,
     layout: &LocationLayout,

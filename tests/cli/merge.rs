@@ -2,7 +2,7 @@
 
 use super::{build_data, data, kmerdb, listing, shared};
 use predicates::prelude::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 fn build_refs(db: &Path, extra: &[&str]) {
     let s = shared();
