@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds everything a GPU run needs into carry/ (git-ignored): the GPU machine has no Rust and no
 # network. Then `scripts/gpu-tests.sh` runs there from the repository root, with carry/ carried.
-#   carry/bin/       kmerdb, kmerdb-gpu-bench and the test executables (stripped)
+#   carry/bin/       kmerdb, kmerdb-gpu-bench and the test executables gpu-tests.sh runs (stripped)
 #   carry/refs/      ../shared/data/refs (genomes and seqid2taxid.map)
 #   carry/taxonomy/  the NCBI taxonomy pruned to those genomes' lineages
 #   carry/reads/     ../shared/data/reads' mock community (R1, R2)
@@ -11,7 +11,7 @@ SHARED=${SHARED:-../shared}
 rm -rf carry && mkdir -p carry/bin carry/refs carry/taxonomy carry/reads
 cargo build --release --bins
 json=$(cargo test --release --no-run --message-format=json 2>/dev/null)
-for target in gpu cli kmerdb; do
+for target in gpu kmerdb; do
     exe=$(printf '%s\n' "$json" | python3 -c "
 import json, sys
 for line in sys.stdin:
