@@ -567,7 +567,7 @@ fn gpu_condense_equals_the_cpu_assembler() {
     let got = kmerdb::gpu::condense::condense(&t, &g, &final_id, &layout, cap, shard_bits).unwrap();
     assert_eq!(got.len(), expected.len());
     let dropped: usize = expected.iter().map(|c| c.dropped.len()).sum();
-    assert!(dropped > 1000, "lists over the cap: {dropped}");
+    assert!(dropped > 100, "lists over the cap: {dropped}");
     for (sh, (g, c)) in got.iter().zip(&expected).enumerate() {
         assert_eq!(format!("{:?}", g.stats), format!("{:?}", c.stats), "shard {sh}: stats differ");
         assert!(g.data.slots == c.data.slots, "shard {sh}: key index differs");
