@@ -63,6 +63,10 @@ struct Args {
     /// Only write the classify benchmark's data (index, FASTQ, gzipped samples) into this folder.
     #[arg(long)]
     classify_data: Option<std::path::PathBuf>,
+    /// Only write the end-to-end builds' synthetic genomes (--e2e-gbp, --e2e-files) into this
+    /// folder, as synthNN.fna (for `bench/gpu-update.sh`).
+    #[arg(long)]
+    synth_data: Option<std::path::PathBuf>,
     /// The limits, then only the device-side scaling runs on 1, 2, 4, ... GPUs.
     #[arg(long)]
     scaling: bool,
@@ -108,6 +112,13 @@ fn runs() -> Vec<(String, GpuRequest)> {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let a = args();
+    if let Some(dir) = &a.synth_data {
+        // Needs no GPU.
+        let files: Vec<std::path::PathBuf> =
+            (0..a.e2e_files).map(|i| dir.join(format!("synth{i:02}.fna"))).collect();
+        kmerdb::synth::write_fasta_files(&e2e_spec(a.e2e_gbp), &files)?;
+        return Ok(());
+    }
     let gpu = Gpu::open(0)?;
     let (free, total) = gpu.memory()?;
     println!(
@@ -349,6 +360,18 @@ fn hash_file(path: &std::path::Path) -> std::io::Result<u64> {
     }
 }
 
+/// The end-to-end builds' synthetic collection of `gbp` Gbp: species of 5 Mbp in 5 strains each.
+fn e2e_spec(gbp: f64) -> SynthSpec {
+    let genome_len = 5_000_000;
+    SynthSpec {
+        species: ((gbp * 1e9) / (5.0 * genome_len as f64)).ceil() as usize,
+        genome_len,
+        strains: 5,
+        divergence: 0.01,
+        seed: 11,
+    }
+}
+
 /// `kmerdb build` end to end from synthetic FASTA in the page cache (`--e2e-files` files, 16 by
 /// default), on each GPU set of `--gpu-sets`, with forced passes when `--e2e-passes P` is given
 /// (each GPU's pass limit set to a P-th of its pairs), and on the CPU with every core. Each index
@@ -359,14 +382,7 @@ fn end_to_end(gbp: f64, copy_rate: f64) -> Result<(), Box<dyn std::error::Error>
         Some(d) => tempfile::tempdir_in(d)?,
         None => tempfile::tempdir()?,
     };
-    let genome_len = 5_000_000;
-    let spec = SynthSpec {
-        species: ((gbp * 1e9) / (5.0 * genome_len as f64)).ceil() as usize,
-        genome_len,
-        strains: 5,
-        divergence: 0.01,
-        seed: 11,
-    };
+    let spec = e2e_spec(gbp);
     // One file per genome is how references come (RefSeq, GTDB); fewer, larger files here.
     let n_files = args().e2e_files;
     let files: Vec<std::path::PathBuf> = (0..n_files).map(|i| dir.path().join(format!("synth{i:02}.fna"))).collect();
