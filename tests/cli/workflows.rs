@@ -16,7 +16,6 @@ fn snakemake_workflow_runs_on_the_bundled_data() {
     );
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let reads = data().join("reads");
     std::fs::write(
         d.join("samples.tsv"),
@@ -28,22 +27,7 @@ fn snakemake_workflow_runs_on_the_bundled_data() {
         ),
     )
     .unwrap();
-    let status = Command::new("snakemake")
-        .arg("-s")
-        .arg(repo.join("workflows/snakemake/Snakefile"))
-        .arg("--directory")
-        .arg(d)
-        .args(["--cores", "2", "--quiet", "--config"])
-        .arg(format!("genomes={}", data().join("genomes").display()))
-        .arg(format!("taxonomy={}", data().join("taxonomy").display()))
-        .arg(format!("seqid2taxid={}", data().join("seqid2taxid.map").display()))
-        .arg(format!("samples={}", d.join("samples.tsv").display()))
-        .arg(format!("kmerdb={}", env!("CARGO_BIN_EXE_kmerdb")))
-        .arg("outdir=results")
-        .env("SOURCE_DATE_EPOCH", "1700000000")
-        .status()
-        .unwrap();
-    assert!(status.success(), "snakemake failed");
+    run_snakemake(d, &[]);
     let out = d.join("results");
     for f in [
         "index/part1.db",
@@ -74,6 +58,84 @@ fn snakemake_workflow_runs_on_the_bundled_data() {
         super::gunzip(&out.join("merged/bundled.kraken.gz")),
         std::fs::read_to_string(d.join("one.kraken")).unwrap()
     );
+}
+
+/// Runs `workflows/snakemake` in `d` on the bundled genomes with `d/samples.tsv`, with
+/// `configfiles` after the workflow's own; panics if it fails.
+fn run_snakemake(d: &Path, configfiles: &[PathBuf]) {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut cmd = Command::new("snakemake");
+    cmd.arg("-s").arg(repo.join("workflows/snakemake/Snakefile")).arg("--directory").arg(d);
+    if !configfiles.is_empty() {
+        cmd.arg("--configfile").args(configfiles);
+    }
+    let status = cmd
+        .args(["--cores", "2", "--quiet", "--config"])
+        .arg(format!("genomes={}", data().join("genomes").display()))
+        .arg(format!("taxonomy={}", data().join("taxonomy").display()))
+        .arg(format!("seqid2taxid={}", data().join("seqid2taxid.map").display()))
+        .arg(format!("samples={}", d.join("samples.tsv").display()))
+        .arg(format!("kmerdb={}", env!("CARGO_BIN_EXE_kmerdb")))
+        .arg("outdir=results")
+        .env("SOURCE_DATE_EPOCH", "1700000000")
+        .status()
+        .unwrap();
+    assert!(status.success(), "snakemake failed");
+}
+
+/// The workflow's update step: phage lambda removed from the part that holds it and a new
+/// genome (VDV1's sequence under lambda's taxid) added to the last part; merged, the updated
+/// parts give what one index of the resulting genomes gives.
+#[test]
+fn snakemake_workflow_updates_the_parts() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let reads = data().join("reads");
+    let (r1, r2) = (reads.join("sample_R1.fq.gz"), reads.join("sample_R2.fq.gz"));
+    std::fs::write(d.join("samples.tsv"), format!("sample\tr1\tr2\nbundled\t{}\t{}\n", r1.display(), r2.display()))
+        .unwrap();
+    let vdv1 = super::gunzip(&data().join("genomes/VDV1.fna.gz"));
+    let sequence: String = vdv1.lines().skip(1).collect();
+    let added = d.join("added.fa");
+    std::fs::write(&added, format!(">VDV1_as_lambda kraken:taxid|10710\n{sequence}\n")).unwrap();
+    std::fs::write(d.join("removed.txt"), "NC_001416.1\n").unwrap();
+    let config = d.join("update.yaml");
+    std::fs::write(
+        &config,
+        format!("update:\n  add: {}\n  remove_targets: {}\n", added.display(), d.join("removed.txt").display()),
+    )
+    .unwrap();
+    run_snakemake(d, &[config]);
+    let out = d.join("results");
+    for f in ["index/part1.updated.db", "index/part2.updated.db", "logs/update.part2.log"] {
+        assert!(out.join(f).is_file(), "the workflow did not make {f}");
+    }
+    let removed: String =
+        (1..=2).map(|p| std::fs::read_to_string(out.join(format!("index/part{p}.removed.txt"))).unwrap()).collect();
+    assert_eq!(removed, "NC_001416.1\n", "lambda is removed from exactly one part");
+
+    let mut genomes: Vec<PathBuf> =
+        super::genome_files().into_iter().filter(|f| !f.to_str().unwrap().contains("lambda")).collect();
+    genomes.push(added);
+    kmerdb()
+        .args(["build", "-q", "-d"])
+        .arg(d.join("one.db"))
+        .arg("--taxonomy")
+        .arg(data().join("taxonomy"))
+        .arg("--seqid2taxid")
+        .arg(data().join("seqid2taxid.map"))
+        .args(&genomes)
+        .assert()
+        .success();
+    super::classify_pairs(&d.join("one.db")).arg("-q").arg("--report").arg(d.join("one.kreport")).assert().success();
+    let one = std::fs::read_to_string(d.join("one.kreport")).unwrap();
+    assert_eq!(std::fs::read_to_string(out.join("reports/bundled.kreport")).unwrap(), one);
+    let targets = |p: u32| {
+        let info = kmerdb().arg("info").arg(out.join(format!("index/part{p}.updated.db"))).output().unwrap();
+        String::from_utf8(info.stdout).unwrap()
+    };
+    assert!(targets(2).contains("VDV1_as_lambda\t10710"), "the last part takes the added genome");
+    assert!(!targets(1).contains("NC_001416.1") && !targets(2).contains("NC_001416.1"), "lambda is gone");
 }
 
 /// A process's script or stub block from a Nextflow module, rendered: `${expr}` from `vars` (any
