@@ -114,8 +114,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let a = args();
     if let Some(dir) = &a.synth_data {
         // Needs no GPU.
-        let files: Vec<std::path::PathBuf> =
-            (0..a.e2e_files).map(|i| dir.join(format!("synth{i:02}.fna"))).collect();
+        let files: Vec<std::path::PathBuf> = (0..a.e2e_files).map(|i| dir.join(format!("synth{i:02}.fna"))).collect();
         kmerdb::synth::write_fasta_files(&e2e_spec(a.e2e_gbp), &files)?;
         return Ok(());
     }
