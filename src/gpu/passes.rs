@@ -605,31 +605,8 @@ impl<'g> PassBuild<'g> {
                 let job = &job;
                 scope.spawn(move || self.gpu_passes(d, job, free, tx, times));
             }
-            let (mut next_shard, total, waiting) = (0, counts.len(), &waiting);
-            let next = move |wait: bool| -> Option<Result<Downloaded, BuildError>> {
-                use std::sync::mpsc::TryRecvError;
-                if next_shard == total {
-                    return None;
-                }
-                let queue = &arrivals[owner_of(next_shard, n)];
-                let got = if wait {
-                    let t = Instant::now();
-                    let got = queue.recv().ok();
-                    *waiting.lock().expect("no waiting panicked") += t.elapsed();
-                    got
-                } else {
-                    match queue.try_recv() {
-                        Ok(got) => Some(got),
-                        Err(TryRecvError::Empty) => return None,
-                        Err(TryRecvError::Disconnected) => None,
-                    }
-                };
-                next_shard += 1;
-                // A GPU thread that ends early sends its error first.
-                Some(got.unwrap_or_else(|| {
-                    Err(GpuError::Missing { wanted: 0, reason: "a pass stopped before its last shard".into() }.into())
-                }))
-            };
+            let mut arrivals = InShardOrder { queues: arrivals, next: 0, total: counts.len(), waiting: &waiting };
+            let next = move |wait: bool| arrivals.next(wait);
             let finishing = &finishing;
             let finish = move |shard: Result<Downloaded, BuildError>| {
                 let t = Instant::now();
@@ -1064,6 +1041,44 @@ impl Downloaded {
             stats: d.stats,
             dropped: d.dropped,
         })
+    }
+}
+
+/// The downloaded shards in shard order: shard `s` from the queue of its owner GPU.
+struct InShardOrder<'a> {
+    queues: Vec<std::sync::mpsc::Receiver<Result<Downloaded, BuildError>>>,
+    next: usize,
+    total: usize,
+    /// Time spent waiting for a GPU.
+    waiting: &'a Mutex<Duration>,
+}
+
+impl InShardOrder<'_> {
+    /// The next shard; waits for it if `wait`, else `None` when it has not arrived yet (see
+    /// `pipeline::in_order_as_ready`). `None` after the last shard.
+    fn next(&mut self, wait: bool) -> Option<Result<Downloaded, BuildError>> {
+        use std::sync::mpsc::TryRecvError;
+        if self.next == self.total {
+            return None;
+        }
+        let queue = &self.queues[owner_of(self.next, self.queues.len())];
+        let got = if wait {
+            let t = Instant::now();
+            let got = queue.recv().ok();
+            *self.waiting.lock().expect("no waiting panicked") += t.elapsed();
+            got
+        } else {
+            match queue.try_recv() {
+                Ok(got) => Some(got),
+                Err(TryRecvError::Empty) => return None,
+                Err(TryRecvError::Disconnected) => None,
+            }
+        };
+        self.next += 1;
+        // A GPU thread that ends early sends its error first.
+        Some(got.unwrap_or_else(|| {
+            Err(GpuError::Missing { wanted: 0, reason: "a pass stopped before its last shard".into() }.into())
+        }))
     }
 }
 
