@@ -189,6 +189,18 @@ pub struct ClassifySummary {
     pub samples: Vec<SampleSummary>,
 }
 
+/// Says that an index built without `--taxonomy` gives reports without ranks: every sequence is
+/// its own taxon under the root, so a report looks flat and the CAMI and MPA profiles are empty.
+fn warn_without_taxonomy(index: &Index) {
+    log::debug!("index opened");
+    if index.header().taxonomy == crate::index::format::TaxonomySource::PerSequence {
+        log::warn!(
+            "{} was built without a taxonomy: every sequence is its own taxon under the root, so the report has no ranks and CAMI and MPA profiles stay empty (rebuild it with --taxonomy)",
+            index.path().display()
+        );
+    }
+}
+
 /// Opens the index once and classifies every sample. `on_sample` is called after each sample.
 pub fn classify(
     config: &ClassifyConfig,
@@ -196,7 +208,7 @@ pub fn classify(
 ) -> Result<ClassifySummary, ClassifyError> {
     let start = Instant::now();
     let index = Index::open(&config.db, config.verify)?;
-    log::debug!("index opened");
+    warn_without_taxonomy(&index);
     let params = decision_params(config, &index)?;
     let pool = std::sync::Arc::new(
         rayon::ThreadPoolBuilder::new()

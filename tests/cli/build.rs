@@ -68,11 +68,24 @@ fn same_bytes_for_any_thread_count_and_input_order() {
 fn bare_genomes_without_taxonomy_are_their_own_taxa() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("bare.db");
-    kmerdb().arg("build").arg("-d").arg(&db).arg(data().join("genomes/Phage_lambda.fna.gz")).assert().success();
+    kmerdb()
+        .arg("build")
+        .arg("-d")
+        .arg(&db)
+        .arg(data().join("genomes/Phage_lambda.fna.gz"))
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("warn: no --taxonomy"));
     let out = kmerdb().args(["info", "--json"]).arg(&db).output().unwrap();
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["header"]["taxonomy"], "PerSequence");
     assert_eq!(json["targets"][0]["taxid"], 3_000_000_000u64);
+    // Classify says so too, once per run.
+    let reads = data().join("reads/single.fa");
+    let out = kmerdb().args(["classify", "-o", "/dev/null", "-d"]).arg(&db).arg(reads).output().unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(stderr.matches("was built without a taxonomy").count(), 1, "{stderr}");
 }
 
 #[test]

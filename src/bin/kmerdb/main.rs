@@ -103,6 +103,11 @@ fn remove_temp_files_on_signals() {
 
 fn run_build(args: BuildArgs, quiet: bool) -> Result<()> {
     let config = configs::build(args, quiet)?;
+    if config.taxonomy.is_none() {
+        log::warn!(
+            "no --taxonomy: every sequence becomes its own taxon under the root, so reports will have no ranks and CAMI and MPA profiles will be empty; give --taxonomy DIR (an NCBI taxdump) for taxa"
+        );
+    }
     let bar = report::progress_bar(&config);
     let summary = kmerdb::indexing::build(&config, &|bases, bytes| {
         if let Some(bar) = &bar {
