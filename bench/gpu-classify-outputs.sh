@@ -25,7 +25,7 @@ for i in $(seq "$RUNS"); do
         case $mode in
             file) out=(-o gpu.kraken) ;;
             stdout) out=(-o -) ;;
-            none) out=() ;;
+            none) out=(-o /dev/null) ;;
         esac
         echo "--- $mode $i at $(date +%T)" >>vmstat.log
         # A new file each run: replacing the last one's 2 GB would add the file system's freeing of it.

@@ -84,7 +84,7 @@ for i in $(seq "$RUNS"); do
     timeline gpu-plain-$i
 done
 cat gpu-plain-1.err
-timed gpu-plain-report $B/kmerdb classify -v -d refs.db -1 r1.fq -2 r2.fq -r gpu-report-only.kreport
+timed gpu-plain-report $B/kmerdb classify -v -d refs.db -1 r1.fq -2 r2.fq -o /dev/null -r gpu-report-only.kreport
 printf "GPU, the report only (no per-read output): %.2f s = %.2f M pairs/s\n" "$secs" "$(calc "$pairs/$secs/1e6")"
 cat gpu-plain-report.err
 timed cpu-plain $B/kmerdb classify --gpus none -d refs.db -1 r1.fq -2 r2.fq -o cpu.kraken -r cpu.kreport

@@ -65,8 +65,10 @@ pub enum PlanError {
     Sheet(#[from] SampleSheetError),
 }
 
-/// The run's samples, each with its reads and its outputs' names filled in. With no output named
-/// (nor `--html`), the per-read lines go to stdout.
+/// The run's samples, each with its reads and its outputs' names filled in. Without `-o`, the
+/// per-read lines of one sample go to stdout, as Kraken 2 writes them, unless another output
+/// takes stdout (`-r -`); several samples need `-o` with `{sample}` for them (with no output
+/// named at all they ask for it).
 pub fn samples(given: &ReadsGiven, names: &OutputNames) -> Result<Vec<Sample>, PlanError> {
     let sources = |paths: &[PathBuf]| -> Vec<Source> { paths.iter().map(|p| Source::from_arg(p)).collect() };
     let layouts: Vec<(String, ReadLayout)> = match given {
@@ -85,8 +87,17 @@ pub fn samples(given: &ReadsGiven, names: &OutputNames) -> Result<Vec<Sample>, P
         return Err(PlanError::Usage("stdin (-) can be read only once".into()));
     }
     let mut templates = names.per_sample.clone();
-    if names.html.is_none() && templates.by_flag().iter().all(|(_, t)| t.is_none()) {
+    let to_stdout = |t: &Option<PathBuf>| t.as_ref().is_some_and(|p| p.as_os_str() == "-");
+    let nothing_named = names.html.is_none() && templates.by_flag().iter().all(|(_, t)| t.is_none());
+    let one_sample = layouts.len() == 1;
+    if templates.kraken.is_none()
+        && (nothing_named || one_sample && !templates.by_flag().iter().any(|(_, t)| to_stdout(t)))
+    {
         templates.kraken = Some(PathBuf::from("-"));
+    }
+    // Lines sent to /dev/null are not made at all (the run is as fast as with the report only).
+    if templates.kraken.as_ref().is_some_and(|p| p.as_os_str() == "/dev/null") {
+        templates.kraken = None;
     }
     let named: Vec<&PathBuf> = templates.by_flag().into_iter().filter_map(|(_, t)| t.as_ref()).collect();
     if named.iter().filter(|p| p.as_os_str() == "-").count() > 1 {
@@ -227,7 +238,7 @@ mod tests {
     }
 
     #[test]
-    fn lines_go_to_stdout_only_when_nothing_else_is_asked_for() {
+    fn lines_go_to_stdout_unless_named_or_stdout_is_taken() {
         let given = ReadsGiven::Pairs { r1: vec![p("s_R1.fq")], r2: vec![p("s_R2.fq")] };
         let s = samples(&given, &OutputNames::default()).unwrap();
         assert_eq!((s.len(), s[0].name.as_str()), (1, "s"));
@@ -235,7 +246,16 @@ mod tests {
         let report =
             OutputNames { per_sample: SampleOutputs { report: Some(p("r.txt")), ..Default::default() }, html: None };
         let s = samples(&given, &report).unwrap();
-        assert_eq!((s[0].outputs.kraken.clone(), s[0].outputs.report.clone()), (None, Some(p("r.txt"))));
+        assert_eq!((s[0].outputs.kraken.clone(), s[0].outputs.report.clone()), (Some(p("-")), Some(p("r.txt"))));
+        let report_to_stdout =
+            OutputNames { per_sample: SampleOutputs { report: Some(p("-")), ..Default::default() }, html: None };
+        let s = samples(&given, &report_to_stdout).unwrap();
+        assert_eq!((s[0].outputs.kraken.clone(), s[0].outputs.report.clone()), (None, Some(p("-"))));
+        let nowhere = OutputNames {
+            per_sample: SampleOutputs { kraken: Some(p("/dev/null")), report: Some(p("r.txt")), ..Default::default() },
+            html: None,
+        };
+        assert_eq!(samples(&given, &nowhere).unwrap()[0].outputs.kraken, None);
         let two = OutputNames {
             per_sample: SampleOutputs { kraken: Some(p("-")), report: Some(p("-")), ..Default::default() },
             html: None,

@@ -588,3 +588,22 @@ fn kraken2_pairing_and_no_op_flags_are_accepted() {
     let out = classify().arg("--paired").arg(r1()).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// As Kraken 2 (issue 18.1): the per-read lines go to stdout unless `-o` names a file, also when a
+/// report file is asked for; a report on stdout (`-r -`) keeps stdout to itself; `-o /dev/null`
+/// makes no lines and leaves the report as it was.
+#[test]
+fn per_read_lines_go_to_stdout_unless_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let (report, lines) = (dir.path().join("r.kreport"), dir.path().join("out.kraken"));
+    let out = classify_pairs().arg("-r").arg(&report).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.lines().count() > 100 && stdout.lines().all(|l| l.starts_with("C\t") || l.starts_with("U\t")));
+    classify_pairs().arg("-r").arg(&report).arg("-o").arg(&lines).assert().success().stdout("");
+    assert_eq!(std::fs::read_to_string(&lines).unwrap(), stdout);
+    let kreport = std::fs::read_to_string(&report).unwrap();
+    classify_pairs().args(["-r", "-"]).assert().success().stdout(kreport.clone());
+    classify_pairs().args(["-o", "/dev/null", "-r"]).arg(&report).assert().success().stdout("");
+    assert_eq!(std::fs::read_to_string(&report).unwrap(), kreport);
+}

@@ -69,8 +69,8 @@ pub struct MergeArgs {
     /// Candidates files, one per part (from `kmerdb classify --candidates-out`).
     #[arg(value_name = "CANDIDATES", required = true)]
     pub inputs: Vec<PathBuf>,
-    /// Kraken-format per-read output (`-` for stdout). Default: stdout, unless another output is
-    /// asked for.
+    /// Kraken-format per-read output (`-` for stdout). Default: stdout (as Kraken 2 writes it),
+    /// unless another output goes to stdout; give /dev/null for none.
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Kraken report (kreport) for MultiQC, Pavian, Bracken, Krona.
@@ -126,7 +126,8 @@ pub struct ClassifyArgs {
     /// sheet). Output names must then contain `{sample}`.
     #[arg(long, value_name = "FILE")]
     pub samples: Option<PathBuf>,
-    /// Kraken-format per-read output (`-` for stdout). Default: stdout, when no other output is given.
+    /// Kraken-format per-read output (`-` for stdout). Default: stdout (as Kraken 2 writes it),
+    /// unless another output goes to stdout; give /dev/null for none.
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Kraken report (kreport) for MultiQC, Pavian, Bracken, Krona.

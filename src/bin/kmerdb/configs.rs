@@ -247,10 +247,13 @@ pub fn merge(args: MergeArgs) -> Result<kmerdb::merge::MergeConfig> {
         &args.profiles.mpa,
         &args.profiles.html,
     ];
-    let nothing_asked = outputs.iter().all(|o| o.is_none());
-    if outputs.iter().filter(|o| o.as_ref().is_some_and(|p| p.as_os_str() == "-")).count() > 1 {
+    let stdout_taken = outputs.iter().filter(|o| o.as_ref().is_some_and(|p| p.as_os_str() == "-")).count();
+    if stdout_taken > 1 {
         usage!("only one output can go to stdout (-)");
     }
+    // As classify (and Kraken 2): the per-read lines go to stdout unless -o names a file or
+    // another output takes stdout.
+    let kraken = args.output.clone().or_else(|| (stdout_taken == 0).then(|| PathBuf::from("-")));
     let mut plan = kmerdb::paths::FilePlan::new();
     for input in &args.inputs {
         plan.reads("CANDIDATES", input);
@@ -271,7 +274,7 @@ pub fn merge(args: MergeArgs) -> Result<kmerdb::merge::MergeConfig> {
     }
     let config = kmerdb::merge::MergeConfig {
         inputs: args.inputs,
-        kraken: if nothing_asked { Some(PathBuf::from("-")) } else { args.output },
+        kraken,
         report: args.report,
         abundance: args.abundance,
         abundance_rank: args.abundance_rank,

@@ -39,6 +39,9 @@ if unknown or not snakemake.output.keys():
         + (f" (not {', '.join(unknown)})" if unknown else "")
     )
 outputs = " ".join(f"{OPTIONS[name]} {quote(path)}" for name, path in snakemake.output.items())
+# Without a kraken output the per-read lines would go to stdout (as Kraken 2's do): none are made.
+if "kraken" not in snakemake.output.keys():
+    outputs += " --output /dev/null"
 
 shell(
     "kmerdb classify"
