@@ -529,7 +529,7 @@ pub fn use_index(index: &Index) {
         };
         crate::output::write_kraken_line(&mut lines, &result, Some(tree)).expect("a call is a taxon of the tree");
     }
-    crate::output::write_kreport(&mut lines, tree, &direct, 1).expect("calls are taxa of the tree");
+    crate::output::write_kreport(&mut lines, tree, &direct, 1, false).expect("calls are taxa of the tree");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -569,6 +569,7 @@ pub fn merge_candidates(data: &[u8]) -> Outcome {
         sample: "fuzz".into(),
         html: Some(d.join("out.html")),
         use_names: true,
+        report_zero_counts: false,
         confidence: 0.5,
     };
     let summary = crate::merge::merge(&config).map_err(|e| rejected(e, ".cand"))?;

@@ -32,6 +32,8 @@ pub struct MergeConfig {
     pub sample: String,
     pub html: Option<PathBuf>,
     pub use_names: bool,
+    /// As classify's `--report-zero-counts`.
+    pub report_zero_counts: bool,
     /// `--confidence`, as classify's (`candidates::with_confidence`), on the merged hit lists.
     pub confidence: f64,
 }
@@ -117,6 +119,7 @@ pub fn merge(config: &MergeConfig) -> Result<MergeSummary, MergeError> {
         report: config.report.clone(),
         abundance: config.abundance.clone(),
         abundance_rank: config.abundance_rank.clone(),
+        report_zero_counts: config.report_zero_counts,
         cami: config.cami.clone(),
         krona: config.krona.clone(),
         mpa: config.mpa.clone(),

@@ -607,6 +607,7 @@ fn classify_with_options(
         lowest_rank: None,
         abundance_rank: None,
         use_names: false,
+        report_zero_counts: false,
         samples: vec![Sample {
             name: "s".into(),
             reads,

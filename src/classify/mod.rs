@@ -136,6 +136,8 @@ pub struct ClassifyConfig {
     pub lowest_rank: Option<String>,
     pub abundance_rank: Option<String>,
     pub use_names: bool,
+    /// `--report-zero-counts`: the report lists every taxon of the index, also those without reads.
+    pub report_zero_counts: bool,
     pub samples: Vec<Sample>,
     /// `all`: a GPU if one is there and the index fits it, else the CPU; a list: that GPU or an error.
     pub gpus: crate::compute::GpuRequest,
@@ -540,6 +542,7 @@ impl Run<'_> {
             report: o.report.clone(),
             abundance: o.abundance.clone(),
             abundance_rank: self.config.abundance_rank.clone(),
+            report_zero_counts: self.config.report_zero_counts,
             cami: o.cami.clone(),
             krona: o.krona.clone(),
             mpa: o.mpa.clone(),

@@ -54,7 +54,8 @@ pub fn clade_counts(tree: &TaxonTree, direct: &HashMap<TaxId, u64>) -> io::Resul
 }
 
 /// Writes the Kraken report for `direct` (reads assigned to each taxon) and `unclassified`
-/// reads.
+/// reads. With `zero_counts` (Kraken 2's `--report-zero-counts`) every taxon of the tree is
+/// listed, those without reads after their siblings with reads, and the `unclassified` line always.
 ///
 /// Percentages are of all reads, classified and unclassified. Fails with `InvalidData` if
 /// `direct` names a taxid that is not in `tree`, before writing anything.
@@ -63,6 +64,7 @@ pub fn write_kreport<W: Write + ?Sized>(
     tree: &TaxonTree,
     direct: &HashMap<TaxId, u64>,
     unclassified: u64,
+    zero_counts: bool,
 ) -> io::Result<()> {
     let clades = clade_counts(tree, direct)?;
     let classified = clades.get(&ROOT).copied().unwrap_or(0);
@@ -73,26 +75,28 @@ pub fn write_kreport<W: Write + ?Sized>(
         writeln!(w, "{pct:6.2}\t{clade}\t{own}\t{rank}\t{taxid}\t{:indent$}{name}", "")
     };
 
-    if unclassified > 0 || total == 0 {
+    if unclassified > 0 || total == 0 || zero_counts {
         line(w, unclassified, unclassified, "U", UNCLASSIFIED, 0, "unclassified")?;
     }
-    if total == 0 {
+    if total == 0 && !zero_counts {
         let root = tree.get(ROOT).expect("a TaxonTree always holds the root");
         return line(w, 0, 0, "R", ROOT, 0, &root.name);
     }
 
     // Depth-first with an explicit stack (synthetic trees can be arbitrarily deep); children are
     // pushed in reverse of the order they are to be written.
-    let mut stack = if classified > 0 { vec![ROOT] } else { Vec::new() };
+    let mut stack = if classified > 0 || zero_counts { vec![ROOT] } else { Vec::new() };
     let mut kids: Vec<(TaxId, u64)> = Vec::new();
     while let Some(taxid) = stack.pop() {
         let taxon = tree.get(taxid).expect("walk stays inside the tree");
         let depth = tree.depth(taxid).expect("walk stays inside the tree");
         let own = direct.get(&taxid).copied().unwrap_or(0);
-        line(w, clades[&taxid], own, &tree.kreport_rank_code(taxid), taxid, depth, &taxon.name)?;
+        let clade = clades.get(&taxid).copied().unwrap_or(0);
+        line(w, clade, own, &tree.kreport_rank_code(taxid), taxid, depth, &taxon.name)?;
 
         kids.clear();
-        kids.extend(tree.children(taxid).iter().filter_map(|&c| clades.get(&c).map(|&n| (c, n))));
+        let counted = |&c: &TaxId| clades.get(&c).copied().or(zero_counts.then_some(0)).map(|n| (c, n));
+        kids.extend(tree.children(taxid).iter().filter_map(counted));
         kids.sort_unstable_by_key(|&(c, n)| (Reverse(n), c));
         stack.extend(kids.iter().rev().map(|&(c, _)| c));
     }
@@ -107,7 +111,7 @@ mod tests {
     fn report(direct: &[(TaxId, u64)], unclassified: u64) -> String {
         let direct: HashMap<TaxId, u64> = direct.iter().copied().collect();
         let mut out = Vec::new();
-        write_kreport(&mut out, &tree(), &direct, unclassified).unwrap();
+        write_kreport(&mut out, &tree(), &direct, unclassified, false).unwrap();
         String::from_utf8(out).unwrap()
     }
 
@@ -133,6 +137,27 @@ mod tests {
 
     fn multiqc_recognises(report: &str) -> bool {
         report.lines().take(2).any(multiqc_matches)
+    }
+
+    /// `--report-zero-counts`: every taxon of the tree, each once, the ones with reads as in the
+    /// plain report and in its order, the others after their siblings with reads; and the
+    /// unclassified line even with no unclassified reads.
+    #[test]
+    fn zero_counts_list_every_taxon() {
+        let direct: HashMap<TaxId, u64> = [(562, 5), (623, 3)].into_iter().collect();
+        let (mut plain, mut all) = (Vec::new(), Vec::new());
+        write_kreport(&mut plain, &tree(), &direct, 0, false).unwrap();
+        write_kreport(&mut all, &tree(), &direct, 0, true).unwrap();
+        let (plain, all) = (String::from_utf8(plain).unwrap(), String::from_utf8(all).unwrap());
+        let taxid = |l: &str| l.split('\t').nth(4).unwrap().parse::<u32>().unwrap();
+        let listed: Vec<u32> = all.lines().map(taxid).collect();
+        assert_eq!(listed.len(), tree().taxa().len() + 1, "{all}");
+        assert!(all.lines().next().unwrap().ends_with("\tunclassified"), "{all}");
+        let with_reads: Vec<&str> = all.lines().skip(1).filter(|l| l.split('\t').nth(1) != Some("0")).collect();
+        assert_eq!(with_reads, plain.lines().collect::<Vec<_>>());
+        let viruses = all.lines().position(|l| taxid(l) == 10239).unwrap();
+        let bacteria = all.lines().position(|l| taxid(l) == 131567).unwrap();
+        assert!(bacteria < viruses, "the clade without reads comes after its sibling with reads:\n{all}");
     }
 
     #[test]
@@ -212,7 +237,7 @@ mod tests {
     fn unknown_taxid_is_invalid_data() {
         let direct: HashMap<TaxId, u64> = [(562, 1), (4242, 2)].into_iter().collect();
         let mut out = Vec::new();
-        let err = write_kreport(&mut out, &tree(), &direct, 0).unwrap_err();
+        let err = write_kreport(&mut out, &tree(), &direct, 0, false).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidData);
         assert!(err.to_string().contains("4242"), "{err}");
         assert!(out.is_empty(), "nothing written before the check");

@@ -86,6 +86,8 @@ pub struct Summaries {
     pub report: Option<std::path::PathBuf>,
     pub abundance: Option<std::path::PathBuf>,
     pub abundance_rank: Option<String>,
+    /// The report lists every taxon of the tree, also those without reads.
+    pub report_zero_counts: bool,
     pub cami: Option<std::path::PathBuf>,
     pub krona: Option<std::path::PathBuf>,
     pub mpa: Option<std::path::PathBuf>,
@@ -102,7 +104,7 @@ impl Summaries {
     ) -> Result<(), (std::path::PathBuf, std::io::Error)> {
         type Writer<'a> = Box<dyn Fn(&mut Output) -> std::io::Result<()> + 'a>;
         let jobs: [(&Option<std::path::PathBuf>, Writer); 5] = [
-            (&self.report, Box::new(|w| write_kreport(w, tree, direct, unclassified))),
+            (&self.report, Box::new(|w| write_kreport(w, tree, direct, unclassified, self.report_zero_counts))),
             (
                 &self.abundance,
                 Box::new(|w| write_abundance(w, tree, direct, unclassified, self.abundance_rank.as_deref())),

@@ -607,3 +607,16 @@ fn per_read_lines_go_to_stdout_unless_named() {
     classify_pairs().args(["-o", "/dev/null", "-r"]).arg(&report).assert().success().stdout("");
     assert_eq!(std::fs::read_to_string(&report).unwrap(), kreport);
 }
+
+/// `--report-zero-counts` (Kraken 2's): the report lists every taxon of the index.
+#[test]
+fn report_zero_counts_lists_every_taxon() {
+    let out = classify_pairs().args(["-o", "/dev/null", "-r", "-", "--report-zero-counts"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report = String::from_utf8(out.stdout).unwrap();
+    let info = kmerdb().args(["info", "--json"]).arg(db()).output().unwrap();
+    let taxa = serde_json::from_slice::<serde_json::Value>(&info.stdout).unwrap()["header"]["counts"]["taxa"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(report.lines().count() as u64, taxa + 1, "{report}");
+}

@@ -687,6 +687,7 @@ fn classify_pairs(pairs: usize, reads_limit: f64) -> Result<(), Box<dyn std::err
             lowest_rank: None,
             abundance_rank: None,
             use_names: false,
+            report_zero_counts: false,
             samples: vec![Sample {
                 name: "bench".into(),
                 reads: ReadLayout::Paired(vec![(

@@ -90,6 +90,10 @@ pub struct MergeArgs {
     /// Taxon names instead of bare taxids in the per-read output.
     #[arg(long)]
     pub use_names: bool,
+    /// List every taxon of the index in the report, also those without reads (Kraken 2's
+    /// --report-zero-counts).
+    #[arg(long)]
+    pub report_zero_counts: bool,
     /// As classify's --confidence, on the merged hit lists (give the parts' runs none).
     #[arg(long, default_value_t = 0.0, value_name = "F")]
     pub confidence: f64,
@@ -154,6 +158,10 @@ pub struct ClassifyArgs {
     /// Print taxon names beside taxids in the per-read output.
     #[arg(long)]
     pub use_names: bool,
+    /// List every taxon of the index in the report, also those without reads (Kraken 2's
+    /// --report-zero-counts).
+    #[arg(long)]
+    pub report_zero_counts: bool,
     /// Hits the best candidate needs [default: sketch size / 5, at least 1].
     #[arg(long, value_name = "N")]
     pub hitmin: Option<u32>,

@@ -227,6 +227,7 @@ pub fn classify(args: ClassifyArgs) -> Result<ClassifyConfig> {
         lowest_rank: args.lowest_rank,
         abundance_rank: args.abundance_rank,
         use_names: args.use_names,
+        report_zero_counts: args.report_zero_counts,
         samples,
         gpus: args.compute.gpus.clone(),
         html: names.html,
@@ -284,6 +285,7 @@ pub fn merge(args: MergeArgs) -> Result<kmerdb::merge::MergeConfig> {
         sample,
         html: args.profiles.html,
         use_names: args.use_names,
+        report_zero_counts: args.report_zero_counts,
         confidence: args.confidence,
     };
     Ok(config)
