@@ -4,8 +4,8 @@
 //!   challenges score: per standard rank, each taxon's share of the sample's reads in percent;
 //! - [`write_krona`]: Krona's text input (`ktImportText`): reads assigned to each taxon, with its
 //!   lineage of names, and the unclassified reads;
-//! - [`write_mpa`]: a MetaPhlAn-style table (as Kraken 2's `--use-mpa-style`): each taxon at a
-//!   standard rank as its `k__…|p__…` path, with the reads in its clade.
+//! - [`write_mpa`]: the MetaPhlAn-style table of Kraken 2's `--use-mpa-style`, byte for byte: each
+//!   taxon at a standard rank as its `d__…|p__…` path, with the reads in its clade.
 //!
 //! All three come from the same counts as the kreport, so they agree with it.
 
@@ -16,9 +16,11 @@ use std::io::{self, Write};
 
 /// The ranks CAMI profiles use, top down.
 const CAMI_RANKS: [&str; 8] = ["superkingdom", "phylum", "class", "order", "family", "genus", "species", "strain"];
-/// The ranks of MPA-style tables, with their prefixes.
-const MPA_RANKS: [(&str, &str); 7] = [
-    ("superkingdom", "k"),
+/// The ranks of MPA-style tables, with their prefixes, as Kraken 2 writes them (`rank_of` maps
+/// "domain" to "superkingdom").
+const MPA_RANKS: [(&str, &str); 8] = [
+    ("superkingdom", "d"),
+    ("kingdom", "k"),
     ("phylum", "p"),
     ("class", "c"),
     ("order", "o"),
@@ -103,29 +105,31 @@ pub fn write_krona<W: Write + ?Sized>(
     Ok(())
 }
 
-/// Writes an MPA-style table: each taxon at a standard rank, as its path of `x__name` parts, and
-/// the reads in its clade; in lineage order (a parent before its children).
+/// Writes the MPA-style table of Kraken 2's `--use-mpa-style`: the kreport's walk (depth first,
+/// children by descending clade, ties by taxid), one line for each taxon at a rank of
+/// [`MPA_RANKS`] with reads in its clade: its path of `x__Name` parts (names as they are, spaces
+/// included) and the clade's reads. Checked against Kraken 2.1.2's own output of the same counts
+/// (`tests/golden/kraken2-mock.mpa`, test `mpa_table_equals_kraken2_use_mpa_style`).
 pub fn write_mpa<W: Write + ?Sized>(w: &mut W, tree: &TaxonTree, direct: &HashMap<TaxId, u64>) -> io::Result<()> {
     let clades = clade_counts(tree, direct)?;
-    let mut rows: Vec<(String, u64)> = Vec::new();
-    for (&taxid, &reads) in &clades {
-        if !MPA_RANKS.iter().any(|(r, _)| *r == rank_of(tree, taxid)) {
-            continue;
-        }
-        let parts: Vec<String> = tree
-            .lineage(taxid)
-            .into_iter()
-            .filter_map(|t| {
-                let p = MPA_RANKS.iter().find(|(r, _)| *r == rank_of(tree, t))?.1;
-                let name = tree.get(t)?.name.replace(' ', "_");
-                Some(format!("{p}__{name}"))
-            })
-            .collect();
-        rows.push((parts.join("|"), reads));
+    if !clades.contains_key(&crate::taxonomy::ROOT) {
+        return Ok(());
     }
-    rows.sort();
-    for (path, reads) in rows {
-        writeln!(w, "{path}\t{reads}")?;
+    // (taxid, depth of the path when it was pushed): a stack, children in reverse order.
+    let mut stack = vec![(crate::taxonomy::ROOT, 0usize)];
+    let mut path: Vec<String> = Vec::new();
+    let mut kids: Vec<(TaxId, u64)> = Vec::new();
+    while let Some((taxid, depth)) = stack.pop() {
+        path.truncate(depth);
+        if let Some((_, prefix)) = MPA_RANKS.iter().find(|(r, _)| *r == rank_of(tree, taxid)) {
+            let name = tree.get(taxid).map_or("", |t| t.name.as_str());
+            path.push(format!("{prefix}__{name}"));
+            writeln!(w, "{}\t{}", path.join("|"), clades[&taxid])?;
+        }
+        kids.clear();
+        kids.extend(tree.children(taxid).iter().filter_map(|&c| clades.get(&c).map(|&n| (c, n))));
+        kids.sort_unstable_by_key(|&(c, n)| (std::cmp::Reverse(n), c));
+        stack.extend(kids.iter().rev().map(|&(c, _)| (c, path.len())));
     }
     Ok(())
 }
@@ -189,8 +193,8 @@ mod tests {
         write_mpa(&mut out, &tree(), &counts()).unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            "k__Bacteria\t9\nk__Bacteria|p__Pseudomonadota\t9\nk__Bacteria|p__Pseudomonadota|g__Escherichia\t9\n\
-             k__Bacteria|p__Pseudomonadota|g__Escherichia|s__Escherichia_coli\t8\n"
+            "d__Bacteria\t9\nd__Bacteria|p__Pseudomonadota\t9\nd__Bacteria|p__Pseudomonadota|g__Escherichia\t9\n\
+             d__Bacteria|p__Pseudomonadota|g__Escherichia|s__Escherichia coli\t8\n"
         );
     }
 

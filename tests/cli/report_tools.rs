@@ -112,3 +112,28 @@ fn taxpasta_and_multiqc_read_the_kreport() {
     let expected: f64 = kreport.lines().next().unwrap().split('\t').next().unwrap().trim().parse().unwrap();
     assert!((unclassified - expected).abs() < 0.01, "MultiQC: {unclassified}% unclassified, the report {expected}%");
 }
+
+/// `--mpa` is Kraken 2's `--use-mpa-style`, byte for byte (issue 18.2): from the per-taxon counts of
+/// Kraken 2.1.2's report of the mock community (`tests/golden/kraken2-mock.kreport`, its database
+/// built from `../shared/data/refs`), kmerdb's MPA writer gives Kraken 2's own MPA-style report of
+/// the same run (`tests/golden/kraken2-mock.mpa`).
+#[test]
+fn mpa_table_equals_kraken2_use_mpa_style() {
+    use std::collections::HashMap;
+    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    let kreport = std::fs::read_to_string(golden.join("kraken2-mock.kreport")).unwrap();
+    let mut direct: HashMap<u32, u64> = HashMap::new();
+    for line in kreport.lines() {
+        let f: Vec<&str> = line.split('\t').collect();
+        let (own, taxid): (u64, u32) = (f[2].parse().unwrap(), f[4].parse().unwrap());
+        if taxid != 0 && own > 0 {
+            direct.insert(taxid, own);
+        }
+    }
+    let tax = kmerdb::taxonomy::NcbiTaxonomy::load_dir(&crate::shared().join("taxonomy")).unwrap();
+    let keep: Vec<u32> = direct.keys().copied().collect();
+    let tree = kmerdb::taxonomy::TaxonTree::new(tax.prune(&keep)).unwrap();
+    let mut mpa = Vec::new();
+    kmerdb::output::write_mpa(&mut mpa, &tree, &direct).unwrap();
+    assert_eq!(String::from_utf8(mpa).unwrap(), std::fs::read_to_string(golden.join("kraken2-mock.mpa")).unwrap());
+}

@@ -55,7 +55,7 @@ pub struct ProfileArgs {
     /// Krona text input (`ktImportText FILE`): reads per taxon with its lineage.
     #[arg(long, value_name = "FILE")]
     pub krona: Option<PathBuf>,
-    /// MetaPhlAn-style table: reads per clade at standard ranks, as k__|p__|… paths.
+    /// MPA-style table, as Kraken 2's --use-mpa-style writes it: reads per clade at standard ranks, as d__|p__|… paths.
     #[arg(long, value_name = "FILE")]
     pub mpa: Option<PathBuf>,
     /// A self-contained HTML page of the run: each sample's classified fraction and its most
