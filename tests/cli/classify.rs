@@ -620,3 +620,17 @@ fn report_zero_counts_lists_every_taxon() {
         .unwrap();
     assert_eq!(report.lines().count() as u64, taxa + 1, "{report}");
 }
+
+/// Kraken 2's `--use-mpa-style`: `--report` then holds the MPA-style table `--mpa` writes; without
+/// `--report` it is a usage error.
+#[test]
+fn use_mpa_style_makes_the_report_an_mpa_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let (report, mpa) = (dir.path().join("r.txt"), dir.path().join("m.txt"));
+    classify_pairs().args(["-o", "/dev/null", "--use-mpa-style", "-r"]).arg(&report).assert().success();
+    classify_pairs().args(["-o", "/dev/null", "--mpa"]).arg(&mpa).assert().success();
+    let table = std::fs::read_to_string(&report).unwrap();
+    assert!(table.starts_with("d__"), "{table}");
+    assert_eq!(table, std::fs::read_to_string(&mpa).unwrap());
+    classify_pairs().args(["-o", "/dev/null", "--use-mpa-style"]).assert().code(2);
+}

@@ -126,6 +126,10 @@ pub struct ClassifyArgs {
     /// Accepted for Kraken 2's habits and ignored: compression is detected from the content.
     #[arg(long, hide = true)]
     pub gzip_compressed: bool,
+    /// Kraken 2's --use-mpa-style: --report writes the MPA-style table (as --mpa) instead of the
+    /// kreport.
+    #[arg(long)]
+    pub use_mpa_style: bool,
     /// Several samples with one index load: a TSV of `name<TAB>R1[<TAB>R2]` (paths relative to the
     /// sheet). Output names must then contain `{sample}`.
     #[arg(long, value_name = "FILE")]

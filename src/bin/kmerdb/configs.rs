@@ -199,17 +199,24 @@ pub fn classify(args: ClassifyArgs) -> Result<ClassifyConfig> {
         r1.push(reads.pop().expect("two files"));
     }
     let given = ReadsGiven::from_flags(reads, r1, r2, args.samples, args.interleaved).map_err(usage)?;
+    let (mut report, mut mpa) = (args.report, args.profiles.mpa);
+    if args.use_mpa_style {
+        if report.is_none() || mpa.is_some() {
+            usage!("--use-mpa-style makes --report an MPA-style table (as Kraken 2's): give --report, and no --mpa");
+        }
+        mpa = report.take();
+    }
     let names = OutputNames {
         per_sample: SampleOutputs {
             kraken: args.output,
-            report: args.report,
+            report,
             abundance: args.abundance,
             classified: args.classified_out,
             unclassified: args.unclassified_out,
             candidates: args.candidates_out,
             cami: args.profiles.cami,
             krona: args.profiles.krona,
-            mpa: args.profiles.mpa,
+            mpa,
         },
         html: args.profiles.html,
     };
