@@ -447,7 +447,7 @@ fn profiles_agree_with_the_kreport() {
         .lines()
         .map(|l| l.split('\t').collect::<Vec<_>>())
         .filter(|f| f[3] == "S")
-        .map(|f| (f[5].trim().replace(' ', "_"), f[1].parse().unwrap()))
+        .map(|f| (f[5].trim().to_string(), f[1].parse().unwrap()))
         .collect();
     assert!(!species.is_empty());
     let total: u64 = kreport
