@@ -44,6 +44,7 @@ pub fn parse_sample_sheet(
 ) -> Result<Vec<(String, ReadLayout)>, SampleSheetError> {
     let sheet_buf = || sheet.to_path_buf();
     let mut samples: Vec<(String, ReadLayout)> = Vec::new();
+    let mut first = true;
     for (n, raw) in bytes.split(|&b| b == b'\n').enumerate() {
         let line = n + 1;
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
@@ -51,7 +52,15 @@ pub fn parse_sample_sheet(
         if text.trim().is_empty() || text.starts_with('#') {
             continue;
         }
-        let fields: Vec<&str> = text.split('\t').collect();
+        let mut fields: Vec<&str> = text.split('\t').collect();
+        // The workflows' header row (`sample r1 r2`, or nf-core's `fastq_1 fastq_2`) may come first.
+        if std::mem::take(&mut first) && is_header(&fields) {
+            continue;
+        }
+        // An empty third column is a single-end sample, as the workflows' sheets write it.
+        if fields.len() == 3 && fields[2].is_empty() && !fields[1].is_empty() {
+            fields.pop();
+        }
         if fields[1..].iter().any(|f| f.is_empty()) && fields.len() <= 3 {
             return Err(SampleSheetError::EmptyPath { sheet: sheet_buf(), line });
         }
@@ -77,6 +86,12 @@ pub fn parse_sample_sheet(
     Ok(samples)
 }
 
+/// Whether `fields` are the sample sheet's optional header row.
+fn is_header(fields: &[&str]) -> bool {
+    let is = |i: usize, names: &[&str]| fields.get(i).is_some_and(|f| names.iter().any(|n| f.eq_ignore_ascii_case(n)));
+    is(0, &["sample"]) && is(1, &["r1", "fastq_1"]) && (fields.len() == 2 || is(2, &["r2", "fastq_2"]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,6 +109,17 @@ mod tests {
             got[1].1,
             ReadLayout::Paired(vec![(Source::File("/base/1.fq".into()), Source::File("/base/2.fq".into()))])
         );
+    }
+
+    /// The workflows' sheet: a header row, and single-end samples with an empty R2 column.
+    #[test]
+    fn the_workflows_header_and_empty_r2_are_read() {
+        let got = parse("sample\tr1\tr2\na\t1.fq\t2.fq\nb\tb.fq\t\n").unwrap();
+        assert_eq!(got.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+        assert_eq!(got[1].1, ReadLayout::Single(vec![Source::File("/base/b.fq".into())]));
+        // Only as the first line: later, `sample` is a sample's name.
+        let got = parse("x\tx.fq\nsample\tr1\n").unwrap();
+        assert_eq!(got[1].0, "sample");
     }
 
     #[test]

@@ -634,3 +634,18 @@ fn use_mpa_style_makes_the_report_an_mpa_table() {
     assert_eq!(table, std::fs::read_to_string(&mpa).unwrap());
     classify_pairs().args(["-o", "/dev/null", "--use-mpa-style"]).assert().code(2);
 }
+
+/// One sample-sheet format (issue 18.7): the Snakemake workflow's own sheet, with its header row
+/// and an empty R2 column for the single-end sample, is what `--samples` reads.
+#[test]
+fn the_workflows_sample_sheet_is_a_samples_sheet() {
+    let dir = tempfile::tempdir().unwrap();
+    let sheet = Path::new(env!("CARGO_MANIFEST_DIR")).join("workflows/snakemake/samples.tsv");
+    let out = dir.path().join("{sample}.kreport");
+    classify().arg("--samples").arg(&sheet).arg("-r").arg(&out).assert().success();
+    let bundled = std::fs::read_to_string(dir.path().join("bundled.kreport")).unwrap();
+    let single = dir.path().join("single.kreport");
+    assert!(single.exists(), "the single-end sample is classified");
+    let alone = classify_pairs().args(["-o", "/dev/null", "-r", "-"]).output().unwrap();
+    assert_eq!(bundled, String::from_utf8(alone.stdout).unwrap(), "the paired sample as -1/-2 gives it");
+}

@@ -1,7 +1,7 @@
 // kmerdb on a partitioned index, with the modules in modules/kmerdb: build every part, classify
 // every sample against every part, merge each sample's parts.
 //   nextflow run workflows/nextflow --genomes data/genomes --taxonomy data/taxonomy \
-//       --seqid2taxid data/seqid2taxid.map --samplesheet samples.csv --partitions 2
+//       --seqid2taxid data/seqid2taxid.map --samplesheet samples.tsv --partitions 2
 nextflow.enable.dsl = 2
 
 include { KMERDB_BUILD    } from './modules/kmerdb/build/main'
@@ -11,7 +11,8 @@ include { KMERDB_MERGE    } from './modules/kmerdb/merge/main'
 params.genomes = null
 params.taxonomy = null
 params.seqid2taxid = null
-// CSV with columns sample,fastq_1,fastq_2 (fastq_2 empty for single-end reads).
+// The sample sheet of `kmerdb classify --samples` (README, "Sample sheets"): tab-separated sample,
+// r1, r2 (r2 empty for single-end reads) with that header row, paths relative to the sheet.
 params.samplesheet = null
 params.partitions = 2
 params.outdir = 'results'
@@ -21,10 +22,11 @@ workflow {
     KMERDB_BUILD(parts, file(params.taxonomy), file(params.seqid2taxid))
 
     samples = Channel.fromPath(params.samplesheet)
-        .splitCsv(header: true)
+        .splitCsv(header: true, sep: '\t')
         .map { row ->
-            def single = !row.fastq_2
-            [[id: row.sample, single_end: single], single ? [file(row.fastq_1)] : [file(row.fastq_1), file(row.fastq_2)]]
+            def single = !row.r2
+            def dir = file(params.samplesheet).parent
+            [[id: row.sample, single_end: single], single ? [dir.resolve(row.r1)] : [dir.resolve(row.r1), dir.resolve(row.r2)]]
         }
     // Every sample against every part; each classification named after both.
     pairs = samples.combine(KMERDB_BUILD.out.db)
