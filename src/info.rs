@@ -12,6 +12,8 @@ pub struct IndexInfo {
     pub file_bytes: u64,
     pub format_version: u32,
     pub header: crate::index::Header,
+    /// Stored in its own section (see `index::format`), so shown beside the header.
+    pub provenance: crate::index::format::Provenance,
     pub key_index_load_factor: f64,
     pub bytes_per_reference_base: f64,
     pub sections: Vec<SectionInfo>,
@@ -38,6 +40,7 @@ pub fn describe(index: &Index, verified: bool) -> IndexInfo {
         file_bytes: index.file_size(),
         format_version: FORMAT_VERSION,
         header: h.clone(),
+        provenance: h.provenance.clone(),
         key_index_load_factor: if slots == 0 { 0.0 } else { h.counts.features as f64 / slots as f64 },
         bytes_per_reference_base: index.file_size() as f64 / h.counts.bases.max(1) as f64,
         sections: SectionKind::ALL

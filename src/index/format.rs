@@ -12,6 +12,7 @@
 //!   targets     bincode Vec<TargetInfo>, ordered by target id (= sequence name order)
 //!   taxonomy    bincode Vec<Taxon>: the lineages of the targets' taxa, ordered by taxid
 //!   dropped     the features over the location cap with all their locations (`index::dropped`)
+//!   provenance  bincode [`Provenance`]: how and when the index was made
 //! ```
 //! Everything is little-endian; the shard data is memory-mapped and cast in place.
 //!
@@ -42,7 +43,10 @@ pub const MAGIC: [u8; 8] = *b"\x89KMERDB\n";
 /// Version 2: shards by the features' low bits (version 1 used the top bits).
 /// Version 3: each shard's key index and words in one block, with its own checksum.
 /// Version 4: the dropped section, which `kmerdb update` needs.
-pub const FORMAT_VERSION: u32 = 4;
+/// Version 5: the provenance in its own last section, out of the header: its command line has any
+/// length, and in the header it moved every section, so an update and a fresh build of the same
+/// genomes (whose command lines differ) laid out the same sections at different offsets.
+pub const FORMAT_VERSION: u32 = 5;
 pub const PREAMBLE_LEN: usize = 64;
 pub const SECTION_ALIGN: u64 = 4096;
 /// Alignment of each shard's block in the shard data: one bucket's cache line.
@@ -74,6 +78,9 @@ pub struct Header {
     pub layout: LocationLayout,
     pub taxonomy: TaxonomySource,
     pub counts: Counts,
+    /// Stored in the provenance section, not in the header's bytes (which therefore have the
+    /// same length for every index with the same shard count).
+    #[serde(skip)]
     pub provenance: Provenance,
     pub sections: Vec<SectionEntry>,
 }
@@ -122,7 +129,7 @@ pub struct Counts {
 
 /// How the index was made. The command line is the normalised one (inputs sorted, no
 /// `--threads`), and the date honours `SOURCE_DATE_EPOCH`, so rebuilding is reproducible.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Provenance {
     #[serde(deserialize_with = "checked_str::string")]
     pub kmerdb_version: String,
@@ -138,15 +145,17 @@ pub enum SectionKind {
     Targets,
     Taxonomy,
     Dropped,
+    Provenance,
 }
 
 impl SectionKind {
-    pub const ALL: [SectionKind; 5] = [
+    pub const ALL: [SectionKind; 6] = [
         SectionKind::Shards,
         SectionKind::ShardData,
         SectionKind::Targets,
         SectionKind::Taxonomy,
         SectionKind::Dropped,
+        SectionKind::Provenance,
     ];
 
     pub fn name(&self) -> &'static str {
@@ -156,6 +165,7 @@ impl SectionKind {
             SectionKind::Targets => "targets",
             SectionKind::Taxonomy => "taxonomy",
             SectionKind::Dropped => "dropped",
+            SectionKind::Provenance => "provenance",
         }
     }
 }

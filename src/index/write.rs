@@ -67,14 +67,14 @@ pub struct IndexWriter {
 }
 
 /// The section entries a header has before its offsets and checksums are known: enough to fix
-/// the header's encoded length (every field is fixed-width but the strings, known up front).
+/// the header's encoded length (every field is fixed-width; the provenance's strings are not in it).
 fn placeholder_sections() -> Vec<SectionEntry> {
     SectionKind::ALL.iter().map(|&kind| SectionEntry { kind, offset: 0, len: 0, checksum: 0 }).collect()
 }
 
 impl IndexWriter {
     /// Starts the index in `file`. `template` is the header as far as it is known (its counts,
-    /// layout and sections may change; its strings and shard count may not), which fixes where
+    /// layout, provenance and sections may change; its shard count may not), which fixes where
     /// the sections go.
     pub fn new(file: IndexFile, template: &Header) -> Result<Self, IndexError> {
         let mut h = template.clone();
@@ -137,7 +137,8 @@ impl IndexWriter {
         Ok(())
     }
 
-    /// Writes the shard table, the targets, the taxonomy, the dropped features and `header` (its
+    /// Writes the shard table, the targets, the taxonomy, the dropped features, the provenance
+    /// and `header` (its
     /// sections filled in here), renames the file into place and returns its size in bytes.
     pub fn finish(self, mut header: Header, targets: &[TargetInfo], taxa: &[Taxon]) -> Result<u64, IndexError> {
         let path = self.file.path.clone();
@@ -146,10 +147,12 @@ impl IndexWriter {
         let targets_bytes = encode(&path, "targets", &targets)?;
         let taxa_bytes = encode(&path, "taxonomy", &taxa)?;
         let dropped_bytes = self.dropped.encode();
+        let provenance_bytes = encode(&path, "provenance", &header.provenance)?;
         let table: &[u8] = bytemuck::cast_slice(&self.entries);
         let targets_at = align_up(self.data_at + self.data_len);
         let taxonomy_at = align_up(targets_at + targets_bytes.len() as u64);
         let dropped_at = align_up(taxonomy_at + taxa_bytes.len() as u64);
+        let provenance_at = align_up(dropped_at + dropped_bytes.len() as u64);
         let xxh3 = xxhash_rust::xxh3::xxh3_64;
         header.sections = vec![
             SectionEntry {
@@ -182,6 +185,12 @@ impl IndexWriter {
                 len: dropped_bytes.len() as u64,
                 checksum: xxh3(&dropped_bytes),
             },
+            SectionEntry {
+                kind: SectionKind::Provenance,
+                offset: provenance_at,
+                len: provenance_bytes.len() as u64,
+                checksum: xxh3(&provenance_bytes),
+            },
         ];
         let header_bytes = encode(&path, "header", &header)?;
         assert_eq!(header_bytes.len() as u64, self.header_len, "the header's length changed while writing");
@@ -196,6 +205,7 @@ impl IndexWriter {
             (&targets_bytes[..], targets_at),
             (&taxa_bytes[..], taxonomy_at),
             (&dropped_bytes[..], dropped_at),
+            (&provenance_bytes[..], provenance_at),
             (&header_bytes[..], PREAMBLE_LEN as u64),
             (&preamble[..], 0),
         ] {
@@ -318,5 +328,33 @@ mod tests {
         assert!(Index::open(&path, Verify::Metadata).is_ok());
         let err = Index::open(&path, Verify::All).err().unwrap().to_string();
         assert!(err.contains("shard 4"), "{err}");
+    }
+
+    /// The provenance changes no section's place or bytes: an index whose command line is longer
+    /// than a page (an update of many genomes) and one whose command line is short lay out every
+    /// other section at the same offsets with the same bytes, and each reads its own back.
+    #[test]
+    fn provenance_of_any_length_moves_no_section() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, command_line: Vec<String>| {
+            let path = dir.path().join(name);
+            let mut h = header(2);
+            h.provenance.command_line = command_line;
+            let shards = vec![ShardData { slots: vec![Slot { key: 5, value: 1 }; 16], words: vec![7; 3] }; 4];
+            let targets = vec![TargetInfo { name: "t".into(), taxid: 1, length: 10, windows: 1 }];
+            let taxa = vec![Taxon { taxid: 1, parent: 1, rank: "no rank".into(), name: "root".into() }];
+            let file = IndexFile::create(&path).unwrap();
+            write_index(file, h, &shards, &targets, &taxa, &DroppedLists::default()).unwrap();
+            Index::open(&path, Verify::All).unwrap()
+        };
+        let long: Vec<String> = (0..200).map(|i| format!("/a/long/path/to/genome_{i:04}.fna.gz")).collect();
+        let (short, long_one) = (write("short.db", vec!["x".into()]), write("long.db", long.clone()));
+        assert_eq!(long_one.header().provenance.command_line, long);
+        assert_eq!(short.header().provenance.command_line, ["x"]);
+        let others = |i: &Index| -> Vec<(SectionEntry, Vec<u8>)> {
+            let kinds = SectionKind::ALL.into_iter().filter(|&k| k != SectionKind::Provenance);
+            kinds.map(|k| (*i.header().section(k).unwrap(), i.section_bytes(k).to_vec())).collect()
+        };
+        assert_eq!(others(&short), others(&long_one));
     }
 }

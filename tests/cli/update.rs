@@ -33,13 +33,28 @@ fn update(old: &Path, new: &Path, args: &[PathBuf]) -> assert_cmd::assert::Asser
     kmerdb().args(["update", "-q", "-t", "2", "-d"]).arg(old).arg("-o").arg(new).args(args).assert()
 }
 
-/// What a build and an update must agree on: every section and the header but its provenance.
+/// What a build and an update must agree on: the header and every section but the provenance
+/// (whose place is the same: it is the last section).
 fn contents(db: &Path) -> serde_json::Value {
     let out = kmerdb().arg("info").arg("--json").arg(db).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let mut info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    info["header"].as_object_mut().unwrap().remove("provenance");
-    serde_json::json!({ "header": info["header"], "sections": info["sections"] })
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let not_provenance = |list: &serde_json::Value, key: &str| -> Vec<serde_json::Value> {
+        let all = list.as_array().unwrap();
+        assert!(all.iter().any(|s| s[key] == "provenance" || s[key] == "Provenance"), "{list}");
+        all.iter().filter(|s| s[key] != "provenance" && s[key] != "Provenance").cloned().collect()
+    };
+    let mut header = info["header"].clone();
+    header["sections"] = not_provenance(&info["header"]["sections"], "kind").into();
+    serde_json::json!({ "header": header, "sections": not_provenance(&info["sections"], "name") })
+}
+
+/// The command line that made `db`, from its provenance.
+fn command_line(db: &Path) -> Vec<String> {
+    let out = kmerdb().arg("info").arg("--json").arg(db).output().unwrap();
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let words = info["provenance"]["command_line"].as_array().unwrap();
+    words.iter().map(|w| w.as_str().unwrap().to_string()).collect()
 }
 
 /// The names of `db`'s targets.
@@ -108,6 +123,7 @@ fn splits_equal_fresh_builds(files: &[PathBuf], runs: &[(u64, Option<&Path>, u32
         args.extend(added.iter().cloned());
         update(&d("part.db"), &d("grown.db"), &args).success();
         assert_eq!(contents(&d("grown.db")), contents(&d("full.db")), "seed {seed}: adding {added:?}");
+        assert_eq!(command_line(&d("grown.db"))[..2], ["kmerdb", "update"], "the provenance records the update");
 
         let part_names = target_names(&d("part.db"));
         let gone: Vec<String> = target_names(&d("full.db")).into_iter().filter(|n| !part_names.contains(n)).collect();
