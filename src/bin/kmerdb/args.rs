@@ -55,7 +55,8 @@ pub struct ProfileArgs {
     /// Krona text input (`ktImportText FILE`): reads per taxon with its lineage.
     #[arg(long, value_name = "FILE")]
     pub krona: Option<PathBuf>,
-    /// MPA-style table, as Kraken 2's --use-mpa-style writes it: reads per clade at standard ranks, as d__|p__|… paths.
+    /// MPA-style table, as Kraken 2's --use-mpa-style writes it: reads per clade at standard
+    /// ranks, as d__|p__|… paths.
     #[arg(long, value_name = "FILE")]
     pub mpa: Option<PathBuf>,
     /// A self-contained HTML page of the run: each sample's classified fraction and its most
@@ -207,17 +208,8 @@ pub struct BuildArgs {
     /// Index file to write.
     #[arg(short, long, env = "KMERDB_DB", default_value = "kmerdb.db")]
     pub db: PathBuf,
-    /// NCBI taxonomy directory (nodes.dmp, names.dmp, optional merged.dmp; plain or .gz). Without
-    /// it, every sequence is its own taxon under one root.
-    #[arg(long, value_name = "DIR")]
-    pub taxonomy: Option<PathBuf>,
-    /// Sequence id to taxid map: `seqid<TAB>taxid` or NCBI *.accession2taxid (plain or .gz).
-    /// Repeatable. Header tags (kraken:taxid|N) take precedence.
-    #[arg(long = "seqid2taxid", value_name = "FILE")]
-    pub seqid_maps: Vec<PathBuf>,
-    /// Make sequences without a taxid an error (default: leave them out with a warning).
-    #[arg(long)]
-    pub strict: bool,
+    #[command(flatten)]
+    pub taxa: TaxaArgs,
     #[command(flatten)]
     pub sketch: SketchArgs,
     /// Features seen in more locations are left out of the index.
@@ -266,19 +258,28 @@ pub struct UpdateArgs {
     /// starts a comment).
     #[arg(long, value_name = "FILE")]
     pub remove_taxa: Option<PathBuf>,
-    /// NCBI taxonomy directory for the added genomes' taxa (required to add to an index built
-    /// with one; it may be a newer dump: the old targets' taxids follow its merged.dmp).
-    #[arg(long, value_name = "DIR")]
-    pub taxonomy: Option<PathBuf>,
-    /// Sequence id to taxid map for the added genomes, as for `build` (repeatable).
-    #[arg(long = "seqid2taxid", value_name = "FILE")]
-    pub seqid_maps: Vec<PathBuf>,
-    /// Make added sequences without a taxid an error.
-    #[arg(long)]
-    pub strict: bool,
+    #[command(flatten)]
+    pub taxa: TaxaArgs,
     /// Worker threads [default: all cores]. The update runs on the CPU.
     #[arg(short, long)]
     pub threads: Option<usize>,
+}
+
+/// Where the genomes' taxa come from, for `build` and for the genomes `update` adds.
+#[derive(Args)]
+pub struct TaxaArgs {
+    /// NCBI taxonomy directory (nodes.dmp, names.dmp, optional merged.dmp; plain or .gz). Without
+    /// it, every sequence is its own taxon under one root. `update` needs one to add to an index
+    /// built with one; it may be a newer dump (the old targets' taxids follow its merged.dmp).
+    #[arg(long, value_name = "DIR")]
+    pub taxonomy: Option<PathBuf>,
+    /// Sequence id to taxid map: `seqid<TAB>taxid` or NCBI *.accession2taxid (plain or .gz).
+    /// Repeatable. Header tags (kraken:taxid|N) take precedence.
+    #[arg(long = "seqid2taxid", value_name = "FILE")]
+    pub seqid_maps: Vec<PathBuf>,
+    /// Make sequences without a taxid an error (default: leave them out with a warning).
+    #[arg(long)]
+    pub strict: bool,
 }
 
 #[derive(Args)]

@@ -1,7 +1,7 @@
 //! The second stage of the command line: raw flags (`args`) checked and turned into the library's
 //! configs before any work starts. Bad usage is a [`UsageError`] (exit code 2).
 
-use crate::args::{BuildArgs, ClassifyArgs, ComputeArgs, MergeArgs, UpdateArgs};
+use crate::args::{BuildArgs, ClassifyArgs, ComputeArgs, MergeArgs, TaxaArgs, UpdateArgs};
 use anyhow::{Result, bail};
 use kmerdb::classify::ClassifyConfig;
 use kmerdb::index::Verify;
@@ -37,6 +37,21 @@ fn thread_count(threads: Option<usize>) -> Result<usize> {
     }
 }
 
+/// `--taxonomy` is a folder and every `--seqid2taxid` a file (what is in them is read later).
+fn check_taxa_inputs(taxa: &TaxaArgs) -> Result<()> {
+    if let Some(dir) = &taxa.taxonomy {
+        if !dir.is_dir() {
+            bail!("--taxonomy {}: not a directory", dir.display());
+        }
+    }
+    for m in &taxa.seqid_maps {
+        if !m.is_file() {
+            bail!("--seqid2taxid {}: no such file", m.display());
+        }
+    }
+    Ok(())
+}
+
 /// `kmerdb update`'s flags as a checked config: something to do, the files present, the genomes
 /// to add found, the lists to remove read.
 pub fn update(args: UpdateArgs) -> Result<kmerdb::indexing::update::UpdateConfig> {
@@ -45,16 +60,7 @@ pub fn update(args: UpdateArgs) -> Result<kmerdb::indexing::update::UpdateConfig
     if args.add.is_empty() && args.remove_targets.is_none() && args.remove_taxa.is_none() {
         usage!("nothing to update: give --add, --remove-targets or --remove-taxa");
     }
-    if let Some(dir) = &args.taxonomy {
-        if !dir.is_dir() {
-            bail!("--taxonomy {}: not a directory", dir.display());
-        }
-    }
-    for m in &args.seqid_maps {
-        if !m.is_file() {
-            bail!("--seqid2taxid {}: no such file", m.display());
-        }
-    }
+    check_taxa_inputs(&args.taxa)?;
     let add = if args.add.is_empty() { Vec::new() } else { discover_fasta(&args.add)? };
     let remove_targets = args.remove_targets.as_deref().map(read_target_list).transpose()?.unwrap_or_default();
     let remove_taxa = args.remove_taxa.as_deref().map(read_taxid_list).transpose()?.unwrap_or_default();
@@ -66,10 +72,10 @@ pub fn update(args: UpdateArgs) -> Result<kmerdb::indexing::update::UpdateConfig
     if let Some(f) = &args.remove_taxa {
         opt("--remove-taxa", f);
     }
-    if let Some(t) = &args.taxonomy {
+    if let Some(t) = &args.taxa.taxonomy {
         opt("--taxonomy", t);
     }
-    for m in &args.seqid_maps {
+    for m in &args.taxa.seqid_maps {
         opt("--seqid2taxid", m);
     }
     let mut inputs: Vec<String> = add.iter().map(|s| s.to_string()).collect();
@@ -84,10 +90,10 @@ pub fn update(args: UpdateArgs) -> Result<kmerdb::indexing::update::UpdateConfig
         add,
         remove_targets,
         remove_taxa,
-        taxonomy: args.taxonomy,
-        seqid_maps: args.seqid_maps,
+        taxonomy: args.taxa.taxonomy,
+        seqid_maps: args.taxa.seqid_maps,
         threads,
-        strict: args.strict,
+        strict: args.taxa.strict,
         command_line,
     })
 }
@@ -106,16 +112,7 @@ pub fn build(args: BuildArgs, quiet: bool) -> Result<BuildConfig> {
     if args.max_locations_per_feature == 0 {
         usage!("--max-locations-per-feature must be at least 1");
     }
-    if let Some(dir) = &args.taxonomy {
-        if !dir.is_dir() {
-            bail!("--taxonomy {}: not a directory", dir.display());
-        }
-    }
-    for m in &args.seqid_maps {
-        if !m.is_file() {
-            bail!("--seqid2taxid {}: no such file", m.display());
-        }
-    }
+    check_taxa_inputs(&args.taxa)?;
     let mut sources = discover_fasta(&args.inputs)?;
     if let Some(p) = &args.partition {
         sources = p.select(sources)?;
@@ -126,12 +123,12 @@ pub fn build(args: BuildArgs, quiet: bool) -> Result<BuildConfig> {
     let config = BuildConfig {
         sources,
         db: args.db,
-        taxonomy: args.taxonomy,
-        seqid_maps: args.seqid_maps,
+        taxonomy: args.taxa.taxonomy,
+        seqid_maps: args.taxa.seqid_maps,
         sketch,
         max_locations_per_feature: args.max_locations_per_feature,
         threads,
-        strict: args.strict,
+        strict: args.taxa.strict,
         progress: !quiet && std::io::stderr().is_terminal(),
         gpus: args.compute.gpus.clone(),
         gpu_options: kmerdb::compute::GpuBuildOptions {
@@ -153,14 +150,14 @@ fn build_file_plan(args: &BuildArgs, sources: &[kmerdb::input::Source]) -> kmerd
             plan.reads("INPUT", p);
         }
     }
-    if let Some(dir) = &args.taxonomy {
+    if let Some(dir) = &args.taxa.taxonomy {
         for name in ["nodes.dmp", "names.dmp", "merged.dmp"] {
             for ext in ["", ".gz"] {
                 plan.reads("--taxonomy", &dir.join(format!("{name}{ext}")));
             }
         }
     }
-    for m in &args.seqid_maps {
+    for m in &args.taxa.seqid_maps {
         plan.reads("--seqid2taxid", m);
     }
     plan.writes("-d/--db", &args.db);

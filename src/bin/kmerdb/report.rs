@@ -30,59 +30,55 @@ pub fn progress_bar(config: &BuildConfig) -> Option<indicatif::ProgressBar> {
 }
 
 pub fn update(s: &kmerdb::indexing::update::UpdateSummary) {
-    let c = &s.counts;
-    if !s.without_taxid.is_empty() {
-        log::warn!(
-            "{} added sequences have no taxid and were left out: {} (give --seqid2taxid, or --strict to make this an error)",
-            s.without_taxid.len(),
-            kmerdb::indexing::targets::examples(&s.without_taxid)
-        );
-    }
+    warn_without_taxid(&s.without_taxid, "added sequences have no taxid and were left out");
     log::info!(
-        "updated into {}: {} targets added, {} removed; now {} targets, {} bases, {} features, {} locations, {} overpopulated features dropped ({} locations), {}, {:.2} s",
+        "updated into {}: {} targets added, {} removed; now {}, {}, {:.2} s",
         s.db.display(),
         s.added,
         s.removed,
-        c.targets,
-        c.bases,
-        c.features,
-        c.locations,
-        c.dropped_features,
-        c.dropped_locations,
+        describe_counts(&s.counts),
         human_bytes(s.index_bytes),
         s.elapsed.as_secs_f64(),
     );
 }
 
 pub fn build(s: &BuildSummary) {
-    let c = &s.counts;
-    if !s.without_taxid.is_empty() {
-        log::warn!(
-            "{} sequences have no taxid and were left out of the index: {} (give --seqid2taxid, or --strict to make this an error)",
-            s.without_taxid.len(),
-            kmerdb::indexing::targets::examples(&s.without_taxid)
-        );
-    }
+    warn_without_taxid(&s.without_taxid, "sequences have no taxid and were left out of the index");
     if let Some(t) = s.taxonomy_load {
         log::debug!("taxonomy loaded in {:.2} s", t.as_secs_f64());
     }
     let phases: Vec<String> = s.phases.iter().map(|(n, d)| format!("{n} {:.2} s", d.as_secs_f64())).collect();
     log::debug!("phases: {}", phases.join(", "));
     log::info!(
-        "built {} on the {}: {} targets, {} bases, {} features, {} locations, {} overpopulated features dropped ({} locations), {} ({:.3} bytes per base), {:.2} s, peak memory {}",
+        "built {} on the {}: {}, {} ({:.3} bytes per base), {:.2} s, peak memory {}",
         s.db.display(),
         s.backend,
-        c.targets,
-        c.bases,
-        c.features,
-        c.locations,
-        c.dropped_features,
-        c.dropped_locations,
+        describe_counts(&s.counts),
         human_bytes(s.index_bytes),
-        s.index_bytes as f64 / c.bases.max(1) as f64,
+        s.index_bytes as f64 / s.counts.bases.max(1) as f64,
         s.elapsed.as_secs_f64(),
         peak_rss_bytes().map(human_bytes).unwrap_or_else(|| "unknown".into()),
     );
+}
+
+/// What an index holds, as the build and the update summaries say it.
+fn describe_counts(c: &kmerdb::index::format::Counts) -> String {
+    format!(
+        "{} targets, {} bases, {} features, {} locations, {} overpopulated features dropped ({} locations)",
+        c.targets, c.bases, c.features, c.locations, c.dropped_features, c.dropped_locations
+    )
+}
+
+/// The warning for sequences left out for want of a taxid: how many (`what` says of what), and a
+/// few of their names.
+fn warn_without_taxid(names: &[String], what: &str) {
+    if !names.is_empty() {
+        log::warn!(
+            "{} {what}: {} (give --seqid2taxid, or --strict to make this an error)",
+            names.len(),
+            kmerdb::indexing::targets::examples(names)
+        );
+    }
 }
 
 pub fn human_count(n: u64) -> String {
