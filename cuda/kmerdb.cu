@@ -1,3 +1,4 @@
 // The one translation unit NVRTC compiles (src/gpu/kernels.rs): every kernel of kmerdb.
 #include "build.cu"
 #include "classify.cuh"
+#include "slab_hash.cuh"

@@ -11,6 +11,8 @@
 //! - [`hits`]: what a read's lookups found (candidates, hit runs), below both classifiers;
 //! - [`classify`]: reads → taxa; [`output`]: the files classification writes;
 //! - [`info`]: describing an index;
+//! - [`slab_hash`]: the dynamic slab-list hash table of the GPU (`cuda/slab_hash.cuh`): its layout
+//!   and its CPU twin;
 //! - [`pipeline`]: stages on threads of their own joined by bounded queues (classify, merge, the
 //!   CPU build's shards);
 //! - [`paths`]: the files a command reads and writes, checked against each other before any work;
@@ -39,6 +41,7 @@ pub mod paths;
 pub mod pipeline;
 pub mod resources;
 pub mod sketch;
+pub mod slab_hash;
 pub mod synth;
 pub mod taxonomy;
 pub mod temp_files;

@@ -6,10 +6,12 @@
 use kmerdb::compute::{GpuBuildOptions, GpuRequest};
 use kmerdb::gpu::Gpu;
 use kmerdb::gpu::build::DeviceBatch;
+use kmerdb::gpu::slab::{DeviceSlabTable, Warps};
 use kmerdb::gpu::table::{BucketListTable, STATUS_POOL_EXHAUSTED, STATUS_PROBE_LIMIT, TableConfig};
 use kmerdb::indexing::sketching::Pending;
 use kmerdb::indexing::{BuildConfig, build};
 use kmerdb::sketch::{NO_FEATURE, SketchParams, Sketcher};
+use kmerdb::slab_hash::{SlabConfig, SlabMemory, SlabOp};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -861,4 +863,140 @@ fn multi_gpu_forced_passes_and_pairs_off_the_gpus_give_the_cpu_bytes() {
         build_with(std::slice::from_ref(&set), &cpu, GpuRequest::None, GpuBuildOptions::default()).unwrap();
         passes_give_the_cpu_bytes(&set, vec![0, 1], &bytes(&cpu), dir.path());
     }
+}
+
+/// Random slab-table operations on few keys: inserts (repeated pairs too), deletions of present
+/// and absent pairs, searches.
+fn random_slab_ops(rng: &mut StdRng, n: usize, keys: u32) -> Vec<SlabOp> {
+    (0..n)
+        .map(|_| {
+            let (key, value) = (rng.random_range(0..keys) * 2_654_435_761u32, rng.random_range(0..40u32));
+            match rng.random_range(0..10) {
+                0..6 => SlabOp::Insert { key, value },
+                6..8 => SlabOp::Delete { key, value },
+                _ => SlabOp::Search { key },
+            }
+        })
+        .collect()
+}
+
+/// One warp does a batch's operations in order, as the CPU twin does: the same results and the
+/// same words, every slab, bitmap and the status, batch after batch; up to a full pool (the
+/// tables of one block run out in their third or fourth batch).
+#[test]
+#[ignore = "needs a GPU"]
+fn slab_table_one_warp_equals_its_cpu_twin() {
+    let g = gpu();
+    let mut rng = StdRng::seed_from_u64(11);
+    for (buckets, blocks, keys) in [(1u32, 1u32, 50u32), (13, 2, 2000), (500, 1, 20_000), (2, 1, 100_000)] {
+        let config = SlabConfig { buckets, blocks, seed: 0x1234 ^ buckets };
+        let mut device = DeviceSlabTable::new(&g, config).unwrap();
+        let mut twin = SlabMemory::new(config);
+        for batch in 0..4 {
+            let ops = random_slab_ops(&mut rng, 8000, keys);
+            let got = device.apply(&ops, Warps::One).unwrap();
+            assert_eq!(got, twin.apply(&ops), "{buckets} buckets, batch {batch}: results differ");
+            assert!(device.download().unwrap() == twin, "{buckets} buckets, batch {batch}: table words differ");
+        }
+        twin.check().unwrap();
+        println!(
+            "slab twin: {buckets} buckets, {blocks} blocks: {} live pairs, {} pool slabs, status {}",
+            twin.live_pairs().len(),
+            twin.pool_slabs_taken(),
+            twin.status
+        );
+    }
+}
+
+/// Many warps at once (the hardware's order) against a HashMap: a bulk load with repeated keys and
+/// pairs, then a mixed batch of inserts, deletions of pairs present before it, and searches of
+/// keys it leaves alone; then a pool too small, where every insertion is stored or reported.
+#[test]
+#[ignore = "needs a GPU"]
+fn slab_table_many_warps_equals_a_hashmap() {
+    let g = gpu();
+    let mut rng = StdRng::seed_from_u64(12);
+    let n = 2_000_000usize;
+    let bulk: Vec<(u32, u32)> =
+        (0..n).map(|_| (rng.random_range(0..400_000u32) * 7919, rng.random_range(0..8u32))).collect();
+    let config = SlabConfig::for_pairs(2 * n as u64, 1.5, 2.0);
+    let mut t = DeviceSlabTable::new(&g, config).unwrap();
+    let ops: Vec<SlabOp> = bulk.iter().map(|&(key, value)| SlabOp::Insert { key, value }).collect();
+    assert!(t.apply(&ops, Warps::All).unwrap().iter().all(|&r| r == 1));
+    let mut expected = bulk.clone();
+    expected.sort_unstable();
+    let memory = t.download().unwrap();
+    memory.check().unwrap();
+    assert_eq!(memory.live_pairs(), expected, "after the bulk load");
+    assert_eq!(memory.status, 0);
+
+    // The mixed batch: keys below 200,000 * 7919 are updated (inserted or deleted), the others
+    // searched.
+    let touched = |k: u32| k / 7919 < 200_000;
+    let mut mixed = Vec::new();
+    let mut deleted = Vec::new();
+    for &(key, value) in bulk.iter().filter(|(k, _)| touched(*k)).step_by(3) {
+        mixed.push(SlabOp::Delete { key, value });
+        deleted.push((key, value));
+    }
+    let inserted: Vec<(u32, u32)> =
+        (0..n / 2).map(|_| (rng.random_range(0..200_000u32) * 7919, rng.random_range(0..8u32))).collect();
+    mixed.extend(inserted.iter().map(|&(key, value)| SlabOp::Insert { key, value }));
+    let searched: Vec<u32> = (0..n / 2).map(|_| (200_000 + rng.random_range(0..200_000u32)) * 7919).collect();
+    mixed.extend(searched.iter().map(|&key| SlabOp::Search { key }));
+    // Shuffled, so that every warp has a mix.
+    for i in (1..mixed.len()).rev() {
+        mixed.swap(i, rng.random_range(0..=i));
+    }
+    let results = t.apply(&mixed, Warps::All).unwrap();
+    let mut counts: HashMap<u32, u32> = HashMap::new();
+    for &(k, _) in &bulk {
+        *counts.entry(k).or_default() += 1;
+    }
+    for (op, r) in mixed.iter().zip(&results) {
+        match *op {
+            SlabOp::Search { key } => assert_eq!(*r, counts.get(&key).copied().unwrap_or(0), "search {key}"),
+            _ => assert_eq!(*r, 1, "{op:?}"),
+        }
+    }
+    let mut after: HashMap<(u32, u32), i64> = HashMap::new();
+    for &p in expected.iter().chain(&inserted) {
+        *after.entry(p).or_default() += 1;
+    }
+    for p in &deleted {
+        *after.get_mut(p).unwrap() -= 1;
+    }
+    let mut expected_after: Vec<(u32, u32)> =
+        after.into_iter().flat_map(|(p, c)| std::iter::repeat_n(p, c as usize)).collect();
+    expected_after.sort_unstable();
+    let memory = t.download().unwrap();
+    memory.check().unwrap();
+    assert_eq!(memory.live_pairs(), expected_after, "after the mixed batch");
+    println!(
+        "slab table, many warps: {} pairs, {} mixed operations, memory utilization {:.2}",
+        n,
+        mixed.len(),
+        memory.memory_utilization()
+    );
+
+    // A pool of one block for 100,000 pairs in 10 buckets.
+    let mut small = DeviceSlabTable::new(&g, SlabConfig { buckets: 10, blocks: 1, seed: 3 }).unwrap();
+    let ops: Vec<SlabOp> = (0..100_000u32).map(|i| SlabOp::Insert { key: i, value: i % 1000 }).collect();
+    let results = small.apply(&ops, Warps::All).unwrap();
+    let stored: Vec<(u32, u32)> = ops
+        .iter()
+        .zip(&results)
+        .filter(|(_, r)| **r == 1)
+        .map(|(op, _)| match *op {
+            SlabOp::Insert { key, value } => (key, value),
+            _ => unreachable!(),
+        })
+        .collect();
+    let memory = small.download().unwrap();
+    assert_eq!(memory.status, kmerdb::slab_hash::STATUS_SLAB_POOL_EXHAUSTED);
+    assert_eq!(memory.live_pairs(), stored, "the pairs reported stored are the table's");
+    // Each bucket has more insertions than the whole table holds, so every slab in use is full.
+    let taken = memory.pool_slabs_taken() as usize;
+    assert_eq!(stored.len(), 15 * (10 + taken), "every slab in use is full");
+    assert!(taken > 1000, "{taken} of 1024 pool slabs taken");
 }

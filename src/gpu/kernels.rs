@@ -8,7 +8,7 @@ use crate::gpu::GpuError;
 use std::path::PathBuf;
 
 /// Every kernel source file, by the name it is included as.
-const FILES: [(&str, &str); 8] = [
+const FILES: [(&str, &str); 9] = [
     ("common.cuh", include_str!("../../cuda/common.cuh")),
     ("sketch.cuh", include_str!("../../cuda/sketch.cuh")),
     ("bucket_list.cuh", include_str!("../../cuda/bucket_list.cuh")),
@@ -16,6 +16,7 @@ const FILES: [(&str, &str); 8] = [
     ("condense.cuh", include_str!("../../cuda/condense.cuh")),
     ("build.cu", include_str!("../../cuda/build.cu")),
     ("classify.cuh", include_str!("../../cuda/classify.cuh")),
+    ("slab_hash.cuh", include_str!("../../cuda/slab_hash.cuh")),
     ("kmerdb.cu", include_str!("../../cuda/kmerdb.cu")),
 ];
 
@@ -185,6 +186,7 @@ mod tests {
             s.contains("ENTRY_POINTS(32)")
                 && s.contains("__global__ void fill_lists")
                 && s.contains("void select_pass")
+                && s.contains("void slab_apply")
         );
     }
 
@@ -205,7 +207,8 @@ mod tests {
         };
         use crate::index::{bcht, locations};
         let empty = bcht::EMPTY_SLOT;
-        let pairs: [(&str, u64); 12] = [
+        use crate::slab_hash as slab;
+        let pairs: [(&str, u64); 24] = [
             ("NO_FEATURE", crate::sketch::NO_FEATURE.into()),
             ("MAX_SKETCH", crate::sketch::MAX_SKETCH_SIZE.into()),
             ("MAX_SPLIT_GPUS", crate::gpu::passes::MAX_GPUS as u64),
@@ -219,6 +222,19 @@ mod tests {
             ("BUCKET_SLOTS", bcht::BUCKET_SLOTS as u64),
             // A slot is (key, value) as two u32, read on the device as one little-endian u64.
             ("EMPTY_SLOT", u64::from(empty.value) << 32 | u64::from(empty.key)),
+            ("SLAB_WORDS", slab::SLAB_WORDS as u64),
+            ("SLAB_PAIRS", slab::SLAB_PAIRS as u64),
+            ("SLAB_NEXT_WORD", slab::SLAB_NEXT_WORD as u64),
+            ("SLAB_EMPTY", slab::SLAB_EMPTY.into()),
+            ("SLAB_DELETED", slab::SLAB_DELETED.into()),
+            ("SLAB_NULL", slab::SLAB_NULL.into()),
+            ("SLAB_BLOCK_SLABS", slab::SLAB_BLOCK_SLABS as u64),
+            ("SLAB_MAX_ATTEMPTS", slab::SLAB_MAX_ATTEMPTS.into()),
+            ("STATUS_SLAB_POOL_EXHAUSTED", slab::STATUS_SLAB_POOL_EXHAUSTED.into()),
+            ("STATUS_SLAB_BAD_PAIR", slab::STATUS_SLAB_BAD_PAIR.into()),
+            ("STATUS_SLAB_BAD_OP", slab::STATUS_SLAB_BAD_OP.into()),
+            // The even words below word 30 hold keys.
+            ("SLAB_KEY_LANES", (0..slab::SLAB_PAIRS).map(|p| 1u64 << (2 * p)).sum()),
         ];
         for (name, rust) in pairs {
             assert_eq!(defined(name), rust, "cuda/'s {name} differs from the Rust constant");

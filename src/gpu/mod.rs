@@ -22,6 +22,7 @@ pub mod kernels;
 pub mod multi;
 pub mod passes;
 pub mod pinned;
+pub mod slab;
 pub mod table;
 
 pub use device::Gpu;

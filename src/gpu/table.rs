@@ -162,6 +162,17 @@ pub fn launch_config(gpu: &Gpu, n: u64) -> LaunchConfig {
     LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 }
 }
 
+/// Sets every word of `words` to `value` (on the GPU's stream, without waiting).
+pub fn fill_u32(gpu: &Gpu, words: &mut CudaSlice<u32>, value: u32) -> Result<(), GpuError> {
+    let f = gpu.function("fill_u32")?;
+    let n = words.len() as u64;
+    let mut b = gpu.stream.launch_builder(&f);
+    b.arg(words).arg(&n).arg(&value);
+    // SAFETY: the kernel writes `n` words of `words`, which has `n` words.
+    unsafe { b.launch(launch_config(gpu, n)) }?;
+    Ok(())
+}
+
 /// A device pointer for a kernel struct. The address carries no lifetime: it is valid while `s`
 /// lives, so a kernel launched with it must finish before `s` is freed (a free on the stream the
 /// kernel ran on is ordered after it; anything else waits for an event or a synchronize).
@@ -206,13 +217,7 @@ impl<'g> BucketListTable<'g> {
     }
 
     fn empty_keys(&mut self) -> Result<(), GpuError> {
-        let f = self.gpu.function("fill_u32")?;
-        let (n, v) = (self.key_slots(), crate::sketch::NO_FEATURE);
-        let mut b = self.gpu.stream.launch_builder(&f);
-        b.arg(&self.keys).arg(&n).arg(&v);
-        // SAFETY: the kernel writes `n` words of `keys`, which has `n` words.
-        unsafe { b.launch(launch_config(self.gpu, n)) }?;
-        Ok(())
+        fill_u32(self.gpu, &mut self.keys, crate::sketch::NO_FEATURE)
     }
 
     /// Empties the table for the next round (see `gpu::build`).

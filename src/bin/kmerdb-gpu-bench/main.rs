@@ -1,7 +1,7 @@
 //! GPU benchmarks for BENCHMARKS.md, run on a GPU machine by `scripts/gpu-tests.sh`:
 //! 1. the hardware limits (random 8-byte CAS, random 128-byte bucket reads), measured in this run;
 //! 2. bucket-list inserts, uniform and skewed keys, for each cooperative group size, as fractions
-//!    of the CAS rate;
+//!    of the CAS rate; the slab table's workloads (`slab.rs`; alone with `--only-slab`);
 //! 3. `kmerdb build` end to end from uncompressed FASTA in the page cache (default 2 Gbp), on the
 //!    GPUs (also with forced passes: `--e2e-passes P`) against the CPU on every core, with the
 //!    host's limits measured in the same run (disk write rate by dd, one core's parse rate) and a
@@ -16,10 +16,12 @@
 //! default 4). The build's scaling is measured end to end (`--gpu-sets "0 0,1"`).
 //!
 //! Usage: kmerdb-gpu-bench [--e2e-gbp N] [--e2e-files N] [--e2e-passes P] [--pairs-m N]
-//! [--gpu-sets LISTS] [--skip-e2e] [--skip-micro] [--skip-classify] [--only-classify] [--scaling ...]
+//! [--gpu-sets LISTS] [--skip-e2e] [--skip-micro] [--skip-classify] [--only-classify] [--only-slab]
+//! [--scaling ...]
 //! (`KMERDB_BENCH_DIR`: where the end-to-end files go, default the temporary folder).
 
 mod scaling;
+mod slab;
 
 use cudarc::driver::PushKernelArg;
 use kmerdb::compute::{GpuBuildOptions, GpuRequest};
@@ -85,6 +87,9 @@ struct Args {
     /// Only the classify benchmark (after the limits).
     #[arg(long)]
     only_classify: bool,
+    /// Only the slab table's benchmark (after the limits).
+    #[arg(long)]
+    only_slab: bool,
 }
 
 /// The flags, parsed once (a typo is an error).
@@ -137,9 +142,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         drop(gpu);
         return scaling_runs();
     }
+    if a.only_slab {
+        return slab::run(&gpu, cas, reads);
+    }
     if !a.only_classify {
         if !a.skip_micro {
             inserts(&gpu, cas)?;
+            slab::run(&gpu, cas, reads)?;
         }
         if !a.skip_e2e {
             end_to_end(a.e2e_gbp, pinned)?;
