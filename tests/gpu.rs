@@ -274,7 +274,9 @@ fn build_in(
 ) -> Result<kmerdb::indexing::BuildSummary, String> {
     let sources = kmerdb::input::discover_fasta(inputs).map_err(|e| e.to_string())?;
     let tax = PathBuf::from("data/taxonomy");
-    let map = inputs[0].join("seqid2taxid.map");
+    // The set's own map: beside its genome files, or in the folder given.
+    let folder = if inputs[0].is_dir() { inputs[0].as_path() } else { inputs[0].parent().unwrap() };
+    let map = folder.join("seqid2taxid.map");
     let config = BuildConfig {
         sources,
         db: db.to_path_buf(),
@@ -999,4 +1001,80 @@ fn slab_table_many_warps_equals_a_hashmap() {
     let taken = memory.pool_slabs_taken() as usize;
     assert_eq!(stored.len(), 15 * (10 + taken), "every slab in use is full");
     assert!(taken > 1000, "{taken} of 1024 pool slabs taken");
+}
+
+/// `kmerdb update` with its stage 3 on the GPU writes the CPU update's bytes (which equal a fresh
+/// build's: `tests/cli/update.rs`): on each reference set, the first half of the genome files
+/// built, then the second half added and every third target removed; at the default cap and
+/// at a cap of 2 (many dropped features, some back under the cap after the removal), in one pass
+/// and in several.
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_update_equals_cpu_update() {
+    use kmerdb::indexing::update::{UpdateConfig, update};
+    let dir = tempfile::tempdir().unwrap();
+    for set in reference_sets() {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&set)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_str().unwrap().contains(".f"))
+            .collect();
+        files.sort();
+        let (kept, added) = files.split_at(files.len() / 2);
+        for cap in [254, 2] {
+            let old = dir.path().join("old.db");
+            let knobs = Knobs { threads: 8, cap };
+            build_in(kept, &old, GpuRequest::None, GpuBuildOptions::default(), None, knobs).unwrap();
+            let index = kmerdb::index::Index::open(&old, kmerdb::index::Verify::Metadata).unwrap();
+            let remove: Vec<String> = index.targets().iter().step_by(3).map(|t| t.name.clone()).collect();
+            drop(index);
+            let run = |gpus: GpuRequest, pass_values: Option<u64>, name: &str| {
+                let map = set.join("seqid2taxid.map");
+                let config = UpdateConfig {
+                    old: old.clone(),
+                    db: dir.path().join(name),
+                    add: kmerdb::input::discover_fasta(added).unwrap(),
+                    remove_targets: remove.clone(),
+                    remove_taxa: Vec::new(),
+                    taxonomy: Some(
+                        std::env::var_os("KMERDB_GPU_TEST_TAXONOMY")
+                            .map(PathBuf::from)
+                            .unwrap_or("data/taxonomy".into()),
+                    ),
+                    seqid_maps: vec![if map.exists() { map } else { PathBuf::from("data/seqid2taxid.map") }],
+                    threads: 8,
+                    gpus,
+                    gpu_pass_values: pass_values,
+                    strict: false,
+                    command_line: vec!["kmerdb".into(), "update".into()],
+                };
+                let s = update(&config).unwrap();
+                println!(
+                    "  update on the {}: {} targets, {:.2} s",
+                    s.backend,
+                    s.counts.targets,
+                    s.elapsed.as_secs_f64()
+                );
+                bytes(&config.db)
+            };
+            let cpu = run(GpuRequest::None, None, "cpu.db");
+            assert!(
+                run(GpuRequest::List(vec![0]), None, "gpu.db") == cpu,
+                "{}: cap {cap}: bytes differ",
+                set.display()
+            );
+            let total = kmerdb::index::Index::open(&dir.path().join("cpu.db"), kmerdb::index::Verify::Metadata)
+                .unwrap()
+                .header()
+                .counts
+                .locations;
+            let passes = run(GpuRequest::List(vec![0]), Some(total / 5 + 1), "gpu-passes.db");
+            assert!(passes == cpu, "{}: cap {cap}, in passes: bytes differ", set.display());
+            println!(
+                "identical index bytes: GPU update of {} (cap {cap}, {} targets removed), in one pass and in passes",
+                set.display(),
+                remove.len()
+            );
+        }
+    }
 }

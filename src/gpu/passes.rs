@@ -50,7 +50,7 @@ use std::time::{Duration, Instant};
 /// inserting; the table and the condense's arrays (about 45) after. The peak is the second.
 pub const PASS_BYTES_PER_VALUE: u64 = 80;
 /// GPU memory kept free beside a pass's arrays: kernels' stacks, scans, small tables.
-const PASS_RESERVE: u64 = 1 << 30;
+pub const PASS_RESERVE: u64 = 1 << 30;
 /// A table's pool offsets are 32-bit and a value may take two slots: the most values a pass can
 /// give one GPU.
 const MAX_PASS_VALUES: u64 = 2_000_000_000;

@@ -11,11 +11,10 @@
 //! 3. per shard, the old locations (renumbered, removed targets left out), the dropped
 //!    features' locations and the added pairs are condensed as a build condenses
 //!    (`condense::condense_all`): a feature a removal brings under the cap comes back, one an
-//!    addition takes over it is dropped;
+//!    addition takes over it is dropped. With a GPU (`--gpus`), the GPU build's condense does
+//!    this stage in passes (`update_on_gpu.rs`), with the same bytes;
 //! 4. the shards are written in order, beside the output, which is renamed into place at the end
 //!    (the output may be the old index: a failure leaves it as it was).
-//!
-//! It runs on the CPU.
 
 use crate::index::dropped::{DroppedView, target_window};
 use crate::index::format::{Counts, Header, Provenance, TaxonomySource};
@@ -29,6 +28,10 @@ use crate::sketch::Feature;
 use crate::taxonomy::{NcbiTaxonomy, SeqIdMap, TaxId, Taxon};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+
+#[cfg(feature = "gpu")]
+#[path = "update_on_gpu.rs"]
+mod on_gpu;
 
 /// What to update, validated.
 #[derive(Debug, Clone)]
@@ -47,6 +50,10 @@ pub struct UpdateConfig {
     pub taxonomy: Option<PathBuf>,
     pub seqid_maps: Vec<PathBuf>,
     pub threads: usize,
+    /// The GPU to condense on (the first of those asked for), else the CPU.
+    pub gpus: crate::compute::GpuRequest,
+    /// At most this many locations in one GPU pass (testing; default: from GPU memory).
+    pub gpu_pass_values: Option<u64>,
     pub strict: bool,
     /// Stored as the new index's provenance.
     pub command_line: Vec<String>,
@@ -62,6 +69,8 @@ pub struct UpdateSummary {
     pub without_taxid: Vec<String>,
     pub index_bytes: u64,
     pub elapsed: Duration,
+    /// Where stage 3 ran: "CPU (N threads)" or the GPU's name.
+    pub backend: String,
 }
 
 /// The entries of a removal list: one per line, blank lines and `#` comments skipped, each
@@ -129,7 +138,7 @@ pub fn update(config: &UpdateConfig) -> Result<UpdateSummary, BuildError> {
             command_line: config.command_line.clone(),
         };
         let writer = IndexWriter::new(out, &template)?;
-        let (writer, stats) = shards.lay_out(bins, writer, &pool)?;
+        let (writer, stats, backend) = shards.lay_out_on(config, bins, writer, &pool)?;
         let counts = crate::indexing::counts_of(&new.targets, &taxa, &stats, writer.buckets_written());
         let header = Header { counts: counts.clone(), ..template };
         let index_bytes = writer.finish(header, &new.targets, &taxa)?;
@@ -141,6 +150,7 @@ pub fn update(config: &UpdateConfig) -> Result<UpdateSummary, BuildError> {
             without_taxid: new.without_taxid,
             index_bytes,
             elapsed: start.elapsed(),
+            backend,
         })
     })
 }
@@ -327,6 +337,28 @@ struct Shards<'a> {
 }
 
 impl Shards<'_> {
+    /// Stage 3 on the first GPU `config.gpus` asks for, else on the CPU. Returns the writer, the
+    /// shards' counts and where they were laid out.
+    fn lay_out_on(
+        &self,
+        config: &UpdateConfig,
+        bins: Vec<sketching::Bin>,
+        writer: IndexWriter,
+        pool: &rayon::ThreadPool,
+    ) -> Result<(IndexWriter, ShardStats, String), BuildError> {
+        #[cfg(feature = "gpu")]
+        if let Some(gpu) = crate::gpu::device::select(&config.gpus)?.first() {
+            let (writer, stats) = on_gpu::lay_out(self, bins, writer, gpu, config.gpu_pass_values)?;
+            return Ok((writer, stats, crate::gpu::device::describe(std::slice::from_ref(gpu))));
+        }
+        #[cfg(not(feature = "gpu"))]
+        if let crate::compute::GpuRequest::List(ids) = &config.gpus {
+            return Err(BuildError::NoGpuSupport(format!("{ids:?}")));
+        }
+        let (writer, stats) = self.lay_out(bins, writer, pool)?;
+        Ok((writer, stats, format!("CPU ({} threads)", pool.current_num_threads())))
+    }
+
     /// Every shard condensed on the pool, a window at a time, and written in order by a thread
     /// of its own (as the CPU build does). Returns the writer and the shards' counts.
     fn lay_out(

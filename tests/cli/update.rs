@@ -223,6 +223,10 @@ fn bad_updates_fail_clearly_and_change_nothing() {
         (with_tax(vec!["--add".into(), files[1].clone()]), "is in"),
         (vec!["--add".into(), files[0].clone()], "give it (--taxonomy) to add genomes"),
     ];
+    // A GPU that is not there (CI machines have none; a GPU machine runs tests/gpu.rs instead).
+    let no_gpu = !Path::new("/dev/nvidia0").exists();
+    let gpu_case = (with_tax(vec!["--gpus".into(), "7".into(), "--add".into(), files[0].clone()]), "GPU 7");
+    let cases = cases.into_iter().chain(no_gpu.then_some(gpu_case));
     for (args, expect) in cases {
         // In place (no -o): a failure must leave the index as it was.
         kmerdb()

@@ -55,8 +55,10 @@ pub fn run(gpu: &Gpu, cas: f64, reads: f64) -> Result<(), Box<dyn std::error::Er
     let inserts: Vec<SlabOp> = (0..PAIRS as u64).map(|i| SlabOp::Insert { key: key(i), value: i as u32 }).collect();
     let found: Vec<SlabOp> = shuffled((0..PAIRS as u64).map(|i| SlabOp::Search { key: key(i) }).collect(), 1);
     let absent: Vec<SlabOp> = (PAIRS as u64..2 * PAIRS as u64).map(|i| SlabOp::Search { key: key(i) }).collect();
-    for slabs_per_bucket in [0.6, 1.0, 1.5, 2.5] {
-        let config = SlabConfig::for_pairs(2 * PAIRS as u64, slabs_per_bucket / 2.0, 1.5);
+    // The load: the bulk build's pairs per bucket, in slabs' worth (15 pairs); from 1/4 (most
+    // buckets one slab, mostly empty) to 4 (lists of about 5 slabs, mostly full).
+    for load in [0.25, 0.5, 1.0, 2.0, 4.0] {
+        let config = SlabConfig::for_pairs(PAIRS as u64, load, 1.5);
         let mut build = Vec::new();
         let mut table = None;
         for _ in 0..3 {
@@ -76,7 +78,7 @@ pub fn run(gpu: &Gpu, cas: f64, reads: f64) -> Result<(), Box<dyn std::error::Er
         }
         let build = median(build);
         println!(
-            "slab table at memory utilization {:.0}% ({} buckets, {:.2} slabs a bucket): bulk build {:.0} M/s ({:.0}% of the CAS limit), search found {:.0} M/s ({:.0}% of the read limit), search absent {:.0} M/s ({:.0}%), status {status:#x}",
+            "slab table at memory utilization {:.0}% (load {load}: {} buckets, {:.2} slabs a bucket): bulk build {:.0} M/s ({:.0}% of the CAS limit), search found {:.0} M/s ({:.0}% of the read limit), search absent {:.0} M/s ({:.0}%), status {status:#x}",
             100.0 * utilization,
             config.buckets,
             (config.buckets as u64 + taken) as f64 / config.buckets as f64,

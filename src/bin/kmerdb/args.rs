@@ -260,9 +260,10 @@ pub struct UpdateArgs {
     pub remove_taxa: Option<PathBuf>,
     #[command(flatten)]
     pub taxa: TaxaArgs,
-    /// Worker threads [default: all cores]. The update runs on the CPU.
-    #[arg(short, long)]
-    pub threads: Option<usize>,
+    /// Worker threads, and the GPU that condenses the shards (the first of those given; with
+    /// `all`, GPU 0 if there is one, else the CPU).
+    #[command(flatten)]
+    pub compute: ComputeArgs,
 }
 
 /// Where the genomes' taxa come from, for `build` and for the genomes `update` adds.

@@ -56,7 +56,7 @@ fn check_taxa_inputs(taxa: &TaxaArgs) -> Result<()> {
 /// to add found, the lists to remove read.
 pub fn update(args: UpdateArgs) -> Result<kmerdb::indexing::update::UpdateConfig> {
     use kmerdb::indexing::update::{UpdateConfig, read_target_list, read_taxid_list};
-    let threads = thread_count(args.threads)?;
+    let threads = compute_threads(&args.compute)?;
     if args.add.is_empty() && args.remove_targets.is_none() && args.remove_taxa.is_none() {
         usage!("nothing to update: give --add, --remove-targets or --remove-taxa");
     }
@@ -93,6 +93,8 @@ pub fn update(args: UpdateArgs) -> Result<kmerdb::indexing::update::UpdateConfig
         taxonomy: args.taxa.taxonomy,
         seqid_maps: args.taxa.seqid_maps,
         threads,
+        gpus: args.compute.gpus.clone(),
+        gpu_pass_values: None,
         strict: args.taxa.strict,
         command_line,
     })

@@ -32,8 +32,9 @@ pub fn progress_bar(config: &BuildConfig) -> Option<indicatif::ProgressBar> {
 pub fn update(s: &kmerdb::indexing::update::UpdateSummary) {
     warn_without_taxid(&s.without_taxid, "added sequences have no taxid and were left out");
     log::info!(
-        "updated into {}: {} targets added, {} removed; now {}, {}, {:.2} s",
+        "updated into {} on the {}: {} targets added, {} removed; now {}, {}, {:.2} s",
         s.db.display(),
+        s.backend,
         s.added,
         s.removed,
         describe_counts(&s.counts),
