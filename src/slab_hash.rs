@@ -60,12 +60,13 @@ pub struct SlabConfig {
 }
 
 impl SlabConfig {
-    /// A table for about `pairs` pairs at `slabs_per_bucket` slabs a bucket on average, with a
-    /// pool of `pool_factor` times the slabs the buckets' overflow needs (at least one block).
-    pub fn for_pairs(pairs: u64, slabs_per_bucket: f64, pool_factor: f64) -> Self {
+    /// A table for `pairs` pairs at a load of `load` slabs' worth of pairs a bucket, with a pool
+    /// of `pool_factor` times the slabs the buckets' lists are expected to take past their first
+    /// (a bucket's pairs are Poisson-distributed), and at least one block.
+    pub fn for_pairs(pairs: u64, load: f64, pool_factor: f64) -> Self {
         let slabs = (pairs as f64 / SLAB_PAIRS as f64).ceil();
-        let buckets = (slabs / slabs_per_bucket).ceil().max(1.0);
-        let overflow = (slabs - buckets).max(0.0) * pool_factor + buckets * 0.1;
+        let buckets = (slabs / load).ceil().max(1.0);
+        let overflow = buckets * (expected_slabs(pairs as f64 / buckets) - 1.0) * pool_factor;
         let blocks = (overflow / SLAB_BLOCK_SLABS as f64).ceil().max(1.0);
         Self { buckets: buckets as u32, blocks: blocks as u32, seed: 0x5eed_51ab }
     }
@@ -95,6 +96,19 @@ impl SlabConfig {
         h ^= h >> 12;
         ((h as u64 * self.blocks as u64) >> 32) as u32
     }
+}
+
+/// The expected slabs of a bucket holding Poisson(`mean`) pairs: E[max(1, ceil(X / 15))].
+fn expected_slabs(mean: f64) -> f64 {
+    let last = (mean + 10.0 * mean.sqrt() + 30.0) as u64;
+    let (mut p, mut sum) = ((-mean).exp(), 0.0);
+    for k in 0..=last {
+        if k > 0 {
+            p *= mean / k as f64;
+        }
+        sum += p * (k.div_ceil(SLAB_PAIRS as u64).max(1)) as f64;
+    }
+    sum
 }
 
 /// Every word of a table, as the GPU holds it: the base slabs, the pool, the bitmaps and the
@@ -398,6 +412,18 @@ mod tests {
         ]);
         assert_eq!(r, [1, 1, 0, 1, 0]);
         assert_eq!(&table.buckets[..4], [5, SLAB_DELETED, 6, 2]);
+    }
+
+    /// The pool is sized for the lists' expected lengths: one slab a bucket when they are short,
+    /// about mean / 15 + 1/2 when they are long.
+    #[test]
+    fn expected_list_lengths() {
+        assert!((expected_slabs(0.5) - 1.0).abs() < 1e-9);
+        assert!((expected_slabs(150.0) - 10.5).abs() < 0.1, "{}", expected_slabs(150.0));
+        let config = SlabConfig::for_pairs(1_500_000, 1.0, 1.0);
+        assert_eq!(config.buckets, 100_000);
+        let overflow = config.blocks as f64 * SLAB_BLOCK_SLABS as f64 / 100_000.0;
+        assert!((0.4..0.7).contains(&overflow), "{overflow}");
     }
 
     /// The bucket hash spreads keys evenly, and a warp's resident blocks cover the pool.

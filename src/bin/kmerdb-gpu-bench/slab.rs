@@ -58,7 +58,7 @@ pub fn run(gpu: &Gpu, cas: f64, reads: f64) -> Result<(), Box<dyn std::error::Er
     // The load: the bulk build's pairs per bucket, in slabs' worth (15 pairs); from 1/4 (most
     // buckets one slab, mostly empty) to 4 (lists of about 5 slabs, mostly full).
     for load in [0.25, 0.5, 1.0, 2.0, 4.0] {
-        let config = SlabConfig::for_pairs(PAIRS as u64, load, 1.5);
+        let config = SlabConfig::for_pairs(PAIRS as u64, load, 2.0);
         let mut build = Vec::new();
         let mut table = None;
         for _ in 0..3 {
