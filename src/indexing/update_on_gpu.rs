@@ -62,7 +62,8 @@ pub(super) fn lay_out(
         let condensing = scope.spawn(move || -> Result<(), BuildError> {
             gpu.ctx.bind_to_thread().map_err(GpuError::from)?;
             for pass in gpu_in {
-                let mut table = BucketListTable::new(gpu, TableConfig::new(pass.len() * 10 / 9 + 1024, 2 * pass.len() + 1024))?;
+                let mut table =
+                    BucketListTable::new(gpu, TableConfig::new(pass.len() * 10 / 9 + 1024, 2 * pass.len() + 1024))?;
                 table.insert_pairs(&pass.keys, &pass.values)?;
                 let range = pass.shards.clone();
                 drop(pass);
@@ -90,7 +91,8 @@ pub(super) fn lay_out(
             Ok((writer, stats))
         });
         for pass in passes {
-            let pass_bins: Vec<Bin> = pass.clone().map(|s| bins[s].take().expect("each shard is in one pass")).collect();
+            let pass_bins: Vec<Bin> =
+                pass.clone().map(|s| bins[s].take().expect("each shard is in one pass")).collect();
             let gathered = shards.gather(pass, &counts, pass_bins);
             if to_gpu.send(gathered).is_err() {
                 break; // the GPU stage failed: its error is the run's

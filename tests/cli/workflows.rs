@@ -281,7 +281,7 @@ fn made(work: &Path) -> Vec<String> {
 fn nextflow_modules_run_their_commands() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let modules = repo.join("workflows/nextflow/modules/kmerdb");
-    for name in ["build", "classify", "merge"] {
+    for name in ["build", "classify", "merge", "update"] {
         let m = NfCore::module(name);
         for needed in
             ["tuple val(meta)", "topic: versions", "stub:", "task.ext.when", "conda \"${moduleDir}/environment.yml\""]
@@ -369,6 +369,38 @@ fn nextflow_modules_run_their_commands() {
     let test = "data - fastq.gz - paired-end - 2 parts";
     let merged = nf.test("merge", test, &paired, &staged, &vars);
     nf.test("merge", &format!("{test} - stub"), &paired, &staged, &vars);
+
+    // update/tests/main.nf.test: its setup builds data/ (the build test's index); the test removes
+    // phage lambda and adds it back (ext.prefix '<id>.updated').
+    let staged = [
+        ("test.db", built.join("test.db")),
+        ("Phage_lambda.fna.gz", data().join("genomes/Phage_lambda.fna.gz")),
+        ("remove_targets.txt", data().join("remove_targets.txt")),
+        ("taxonomy", data().join("taxonomy")),
+        ("seqid2taxid.map", data().join("seqid2taxid.map")),
+    ];
+    let vars = [
+        ("db", "test.db"),
+        ("prefix", "test.updated"),
+        ("add", "--add Phage_lambda.fna.gz"),
+        ("remove", "--remove-targets remove_targets.txt"),
+        ("taxonomy", "taxonomy"),
+        ("seqid2taxid", "seqid2taxid.map"),
+        ("task.cpus", "2"),
+        ("args", ""),
+    ];
+    let test = "data - index, lambda removed and added back";
+    let updated = nf.test("update", test, &index, &staged, &vars);
+    nf.test("update", &format!("{test} - stub"), &index, &staged, &vars);
+    let sections = |db: &Path| {
+        let all = info(db)["sections"].as_array().unwrap().clone();
+        all.into_iter().filter(|s| s["name"] != "provenance").collect::<Vec<_>>()
+    };
+    assert_eq!(
+        sections(&updated.join("test.updated.db")),
+        sections(&built.join("test.db")),
+        "removing and adding back lambda does not give the index back"
+    );
 
     for (script, stub) in nf.stub_pairs() {
         assert_eq!(made(&stub), made(&script), "the stub block of {} makes other files", script.display());

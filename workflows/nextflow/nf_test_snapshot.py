@@ -9,7 +9,7 @@ hands the work directories to this script:
     nf_test_snapshot.py check RUNS.json   # the checked-in .snap matches these outputs
     nf_test_snapshot.py write RUNS.json   # rewrite the .snap from these outputs
 
-RUNS.json maps each module name (build, classify, merge) to its runs, one per nf-test test:
+RUNS.json maps each module name (build, classify, merge, update) to its runs, one per nf-test test:
 {"test": NAME, "process": "KMERDB_BUILD", "work": DIR, "meta": {"id": "test"}}.
 
 For each run this script does what nf-test does with `snapshot(process.out).match()`: it collects
