@@ -167,6 +167,7 @@ fn shared_params(parts: &[Part]) -> Result<ClassifyParams, MergeError> {
         }
         if (a.hitmin, a.max_candidates, &a.lowest_rank) != (b.hitmin, b.max_candidates, &b.lowest_rank)
             || a.hitdiff != b.hitdiff
+            || a.strain_margin != b.strain_margin
         {
             return Err(same("classification settings"));
         }
@@ -174,6 +175,7 @@ fn shared_params(parts: &[Part]) -> Result<ClassifyParams, MergeError> {
     Ok(ClassifyParams {
         hitmin: first.header.hitmin,
         hitdiff: first.header.hitdiff,
+        strain_margin: first.header.strain_margin,
         max_candidates: first.header.max_candidates as usize,
         insert_size: 0,
         lowest_rank: first.header.lowest_rank.clone(),

@@ -129,6 +129,8 @@ pub struct ClassifyConfig {
     /// `None`: the default for the index's sketch size.
     pub hitmin: Option<u32>,
     pub hitdiff: f64,
+    /// `--strain-margin`: see `candidates::decide`.
+    pub strain_margin: f64,
     /// `--confidence`: see `candidates::with_confidence`.
     pub confidence: f64,
     pub max_candidates: usize,
@@ -321,6 +323,7 @@ fn decision_params(config: &ClassifyConfig, index: &Index) -> Result<ClassifyPar
         insert_size: config.insert_size,
         lowest_rank: config.lowest_rank.clone(),
         confidence: config.confidence,
+        strain_margin: config.strain_margin,
     })
 }
 
@@ -708,6 +711,7 @@ impl Run<'_> {
             max_locations_per_feature: header.max_locations_per_feature,
             hitmin: self.params.hitmin,
             hitdiff: self.params.hitdiff,
+            strain_margin: self.params.strain_margin,
             max_candidates: self.params.max_candidates as u32,
             lowest_rank: self.params.lowest_rank.clone(),
             targets: self.index.targets().iter().map(|t| (t.name.clone(), t.taxid)).collect(),

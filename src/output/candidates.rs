@@ -15,7 +15,8 @@ pub const CANDIDATES_MAGIC: &str = "kmerdb-candidates";
 /// The first bytes of every candidates file, before the bincode header: checked before anything
 /// is decoded, so that another file is refused, not decoded into nonsense sizes.
 pub const FILE_MAGIC: &[u8; 18] = b"KMERDB-CANDIDATES\n";
-pub const CANDIDATES_VERSION: u32 = 1;
+/// Version 2: the header records the strain margin.
+pub const CANDIDATES_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CandidatesHeader {
@@ -25,6 +26,7 @@ pub struct CandidatesHeader {
     pub max_locations_per_feature: u32,
     pub hitmin: u32,
     pub hitdiff: f64,
+    pub strain_margin: f64,
     pub max_candidates: u32,
     pub lowest_rank: Option<String>,
     /// The partition's targets: (sequence name, taxid), by target id.

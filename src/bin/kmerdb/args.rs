@@ -178,8 +178,12 @@ pub struct ClassifyArgs {
     /// moves up the tree until enough do (Kraken 2's --confidence, on kmerdb's features).
     #[arg(long, default_value_t = 0.0, value_name = "F")]
     pub confidence: f64,
+    /// A call below species needs its best target's hits to exceed every other target of the
+    /// species' by this share, else it is their LCA (0: strains are called as any taxon).
+    #[arg(long, default_value_t = kmerdb::classify::candidates::DEFAULT_STRAIN_MARGIN, value_name = "F")]
+    pub strain_margin: f64,
     /// Candidates (targets) kept per read.
-    #[arg(long, default_value_t = 2, value_name = "N")]
+    #[arg(long, default_value_t = 3, value_name = "N")]
     pub max_candidates: usize,
     /// Largest insert size of read pairs (widens the window range scanned per target).
     #[arg(long, default_value_t = 600, value_name = "BASES")]

@@ -178,6 +178,9 @@ pub fn classify(args: ClassifyArgs) -> Result<ClassifyConfig> {
     if !(0.0..=1.0).contains(&args.confidence) {
         usage!("--confidence must be between 0 and 1");
     }
+    if !(0.0..=1.0).contains(&args.strain_margin) {
+        usage!("--strain-margin must be between 0 and 1");
+    }
     if !(0.0..=1.0).contains(&args.hitdiff) {
         usage!("--hitdiff must be between 0 and 1");
     }
@@ -227,6 +230,7 @@ pub fn classify(args: ClassifyArgs) -> Result<ClassifyConfig> {
         threads,
         hitmin: args.hitmin,
         hitdiff: args.hitdiff,
+        strain_margin: args.strain_margin,
         confidence: args.confidence,
         max_candidates: args.max_candidates,
         insert_size: args.insert_size,
