@@ -630,6 +630,7 @@ fn classify_with_options(
         }],
         gpus: gpus.clone(),
         html: None,
+        progress: None,
         samples_at_once: None,
     };
     let start = std::time::Instant::now();

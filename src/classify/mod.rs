@@ -145,6 +145,8 @@ pub struct ClassifyConfig {
     pub gpus: crate::compute::GpuRequest,
     /// One HTML page for the run (every sample).
     pub html: Option<PathBuf>,
+    /// Counts the reads (pairs) classified so far, for a progress display.
+    pub progress: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
     /// Samples classified at once; `None`: half the threads on GPUs (where the host's share is
     /// what takes the time: a gzipped sample's two files decompress on a thread each, so that
     /// every core inflates), one on the CPU (whose classification uses every thread).
@@ -757,6 +759,9 @@ impl Run<'_> {
         use rayon::prelude::*;
         let (mates, ranges) = mate_slices(batch);
         let reads: Vec<&[&[u8]]> = ranges.iter().map(|r| &mates[r.clone()]).collect();
+        if let Some(progress) = &self.config.progress {
+            progress.fetch_add(reads.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        }
         // GPU batches are large: bigger groups, fewer tasks.
         let group_reads = if self.batch_reads() > BATCH_READS { 1024 } else { GROUP_READS };
         let groups: Vec<Finished> = reads

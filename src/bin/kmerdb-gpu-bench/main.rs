@@ -718,6 +718,7 @@ fn classify_pairs(pairs: usize, reads_limit: f64) -> Result<(), Box<dyn std::err
             }],
             gpus,
             html: None,
+            progress: None,
             samples_at_once: None,
         };
         let summary = classify(&config, &mut |_| {})?;

@@ -241,6 +241,7 @@ pub fn classify(args: ClassifyArgs) -> Result<ClassifyConfig> {
         samples,
         gpus: args.compute.gpus.clone(),
         html: names.html,
+        progress: None,
         samples_at_once: args.samples_at_once,
     };
     Ok(config)

@@ -43,7 +43,7 @@ fn main() {
     remove_temp_files_on_signals();
     let result = match cli.command {
         Command::Build(args) => run_build(args, cli.quiet),
-        Command::Classify(args) => run_classify(*args),
+        Command::Classify(args) => run_classify(*args, cli.quiet),
         Command::Update(args) => run_update(args),
         Command::Info(args) => run_info(args),
         Command::Merge(args) => run_merge(args),
@@ -130,10 +130,16 @@ fn run_update(args: UpdateArgs) -> Result<()> {
     Ok(())
 }
 
-fn run_classify(args: ClassifyArgs) -> Result<()> {
-    let config = configs::classify(args)?;
-    let summary = kmerdb::classify::classify(&config, &mut report::sample)?;
-    report::classify(&summary);
+fn run_classify(args: ClassifyArgs, quiet: bool) -> Result<()> {
+    let mut config = configs::classify(args)?;
+    let progress = (!quiet).then(report::ClassifyProgress::start).flatten();
+    config.progress = progress.as_ref().map(|p| p.reads.clone());
+    let summary = kmerdb::classify::classify(&config, &mut |s| match &progress {
+        Some(p) => p.bar.suspend(|| report::sample(s)),
+        None => report::sample(s),
+    });
+    drop(progress);
+    report::classify(&summary?);
     Ok(())
 }
 

@@ -20,13 +20,71 @@ pub fn progress_bar(config: &BuildConfig) -> Option<indicatif::ProgressBar> {
         })
         .sum();
     let bar = indicatif::ProgressBar::with_draw_target(Some(total), indicatif::ProgressDrawTarget::stderr());
+    // The bar takes what the terminal's width leaves (the rest is about 50 columns), so the line
+    // fits an 80-column terminal.
     bar.set_style(
         indicatif::ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:30} {bytes}/{total_bytes} of input ({bytes_per_sec}, {eta} left) {msg}",
+            "{spinner} {elapsed_precise} {wide_bar} {bytes}/{total_bytes} {eta} {msg}",
         )
         .expect("the template is valid"),
     );
     Some(bar)
+}
+
+/// A line with the reads classified so far and their rate, on a terminal, for runs that last:
+/// it appears after two seconds, so a short run prints nothing more. Dropping it clears the line.
+pub struct ClassifyProgress {
+    /// Reads (pairs) classified so far, counted by the classifier.
+    pub reads: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    pub bar: indicatif::ProgressBar,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ticker: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ClassifyProgress {
+    /// `None` when stderr is not a terminal.
+    pub fn start() -> Option<Self> {
+        use std::io::IsTerminal;
+        use std::sync::atomic::Ordering::Relaxed;
+        if !std::io::stderr().is_terminal() {
+            return None;
+        }
+        let reads = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let bar = indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::hidden());
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} {elapsed_precise} {human_pos} reads classified {msg}")
+                .expect("the template is valid"),
+        );
+        let ticker = {
+            let (bar, reads, done) = (bar.clone(), reads.clone(), done.clone());
+            std::thread::spawn(move || {
+                let start = std::time::Instant::now();
+                let mut shown = false;
+                while !done.load(Relaxed) {
+                    std::thread::sleep(std::time::Duration::from_millis(200));
+                    if !shown && start.elapsed() > std::time::Duration::from_secs(2) {
+                        bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+                        shown = true;
+                    }
+                    let n = reads.load(Relaxed);
+                    bar.set_position(n);
+                    bar.set_message(format!("({}/s)", human_count((n as f64 / start.elapsed().as_secs_f64()) as u64)));
+                }
+            })
+        };
+        Some(Self { reads, bar, done, ticker: Some(ticker) })
+    }
+}
+
+impl Drop for ClassifyProgress {
+    fn drop(&mut self) {
+        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.ticker.take() {
+            let _ = t.join();
+        }
+        self.bar.finish_and_clear();
+    }
 }
 
 pub fn update(s: &kmerdb::indexing::update::UpdateSummary) {
