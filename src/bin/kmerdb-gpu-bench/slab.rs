@@ -7,7 +7,7 @@
 
 use kmerdb::gpu::Gpu;
 use kmerdb::gpu::slab::{DeviceOps, DeviceSlabTable, Warps};
-use kmerdb::slab_hash::{SlabConfig, SlabOp};
+use kmerdb::slab_hash::{SLAB_BLOCK_SLABS, SlabConfig, SlabOp};
 use std::time::Instant;
 
 /// Pairs of the bulk build (the paper's 2^22 scaled up: the H100 has 10x the K40c's memory rate).
@@ -58,7 +58,9 @@ pub fn run(gpu: &Gpu, cas: f64, reads: f64) -> Result<(), Box<dyn std::error::Er
     // The load: the bulk build's pairs per bucket, in slabs' worth (15 pairs); from 1/4 (most
     // buckets one slab, mostly empty) to 4 (lists of about 5 slabs, mostly full).
     for load in [0.25, 0.5, 1.0, 2.0, 4.0] {
-        let config = SlabConfig::for_pairs(PAIRS as u64, load, 2.0);
+        let mut config = SlabConfig::for_pairs(PAIRS as u64, load, 2.0);
+        // Room for the mixes' insertions (PAIRS / 5 pairs in all), one slab each at worst.
+        config.blocks += (PAIRS / 5).div_ceil(SLAB_BLOCK_SLABS) as u32;
         let mut build = Vec::new();
         let mut table = None;
         for _ in 0..3 {
