@@ -2,3 +2,4 @@
 #include "build.cu"
 #include "classify.cuh"
 #include "slab_hash.cuh"
+#include "update.cuh"

@@ -22,17 +22,17 @@ const CANDIDATE_THREADS: u32 = 256;
 /// Kernel view of the index; must match `struct DeviceIndex` in `cuda/classify.cuh`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
-struct IndexArgs {
-    slot_base: u64,
-    word_base: u64,
-    buckets: u64,
-    shard_words: u64,
-    shard_bits: u32,
-    entry_bits: u32,
-    window_bits: u32,
-    targets: u32,
-    inline_single: u32,
-    _pad: u32,
+pub(crate) struct IndexArgs {
+    pub(crate) slot_base: u64,
+    pub(crate) word_base: u64,
+    pub(crate) buckets: u64,
+    pub(crate) shard_words: u64,
+    pub(crate) shard_bits: u32,
+    pub(crate) entry_bits: u32,
+    pub(crate) window_bits: u32,
+    pub(crate) targets: u32,
+    pub(crate) inline_single: u32,
+    pub(crate) _pad: u32,
 }
 // SAFETY: plain old data with the layout of the CUDA struct.
 unsafe impl DeviceRepr for IndexArgs {}

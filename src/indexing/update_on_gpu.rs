@@ -5,9 +5,12 @@
 //! as (provisional id, window) after the old targets; the condense's renumbering (`final_id`,
 //! as in a build) gives every kept target its new id and leaves out the removed ones, so a
 //! removal costs nothing on the GPU. The shards are cut into passes that fit the GPU's memory, as
-//! the build's are (`gpu::passes::plan_passes`); in a pass the host gathers the shards' pairs on
-//! every core, the GPU inserts them into a bucket-list table sized for them and condenses it, and
-//! the host writes the shards in order, the three stages working on three passes at once.
+//! the build's are (`gpu::passes::plan_passes`). In a pass the old shards' blocks are copied to
+//! the GPU as they are stored and expanded there into pairs (`cuda/update.cuh`; the host's twin
+//! is the CPU update's `Shards::locations`), the host gathers the dropped features' and the
+//! added genomes' pairs on every core, the GPU inserts them all into a bucket-list table sized
+//! for them and condenses it, and the host writes the shards in order; gathering, the GPU and
+//! writing work on three passes at once.
 //!
 //! Why not the slab table of `cuda/slab_hash.cuh`: an update renumbers the targets by name, so
 //! nearly every stored location changes and every shard is laid out again; a dynamic table's
@@ -15,14 +18,17 @@
 //! renumbering drops a removed target's locations in the pass that condenses them anyway.
 
 use super::Shards;
+use crate::gpu::classify::IndexArgs;
 use crate::gpu::passes::{PASS_BYTES_PER_VALUE, PASS_RESERVE, plan_passes};
-use crate::gpu::table::{BucketListTable, TableConfig};
+use crate::gpu::table::{BucketListTable, TableConfig, launch_config, ptr};
 use crate::gpu::{Gpu, GpuError};
-use crate::index::{IndexWriter, bcht};
+use crate::index::format::ShardEntry;
+use crate::index::{Index, IndexWriter, bcht};
 use crate::indexing::condense::{Condensed, ShardStats};
 use crate::indexing::error::BuildError;
 use crate::indexing::sketching::Bin;
 use crate::sketch::Feature;
+use cudarc::driver::PushKernelArg;
 use rayon::prelude::*;
 
 /// Every shard laid out on `gpu` and written by `writer` in shard order, passes of at most
@@ -62,10 +68,12 @@ pub(super) fn lay_out(
         let condensing = scope.spawn(move || -> Result<(), BuildError> {
             gpu.ctx.bind_to_thread().map_err(GpuError::from)?;
             for pass in gpu_in {
-                let mut table =
-                    BucketListTable::new(gpu, TableConfig::new(pass.len() * 10 / 9 + 1024, 2 * pass.len() + 1024))?;
-                table.insert_pairs(&pass.keys, &pass.values)?;
                 let range = pass.shards.clone();
+                let values: u64 = counts[range.clone()].iter().sum();
+                let mut table = BucketListTable::new(gpu, TableConfig::new(values * 10 / 9 + 1024, 2 * values + 1024))?;
+                let expanded = expand_old_shards(gpu, shards.old, range.clone(), &mut table)?;
+                table.insert_pairs(&pass.keys, &pass.values)?;
+                assert_eq!(expanded + pass.keys.len() as u64, values, "pair_count counts every pair of the pass");
                 drop(pass);
                 let status = table.status()?;
                 if status.is_error() {
@@ -93,7 +101,9 @@ pub(super) fn lay_out(
         for pass in passes {
             let pass_bins: Vec<Bin> =
                 pass.clone().map(|s| bins[s].take().expect("each shard is in one pass")).collect();
-            let gathered = shards.gather(pass, &counts, pass_bins);
+            let host_counts: Vec<u64> =
+                pass.clone().zip(&pass_bins).map(|(s, bin)| shards.host_count(s, bin)).collect();
+            let gathered = shards.gather(pass, &host_counts, pass_bins);
             if to_gpu.send(gathered).is_err() {
                 break; // the GPU stage failed: its error is the run's
             }
@@ -106,66 +116,60 @@ pub(super) fn lay_out(
     })
 }
 
-/// A pass's pairs, as the GPU condense takes them (see [`Shards::provisional_pairs`]).
+/// A pass's pairs gathered on the host (see [`Shards::host_pairs`]).
 struct Gathered {
     shards: std::ops::Range<usize>,
     keys: Vec<Feature>,
     values: Vec<u64>,
 }
 
-impl Gathered {
-    fn len(&self) -> u64 {
-        self.keys.len() as u64
-    }
-}
-
 impl Shards<'_> {
-    /// How many pairs [`Shards::provisional_pairs`] gives for shard `shard`.
+    /// How many pairs shard `shard` has: its stored locations, which the GPU expands, and
+    /// [`Shards::host_count`].
     fn pair_count(&self, shard: usize, bin: &Bin) -> u64 {
         let old = self.old;
         let kept = old.shard_slots(shard).iter().filter(|s| s.key != bcht::EMPTY_KEY);
         let stored: u64 = kept.map(|slot| old.list(shard, slot.value).len() as u64).sum();
-        let dropped: u64 = self.dropped[shard].iter().map(|(_, list)| list.len() as u64).sum();
-        let added: u64 = bin.iter().map(|chunk| chunk.len() as u64).sum();
-        stored + dropped + added
+        stored + self.host_count(shard, bin)
     }
 
-    /// The pairs of the shards of `pass` (`counts` of each), each shard's written on the pool
-    /// straight into its stretch of the pass's arrays.
+    /// How many pairs [`Shards::host_pairs`] gives for shard `shard`.
+    fn host_count(&self, shard: usize, bin: &Bin) -> u64 {
+        let dropped: u64 = self.dropped[shard].iter().map(|(_, list)| list.len() as u64).sum();
+        let added: u64 = bin.iter().map(|chunk| chunk.len() as u64).sum();
+        dropped + added
+    }
+
+    /// The host's pairs of the shards of `pass` (`counts` of each, in pass order), each shard's
+    /// written on the pool straight into its stretch of the pass's arrays.
     fn gather(&self, pass: std::ops::Range<usize>, counts: &[u64], bins: Vec<Bin>) -> Gathered {
-        let n: u64 = counts[pass.clone()].iter().sum();
+        let n: u64 = counts.iter().sum();
         let (mut keys, mut values) = (vec![0; n as usize], vec![0; n as usize]);
         let mut stretches = Vec::with_capacity(pass.len());
         let (mut k, mut v): (&mut [Feature], &mut [u64]) = (&mut keys, &mut values);
-        for s in pass.clone() {
-            let (ks, rest_k) = k.split_at_mut(counts[s] as usize);
-            let (vs, rest_v) = v.split_at_mut(counts[s] as usize);
+        for (i, s) in pass.clone().enumerate() {
+            let (ks, rest_k) = k.split_at_mut(counts[i] as usize);
+            let (vs, rest_v) = v.split_at_mut(counts[i] as usize);
             stretches.push((s, ks, vs));
             (k, v) = (rest_k, rest_v);
         }
-        stretches.into_par_iter().zip(bins).for_each(|((s, ks, vs), bin)| self.provisional_pairs(s, bin, ks, vs));
+        stretches.into_par_iter().zip(bins).for_each(|((s, ks, vs), bin)| self.host_pairs(s, bin, ks, vs));
         Gathered { shards: pass, keys, values }
     }
 
-    /// Shard `shard`'s pairs into `keys` and `values` (exactly [`Shards::pair_count`] long), as
-    /// the GPU condense takes them: (feature, provisional target << 32 | window), the old targets
-    /// by their old ids, the added sequences after them. Removed and left-out targets are in it;
-    /// the condense's renumbering leaves them out.
-    fn provisional_pairs(&self, shard: usize, bin: Bin, keys: &mut [Feature], values: &mut [u64]) {
+    /// Shard `shard`'s pairs that the host gathers into `keys` and `values` (exactly
+    /// [`Shards::host_count`] long), as the GPU condense takes them: (feature, provisional target
+    /// << 32 | window), the dropped features' by their old target ids, the added sequences' after
+    /// the old targets. Removed and left-out targets are in it; the condense's renumbering leaves
+    /// them out.
+    fn host_pairs(&self, shard: usize, bin: Bin, keys: &mut [Feature], values: &mut [u64]) {
         let old = self.old;
-        let layout = old.layout();
         let mut at = 0;
         let mut push = |key: Feature, value: u64| {
             keys[at] = key;
             values[at] = value;
             at += 1;
         };
-        for slot in old.shard_slots(shard).iter().filter(|s| s.key != bcht::EMPTY_KEY) {
-            for l in old.list(shard, slot.value).iter() {
-                let (t, w) = layout.unpack(l);
-                push(slot.key, (t as u64) << 32 | w as u64);
-            }
-        }
         for &(feature, list) in &self.dropped[shard] {
             list.iter().for_each(|&l| push(feature, l));
         }
@@ -177,6 +181,83 @@ impl Shards<'_> {
                 push(p.feature, (first_added + provisional as u64) << 32 | (w - self.raw[provisional].first_window));
             }
         }
-        assert_eq!(at, keys.len(), "pair_count counts what provisional_pairs gives");
+        assert_eq!(at, keys.len(), "host_count counts what host_pairs gives");
     }
+}
+
+/// Copies the old index's shards of `pass` to the GPU as they are stored (one stretch of the
+/// file), expands their lists there into (feature, old target << 32 | window) pairs, shard by
+/// shard, and inserts them into `table`. Returns the pairs inserted.
+fn expand_old_shards(
+    gpu: &Gpu,
+    old: &Index,
+    pass: std::ops::Range<usize>,
+    table: &mut BucketListTable,
+) -> Result<u64, GpuError> {
+    let s = &gpu.stream;
+    let data = old.shard_data();
+    let entries: Vec<ShardEntry> = (0..old.shard_count()).map(|sh| *old.shard_entry(sh)).collect();
+    let start = entries[pass.start].offset;
+    let end = entries.get(pass.end).map_or(data.len() as u64, |e| e.offset);
+    if end == start {
+        return Ok(0);
+    }
+    let blocks = s.clone_htod(&data[start as usize..end as usize])?;
+    let base = ptr(gpu, &blocks);
+    let (mut slot_base, mut word_base) = (vec![0u64; entries.len()], vec![0u64; entries.len()]);
+    for sh in pass.clone() {
+        slot_base[sh] = base + entries[sh].offset - start;
+        word_base[sh] = slot_base[sh] + entries[sh].buckets * 128;
+    }
+    let buckets: Vec<u64> = entries.iter().map(|e| e.buckets).collect();
+    let words: Vec<u64> = entries.iter().map(|e| e.words).collect();
+    let (slot_base, word_base) = (s.clone_htod(&slot_base)?, s.clone_htod(&word_base)?);
+    let (buckets, words) = (s.clone_htod(&buckets)?, s.clone_htod(&words)?);
+    let layout = old.layout();
+    let ix = IndexArgs {
+        slot_base: ptr(gpu, &slot_base),
+        word_base: ptr(gpu, &word_base),
+        buckets: ptr(gpu, &buckets),
+        shard_words: ptr(gpu, &words),
+        shard_bits: old.header().shard_bits,
+        entry_bits: layout.entry_bits,
+        window_bits: layout.window_bits,
+        targets: old.targets().len() as u32,
+        inline_single: layout.inline_single() as u32,
+        _pad: 0,
+    };
+    let mut total = 0;
+    for sh in pass {
+        let slots = entries[sh].buckets * bcht::BUCKET_SLOTS as u64;
+        if slots == 0 {
+            continue;
+        }
+        let shard = sh as u32;
+        let mut lens = s.alloc_zeros::<u64>(slots as usize)?;
+        let f = gpu.function("old_list_lengths")?;
+        let mut b = s.launch_builder(&f);
+        b.arg(&ix).arg(&shard).arg(&slots).arg(&mut lens);
+        // SAFETY: `old_list_lengths` takes (DeviceIndex, shard, n, lens[n]); the index's buffers
+        // above live until the end of this function, after the stream's last use of them (the
+        // insertion below waits for the stream).
+        unsafe { b.launch(launch_config(gpu, slots)) }?;
+        let mut first = s.alloc_zeros::<u64>(slots as usize)?;
+        crate::gpu::condense::exclusive_scan(gpu, &lens, slots, &mut first)?;
+        let last = slots as usize - 1;
+        let pairs = s.clone_dtoh(&first.slice(last..))?[0] + s.clone_dtoh(&lens.slice(last..))?[0];
+        if pairs == 0 {
+            continue;
+        }
+        let mut keys = s.alloc_zeros::<u32>(pairs as usize)?;
+        let mut values = s.alloc_zeros::<u64>(pairs as usize)?;
+        let f = gpu.function("expand_old_lists")?;
+        let mut b = s.launch_builder(&f);
+        b.arg(&ix).arg(&shard).arg(&slots).arg(&first).arg(&mut keys).arg(&mut values);
+        // SAFETY: `expand_old_lists` takes (DeviceIndex, shard, n, first[n], keys, values), the
+        // last two with room for every pair (the scan's total); the buffers live as above.
+        unsafe { b.launch(launch_config(gpu, slots)) }?;
+        table.insert_device_pairs(&keys, &values, pairs)?;
+        total += pairs;
+    }
+    Ok(total)
 }
