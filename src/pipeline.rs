@@ -97,21 +97,52 @@ impl<'scope, E: Send + 'scope> Pipeline<'scope, E> {
     /// Waits for every stage; `last` is the last stage's result (its name given here). Returns
     /// each stage's name and time in order, or the first error in stage order.
     pub fn finish(self, last: (&'static str, Result<StageTime, E>)) -> Result<Vec<(&'static str, StageTime)>, E> {
-        let mut times = Vec::with_capacity(self.stages.len() + 1);
-        let mut error = None;
-        let joined =
-            self.stages.into_iter().map(|(name, h)| (name, h.join().expect("a pipeline stage does not panic")));
-        for (name, result) in joined.chain(std::iter::once(last)) {
-            match result {
-                Ok(time) => times.push((name, time)),
-                Err(e) => {
-                    // The error names its file and record; `-v` also says which stage met it.
-                    log::debug!("the {name} stage ended the run{}", if error.is_some() { " too" } else { "" });
-                    error = error.or(Some(e));
-                }
-            }
-        }
-        error.map_or(Ok(times), Err)
+        let joined = self.joined();
+        in_stage_order(joined.chain(std::iter::once(last)))
+    }
+
+    /// Each stage's name and result, waiting for them in order.
+    fn joined(self) -> impl Iterator<Item = (&'static str, Result<StageTime, E>)> {
+        self.stages.into_iter().map(|(name, h)| (name, h.join().expect("a pipeline stage does not panic")))
+    }
+
+    /// Starts a pipeline whose first stage runs on the calling thread, through the returned
+    /// [`Feed`]: for a caller that is one of a thread pool's threads and whose first stage runs on
+    /// that pool (a stage thread that waited for the pool would wait for the caller, which waits
+    /// for the stages). The later stages and the last ([`Pipeline::sink_on_thread`]) have threads
+    /// of their own; [`Pipeline::finish_fed`] ends the run.
+    pub fn fed<T: Send + 'scope>(depth: usize) -> (Self, Feed<T>, Queue<T>) {
+        let (tx, rx) = sync_channel(depth);
+        (Pipeline { stages: Vec::new() }, Feed(tx), Queue(rx))
+    }
+
+    /// Starts the last stage, `name`, on a thread of its own: `consume` on every item of `input`.
+    pub fn sink_on_thread<'env, I: Send + 'scope>(
+        &mut self,
+        scope: &'scope Scope<'scope, 'env>,
+        name: &'static str,
+        input: Queue<I>,
+        consume: impl FnMut(I) -> Result<(), E> + Send + 'scope,
+    ) {
+        self.stages.push((name, scope.spawn(move || input.sink(consume))));
+    }
+
+    /// Waits for every stage of a [`Pipeline::fed`] run; `first` is the calling thread's stage
+    /// (what [`Feed::run`] returned). Returns each stage's name and time in order, or the first
+    /// error in stage order.
+    pub fn finish_fed(self, first: (&'static str, Result<StageTime, E>)) -> Result<Vec<(&'static str, StageTime)>, E> {
+        in_stage_order(std::iter::once(first).chain(self.joined()))
+    }
+}
+
+/// The input of a [`Pipeline::fed`] run's second stage, fed by the calling thread.
+pub struct Feed<T>(SyncSender<T>);
+
+impl<T> Feed<T> {
+    /// Runs the first stage on the calling thread: `produce` until it gives `None` or an error,
+    /// each item passed on; ends early, without error, when the next stage has gone.
+    pub fn run<E>(self, produce: &mut dyn FnMut() -> Result<Option<T>, E>) -> Result<StageTime, E> {
+        produce_into(&self.0, produce)
     }
 }
 
@@ -124,19 +155,11 @@ pub fn run_here<T: Send, E: Send>(
     depth: usize,
     last: (&'static str, &mut (dyn FnMut(T) -> Result<(), E> + Send)),
 ) -> Result<Vec<(&'static str, StageTime)>, E> {
-    let ((first_name, produce), (last_name, consume)) = (first, last);
     std::thread::scope(|scope| {
-        let (tx, rx) = sync_channel(depth);
-        let sink = scope.spawn(move || Queue(rx).sink(consume));
-        let produced = produce_into(&tx, produce);
-        drop(tx);
-        let consumed = sink.join().expect("a pipeline stage does not panic");
-        for (name, failed) in [(first_name, produced.is_err()), (last_name, consumed.is_err())] {
-            if failed {
-                log::debug!("the {name} stage ended the run");
-            }
-        }
-        Ok(vec![(first_name, produced?), (last_name, consumed?)])
+        let (mut p, feed, queue) = Pipeline::fed(depth);
+        p.sink_on_thread(scope, last.0, queue, last.1);
+        let fed = feed.run(first.1);
+        p.finish_fed((first.0, fed))
     })
 }
 
@@ -184,6 +207,26 @@ pub fn in_order_as_ready<'a, I: Send + 'a, O: Send + 'a, E: Send + 'a>(
         }
         ready.pop_front().transpose()
     }
+}
+
+/// The stages' times in order, or the first error in stage order (the cause: a later stage only
+/// ever ends because of it).
+fn in_stage_order<E>(
+    results: impl Iterator<Item = (&'static str, Result<StageTime, E>)>,
+) -> Result<Vec<(&'static str, StageTime)>, E> {
+    let mut times = Vec::new();
+    let mut error = None;
+    for (name, result) in results {
+        match result {
+            Ok(time) => times.push((name, time)),
+            Err(e) => {
+                // The error names its file and record; `-v` also says which stage met it.
+                log::debug!("the {name} stage ended the run{}", if error.is_some() { " too" } else { "" });
+                error = error.or(Some(e));
+            }
+        }
+    }
+    error.map_or(Ok(times), Err)
 }
 
 /// A first stage's loop: `produce` until it gives `None` or an error, each item sent on `tx`; ends
@@ -288,6 +331,43 @@ mod tests {
         });
         assert_eq!(result.unwrap_err(), "item 50 is bad");
         assert_eq!(seen, (1..50).collect::<Vec<_>>());
+    }
+
+    /// A fed run: the calling thread's stage comes first in the times and in error order; a
+    /// middle stage and the last run on threads of their own.
+    #[test]
+    fn a_fed_run_keeps_order_and_its_first_stage_error_is_the_cause() {
+        for fail_at in [None, Some(30u32)] {
+            let mut seen = Vec::new();
+            let result = std::thread::scope(|scope| {
+                let (mut p, feed, q) = Pipeline::fed(1);
+                let q = p.stage(scope, "square", 2, q, |x: u32| Ok(x * x));
+                p.sink_on_thread(scope, "collect", q, |x| {
+                    seen.push(x);
+                    Ok(())
+                });
+                let mut next = 0u32;
+                let fed = feed.run(&mut || {
+                    next += 1;
+                    if Some(next) == fail_at {
+                        return Err(format!("item {next} unreadable"));
+                    }
+                    Ok((next <= 100).then_some(next))
+                });
+                p.finish_fed(("count", fed))
+            });
+            match fail_at {
+                None => {
+                    let names: Vec<_> = result.unwrap().iter().map(|(n, t)| (*n, t.items)).collect();
+                    assert_eq!(names, [("count", 100), ("square", 100), ("collect", 100)]);
+                    assert_eq!(seen, (1..=100).map(|x| x * x).collect::<Vec<_>>());
+                }
+                Some(at) => {
+                    assert_eq!(result.unwrap_err(), format!("item {at} unreadable"));
+                    assert_eq!(seen, (1..at).map(|x| x * x).collect::<Vec<_>>());
+                }
+            }
+        }
     }
 
     /// Windows of work on a pool come out in the items' order, and the first error (in that

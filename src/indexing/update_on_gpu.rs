@@ -27,6 +27,7 @@ use crate::index::{Index, IndexWriter, bcht};
 use crate::indexing::condense::{Condensed, ShardStats};
 use crate::indexing::error::BuildError;
 use crate::indexing::sketching::Bin;
+use crate::pipeline::Pipeline;
 use crate::sketch::Feature;
 use cudarc::driver::PushKernelArg;
 use rayon::prelude::*;
@@ -35,10 +36,8 @@ use rayon::prelude::*;
 /// `pass_values` locations if given (else what fits the GPU's free memory). Returns the writer
 /// and the shards' counts.
 ///
-/// Three stages overlap: this thread gathers a pass's pairs on the pool, a thread of its own
-/// condenses the pass before on the GPU (and finishes its shards), another writes the shards.
-/// Gathering stays on this thread, one of the pool's, so that it can use the pool even when the
-/// pool has no other thread (`--threads 1`).
+/// Three pipeline stages overlap: this thread gathers a pass's pairs on the pool, a thread of its
+/// own condenses the pass before on the GPU (and finishes its shards), another writes the shards.
 pub(super) fn lay_out(
     shards: &Shards,
     bins: Vec<Bin>,
@@ -62,58 +61,50 @@ pub(super) fn lay_out(
     let header = shards.old.header();
     let (cap, shard_bits, layout) = (header.max_locations_per_feature, header.shard_bits, &shards.new.layout);
     let mut bins: Vec<Option<Bin>> = bins.into_iter().map(Some).collect();
-    std::thread::scope(|scope| {
-        let (to_gpu, gpu_in) = std::sync::mpsc::sync_channel::<Gathered>(1);
-        let (to_writer, writer_in) = std::sync::mpsc::sync_channel::<Vec<Condensed>>(1);
-        let condensing = scope.spawn(move || -> Result<(), BuildError> {
-            gpu.ctx.bind_to_thread().map_err(GpuError::from)?;
-            for pass in gpu_in {
-                let range = pass.shards.clone();
-                let values: u64 = counts[range.clone()].iter().sum();
-                let mut table = BucketListTable::new(gpu, TableConfig::new(values * 10 / 9 + 1024, 2 * values + 1024))?;
-                let expanded = expand_old_shards(gpu, shards.old, range.clone(), &mut table)?;
-                table.insert_pairs(&pass.keys, &pass.values)?;
-                assert_eq!(expanded + pass.keys.len() as u64, values, "pair_count counts every pair of the pass");
-                drop(pass);
-                let status = table.status()?;
-                if status.is_error() {
-                    let bug = "the table is sized for every value it gets: this is a bug, please report it";
-                    return Err(table.full(&status, bug).into());
-                }
-                let all = crate::gpu::condense::condense(&table, gpu, &final_id, layout, cap, shard_bits)?;
-                if to_writer.send(all.into_iter().skip(range.start).take(range.len()).collect()).is_err() {
-                    break; // the writer failed: its error is the run's
-                }
-            }
-            Ok(())
-        });
-        let writing = scope.spawn(move || -> Result<(IndexWriter, ShardStats), BuildError> {
-            let (mut writer, mut stats) = (writer, ShardStats::default());
-            for pass in writer_in {
-                for shard in pass {
-                    writer.add_shard(&shard.data.slots, &shard.data.words, None)?;
-                    writer.add_dropped(shard.dropped);
-                    stats += shard.stats;
-                }
-            }
-            Ok((writer, stats))
-        });
-        for pass in passes {
-            let pass_bins: Vec<Bin> =
-                pass.clone().map(|s| bins[s].take().expect("each shard is in one pass")).collect();
-            let host_counts: Vec<u64> =
-                pass.clone().zip(&pass_bins).map(|(s, bin)| shards.host_count(s, bin)).collect();
-            let gathered = shards.gather(pass, &host_counts, pass_bins);
-            if to_gpu.send(gathered).is_err() {
-                break; // the GPU stage failed: its error is the run's
-            }
+    let mut passes = passes.into_iter();
+    let mut gather = || -> Result<Option<Gathered>, BuildError> {
+        let Some(pass) = passes.next() else { return Ok(None) };
+        let pass_bins: Vec<Bin> = pass.clone().map(|s| bins[s].take().expect("each shard is in one pass")).collect();
+        let host_counts: Vec<u64> = pass.clone().zip(&pass_bins).map(|(s, bin)| shards.host_count(s, bin)).collect();
+        Ok(Some(shards.gather(pass, &host_counts, pass_bins)))
+    };
+    let condense = |pass: Gathered| -> Result<Vec<Condensed>, BuildError> {
+        gpu.ctx.bind_to_thread().map_err(GpuError::from)?;
+        let range = pass.shards.clone();
+        let values: u64 = counts[range.clone()].iter().sum();
+        let mut table = BucketListTable::new(gpu, TableConfig::new(values * 10 / 9 + 1024, 2 * values + 1024))?;
+        let expanded = expand_old_shards(gpu, shards.old, range.clone(), &mut table)?;
+        table.insert_pairs(&pass.keys, &pass.values)?;
+        assert_eq!(expanded + pass.keys.len() as u64, values, "pair_count counts every pair of the pass");
+        drop(pass);
+        let status = table.status()?;
+        if status.is_error() {
+            let bug = "the table is sized for every value it gets: this is a bug, please report it";
+            return Err(table.full(&status, bug).into());
         }
-        drop(to_gpu);
-        let condensed = condensing.join().expect("the GPU stage does not panic");
-        let written = writing.join().expect("the writing stage does not panic");
-        condensed?;
-        written
-    })
+        let all = crate::gpu::condense::condense(&table, gpu, &final_id, layout, cap, shard_bits)?;
+        Ok(all.into_iter().skip(range.start).take(range.len()).collect())
+    };
+    let (mut writer, mut stats) = (writer, ShardStats::default());
+    let write = |pass: Vec<Condensed>| -> Result<(), BuildError> {
+        for shard in pass {
+            writer.add_shard(&shard.data.slots, &shard.data.words, None)?;
+            writer.add_dropped(shard.dropped);
+            stats += shard.stats;
+        }
+        Ok(())
+    };
+    // Gathering stays on this thread, one of the pool's, so that it can use the pool even when
+    // the pool has no other thread (`--threads 1`).
+    let times = std::thread::scope(|scope| {
+        let (mut p, feed, gathered) = Pipeline::fed(1);
+        let condensed = p.stage(scope, "condensing on the GPU", 1, gathered, condense);
+        p.sink_on_thread(scope, "writing", condensed, write);
+        let fed = feed.run(&mut gather);
+        p.finish_fed(("gathering", fed))
+    })?;
+    log::debug!("update on GPU {}: {}", gpu.ordinal, crate::pipeline::describe(&times));
+    Ok((writer, stats))
 }
 
 /// A pass's pairs gathered on the host (see [`Shards::host_pairs`]).
