@@ -10,11 +10,11 @@
 //! - [`indexing`]: `kmerdb build`, genomes → index (CPU, or one or more GPUs through [`gpu`]);
 //! - [`hits`]: what a read's lookups found (candidates, hit runs), below both classifiers;
 //! - [`classify`]: reads → taxa; [`output`]: the files classification writes;
-//! - [`info`]: describing an index;
+//! - [`info`]: describing an index; [`bracken`]: Bracken's read distribution file;
 //! - [`slab_hash`]: the dynamic slab-list hash table of the GPU (`cuda/slab_hash.cuh`): its layout
 //!   and its CPU twin;
 //! - [`pipeline`]: stages on threads of their own joined by bounded queues (classify, merge, the
-//!   CPU build's shards);
+//!   builds' shards, update);
 //! - [`paths`]: the files a command reads and writes, checked against each other before any work;
 //! - [`temp_files`]: temporary files, named per process and removed on error, signal or next run.
 //!
@@ -24,6 +24,7 @@
 // `unsafe fn`s (whose `# Safety` docs state the caller's side).
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod bracken;
 pub mod classify;
 pub mod compute;
 #[doc(hidden)]

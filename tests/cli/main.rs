@@ -1,6 +1,7 @@
 //! Integration tests: the real `kmerdb` binary on the bundled genomes in `data/`, one module per
 //! subcommand.
 
+mod bracken;
 mod build;
 mod classify;
 mod clobber;

@@ -31,6 +31,9 @@ pub enum Command {
     Info(InfoArgs),
     /// Join the --candidates-out files of a partitioned index's parts into one run's outputs.
     Merge(MergeArgs),
+    /// Write the read distribution file Bracken needs (databaseNmers.kmer_distrib), as
+    /// bracken-build does, with kmerdb's classifier.
+    BrackenPrep(BrackenPrepArgs),
     /// Print a shell completion script (e.g. `kmerdb completions bash > ~/.local/share/bash-completion/completions/kmerdb`).
     Completions {
         /// The shell.
@@ -311,6 +314,30 @@ pub struct ComputeArgs {
     /// GPUs to use: `all` (every visible GPU, else the CPU), `none`, or a list such as `0,1`.
     #[arg(long, default_value = "all", value_name = "all|none|LIST")]
     pub gpus: kmerdb::compute::GpuRequest,
+}
+
+#[derive(Args)]
+pub struct BrackenPrepArgs {
+    /// The genomes the index was built from (FASTA files or directories, as build takes them).
+    #[arg(value_name = "GENOMES", required = true)]
+    pub genomes: Vec<PathBuf>,
+    /// Index.
+    #[arg(short, long, env = "KMERDB_DB", default_value = "kmerdb.db")]
+    pub db: PathBuf,
+    /// Read length of the samples Bracken will re-estimate (Bracken's -r).
+    #[arg(short = 'r', long, value_name = "N")]
+    pub read_length: usize,
+    /// Classify a stretch every N bases of each reference (1: every position, as bracken-build;
+    /// larger is faster and coarser).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub step: usize,
+    /// Output file [default: databaseNmers.kmer_distrib beside the index, where `bracken -d
+    /// FOLDER -r N` looks for it].
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Worker threads [default: all cores].
+    #[arg(short, long)]
+    pub threads: Option<usize>,
 }
 
 #[derive(Args)]

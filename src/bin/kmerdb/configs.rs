@@ -1,7 +1,7 @@
 //! The second stage of the command line: raw flags (`args`) checked and turned into the library's
 //! configs before any work starts. Bad usage is a [`UsageError`] (exit code 2).
 
-use crate::args::{BuildArgs, ClassifyArgs, ComputeArgs, MergeArgs, TaxaArgs, UpdateArgs};
+use crate::args::{BrackenPrepArgs, BuildArgs, ClassifyArgs, ComputeArgs, MergeArgs, TaxaArgs, UpdateArgs};
 use anyhow::{Result, bail};
 use kmerdb::classify::ClassifyConfig;
 use kmerdb::index::Verify;
@@ -300,4 +300,33 @@ pub fn merge(args: MergeArgs) -> Result<kmerdb::merge::MergeConfig> {
         confidence: args.confidence,
     };
     Ok(config)
+}
+
+/// `kmerdb bracken-prep`'s flags as a checked config: a read length a k-mer fits in, a step of at
+/// least 1, and an output (by default Bracken's file name beside the index) that names no input.
+pub fn bracken_prep(args: BrackenPrepArgs, k: u32) -> Result<kmerdb::bracken::BrackenConfig> {
+    if args.read_length < k as usize {
+        usage!("--read-length must be at least the index's k-mer length ({k})");
+    }
+    if args.step == 0 {
+        usage!("--step must be at least 1");
+    }
+    let output = args
+        .output
+        .unwrap_or_else(|| kmerdb::temp_files::folder_of(&args.db).join(kmerdb::bracken::file_name(args.read_length)));
+    let mut plan = kmerdb::paths::FilePlan::new();
+    plan.reads("-d/--db", &args.db);
+    for g in &args.genomes {
+        plan.reads("GENOMES", g);
+    }
+    plan.writes("-o/--output", &output);
+    plan.check()?;
+    Ok(kmerdb::bracken::BrackenConfig {
+        index_path: args.db,
+        genomes: args.genomes,
+        read_length: args.read_length,
+        step: args.step,
+        output,
+        threads: thread_count(args.threads)?,
+    })
 }

@@ -8,7 +8,7 @@ mod man;
 mod report;
 
 use anyhow::{Context, Result};
-use args::{BuildArgs, ClassifyArgs, Cli, Command, InfoArgs, MergeArgs, UpdateArgs};
+use args::{BrackenPrepArgs, BuildArgs, ClassifyArgs, Cli, Command, InfoArgs, MergeArgs, UpdateArgs};
 use clap::{CommandFactory, Parser};
 use configs::UsageError;
 use kmerdb::index::{Index, Verify};
@@ -47,6 +47,7 @@ fn main() {
         Command::Update(args) => run_update(args),
         Command::Info(args) => run_info(args),
         Command::Merge(args) => run_merge(args),
+        Command::BrackenPrep(args) => run_bracken_prep(args),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "kmerdb", &mut std::io::stdout());
             Ok(())
@@ -147,6 +148,14 @@ fn run_merge(args: MergeArgs) -> Result<()> {
     let config = configs::merge(args)?;
     let s = kmerdb::merge::merge(&config)?;
     report::merge(config.inputs.len(), &s);
+    Ok(())
+}
+
+fn run_bracken_prep(args: BrackenPrepArgs) -> Result<()> {
+    let index = Index::open(&args.db, Verify::Metadata)?;
+    let config = configs::bracken_prep(args, index.header().sketch.k)?;
+    let s = kmerdb::bracken::kmer_distribution(&config, &index)?;
+    report::bracken_prep(&config, &s);
     Ok(())
 }
 

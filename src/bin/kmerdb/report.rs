@@ -195,3 +195,15 @@ pub fn merge(parts: usize, s: &kmerdb::merge::MergeSummary) {
         100.0 * s.classified as f64 / s.reads.max(1) as f64
     );
 }
+
+pub fn bracken_prep(config: &kmerdb::bracken::BrackenConfig, s: &kmerdb::bracken::BrackenSummary) {
+    log::info!(
+        "{}: {} stretches of {} bases from {} sequences of {} genome taxa, {:.2}% put on their own taxon",
+        config.output.display(),
+        s.stretches,
+        config.read_length,
+        s.sequences,
+        s.genome_taxa,
+        100.0 * s.own_taxon as f64 / s.stretches.max(1) as f64
+    );
+}
