@@ -1038,6 +1038,7 @@ fn gpu_update_equals_cpu_update() {
                     add: kmerdb::input::discover_fasta(added).unwrap(),
                     remove_targets: remove.clone(),
                     remove_taxa: Vec::new(),
+                    skip_absent: false,
                     taxonomy: Some(
                         std::env::var_os("KMERDB_GPU_TEST_TAXONOMY")
                             .map(PathBuf::from)

@@ -46,6 +46,9 @@ pub struct UpdateConfig {
     pub remove_targets: Vec<String>,
     /// Taxa whose targets (the taxon's and its descendants') to remove.
     pub remove_taxa: Vec<TaxId>,
+    /// Skip the targets and taxa to remove that the index does not hold instead of failing (a
+    /// partitioned index's parts each hold only some of them).
+    pub skip_absent: bool,
     /// The NCBI taxonomy for the added genomes' taxa (needed to add to an index built with one).
     pub taxonomy: Option<PathBuf>,
     pub seqid_maps: Vec<PathBuf>,
@@ -155,25 +158,39 @@ pub fn update(config: &UpdateConfig) -> Result<UpdateSummary, BuildError> {
     })
 }
 
-/// Which of the old index's targets the update removes; an error names a target or taxon to
-/// remove that the index does not hold.
+/// Which of the old index's targets the update removes; a target or taxon to remove that the
+/// index does not hold is an error, or with `skip_absent` skipped and counted in an info line.
 fn removed_targets(config: &UpdateConfig, old: &Index) -> Result<Vec<bool>, BuildError> {
     let not_in = |what: String| BuildError::NotInIndex { index: config.old.clone(), what };
     let targets = old.targets();
     let mut removed = vec![false; targets.len()];
+    let mut absent_targets = 0;
     for name in &config.remove_targets {
         // Targets are in name order.
-        let at =
-            targets.binary_search_by(|t| t.name.as_str().cmp(name)).map_err(|_| not_in(format!("target '{name}'")))?;
-        removed[at] = true;
+        match targets.binary_search_by(|t| t.name.as_str().cmp(name)) {
+            Ok(at) => removed[at] = true,
+            Err(_) if config.skip_absent => absent_targets += 1,
+            Err(_) => return Err(not_in(format!("target '{name}'"))),
+        }
     }
     let tree = old.taxonomy();
-    if let Some(taxid) = config.remove_taxa.iter().find(|&&t| !tree.contains(t)) {
+    let (taxa, absent_taxa): (Vec<TaxId>, Vec<TaxId>) =
+        config.remove_taxa.iter().copied().partition(|&t| tree.contains(t));
+    if let Some(taxid) = absent_taxa.first().filter(|_| !config.skip_absent) {
         return Err(not_in(format!("taxon {taxid}")));
     }
+    let skipped = |absent: usize, of: usize, what: &str, place: &str| {
+        if absent > 0 {
+            let verb = if absent == 1 { "is" } else { "are" };
+            let index = config.old.display();
+            log::info!("{absent} of {of} {what} to remove {verb} not in {place}{index}: skipped (--skip-absent)");
+        }
+    };
+    skipped(absent_targets, config.remove_targets.len(), "targets", "");
+    skipped(absent_taxa.len(), config.remove_taxa.len(), "taxa", "the taxonomy of ");
     for (t, gone) in targets.iter().zip(&mut removed) {
-        if !*gone && !config.remove_taxa.is_empty() {
-            *gone = tree.lineage(t.taxid).iter().any(|a| config.remove_taxa.contains(a));
+        if !*gone && !taxa.is_empty() {
+            *gone = tree.lineage(t.taxid).iter().any(|a| taxa.contains(a));
         }
     }
     Ok(removed)

@@ -153,6 +153,63 @@ fn removing_a_species_removes_its_strains() {
     assert_eq!(contents(&dir.path().join("out.db")), contents(&dir.path().join("others.db")));
 }
 
+/// `--skip-absent`, for the parts of a partitioned index (each holds only some of the targets to
+/// remove): the names and taxa the index does not hold are skipped, with a line that counts them,
+/// and the result equals removing only those it holds; a list of none it holds leaves its contents
+/// as they were. Without the flag they stay an error (`bad_updates_fail_clearly_and_change_nothing`).
+#[test]
+fn skip_absent_removes_what_the_index_holds_and_skips_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = |name: &str| dir.path().join(name);
+    let tax = data().join("taxonomy");
+    build(&genome_files(), &d("full.db"), Some(&tax), 2);
+    let names = target_names(&d("full.db"));
+    let held = vec![names[0].clone(), names[names.len() - 1].clone()];
+    let absent: Vec<String> = vec!["NOPE_1".into(), "NOPE_2".into(), "NOPE_3".into()];
+    let mixed = [absent[..1].to_vec(), held[..1].to_vec(), absent[1..].to_vec(), held[1..].to_vec()].concat();
+    let skipping = |args: Vec<PathBuf>, out: &str| {
+        kmerdb()
+            .args(["update", "-t", "2", "--skip-absent", "-d"])
+            .arg(d("full.db"))
+            .arg("-o")
+            .arg(d(out))
+            .args(args)
+            .assert()
+            .success()
+    };
+
+    let targets = |name: &str, lines: &[String]| vec!["--remove-targets".into(), list(dir.path(), name, lines)];
+    update(&d("full.db"), &d("held.db"), &targets("held.txt", &held)).success();
+    skipping(targets("mixed.txt", &mixed), "mixed.db").stderr(predicate::str::contains(format!(
+        "3 of 5 targets to remove are not in {}: skipped (--skip-absent)",
+        d("full.db").display()
+    )));
+    assert_eq!(contents(&d("mixed.db")), contents(&d("held.db")), "removing {mixed:?}, skipping the absent");
+    skipping(targets("absent.txt", &absent), "same.db");
+    assert_eq!(contents(&d("same.db")), contents(&d("full.db")), "a part that holds none of {absent:?}");
+
+    // E. coli (562) with a taxon the taxonomy lacks.
+    let taxa = |name: &str, lines: &[&str]| {
+        let lines: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+        vec!["--remove-taxa".into(), list(dir.path(), name, &lines)]
+    };
+    update(&d("full.db"), &d("no-coli.db"), &taxa("562.txt", &["562"])).success();
+    skipping(taxa("taxa.txt", &["12345678", "562"]), "no-coli-skipping.db").stderr(predicate::str::contains(format!(
+        "1 of 2 taxa to remove is not in the taxonomy of {}: skipped",
+        d("full.db").display()
+    )));
+    assert_eq!(contents(&d("no-coli-skipping.db")), contents(&d("no-coli.db")));
+
+    // Without the flag, the same lists fail and write nothing.
+    update(&d("full.db"), &d("failed.db"), &targets("mixed.txt", &mixed))
+        .code(1)
+        .stderr(predicate::str::contains("holds no target 'NOPE_1'"));
+    update(&d("full.db"), &d("failed.db"), &taxa("taxa.txt", &["12345678", "562"]))
+        .code(1)
+        .stderr(predicate::str::contains("holds no taxon 12345678"));
+    assert!(!d("failed.db").exists());
+}
+
 /// The bundled taxonomy with phage lambda's taxid 10710 merged into a new 4000000001, and a new
 /// species 4000000002 under the root.
 fn newer_taxonomy(dir: &Path) -> PathBuf {

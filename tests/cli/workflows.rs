@@ -428,6 +428,128 @@ fn nextflow_modules_run_their_commands() {
     );
 }
 
+/// The Nextflow pipeline's update step (`workflows/nextflow/main.nf` with `--add` and
+/// `--remove_targets`), its tasks run as Nextflow would run them (see [`NfCore`]): 2 parts
+/// built, each updated with the whole removal list (phage lambda, which one part holds) and
+/// nextflow.config's ext.args `--skip-absent`, the last part also with the added genome (VDV1's
+/// sequence under lambda's taxid); classified and merged, the updated parts give what one index
+/// of the resulting genomes gives, as in [`snakemake_workflow_updates_the_parts`].
+#[test]
+fn nextflow_pipeline_updates_the_parts() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let pipeline = std::fs::read_to_string(repo.join("workflows/nextflow/main.nf")).unwrap();
+    for needed in ["KMERDB_UPDATE(", "samples.combine(dbs)", "params.add = null", "params.remove_targets = null"] {
+        assert!(pipeline.contains(needed), "main.nf: no `{needed}`");
+    }
+    let config = std::fs::read_to_string(repo.join("workflows/nextflow/nextflow.config")).unwrap();
+    let update =
+        config.split("withName: ").find(|b| b.starts_with("'KMERDB_UPDATE'")).expect("KMERDB_UPDATE's settings");
+    for needed in ["ext.args = '--skip-absent'", "ext.prefix = { \"${meta.id}.updated\" }"] {
+        assert!(update.contains(needed), "nextflow.config: KMERDB_UPDATE has no `{needed}`");
+    }
+
+    let mut nf = NfCore { dir: tempfile::tempdir().unwrap(), tasks: 0, tests: serde_json::Map::new() };
+    let d = nf.dir.path().to_path_buf();
+    let vdv1 = super::gunzip(&data().join("genomes/VDV1.fna.gz"));
+    let sequence: String = vdv1.lines().skip(1).collect();
+    let added = d.join("added.fa");
+    std::fs::write(&added, format!(">VDV1_as_lambda kraken:taxid|10710\n{sequence}\n")).unwrap();
+    std::fs::write(d.join("removed.txt"), "NC_001416.1\n").unwrap();
+    let reads = data().join("reads");
+    let mut candidates = Vec::new();
+    let mut holding_lambda = 0;
+    for part in 1..=2 {
+        let (id, cand) = (format!("part{part}"), format!("test.part{part}"));
+        let db = format!("{id}.db");
+        let genomes = [
+            ("genomes", data().join("genomes")),
+            ("taxonomy", data().join("taxonomy")),
+            ("seqid2taxid.map", data().join("seqid2taxid.map")),
+        ];
+        let partition = format!("--partition {part}/2");
+        let build_vars = [
+            ("genomes", "genomes"),
+            ("taxonomy", "taxonomy"),
+            ("seqid2taxid", "seqid2taxid.map"),
+            ("prefix", &id),
+            ("args", &partition),
+            ("task.cpus", "2"),
+        ];
+        let built = nf.task("build", Block::Script, &genomes, &build_vars).join(&db);
+        let targets = info(&built)["targets"].as_array().unwrap().clone();
+        holding_lambda += targets.iter().filter(|t| t["name"] == "NC_001416.1").count();
+
+        // The last part takes the added genomes; the others get `[]`, which stages nothing.
+        let last = part == 2;
+        let mut staged = vec![
+            (db.as_str(), built),
+            ("removed.txt", d.join("removed.txt")),
+            ("taxonomy", data().join("taxonomy")),
+            ("seqid2taxid.map", data().join("seqid2taxid.map")),
+        ];
+        if last {
+            staged.push(("added.fa", added.clone()));
+        }
+        let prefix = format!("{id}.updated");
+        let update_vars = [
+            ("db", db.as_str()),
+            ("prefix", &prefix),
+            ("add", if last { "--add added.fa" } else { "" }),
+            ("remove", "--remove-targets removed.txt"),
+            ("taxonomy", "taxonomy"),
+            ("seqid2taxid", "seqid2taxid.map"),
+            ("task.cpus", "2"),
+            ("args", "--skip-absent"),
+        ];
+        let updated_db = format!("{prefix}.db");
+        let updated = nf.task("update", Block::Script, &staged, &update_vars).join(&updated_db);
+
+        let staged = [
+            ("sample_R1.fq.gz", reads.join("sample_R1.fq.gz")),
+            ("sample_R2.fq.gz", reads.join("sample_R2.fq.gz")),
+            (updated_db.as_str(), updated),
+        ];
+        let classify_vars = [
+            ("db", updated_db.as_str()),
+            ("input", "-1 sample_R1.fq.gz -2 sample_R2.fq.gz"),
+            ("prefix", &cand),
+            ("args", ""),
+            ("task.cpus", "2"),
+        ];
+        let work = nf.task("classify", Block::Script, &staged, &classify_vars);
+        candidates.push((work.join(format!("{cand}.cand.gz")), format!("{cand}.cand.gz")));
+    }
+    assert_eq!(holding_lambda, 1, "lambda is in one part, so the other skips it");
+    let staged: Vec<(&str, PathBuf)> = candidates.iter().map(|(path, name)| (name.as_str(), path.clone())).collect();
+    let vars = [
+        ("candidates", "test.part1.cand.gz test.part2.cand.gz"),
+        ("meta.id", "test"),
+        ("prefix", "test"),
+        ("args", ""),
+    ];
+    let merged = nf.task("merge", Block::Script, &staged, &vars);
+
+    let mut genomes: Vec<PathBuf> =
+        super::genome_files().into_iter().filter(|f| !f.to_str().unwrap().contains("lambda")).collect();
+    genomes.push(added);
+    kmerdb()
+        .args(["build", "-q", "-d"])
+        .arg(d.join("one.db"))
+        .arg("--taxonomy")
+        .arg(data().join("taxonomy"))
+        .arg("--seqid2taxid")
+        .arg(data().join("seqid2taxid.map"))
+        .args(&genomes)
+        .assert()
+        .success();
+    super::classify_pairs(&d.join("one.db")).arg("-q").arg("--report").arg(d.join("one.kreport")).assert().success();
+    assert_eq!(
+        std::fs::read_to_string(merged.join("test.kreport")).unwrap(),
+        std::fs::read_to_string(d.join("one.kreport")).unwrap(),
+        "the updated parts, merged, do not give the one index's report"
+    );
+}
+
 /// `kmerdb info --json` of an index.
 fn info(db: &Path) -> serde_json::Value {
     let out = kmerdb().arg("info").arg(db).arg("--json").output().unwrap();

@@ -265,6 +265,11 @@ pub struct UpdateArgs {
     /// starts a comment).
     #[arg(long, value_name = "FILE")]
     pub remove_taxa: Option<PathBuf>,
+    /// Names in --remove-targets FILE that this index does not hold are skipped instead of being
+    /// an error (for the parts of a partitioned index, each of which holds only some targets);
+    /// so are taxa in --remove-taxa FILE that the index's taxonomy lacks.
+    #[arg(long)]
+    pub skip_absent: bool,
     #[command(flatten)]
     pub taxa: TaxaArgs,
     /// Worker threads, and the GPU that condenses the shards (the first of those given; with

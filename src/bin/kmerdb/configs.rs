@@ -78,6 +78,9 @@ pub fn update(args: UpdateArgs) -> Result<kmerdb::indexing::update::UpdateConfig
     for m in &args.taxa.seqid_maps {
         opt("--seqid2taxid", m);
     }
+    if args.skip_absent {
+        command_line.push("--skip-absent".into());
+    }
     let mut inputs: Vec<String> = add.iter().map(|s| s.to_string()).collect();
     inputs.sort();
     if !inputs.is_empty() {
@@ -90,6 +93,7 @@ pub fn update(args: UpdateArgs) -> Result<kmerdb::indexing::update::UpdateConfig
         add,
         remove_targets,
         remove_taxa,
+        skip_absent: args.skip_absent,
         taxonomy: args.taxa.taxonomy,
         seqid_maps: args.taxa.seqid_maps,
         threads,
