@@ -131,7 +131,14 @@ pub fn merge(config: &MergeConfig) -> Result<MergeSummary, MergeError> {
         let view =
             output::SampleView::new(&config.sample, &tree, &counts.direct, counts.unclassified).map_err(out_err(p))?;
         let mut w = output::create_output(p).map_err(out_err(p))?;
-        output::write_html(&mut w, &format!("kmerdb merge: {}", config.sample), &[view]).map_err(out_err(p))?;
+        let inputs: Vec<String> = config.inputs.iter().map(|i| i.display().to_string()).collect();
+        let settings = output::RunSettings {
+            index: format!("candidates of {} parts: {}", inputs.len(), inputs.join(", ")),
+            index_made: String::new(),
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+        };
+        output::write_html(&mut w, &format!("kmerdb merge: {}", config.sample), &settings, &[view])
+            .map_err(out_err(p))?;
         w.finish().map_err(out_err(p))?;
     }
     if let Some((w, p)) = kraken {

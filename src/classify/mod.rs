@@ -281,7 +281,7 @@ pub fn classify(
             .unwrap_or(if run.on_gpus() { config.threads / 2 } else { 1 })
             .clamp(1, config.samples.len().max(1));
         let samples = run.samples(first, at_once, on_sample)?;
-        write_html(config, &samples)?;
+        write_html(config, &index, &samples)?;
         Ok(ClassifySummary {
             index_load,
             device,
@@ -351,12 +351,13 @@ fn device_request(config: &ClassifyConfig, index: &Index) -> crate::compute::Gpu
 }
 
 /// The run's HTML page (`--html`), once every sample is done.
-fn write_html(config: &ClassifyConfig, samples: &[SampleSummary]) -> Result<(), ClassifyError> {
+fn write_html(config: &ClassifyConfig, index: &Index, samples: &[SampleSummary]) -> Result<(), ClassifyError> {
     if let Some(p) = &config.html {
         let views: Vec<output::SampleView> = samples.iter().map(|s| s.view.clone()).collect();
         let title = format!("kmerdb classify: {}", config.db.display());
+        let settings = output::RunSettings::of_run(&config.db, index);
         let mut w = output::create_output(p).map_err(out_err(p))?;
-        output::write_html(&mut w, &title, &views).map_err(out_err(p))?;
+        output::write_html(&mut w, &title, &settings, &views).map_err(out_err(p))?;
         w.finish().map_err(out_err(p))?;
     }
     Ok(())

@@ -1,14 +1,24 @@
-//! `--html FILE`: one self-contained page per run, for a person to read at a glance: each sample's
-//! reads and classified fraction, and its most abundant taxa at a few ranks as bar charts. Inline
-//! SVG and CSS only: no script, no network, so it opens anywhere and can be mailed around.
+//! `--html FILE`: one self-contained page per run, for a person to read at a glance: the run's
+//! settings, a table of every sample's reads and classified fraction, one table comparing the
+//! samples' most abundant species side by side, and per sample its most abundant taxa at a few
+//! ranks (domain down to species) as bar charts, each with the unclassified reads as a bar of its
+//! own. Inline SVG and CSS only: no script, no network, so it opens anywhere and can be mailed
+//! around.
 
 use crate::output::kreport::clade_counts;
 use crate::taxonomy::{TaxId, TaxonTree};
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-/// Ranks shown, top down, and how many taxa each shows (the rest summed as "other").
-const RANKS: [&str; 3] = ["phylum", "genus", "species"];
+/// Levels shown, top down: (heading, the ranks that make it). NCBI called the top rank
+/// "superkingdom" until 2025 and "domain" since; either is the domain level.
+const LEVELS: [(&str, &[&str]); 4] = [
+    ("domain", &["domain", "superkingdom"]),
+    ("phylum", &["phylum"]),
+    ("genus", &["genus"]),
+    ("species", &["species"]),
+];
+/// Taxa drawn per chart and per sample in the comparison (the rest summed as "other").
 const TOP: usize = 10;
 
 /// What the page shows of one sample.
@@ -17,8 +27,32 @@ pub struct SampleView {
     pub name: String,
     pub reads: u64,
     pub classified: u64,
-    /// Per rank: (taxon name, reads in its clade), most first, then "other" if any.
+    /// Per level: (level, every taxon of it with reads in its clade, most first).
     pub ranks: Vec<(String, Vec<(String, u64)>)>,
+}
+
+/// The run's settings, shown at the top of the page.
+#[derive(Debug, Clone, Default)]
+pub struct RunSettings {
+    /// The index classified against (or the candidates files merged).
+    pub index: String,
+    /// How the index was made: its kmerdb version and command line.
+    pub index_made: String,
+    /// This run's command line.
+    pub command: String,
+}
+
+impl RunSettings {
+    /// The settings of this process's run against the index at `path`: the command line is this
+    /// process's own.
+    pub fn of_run(path: &std::path::Path, index: &crate::index::Index) -> Self {
+        let p = &index.header().provenance;
+        Self {
+            index: path.display().to_string(),
+            index_made: format!("kmerdb {}: {}", p.kmerdb_version, p.command_line.join(" ")),
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+        }
+    }
 }
 
 impl SampleView {
@@ -27,24 +61,33 @@ impl SampleView {
         let clades = clade_counts(tree, direct)?;
         let classified: u64 = direct.values().sum();
         let mut ranks = Vec::new();
-        for rank in RANKS {
+        for (level, names) in LEVELS {
             let mut taxa: Vec<(String, u64)> = clades
                 .iter()
-                .filter(|&(&t, _)| tree.get(t).is_some_and(|x| x.rank == rank))
+                .filter(|&(&t, _)| tree.get(t).is_some_and(|x| names.contains(&x.rank.as_str())))
                 .map(|(&t, &n)| (tree.get(t).map_or_else(String::new, |x| x.name.clone()), n))
                 .collect();
             if taxa.is_empty() {
                 continue;
             }
             taxa.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-            let other: u64 = taxa.iter().skip(TOP).map(|t| t.1).sum();
-            taxa.truncate(TOP);
-            if other > 0 {
-                taxa.push(("other".into(), other));
-            }
-            ranks.push((rank.to_string(), taxa));
+            ranks.push((level.to_string(), taxa));
         }
         Ok(Self { name: name.into(), reads: classified + unclassified, classified, ranks })
+    }
+
+    fn unclassified(&self) -> u64 {
+        self.reads - self.classified
+    }
+
+    /// The level's taxa as drawn: the top [`TOP`], then "other" if any.
+    fn top(taxa: &[(String, u64)]) -> Vec<(String, u64)> {
+        let mut shown: Vec<(String, u64)> = taxa.iter().take(TOP).cloned().collect();
+        let other: u64 = taxa.iter().skip(TOP).map(|t| t.1).sum();
+        if other > 0 {
+            shown.push(("other".into(), other));
+        }
+        shown
     }
 }
 
@@ -57,16 +100,23 @@ fn percent(part: u64, whole: u64) -> f64 {
 }
 
 /// Writes the page for `samples`.
-pub fn write_html<W: Write + ?Sized>(w: &mut W, title: &str, samples: &[SampleView]) -> io::Result<()> {
+pub fn write_html<W: Write + ?Sized>(
+    w: &mut W,
+    title: &str,
+    settings: &RunSettings,
+    samples: &[SampleView],
+) -> io::Result<()> {
     writeln!(
         w,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title>\n<style>\n\
-         body{{font-family:sans-serif;margin:2em;color:#222}} table{{border-collapse:collapse}}\n\
+         body{{font-family:sans-serif;margin:2em;color:#222}} table{{border-collapse:collapse;margin:1em 0}}\n\
          td,th{{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:right}} td:first-child,th:first-child{{text-align:left}}\n\
-         h2{{margin-top:2em}} .rank{{margin:1em 0}} svg text{{font-size:12px}}\n</style></head><body>",
+         #settings td{{text-align:left;font-family:monospace}} h2{{margin-top:2em}} .rank{{margin:1em 0}} svg text{{font-size:12px}}\n\
+         </style></head><body>",
         escape(title)
     )?;
     writeln!(w, "<h1>{}</h1>", escape(title))?;
+    write_settings(w, settings)?;
     writeln!(
         w,
         "<table id=\"samples\"><tr><th>Sample</th><th>Reads</th><th>Classified</th><th>Classified %</th></tr>"
@@ -82,36 +132,112 @@ pub fn write_html<W: Write + ?Sized>(w: &mut W, title: &str, samples: &[SampleVi
         )?;
     }
     writeln!(w, "</table>")?;
+    write_comparison(w, samples)?;
     for s in samples {
-        writeln!(w, "<section class=\"sample\"><h2>{}</h2>", escape(&s.name))?;
-        writeln!(w, "<p>{} reads, {} classified ({:.2}%)</p>", s.reads, s.classified, percent(s.classified, s.reads))?;
-        for (rank, taxa) in &s.ranks {
-            let height = 22 * taxa.len() + 4;
-            writeln!(w, "<div class=\"rank\"><h3>By {rank} (% of all reads)</h3>")?;
-            writeln!(
-                w,
-                "<svg width=\"760\" height=\"{height}\" role=\"img\" aria-label=\"{} by {rank}\">",
-                escape(&s.name)
-            )?;
-            for (i, (name, reads)) in taxa.iter().enumerate() {
-                let share = percent(*reads, s.reads);
-                let y = 22 * i + 2;
-                let width = (share * 4.0).max(1.0);
-                writeln!(
-                    w,
-                    "<text x=\"0\" y=\"{}\">{}</text><rect x=\"240\" y=\"{y}\" width=\"{width:.1}\" height=\"18\" fill=\"#4a7fb5\"/>\
-                     <text x=\"{:.1}\" y=\"{}\">{share:.2}%</text>",
-                    y + 14,
-                    escape(name),
-                    246.0 + width,
-                    y + 14
-                )?;
-            }
-            writeln!(w, "</svg></div>")?;
-        }
-        writeln!(w, "</section>")?;
+        write_sample(w, s)?;
     }
     writeln!(w, "<footer><p>kmerdb {}</p></footer></body></html>", env!("CARGO_PKG_VERSION"))
+}
+
+fn write_settings<W: Write + ?Sized>(w: &mut W, settings: &RunSettings) -> io::Result<()> {
+    writeln!(w, "<table id=\"settings\">")?;
+    let rows = [
+        ("Index", &settings.index),
+        ("Index made by", &settings.index_made),
+        ("Command", &settings.command),
+        ("kmerdb", &env!("CARGO_PKG_VERSION").to_string()),
+    ];
+    for (key, value) in rows.into_iter().filter(|(_, v)| !v.is_empty()) {
+        writeln!(w, "<tr><th>{key}</th><td>{}</td></tr>", escape(value))?;
+    }
+    writeln!(w, "</table>")
+}
+
+/// One table, a column per sample: the lowest level's taxa that are among the top [`TOP`] of any
+/// sample (most abundant in any sample first), then each sample's other taxa and its
+/// unclassified reads, as percentages of the sample's reads with the read counts.
+fn write_comparison<W: Write + ?Sized>(w: &mut W, samples: &[SampleView]) -> io::Result<()> {
+    let Some(level) = samples.iter().flat_map(|s| s.ranks.last().map(|r| r.0.clone())).last() else { return Ok(()) };
+    let taxa_of = |s: &SampleView| -> HashMap<String, u64> {
+        s.ranks.iter().find(|r| r.0 == level).map(|r| r.1.iter().cloned().collect()).unwrap_or_default()
+    };
+    let counts: Vec<HashMap<String, u64>> = samples.iter().map(taxa_of).collect();
+    let mut rows: Vec<(String, f64)> = Vec::new();
+    for (s, c) in samples.iter().zip(&counts) {
+        let mut top: Vec<(&String, &u64)> = c.iter().collect();
+        top.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
+        for (name, &n) in top.into_iter().take(TOP) {
+            let share = percent(n, s.reads);
+            match rows.iter_mut().find(|r| r.0 == *name) {
+                Some(r) => r.1 = r.1.max(share),
+                None => rows.push((name.clone(), share)),
+            }
+        }
+    }
+    rows.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    writeln!(w, "<h2>By {level}, all samples (% of each sample's reads, and reads)</h2>")?;
+    write!(w, "<table id=\"comparison\"><tr><th>{level}</th>")?;
+    for s in samples {
+        write!(w, "<th>{}</th>", escape(&s.name))?;
+    }
+    writeln!(w, "</tr>")?;
+    let cell = |n: u64, s: &SampleView| format!("<td>{:.2}% ({n})</td>", percent(n, s.reads));
+    for (name, _) in &rows {
+        write!(w, "<tr><td>{}</td>", escape(name))?;
+        for (s, c) in samples.iter().zip(&counts) {
+            write!(w, "{}", cell(c.get(name).copied().unwrap_or(0), s))?;
+        }
+        writeln!(w, "</tr>")?;
+    }
+    write!(w, "<tr><td>other {level}</td>")?;
+    for (s, c) in samples.iter().zip(&counts) {
+        let shown: u64 = rows.iter().map(|r| c.get(&r.0).copied().unwrap_or(0)).sum();
+        write!(w, "{}", cell(c.values().sum::<u64>() - shown, s))?;
+    }
+    // Reads classified above the level: with these rows each column sums to the sample's reads.
+    write!(w, "</tr>\n<tr><td>classified above {level}</td>")?;
+    for (s, c) in samples.iter().zip(&counts) {
+        write!(w, "{}", cell(s.classified - c.values().sum::<u64>(), s))?;
+    }
+    write!(w, "</tr>\n<tr><td>unclassified</td>")?;
+    for s in samples {
+        write!(w, "{}", cell(s.unclassified(), s))?;
+    }
+    writeln!(w, "</tr></table>")
+}
+
+/// A sample's section: a bar chart per level, its unclassified reads last in grey.
+fn write_sample<W: Write + ?Sized>(w: &mut W, s: &SampleView) -> io::Result<()> {
+    writeln!(w, "<section class=\"sample\"><h2>{}</h2>", escape(&s.name))?;
+    writeln!(w, "<p>{} reads, {} classified ({:.2}%)</p>", s.reads, s.classified, percent(s.classified, s.reads))?;
+    for (rank, taxa) in &s.ranks {
+        let mut bars: Vec<(String, u64, &str)> =
+            SampleView::top(taxa).into_iter().map(|(name, n)| (name, n, "#4a7fb5")).collect();
+        bars.push(("unclassified".into(), s.unclassified(), "#aaaaaa"));
+        let height = 22 * bars.len() + 4;
+        writeln!(w, "<div class=\"rank\"><h3>By {rank} (% of all reads, and reads)</h3>")?;
+        writeln!(
+            w,
+            "<svg width=\"760\" height=\"{height}\" role=\"img\" aria-label=\"{} by {rank}\">",
+            escape(&s.name)
+        )?;
+        for (i, (name, reads, colour)) in bars.iter().enumerate() {
+            let share = percent(*reads, s.reads);
+            let y = 22 * i + 2;
+            let width = (share * 4.0).max(1.0);
+            writeln!(
+                w,
+                "<text x=\"0\" y=\"{}\">{}</text><rect x=\"240\" y=\"{y}\" width=\"{width:.1}\" height=\"18\" fill=\"{colour}\"/>\
+                 <text x=\"{:.1}\" y=\"{}\">{share:.2}% ({reads})</text>",
+                y + 14,
+                escape(name),
+                246.0 + width,
+                y + 14
+            )?;
+        }
+        writeln!(w, "</svg></div>")?;
+    }
+    writeln!(w, "</section>")
 }
 
 #[cfg(test)]
@@ -130,11 +256,48 @@ mod tests {
         .unwrap();
         let view = SampleView::new("s<1>", &tree, &HashMap::from([(11, 3), (10, 1)]), 4).unwrap();
         assert_eq!((view.reads, view.classified), (8, 4));
+        let settings =
+            RunSettings { index: "a<b>.db".into(), index_made: String::new(), command: "kmerdb classify".into() };
         let mut out = Vec::new();
-        write_html(&mut out, "run", &[view]).unwrap();
+        write_html(&mut out, "run", &settings, &[view]).unwrap();
         let html = String::from_utf8(out).unwrap();
         assert!(html.contains("<td>s&lt;1&gt;</td><td>8</td><td>4</td><td>50.00%</td>"), "{html}");
         assert!(html.contains(">Gen&lt;us&gt;</text>") && html.contains(">Gen sp. A&amp;B</text>"), "{html}");
-        assert!(html.contains(">37.50%</text>") && !html.contains("<script"), "{html}");
+        assert!(html.contains(">37.50% (3)</text>") && !html.contains("<script"), "{html}");
+        // The unclassified bar, and the settings (an empty one left out).
+        assert!(html.contains(">unclassified</text>") && html.contains(">50.00% (4)</text>"), "{html}");
+        assert!(html.contains("<tr><th>Index</th><td>a&lt;b&gt;.db</td></tr>") && !html.contains("Index made by"));
+    }
+
+    /// The comparison table: a row per taxon in any sample's top, a column per sample, then other
+    /// and unclassified; the domain level from a "superkingdom" or a "domain" rank.
+    #[test]
+    fn samples_are_compared_side_by_side() {
+        let t = |taxid, parent, rank: &str, name: &str| Taxon { taxid, parent, rank: rank.into(), name: name.into() };
+        let tree = TaxonTree::new(vec![
+            t(1, 1, "no rank", "root"),
+            t(2, 1, "superkingdom", "Bacteria"),
+            t(3, 1, "domain", "Archaea"),
+            t(10, 2, "species", "Sp one"),
+            t(11, 2, "species", "Sp two"),
+            t(12, 3, "species", "Sp three"),
+        ])
+        .unwrap();
+        let a = SampleView::new("a", &tree, &HashMap::from([(10, 6), (12, 2)]), 2).unwrap();
+        let b = SampleView::new("b", &tree, &HashMap::from([(11, 5)]), 5).unwrap();
+        assert_eq!(a.ranks[0].0, "domain");
+        assert_eq!(a.ranks[0].1, [("Bacteria".to_string(), 6), ("Archaea".to_string(), 2)]);
+        let mut out = Vec::new();
+        write_html(&mut out, "run", &RunSettings::default(), &[a, b]).unwrap();
+        let html = String::from_utf8(out).unwrap();
+        let table = &html[html.find("<table id=\"comparison\">").unwrap()..];
+        let table = &table[..table.find("</table>").unwrap()];
+        assert!(table.contains("<tr><th>species</th><th>a</th><th>b</th></tr>"), "{table}");
+        assert!(table.contains("<tr><td>Sp one</td><td>60.00% (6)</td><td>0.00% (0)</td></tr>"), "{table}");
+        assert!(table.contains("<tr><td>Sp two</td><td>0.00% (0)</td><td>50.00% (5)</td></tr>"), "{table}");
+        assert!(table.contains("<tr><td>unclassified</td><td>20.00% (2)</td><td>50.00% (5)</td></tr>"), "{table}");
+        assert!(table.contains("<tr><td>classified above species</td><td>0.00% (0)</td><td>0.00% (0)</td></tr>"));
+        let rows: Vec<&str> = table.lines().filter(|l| l.starts_with("<tr><td>")).collect();
+        assert!(rows[0].contains("Sp one") && rows[1].contains("Sp two") && rows[2].contains("Sp three"), "{table}");
     }
 }

@@ -527,6 +527,10 @@ fn html_report_renders_in_chromium() {
         assert!(dom.contains(&format!(">{name}</text>")), "no bar for {name}");
     }
     assert!(dom.contains("<svg") && !dom.contains("<script"));
+    // The samples side by side, the unclassified bars, the domain level and the run's settings.
+    assert!(dom.contains("<table id=\"comparison\">") && dom.contains("<th>paired</th><th>single</th>"), "{dom}");
+    assert!(dom.contains(">unclassified</text>") && dom.contains("By domain"), "{dom}");
+    assert!(dom.contains("<th>Command</th>") && dom.contains("<th>Index made by</th>"), "{dom}");
 }
 
 /// `--confidence` (Kraken 2's rule on kmerdb's features): 0 is the default and changes nothing;
