@@ -40,6 +40,7 @@ pub mod merge;
 pub mod output;
 pub mod paths;
 pub mod pipeline;
+pub mod protein;
 pub mod resources;
 pub mod sketch;
 pub mod slab_hash;

@@ -183,6 +183,8 @@ fn shared_params(parts: &[Part]) -> Result<ClassifyParams, MergeError> {
         hitmin: first.header.hitmin,
         hitdiff: first.header.hitdiff,
         strain_margin: first.header.strain_margin,
+        // The candidates carry no amino-acid evidence (classify refuses to write them with it).
+        protein_hitmin: 0,
         max_candidates: first.header.max_candidates as usize,
         insert_size: 0,
         lowest_rank: first.header.lowest_rank.clone(),

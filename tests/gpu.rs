@@ -278,6 +278,7 @@ fn build_in(
     let folder = if inputs[0].is_dir() { inputs[0].as_path() } else { inputs[0].parent().unwrap() };
     let map = folder.join("seqid2taxid.map");
     let config = BuildConfig {
+        protein: None,
         sources,
         db: db.to_path_buf(),
         taxonomy: Some(std::env::var_os("KMERDB_GPU_TEST_TAXONOMY").map(PathBuf::from).unwrap_or(tax)),
@@ -606,6 +607,7 @@ fn classify_with_options(
         hitmin: None,
         hitdiff: 0.0,
         strain_margin: kmerdb::classify::candidates::DEFAULT_STRAIN_MARGIN,
+        protein_hitmin: kmerdb::classify::candidates::DEFAULT_PROTEIN_HITMIN,
         confidence,
         max_candidates: 3,
         insert_size: 600,
@@ -710,6 +712,52 @@ fn gpu_classify_output_equals_cpu_output() {
     }
 }
 
+/// With an index built with `--protein`, the protein stage gives the same calls after the GPU's
+/// candidates as after the CPU's: reads of phage lambda with every third base changed (its DNA
+/// hidden, its proteins mostly kept) and the bundled pairs.
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_classify_with_the_protein_stage_equals_cpu() {
+    use kmerdb::classify::ReadLayout;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("protein.db");
+    let built = std::process::Command::new(kmerdb_bin())
+        .args(["build", "-q", "--protein", "--gpus", "none", "--taxonomy", "data/taxonomy"])
+        .args(["--seqid2taxid", "data/seqid2taxid.map", "-d"])
+        .arg(&db)
+        .arg("data/genomes")
+        .status()
+        .unwrap();
+    assert!(built.success());
+    let lambda: Vec<u8> = read_fasta("data/genomes/Phage_lambda.fna.gz").concat();
+    let swap = |b: u8| match b {
+        b'A' => b'G',
+        b'G' => b'A',
+        b'C' => b'T',
+        b'T' => b'C',
+        x => x,
+    };
+    let mutated: Vec<u8> = lambda.iter().enumerate().map(|(i, &b)| if i % 3 == 2 { swap(b) } else { b }).collect();
+    let mut fasta = String::new();
+    for (n, start) in (0..mutated.len() - 150).step_by(50).enumerate() {
+        fasta.push_str(&format!(">m{n}\n{}\n", String::from_utf8_lossy(&mutated[start..start + 150])));
+    }
+    let reads = dir.path().join("mutated.fa");
+    std::fs::write(&reads, fasta).unwrap();
+    let layouts = [
+        ReadLayout::Single(vec![kmerdb::input::Source::File(reads)]),
+        ReadLayout::Paired(vec![(
+            file_source("data/reads/sample_R1.fq.gz"),
+            file_source("data/reads/sample_R2.fq.gz"),
+        )]),
+    ];
+    for layout in layouts {
+        let cpu = classify_with(&db, layout.clone(), GpuRequest::None);
+        let gpu = classify_with(&db, layout.clone(), GpuRequest::List(vec![0]));
+        assert_same_outputs(&format!("protein index, {layout:?}"), &cpu, &gpu);
+    }
+}
+
 /// Awkward reads give the CPU's answers on the GPU: all N, shorter than k, longer than 100 kb,
 /// random (features absent), lowercase and IUPAC codes, and, with an index that drops every
 /// feature found in more than 2 places, reads whose features are overpopulated.
@@ -750,6 +798,7 @@ fn gpu_classify_awkward_reads() {
         let db = dir.path().join(format!("cap{cap}.db"));
         let sources = kmerdb::input::discover_fasta(&[PathBuf::from("data/genomes")]).unwrap();
         let config = BuildConfig {
+            protein: None,
             sources,
             db: db.clone(),
             taxonomy: Some(PathBuf::from("data/taxonomy")),

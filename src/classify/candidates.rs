@@ -44,6 +44,9 @@ pub struct ClassifyParams {
     /// than `(1 - strain_margin)` x the best's hits; otherwise it moves up to their LCA (see
     /// [`decide`]). 0: strains are called as any taxon is.
     pub strain_margin: f64,
+    /// With an index built with `--protein`: the amino-acid k-mers a target must share with a read
+    /// for the protein stage to place it ([`with_protein`]); 0 turns the stage off.
+    pub protein_hitmin: u32,
 }
 
 impl ClassifyParams {
@@ -57,6 +60,7 @@ impl ClassifyParams {
             lowest_rank: None,
             confidence: 0.0,
             strain_margin: DEFAULT_STRAIN_MARGIN,
+            protein_hitmin: DEFAULT_PROTEIN_HITMIN,
         }
     }
 
@@ -94,6 +98,9 @@ pub struct Classifier<'a> {
     target_nodes: Vec<u32>,
     /// Whether calls carry their candidates (for `--candidates-out`).
     pub keep_candidates: bool,
+    /// The index's amino-acid table, when it has one and the protein stage is on.
+    protein: Option<crate::protein::ProteinTable<'a>>,
+    protein_scratch: ProteinScratch,
 }
 
 impl<'a> Classifier<'a> {
@@ -113,6 +120,25 @@ impl<'a> Classifier<'a> {
                 .map(|&t| index.taxonomy().node(t).expect("every target's taxon is in the index's tree"))
                 .collect(),
             keep_candidates: false,
+            protein: index.protein().filter(|_| params.protein_hitmin > 0),
+            protein_scratch: ProteinScratch::default(),
+        }
+    }
+
+    /// `call` after the protein stage ([`with_protein`]), for a read of `mates`; as it is when the
+    /// index has no amino-acid table or the stage is off.
+    pub fn with_protein(&mut self, call: TaxId, mates: &[&[u8]]) -> TaxId {
+        match &self.protein {
+            Some(table) => with_protein(
+                call,
+                mates,
+                table,
+                self.params,
+                self.target_taxa,
+                self.index.taxonomy(),
+                &mut self.protein_scratch,
+            ),
+            None => call,
         }
     }
 
@@ -181,6 +207,10 @@ impl<'a> Classifier<'a> {
                 &mut self.candidates,
             );
             call.taxid = decide(&self.candidates, self.params, self.target_taxa, tree);
+            if let Some(table) = &self.protein {
+                let s = &mut self.protein_scratch;
+                call.taxid = with_protein(call.taxid, mates, table, self.params, self.target_taxa, tree, s);
+            }
             if self.keep_candidates {
                 call.candidates = self.candidates.iter().map(|c| (c.target, c.hits)).collect();
             }
@@ -266,6 +296,50 @@ pub fn with_confidence(call: TaxId, runs: [&[(TaxId, u32)]; 2], confidence: f64,
     0
 }
 
+/// The default [`ClassifyParams::protein_hitmin`], chosen on the held-out sets (BENCHMARKS.md,
+/// "The amino-acid stage").
+pub const DEFAULT_PROTEIN_HITMIN: u32 = 6;
+
+/// Buffers of the protein stage, one per thread.
+#[derive(Debug, Default)]
+pub struct ProteinScratch {
+    codes: Vec<u32>,
+    counts: std::collections::HashMap<u32, u32>,
+}
+
+/// The protein stage: a read that the DNA stage left unclassified, or placed above genus, is
+/// translated in six frames and its amino-acid k-mers looked up in `table`; where a target shares
+/// at least `protein_hitmin` of them, the read goes to the genus (or the LCA above it) of the
+/// targets that share the most ([`crate::protein::protein_call`]), if that lies within the DNA
+/// call's clade. DNA evidence at genus or below stands as it is: it is the more specific.
+pub fn with_protein(
+    call: TaxId,
+    mates: &[&[u8]],
+    table: &crate::protein::ProteinTable,
+    params: &ClassifyParams,
+    target_taxa: &[TaxId],
+    tree: &TaxonTree,
+    scratch: &mut ProteinScratch,
+) -> TaxId {
+    if params.protein_hitmin == 0 || (call != 0 && tree.ancestor_at_rank(call, "genus").is_some()) {
+        return call;
+    }
+    crate::protein::read_kmers(mates, &table.params, &mut scratch.codes);
+    let found = crate::protein::protein_call(
+        table,
+        &scratch.codes,
+        params.protein_hitmin,
+        target_taxa,
+        tree,
+        &mut scratch.counts,
+    );
+    match found {
+        0 => call,
+        p if call == 0 || tree.lca(call, p) == call => p,
+        _ => call,
+    }
+}
+
 /// The default [`ClassifyParams::strain_margin`]: a strain is called when its runner-up in the
 /// same species has fewer than 90% of its hits. Chosen on the mock (BENCHMARKS.md, "Strain calls"):
 /// reads put on a wrong sibling strain fell from 20.3% to 1.0% (Kraken 2: 1.0%), species F1 within
@@ -339,6 +413,7 @@ mod tests {
             lowest_rank: lowest_rank.map(Into::into),
             confidence: 0.0,
             strain_margin: 0.0,
+            protein_hitmin: 0,
         }
     }
 

@@ -131,6 +131,8 @@ pub struct ClassifyConfig {
     pub hitdiff: f64,
     /// `--strain-margin`: see `candidates::decide`.
     pub strain_margin: f64,
+    /// `--protein-hitmin`: see `candidates::with_protein` (0: no protein stage).
+    pub protein_hitmin: u32,
     /// `--confidence`: see `candidates::with_confidence`.
     pub confidence: f64,
     pub max_candidates: usize,
@@ -170,6 +172,10 @@ pub enum ClassifyError {
     Gpu(#[from] crate::gpu::GpuError),
     #[error("--gpus {0}: this kmerdb was built without GPU support (cargo feature `gpu`)")]
     NoGpuSupport(String),
+    #[error(
+        "{0} has an amino-acid table (build --protein), whose stage `kmerdb merge` cannot redo: give --protein-hitmin 0 with --candidates-out"
+    )]
+    ProteinPartitions(String),
 }
 
 /// What classifying one sample did.
@@ -313,6 +319,10 @@ fn start_gpus<'g>(
 /// index's taxonomy has.
 fn decision_params(config: &ClassifyConfig, index: &Index) -> Result<ClassifyParams, ClassifyError> {
     let tree = index.taxonomy();
+    let protein = index.protein().is_some() && config.protein_hitmin > 0;
+    if protein && config.samples.iter().any(|s| s.outputs.candidates.is_some()) {
+        return Err(ClassifyError::ProteinPartitions(config.db.display().to_string()));
+    }
     for rank in config.lowest_rank.iter().chain(&config.abundance_rank) {
         if !tree.taxa().iter().any(|t| t.rank == *rank) {
             return Err(ClassifyError::UnknownRank(rank.clone()));
@@ -326,6 +336,7 @@ fn decision_params(config: &ClassifyConfig, index: &Index) -> Result<ClassifyPar
         lowest_rank: config.lowest_rank.clone(),
         confidence: config.confidence,
         strain_margin: config.strain_margin,
+        protein_hitmin: config.protein_hitmin,
     })
 }
 
@@ -846,6 +857,7 @@ impl Run<'_> {
                     continue;
                 }
                 let taxid = candidates::decide(&sc.candidates, self.params, self.target_taxa, tree);
+                let taxid = sc.classifier.with_protein(taxid, mates);
                 let cands: Vec<(u32, u32)> = if want.candidates {
                     sc.candidates.iter().map(|c| (c.target, c.hits)).collect()
                 } else {

@@ -12,6 +12,7 @@
 //!   targets     bincode Vec<TargetInfo>, ordered by target id (= sequence name order)
 //!   taxonomy    bincode Vec<Taxon>: the lineages of the targets' taxa, ordered by taxid
 //!   dropped     the features over the location cap with all their locations (`index::dropped`)
+//!   protein     the amino-acid k-mer table of `build --protein` (`protein`); empty without it
 //!   provenance  bincode [`Provenance`]: how and when the index was made
 //! ```
 //! Everything is little-endian; the shard data is memory-mapped and cast in place.
@@ -46,7 +47,8 @@ pub const MAGIC: [u8; 8] = *b"\x89KMERDB\n";
 /// Version 5: the provenance in its own last section, out of the header: its command line has any
 /// length, and in the header it moved every section, so an update and a fresh build of the same
 /// genomes (whose command lines differ) laid out the same sections at different offsets.
-pub const FORMAT_VERSION: u32 = 5;
+/// Version 6: the protein section (empty unless built with `--protein`).
+pub const FORMAT_VERSION: u32 = 6;
 pub const PREAMBLE_LEN: usize = 64;
 pub const SECTION_ALIGN: u64 = 4096;
 /// Alignment of each shard's block in the shard data: one bucket's cache line.
@@ -145,16 +147,18 @@ pub enum SectionKind {
     Targets,
     Taxonomy,
     Dropped,
+    Protein,
     Provenance,
 }
 
 impl SectionKind {
-    pub const ALL: [SectionKind; 6] = [
+    pub const ALL: [SectionKind; 7] = [
         SectionKind::Shards,
         SectionKind::ShardData,
         SectionKind::Targets,
         SectionKind::Taxonomy,
         SectionKind::Dropped,
+        SectionKind::Protein,
         SectionKind::Provenance,
     ];
 
@@ -165,6 +169,7 @@ impl SectionKind {
             SectionKind::Targets => "targets",
             SectionKind::Taxonomy => "taxonomy",
             SectionKind::Dropped => "dropped",
+            SectionKind::Protein => "protein",
             SectionKind::Provenance => "provenance",
         }
     }

@@ -135,6 +135,7 @@ impl Index {
             return Err(IndexError::Corrupt { path: p(), what });
         }
         index.check_shard_table()?;
+        index.check_protein()?;
         if verify == Verify::All {
             index.verify_shards()?;
             index.dropped()?;
@@ -166,6 +167,27 @@ impl Index {
         }
         self.dropped()?;
         self.verify_shards()
+    }
+
+    /// The amino-acid table of an index built with `--protein`.
+    pub fn protein(&self) -> Option<crate::protein::ProteinTable<'_>> {
+        let bytes = self.section_bytes(SectionKind::Protein);
+        // Checked when the index was opened.
+        (!bytes.is_empty()).then(|| crate::protein::ProteinTable::parse(bytes).expect("checked"))
+    }
+
+    /// The protein section against its checksum and its own structure, when there is one.
+    fn check_protein(&self) -> Result<(), IndexError> {
+        let bytes = self.section_bytes(SectionKind::Protein);
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        self.verify_section(SectionKind::Protein)?;
+        let table = crate::protein::ProteinTable::parse(bytes);
+        table.and_then(|t| t.check(self.targets.len())).map_err(|e| IndexError::Corrupt {
+            path: self.path.clone(),
+            what: format!("its protein section is inconsistent: {e}"),
+        })
     }
 
     /// The features dropped for having more locations than the cap, with all their locations,

@@ -64,6 +64,8 @@ pub struct IndexWriter {
     data_len: u64,
     /// The shards' dropped features so far, in shard order.
     dropped: DroppedLists,
+    /// The protein section's bytes (`protein::encode_table`), empty without one.
+    protein: Vec<u8>,
 }
 
 /// The section entries a header has before its offsets and checksums are known: enough to fix
@@ -92,6 +94,7 @@ impl IndexWriter {
             entries: Vec::new(),
             data_len: 0,
             dropped: DroppedLists::default(),
+            protein: Vec::new(),
         })
     }
 
@@ -107,6 +110,11 @@ impl IndexWriter {
     /// Buckets of the key indexes written so far.
     pub fn buckets_written(&self) -> u64 {
         self.entries.iter().map(|e| e.buckets).sum()
+    }
+
+    /// Sets the protein section (`protein::encode_table`'s bytes).
+    pub fn set_protein(&mut self, bytes: Vec<u8>) {
+        self.protein = bytes;
     }
 
     /// Adds the dropped features of the shard just written (see `index::dropped`).
@@ -137,8 +145,8 @@ impl IndexWriter {
         Ok(())
     }
 
-    /// Writes the shard table, the targets, the taxonomy, the dropped features, the provenance
-    /// and `header` (its
+    /// Writes the shard table, the targets, the taxonomy, the dropped features, the protein
+    /// table, the provenance and `header` (its
     /// sections filled in here), renames the file into place and returns its size in bytes.
     pub fn finish(self, mut header: Header, targets: &[TargetInfo], taxa: &[Taxon]) -> Result<u64, IndexError> {
         let path = self.file.path.clone();
@@ -152,7 +160,8 @@ impl IndexWriter {
         let targets_at = align_up(self.data_at + self.data_len);
         let taxonomy_at = align_up(targets_at + targets_bytes.len() as u64);
         let dropped_at = align_up(taxonomy_at + taxa_bytes.len() as u64);
-        let provenance_at = align_up(dropped_at + dropped_bytes.len() as u64);
+        let protein_at = align_up(dropped_at + dropped_bytes.len() as u64);
+        let provenance_at = align_up(protein_at + self.protein.len() as u64);
         let xxh3 = xxhash_rust::xxh3::xxh3_64;
         header.sections = vec![
             SectionEntry {
@@ -186,6 +195,12 @@ impl IndexWriter {
                 checksum: xxh3(&dropped_bytes),
             },
             SectionEntry {
+                kind: SectionKind::Protein,
+                offset: protein_at,
+                len: self.protein.len() as u64,
+                checksum: xxh3(&self.protein),
+            },
+            SectionEntry {
                 kind: SectionKind::Provenance,
                 offset: provenance_at,
                 len: provenance_bytes.len() as u64,
@@ -205,6 +220,7 @@ impl IndexWriter {
             (&targets_bytes[..], targets_at),
             (&taxa_bytes[..], taxonomy_at),
             (&dropped_bytes[..], dropped_at),
+            (&self.protein[..], protein_at),
             (&provenance_bytes[..], provenance_at),
             (&header_bytes[..], PREAMBLE_LEN as u64),
             (&preamble[..], 0),

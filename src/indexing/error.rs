@@ -40,7 +40,7 @@ pub enum BuildError {
     )]
     AlreadyInIndex { id: String, file: String, record: u64, index: PathBuf },
     #[error("cannot update {index}: {reason}")]
-    UpdateTaxonomy { index: PathBuf, reason: String },
+    CannotUpdate { index: PathBuf, reason: String },
     #[error("cannot write the index to {path}: {reason}")]
     Output { path: PathBuf, reason: String },
     #[error("cannot start {threads} threads: {reason}")]

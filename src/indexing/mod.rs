@@ -22,6 +22,7 @@
 pub mod condense;
 pub mod error;
 pub mod partition;
+pub mod protein_table;
 pub mod sketching;
 pub mod targets;
 pub mod update;
@@ -58,6 +59,8 @@ pub struct BuildConfig {
     /// Where a GPU build spills pairs that neither the GPUs nor host memory hold (default: the
     /// index's folder).
     pub tmp_dir: Option<PathBuf>,
+    /// `--protein`: the amino-acid table's settings (`None`: no protein section).
+    pub protein: Option<crate::protein::ProteinParams>,
 }
 
 impl BuildConfig {
@@ -80,6 +83,10 @@ impl BuildConfig {
         }
         for m in &self.seqid_maps {
             opt("--seqid2taxid", m.display().to_string());
+        }
+        if let Some(p) = &self.protein {
+            // `--protein` with its one setting.
+            opt("--protein-sample", p.sample.to_string());
         }
         if self.strict {
             args.push("--strict".into());
@@ -481,6 +488,12 @@ fn write_rest(
 ) -> Result<(Counts, u64), BuildError> {
     let (targets, taxa) = (&resolved.targets, &resolved.taxa);
     let counts = counts_of(targets, taxa, &stats, writer.buckets_written());
+    let mut writer = writer;
+    if let Some(params) = config.protein {
+        let started = std::time::Instant::now();
+        writer.set_protein(protein_table::build(&config.sources, targets, params)?);
+        log::debug!("protein table in {:.2} s", started.elapsed().as_secs_f64());
+    }
     let header = make_header(config, layout, counts.clone(), shard_bits);
     let index_bytes = writer.finish(header, targets, taxa)?;
     Ok((counts, index_bytes))

@@ -116,6 +116,10 @@ pub fn update(config: &UpdateConfig) -> Result<UpdateSummary, BuildError> {
     let dropped = old.dropped()?;
     let removed = removed_targets(config, &old)?;
     check_taxonomy_use(config, old.header())?;
+    if old.protein().is_some() {
+        let reason = "it has an amino-acid table (build --protein), which update does not carry over yet: rebuild it";
+        return Err(BuildError::CannotUpdate { index: config.old.clone(), reason: reason.into() });
+    }
     crate::indexing::check_output(&config.db)?;
     let out = IndexFile::create(&config.db)?;
     let pool = rayon::ThreadPoolBuilder::new()
@@ -208,7 +212,7 @@ fn check_taxonomy_use(config: &UpdateConfig, header: &Header) -> Result<(), Buil
         }
         _ => return Ok(()),
     };
-    Err(BuildError::UpdateTaxonomy { index: config.old.clone(), reason: reason.into() })
+    Err(BuildError::CannotUpdate { index: config.old.clone(), reason: reason.into() })
 }
 
 /// The targets after the update, numbered, and where each old and added one went.
@@ -325,7 +329,7 @@ fn old_taxid(
     }
     match taxonomy {
         None => Ok(Some(t.taxid)),
-        Some(tax) => tax.resolve(t.taxid).map(Some).ok_or_else(|| BuildError::UpdateTaxonomy {
+        Some(tax) => tax.resolve(t.taxid).map(Some).ok_or_else(|| BuildError::CannotUpdate {
             index: config.old.clone(),
             reason: format!(
                 "its target '{}' has taxid {}, which the taxonomy given does not hold (nor its merged.dmp)",

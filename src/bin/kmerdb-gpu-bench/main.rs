@@ -413,6 +413,7 @@ fn end_to_end(gbp: f64, copy_rate: f64) -> Result<(), Box<dyn std::error::Error>
     for (name, gpus, gpu_options) in runs {
         let db = dir.path().join("e2e.db");
         let config = kmerdb::indexing::BuildConfig {
+            protein: None,
             sources: files.iter().cloned().map(kmerdb::input::Source::File).collect(),
             db: db.clone(),
             taxonomy: None,
@@ -520,6 +521,7 @@ fn classify_refs(dir: &std::path::Path) -> Result<(std::path::PathBuf, Genomes),
     }
     let db = dir.join("refs.db");
     let config = kmerdb::indexing::BuildConfig {
+        protein: None,
         sources: vec![kmerdb::input::Source::File(fasta)],
         db: db.clone(),
         taxonomy: None,
@@ -691,6 +693,7 @@ fn classify_pairs(pairs: usize, reads_limit: f64) -> Result<(), Box<dyn std::err
             hitmin: None,
             hitdiff: 0.0,
             strain_margin: kmerdb::classify::candidates::DEFAULT_STRAIN_MARGIN,
+            protein_hitmin: kmerdb::classify::candidates::DEFAULT_PROTEIN_HITMIN,
             confidence: 0.0,
             max_candidates: 3,
             insert_size: 600,

@@ -185,6 +185,11 @@ pub struct ClassifyArgs {
     /// species' by this share, else it is their LCA (0: strains are called as any taxon).
     #[arg(long, default_value_t = kmerdb::classify::candidates::DEFAULT_STRAIN_MARGIN, value_name = "F")]
     pub strain_margin: f64,
+    /// With an index built with --protein: reads left unclassified or above genus by their DNA
+    /// go to the genus of the targets sharing the most amino-acid k-mers with them, when at least
+    /// N are shared (0: no protein stage).
+    #[arg(long, default_value_t = kmerdb::classify::candidates::DEFAULT_PROTEIN_HITMIN, value_name = "N")]
+    pub protein_hitmin: u32,
     /// Candidates (targets) kept per read.
     #[arg(long, default_value_t = 3, value_name = "N")]
     pub max_candidates: usize,
@@ -222,6 +227,14 @@ pub struct BuildArgs {
     /// Features seen in more locations are left out of the index.
     #[arg(long, default_value_t = 254, value_name = "N")]
     pub max_locations_per_feature: u32,
+    /// Also index the references' amino-acid k-mers (six-frame translations of their open
+    /// reading frames), so that classify can place reads of divergent relatives (another
+    /// serotype, a species of an indexed genus) at genus level (BENCHMARKS.md: its cost and gain).
+    #[arg(long)]
+    pub protein: bool,
+    /// With --protein: index one amino-acid k-mer in N (by hash; reads use the same ones).
+    #[arg(long, value_name = "N", default_value_t = kmerdb::protein::ProteinParams::DEFAULT.sample, requires = "protein")]
+    pub protein_sample: u32,
     /// Index only part I of N of the genome files (sorted by path, cut into N contiguous runs),
     /// for partitioned indexes joined per read by `kmerdb merge`.
     #[arg(long, value_name = "I/N")]

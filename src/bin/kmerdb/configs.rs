@@ -126,6 +126,9 @@ pub fn build(args: BuildArgs, quiet: bool) -> Result<BuildConfig> {
     }
     build_file_plan(&args, &sources).check()?;
     kmerdb::indexing::check_output(&args.db)?;
+    if args.protein_sample == 0 {
+        usage!("--protein-sample must be at least 1");
+    }
     let config = BuildConfig {
         sources,
         db: args.db,
@@ -144,6 +147,10 @@ pub fn build(args: BuildArgs, quiet: bool) -> Result<BuildConfig> {
             group: args.gpu_group.map(|g| g.parse().expect("validated by clap")),
         },
         tmp_dir: args.tmp_dir,
+        protein: args.protein.then_some(kmerdb::protein::ProteinParams {
+            sample: args.protein_sample,
+            ..kmerdb::protein::ProteinParams::DEFAULT
+        }),
     };
     Ok(config)
 }
@@ -235,6 +242,7 @@ pub fn classify(args: ClassifyArgs) -> Result<ClassifyConfig> {
         hitmin: args.hitmin,
         hitdiff: args.hitdiff,
         strain_margin: args.strain_margin,
+        protein_hitmin: args.protein_hitmin,
         confidence: args.confidence,
         max_candidates: args.max_candidates,
         insert_size: args.insert_size,

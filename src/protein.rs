@@ -1,0 +1,300 @@
+//! The amino-acid stage (`kmerdb build --protein`): evidence for reads whose DNA shares too few
+//! k-mers with anything indexed (another serotype, a species of an indexed genus), where protein
+//! sequence is still conserved (issue 17; Metabuli's observation).
+//!
+//! - **Translation**: the six reading frames of a sequence, in the standard genetic code; a
+//!   codon with anything but A, C, G, T is `X`, which, like a stop, ends a stretch.
+//! - **Amino-acid k-mers**: every `k`-long stretch of amino acids without a stop or `X`, as a
+//!   base-20 number (`k <= 7` fits a u32), kept when its hash falls in the `1 / sample` share
+//!   ([`ProteinParams::keeps`]): the same k-mers are kept in references and reads, so sampling
+//!   thins the index without losing matches' consistency.
+//! - **References**: only stretches of at least `min_orf` amino acids between stops count (open
+//!   reading frames: coding regions are long stop-free stretches, a non-coding frame has a stop
+//!   every twenty to forty codons), so most of the six frames' noise stays out.
+//! - **Reads**: only frames without a stop count (a read inside a gene has none in its frame).
+//! - **The table** (the index's `protein` section): the distinct k-mers in ascending order, each
+//!   with the ascending ids of the targets that hold it; k-mers held by more than `cap` targets
+//!   say little and are left out. Little-endian, cast in place from the mapped file:
+//!
+//! ```text
+//! ProteinParams (6 x u32), keys: u32 x n, starts: u32 x (n + 1), targets: u32 x starts[n]
+//! ```
+//!
+//! How a read uses it is in `classify::candidates::with_protein`.
+
+use crate::taxonomy::{TaxId, TaxonTree};
+
+/// Settings of the amino-acid k-mers, stored at the start of the section.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct ProteinParams {
+    /// Amino acids per k-mer (at most 7).
+    pub k: u32,
+    /// One k-mer in `sample` is kept (by hash).
+    pub sample: u32,
+    /// Shortest stop-free stretch of a reference that is indexed.
+    pub min_orf: u32,
+    /// K-mers held by more targets than this are left out.
+    pub cap: u32,
+    /// Distinct k-mers in the table.
+    pub keys: u32,
+    pub _pad: u32,
+}
+
+impl ProteinParams {
+    /// The defaults, measured on the held-out sets (BENCHMARKS.md, "The amino-acid stage"): a
+    /// minimum ORF of 100 amino acids keeps most of GC-rich genomes' non-coding frames out (with
+    /// 30, reads of *M. tuberculosis* matched them in *Klebsiella*); keeping every k-mer instead
+    /// of half gained nothing measurable for 1.6x the section.
+    pub const DEFAULT: ProteinParams = ProteinParams { k: 7, sample: 2, min_orf: 100, cap: 64, keys: 0, _pad: 0 };
+
+    /// Whether the k-mer `code` is one of the sampled ones.
+    #[inline]
+    pub fn keeps(&self, code: u32) -> bool {
+        self.sample <= 1 || crate::sketch::fmix64(u64::from(code) ^ 0x9e37_79b9_7f4a_7c15) % u64::from(self.sample) == 0
+    }
+}
+
+/// The standard genetic code, indexed by the codon's bases (T, C, A, G = 0..3) as a base-4 number.
+const CODE: &[u8; 64] = b"FFLLSSSSYY**CC*WLLLLPPPPHHQQRRRRIIIMTTTTNNKKSSRRVVVVAAAADDEEGGGG";
+/// The amino acids in k-mer digit order; `*` and `X` are no digit.
+const AMINO: &[u8; 20] = b"ACDEFGHIKLMNPQRSTVWY";
+
+fn base_digit(b: u8) -> Option<usize> {
+    match b {
+        b'T' | b't' => Some(0),
+        b'C' | b'c' => Some(1),
+        b'A' | b'a' => Some(2),
+        b'G' | b'g' => Some(3),
+        _ => None,
+    }
+}
+
+fn complement(b: u8) -> u8 {
+    match b {
+        b'A' | b'a' => b'T',
+        b'C' | b'c' => b'G',
+        b'G' | b'g' => b'C',
+        b'T' | b't' => b'A',
+        _ => b'N',
+    }
+}
+
+/// The amino acid of a codon, `X` if a base is not A, C, G or T.
+fn translate_codon(c: &[u8]) -> u8 {
+    match (base_digit(c[0]), base_digit(c[1]), base_digit(c[2])) {
+        (Some(a), Some(b), Some(d)) => CODE[a * 16 + b * 4 + d],
+        _ => b'X',
+    }
+}
+
+/// The six frames of `seq`: forward from offsets 0, 1, 2, then the reverse complement's.
+pub fn six_frames(seq: &[u8]) -> [Vec<u8>; 6] {
+    let reverse: Vec<u8> = seq.iter().rev().map(|&b| complement(b)).collect();
+    let frame =
+        |s: &[u8], f: usize| -> Vec<u8> { s.get(f..).unwrap_or(&[]).chunks_exact(3).map(translate_codon).collect() };
+    [frame(seq, 0), frame(seq, 1), frame(seq, 2), frame(&reverse, 0), frame(&reverse, 1), frame(&reverse, 2)]
+}
+
+fn amino_digit(a: u8) -> Option<u32> {
+    AMINO.iter().position(|&x| x == a).map(|d| d as u32)
+}
+
+/// Calls `each` with the code of every sampled k-mer of `protein` that lies in a stop-free
+/// stretch of at least `min_len` amino acids.
+pub fn for_each_kmer(protein: &[u8], params: &ProteinParams, min_len: usize, mut each: impl FnMut(u32)) {
+    let k = params.k as usize;
+    let modulus = 20u32.pow(params.k - 1);
+    for stretch in protein.split(|a| amino_digit(*a).is_none()) {
+        if stretch.len() < min_len.max(k) {
+            continue;
+        }
+        let mut code = 0u32;
+        for (i, &a) in stretch.iter().enumerate() {
+            let d = amino_digit(a).expect("split at every non-amino-acid");
+            code = if i >= k { (code % modulus) * 20 + d } else { code * 20 + d };
+            if i + 1 >= k && params.keeps(code) {
+                each(code);
+            }
+        }
+    }
+}
+
+/// The sampled k-mers of a read's mates, each once, sorted.
+pub fn read_kmers(mates: &[&[u8]], params: &ProteinParams, out: &mut Vec<u32>) {
+    out.clear();
+    for m in mates {
+        // A read inside a gene reads it without a stop in the gene's frame; frames with a stop
+        // are not coding here, and their peptides (of biased composition in GC-rich genomes)
+        // match other genomes' non-coding frames by chance.
+        for frame in six_frames(m).iter().filter(|f| !f.contains(&b'*')) {
+            for_each_kmer(frame, params, params.k as usize, |c| out.push(c));
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+}
+
+/// The table's bytes (module documentation) from (k-mer, target) pairs in any order.
+pub fn encode_table(mut pairs: Vec<(u32, u32)>, params: ProteinParams) -> Vec<u8> {
+    pairs.sort_unstable();
+    pairs.dedup();
+    let (mut keys, mut starts, mut targets) = (Vec::new(), vec![0u32], Vec::new());
+    for run in pairs.chunk_by(|a, b| a.0 == b.0) {
+        if run.len() > params.cap as usize {
+            continue;
+        }
+        keys.push(run[0].0);
+        targets.extend(run.iter().map(|p| p.1));
+        starts.push(targets.len() as u32);
+    }
+    let params = ProteinParams { keys: keys.len() as u32, ..params };
+    let mut bytes = bytemuck::bytes_of(&params).to_vec();
+    for part in [&keys, &starts, &targets] {
+        bytes.extend_from_slice(bytemuck::cast_slice(part));
+    }
+    bytes
+}
+
+/// The `protein` section of a mapped index, checked on parsing.
+#[derive(Debug, Clone, Copy)]
+pub struct ProteinTable<'a> {
+    pub params: ProteinParams,
+    keys: &'a [u32],
+    starts: &'a [u32],
+    targets: &'a [u32],
+}
+
+impl<'a> ProteinTable<'a> {
+    /// Views the section's bytes, checking only their lengths (see [`ProteinTable::check`]).
+    pub fn parse(bytes: &'a [u8]) -> Result<Self, String> {
+        let head = std::mem::size_of::<ProteinParams>();
+        let params: ProteinParams =
+            bytemuck::pod_read_unaligned(bytes.get(..head).ok_or("it is shorter than its parameters")?);
+        if !(1..=7).contains(&params.k) || params.sample == 0 {
+            return Err(format!("k {} and sample {} are out of range", params.k, params.sample));
+        }
+        let n = params.keys as usize;
+        let words: &[u32] = bytemuck::try_cast_slice(&bytes[head..]).map_err(|e| format!("its arrays: {e}"))?;
+        if words.len() < 2 * n + 1 {
+            return Err(format!("it is too short for {n} keys"));
+        }
+        let (keys, rest) = words.split_at(n);
+        let (starts, targets) = rest.split_at(n + 1);
+        if starts[n] as usize != targets.len() {
+            return Err(format!("its lists hold {} targets, its last start says {}", targets.len(), starts[n]));
+        }
+        Ok(Self { params, keys, starts, targets })
+    }
+
+    /// Checks what lookups rely on: keys ascending, list starts in order, every target below
+    /// `target_count` (the index's). Reads the whole table: done once, when the index is opened.
+    pub fn check(&self, target_count: usize) -> Result<(), String> {
+        let sorted = self.keys.windows(2).all(|w| w[0] < w[1]) && self.starts.windows(2).all(|w| w[0] <= w[1]);
+        if !sorted || self.starts[0] != 0 {
+            return Err("its keys or list starts are out of order".into());
+        }
+        if let Some(t) = self.targets.iter().find(|&&t| t as usize >= target_count) {
+            return Err(format!("a list names target {t}, past the index's {target_count}"));
+        }
+        Ok(())
+    }
+
+    /// The targets holding k-mer `code`, ascending (empty if none).
+    pub fn targets_of(&self, code: u32) -> &'a [u32] {
+        match self.keys.binary_search(&code) {
+            Ok(i) => &self.targets[self.starts[i] as usize..self.starts[i + 1] as usize],
+            Err(_) => &[],
+        }
+    }
+
+    /// Distinct k-mers, and (k-mer, target) entries.
+    pub fn len(&self) -> (usize, usize) {
+        (self.keys.len(), self.targets.len())
+    }
+}
+
+/// The share of a read's amino-acid k-mers that its best target must hold. Reads of a genome
+/// whose genus, but not whose species, the index holds share 10% to 45% of their k-mers with the
+/// nearest target (dengue 2 against dengue 1 and 3, Sudan against Bundibugyo ebolavirus); reads
+/// of a bacterium whose phylum the index lacks share 2% to 9% with its best, through conserved
+/// proteins and the biased composition of GC-rich genomes (BENCHMARKS.md, "The amino-acid
+/// stage"). An absolute count alone cannot tell the two apart: GC-rich reads have twice the
+/// stop-free frames, so twice the k-mers.
+pub const PROTEIN_SHARE: f64 = 0.1;
+
+/// The evidence of a read's amino-acid k-mers: per target, how many of them it holds.
+/// Returns the LCA of the targets tied for the most, lifted to genus if below it, when the most
+/// is at least `hitmin` and [`PROTEIN_SHARE`] of `codes`; 0 otherwise. `codes` are the read's
+/// k-mers ([`read_kmers`]).
+pub fn protein_call(
+    table: &ProteinTable,
+    codes: &[u32],
+    hitmin: u32,
+    target_taxa: &[TaxId],
+    tree: &TaxonTree,
+    counts: &mut std::collections::HashMap<u32, u32>,
+) -> TaxId {
+    counts.clear();
+    for &c in codes {
+        for &t in table.targets_of(c) {
+            *counts.entry(t).or_default() += 1;
+        }
+    }
+    let enough = |&b: &u32| b >= hitmin && f64::from(b) >= PROTEIN_SHARE * codes.len() as f64;
+    let Some(best) = counts.values().copied().max().filter(enough) else { return 0 };
+    // Ties in target order, so that the result does not depend on the map's order.
+    let mut tied: Vec<u32> = counts.iter().filter(|&(_, &n)| n == best).map(|(&t, _)| t).collect();
+    tied.sort_unstable();
+    let taxon = tied.iter().map(|&t| target_taxa[t as usize]).reduce(|a, b| tree.lca(a, b)).unwrap_or(0);
+    tree.ancestor_at_rank(taxon, "genus").unwrap_or(taxon)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn six_frames_translate_both_strands() {
+        // ATG GCC TGA: M A *; its reverse complement TCA GGC CAT: S G H.
+        let frames = six_frames(b"ATGGCCTGA");
+        assert_eq!(frames[0], b"MA*");
+        assert_eq!(frames[1], b"WP");
+        assert_eq!(frames[3], b"SGH");
+        assert_eq!(six_frames(b"ATGNCC")[0], b"MX");
+        assert_eq!(six_frames(b"at")[0], b"");
+    }
+
+    #[test]
+    fn kmers_are_base_20_in_stop_free_stretches() {
+        let p = ProteinParams { k: 2, sample: 1, min_orf: 0, cap: 8, keys: 0, _pad: 0 };
+        let mut got = Vec::new();
+        for_each_kmer(b"ACD*C", &p, 2, |c| got.push(c));
+        // A=0 C=1 D=2: AC = 1, CD = 22; the lone C after the stop is too short.
+        assert_eq!(got, [1, 22]);
+        got.clear();
+        for_each_kmer(b"ACD*CDEF", &p, 4, |c| got.push(c));
+        assert_eq!(got.len(), 3, "only the stretch of at least 4 counts");
+        // Sampling keeps the same k-mers wherever they occur.
+        let half = ProteinParams { sample: 2, ..p };
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for_each_kmer(b"MKVLAAGIVGLLLA", &half, 2, |c| a.push(c));
+        for_each_kmer(b"WWMKVLAAGIVGLLLAWW", &half, 2, |c| b.push(c));
+        assert!(a.iter().all(|c| b.contains(c)) && a.len() < 13);
+    }
+
+    #[test]
+    fn the_table_round_trips_and_drops_k_mers_over_the_cap() {
+        let p = ProteinParams { k: 3, sample: 1, min_orf: 10, cap: 2, keys: 0, _pad: 0 };
+        let bytes = encode_table(vec![(50, 1), (7, 0), (50, 0), (7, 0), (9, 0), (9, 1), (9, 2)], p);
+        let t = ProteinTable::parse(&bytes).unwrap();
+        t.check(3).unwrap();
+        assert_eq!(t.targets_of(7), [0]);
+        assert_eq!(t.targets_of(50), [0, 1]);
+        assert!(t.targets_of(9).is_empty(), "held by 3 > cap targets");
+        assert_eq!(t.len(), (2, 3));
+        assert!(t.check(1).unwrap_err().contains("past the index's 1"));
+        assert!(ProteinTable::parse(&bytes[..10]).is_err());
+        assert!(ProteinTable::parse(&bytes[..bytes.len() - 4]).is_err(), "a list cut short");
+    }
+}
