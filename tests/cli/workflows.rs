@@ -5,8 +5,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// `workflows/snakemake` with Snakemake (from PyPI; CI installs it), 2 cores, 2 index parts, on
-/// the bundled samples: every output is made, and the merged parts give what one index of all
-/// the genomes gives.
+/// the bundled samples: `snakemake --lint` finds nothing, every output is made, the merged parts
+/// give what one index of all the genomes gives, and the final MultiQC report (MultiQC from the
+/// report-tools virtualenv, as in `report_tools`) names both samples. The rules' conda
+/// environments pin this version of kmerdb and the MultiQC of `scripts/report-tools.txt`.
 #[test]
 fn snakemake_workflow_runs_on_the_bundled_data() {
     let found = Command::new("snakemake").arg("--version").output();
@@ -27,6 +29,13 @@ fn snakemake_workflow_runs_on_the_bundled_data() {
         ),
     )
     .unwrap();
+    let lint = snakemake(d, &[]).arg("--lint").output().unwrap();
+    assert!(
+        lint.status.success(),
+        "snakemake --lint:\n{}{}",
+        String::from_utf8_lossy(&lint.stdout),
+        String::from_utf8_lossy(&lint.stderr)
+    );
     run_snakemake(d, &[]);
     let out = d.join("results");
     for f in [
@@ -37,9 +46,24 @@ fn snakemake_workflow_runs_on_the_bundled_data() {
         "merged/bundled.kraken.gz",
         "merged/single.abundance.tsv",
         "logs/merge.bundled.log",
+        "multiqc/multiqc_report.html",
+        "logs/multiqc.log",
     ] {
         assert!(out.join(f).is_file(), "the workflow did not make {f}");
     }
+    let json = std::fs::read_to_string(out.join("multiqc/multiqc_data/multiqc_data.json")).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let kraken = json["report_general_stats_data"]["kraken"].as_object().expect("MultiQC's Kraken stats");
+    assert_eq!(kraken.keys().collect::<Vec<_>>(), ["bundled", "single"], "MultiQC's samples");
+    let html = std::fs::read_to_string(out.join("multiqc/multiqc_report.html")).unwrap();
+    assert!(html.contains("bundled") && html.contains("single"), "the MultiQC report names the samples");
+    let envs = Path::new(env!("CARGO_MANIFEST_DIR")).join("workflows/snakemake/envs");
+    let kmerdb_env = std::fs::read_to_string(envs.join("kmerdb.yaml")).unwrap();
+    assert!(kmerdb_env.contains(&format!("- kmerdb ={}\n", env!("CARGO_PKG_VERSION"))), "envs/kmerdb.yaml: pin");
+    let pins = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/report-tools.txt")).unwrap();
+    let tested = pins.lines().find_map(|l| l.strip_prefix("multiqc==")).expect("report-tools.txt pins MultiQC");
+    let multiqc_env = std::fs::read_to_string(envs.join("multiqc.yaml")).unwrap();
+    assert!(multiqc_env.contains(&format!("- multiqc ={tested}\n")), "envs/multiqc.yaml: pin MultiQC {tested}");
     // One index of all the genomes, for comparison.
     super::build_data(&d.join("one.db")).arg("-q").assert().success();
     super::classify_pairs(&d.join("one.db"))
@@ -60,26 +84,32 @@ fn snakemake_workflow_runs_on_the_bundled_data() {
     );
 }
 
-/// Runs `workflows/snakemake` in `d` on the bundled genomes with `d/samples.tsv`, with
-/// `configfiles` after the workflow's own; panics if it fails.
-fn run_snakemake(d: &Path, configfiles: &[PathBuf]) {
+/// Snakemake on `workflows/snakemake` in `d`, on the bundled genomes with `d/samples.tsv`, with
+/// `configfiles` after the workflow's own; MultiQC (from the report-tools virtualenv) is on the
+/// PATH after everything else.
+fn snakemake(d: &Path, configfiles: &[PathBuf]) -> Command {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let multiqc = super::report_tools::tool("multiqc");
     let mut cmd = Command::new("snakemake");
     cmd.arg("-s").arg(repo.join("workflows/snakemake/Snakefile")).arg("--directory").arg(d);
     if !configfiles.is_empty() {
         cmd.arg("--configfile").args(configfiles);
     }
-    let status = cmd
-        .args(["--cores", "2", "--quiet", "--config"])
+    cmd.arg("--config")
         .arg(format!("genomes={}", data().join("genomes").display()))
         .arg(format!("taxonomy={}", data().join("taxonomy").display()))
         .arg(format!("seqid2taxid={}", data().join("seqid2taxid.map").display()))
         .arg(format!("samples={}", d.join("samples.tsv").display()))
         .arg(format!("kmerdb={}", env!("CARGO_BIN_EXE_kmerdb")))
         .arg("outdir=results")
-        .env("SOURCE_DATE_EPOCH", "1700000000")
-        .status()
-        .unwrap();
+        .env("PATH", format!("{}:{}", std::env::var("PATH").unwrap_or_default(), multiqc.parent().unwrap().display()))
+        .env("SOURCE_DATE_EPOCH", "1700000000");
+    cmd
+}
+
+/// Runs [`snakemake`] with 2 cores; panics if it fails.
+fn run_snakemake(d: &Path, configfiles: &[PathBuf]) {
+    let status = snakemake(d, configfiles).args(["--cores", "2", "--quiet"]).status().unwrap();
     assert!(status.success(), "snakemake failed");
 }
 
