@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # What the tests need beyond Rust: Snakemake (PyPI) for the workflow tests, Chromium (Debian) to
 # render the HTML report, cargo-bundle-licenses (crates.io) for the bioconda recipe's build script,
-# and taxpasta and MultiQC (PyPI) for the test that they read kmerdb's reports. Installs what is
-# missing; run before `cargo test --release`.
+# and taxpasta and MultiQC (PyPI) for the test that they read kmerdb's reports (MultiQC also for
+# the Snakemake workflow's last rule). Installs what is missing; run before `cargo test --release`.
 set -euo pipefail
 if ! command -v snakemake >/dev/null; then
     python3 -m pip install --quiet --disable-pip-version-check snakemake

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// A tool of the report-tools virtualenv.
-fn tool(name: &str) -> PathBuf {
+pub(super) fn tool(name: &str) -> PathBuf {
     let venv = std::env::var_os("KMERDB_REPORT_TOOLS").map(PathBuf::from).unwrap_or_else(|| {
         Path::new(&std::env::var_os("HOME").expect("HOME is set")).join(".local/share/kmerdb/report-tools")
     });

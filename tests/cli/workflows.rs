@@ -5,8 +5,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// `workflows/snakemake` with Snakemake (from PyPI; CI installs it), 2 cores, 2 index parts, on
-/// the bundled samples: every output is made, and the merged parts give what one index of all
-/// the genomes gives.
+/// the bundled samples: `snakemake --lint` finds nothing, every output is made, the merged parts
+/// give what one index of all the genomes gives, and the final MultiQC report (MultiQC from the
+/// report-tools virtualenv, as in `report_tools`) names both samples. The rules' conda
+/// environments pin this version of kmerdb and the MultiQC of `scripts/report-tools.txt`.
 #[test]
 fn snakemake_workflow_runs_on_the_bundled_data() {
     let found = Command::new("snakemake").arg("--version").output();
@@ -27,6 +29,13 @@ fn snakemake_workflow_runs_on_the_bundled_data() {
         ),
     )
     .unwrap();
+    let lint = snakemake(d, &[]).arg("--lint").output().unwrap();
+    assert!(
+        lint.status.success(),
+        "snakemake --lint:\n{}{}",
+        String::from_utf8_lossy(&lint.stdout),
+        String::from_utf8_lossy(&lint.stderr)
+    );
     run_snakemake(d, &[]);
     let out = d.join("results");
     for f in [
@@ -37,9 +46,24 @@ fn snakemake_workflow_runs_on_the_bundled_data() {
         "merged/bundled.kraken.gz",
         "merged/single.abundance.tsv",
         "logs/merge.bundled.log",
+        "multiqc/multiqc_report.html",
+        "logs/multiqc.log",
     ] {
         assert!(out.join(f).is_file(), "the workflow did not make {f}");
     }
+    let json = std::fs::read_to_string(out.join("multiqc/multiqc_data/multiqc_data.json")).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let kraken = json["report_general_stats_data"]["kraken"].as_object().expect("MultiQC's Kraken stats");
+    assert_eq!(kraken.keys().collect::<Vec<_>>(), ["bundled", "single"], "MultiQC's samples");
+    let html = std::fs::read_to_string(out.join("multiqc/multiqc_report.html")).unwrap();
+    assert!(html.contains("bundled") && html.contains("single"), "the MultiQC report names the samples");
+    let envs = Path::new(env!("CARGO_MANIFEST_DIR")).join("workflows/snakemake/envs");
+    let kmerdb_env = std::fs::read_to_string(envs.join("kmerdb.yaml")).unwrap();
+    assert!(kmerdb_env.contains(&format!("- kmerdb ={}\n", env!("CARGO_PKG_VERSION"))), "envs/kmerdb.yaml: pin");
+    let pins = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/report-tools.txt")).unwrap();
+    let tested = pins.lines().find_map(|l| l.strip_prefix("multiqc==")).expect("report-tools.txt pins MultiQC");
+    let multiqc_env = std::fs::read_to_string(envs.join("multiqc.yaml")).unwrap();
+    assert!(multiqc_env.contains(&format!("- multiqc ={tested}\n")), "envs/multiqc.yaml: pin MultiQC {tested}");
     // One index of all the genomes, for comparison.
     super::build_data(&d.join("one.db")).arg("-q").assert().success();
     super::classify_pairs(&d.join("one.db"))
@@ -60,26 +84,32 @@ fn snakemake_workflow_runs_on_the_bundled_data() {
     );
 }
 
-/// Runs `workflows/snakemake` in `d` on the bundled genomes with `d/samples.tsv`, with
-/// `configfiles` after the workflow's own; panics if it fails.
-fn run_snakemake(d: &Path, configfiles: &[PathBuf]) {
+/// Snakemake on `workflows/snakemake` in `d`, on the bundled genomes with `d/samples.tsv`, with
+/// `configfiles` after the workflow's own; MultiQC (from the report-tools virtualenv) is on the
+/// PATH after everything else.
+fn snakemake(d: &Path, configfiles: &[PathBuf]) -> Command {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let multiqc = super::report_tools::tool("multiqc");
     let mut cmd = Command::new("snakemake");
     cmd.arg("-s").arg(repo.join("workflows/snakemake/Snakefile")).arg("--directory").arg(d);
     if !configfiles.is_empty() {
         cmd.arg("--configfile").args(configfiles);
     }
-    let status = cmd
-        .args(["--cores", "2", "--quiet", "--config"])
+    cmd.arg("--config")
         .arg(format!("genomes={}", data().join("genomes").display()))
         .arg(format!("taxonomy={}", data().join("taxonomy").display()))
         .arg(format!("seqid2taxid={}", data().join("seqid2taxid.map").display()))
         .arg(format!("samples={}", d.join("samples.tsv").display()))
         .arg(format!("kmerdb={}", env!("CARGO_BIN_EXE_kmerdb")))
         .arg("outdir=results")
-        .env("SOURCE_DATE_EPOCH", "1700000000")
-        .status()
-        .unwrap();
+        .env("PATH", format!("{}:{}", std::env::var("PATH").unwrap_or_default(), multiqc.parent().unwrap().display()))
+        .env("SOURCE_DATE_EPOCH", "1700000000");
+    cmd
+}
+
+/// Runs [`snakemake`] with 2 cores; panics if it fails.
+fn run_snakemake(d: &Path, configfiles: &[PathBuf]) {
+    let status = snakemake(d, configfiles).args(["--cores", "2", "--quiet"]).status().unwrap();
     assert!(status.success(), "snakemake failed");
 }
 
@@ -267,11 +297,78 @@ fn made(work: &Path) -> Vec<String> {
     names
 }
 
+/// What KMERDB_CLASSIFY's script and stub blocks compute (their Groovy `def`s) for a task on the
+/// staged `reads` (one file for single-end reads) against `db`, with ext.prefix `prefix`, no
+/// ext.args or ext.gpus and no accelerator directive (so `--gpus none`).
+fn classify_vars(
+    db: &str,
+    reads: &[&str],
+    prefix: &str,
+    save_candidates: bool,
+    save_reads: bool,
+) -> Vec<(&'static str, String)> {
+    let single = reads.len() == 1;
+    let input = if single { reads[0].to_string() } else { format!("-1 {} -2 {}", reads[0], reads[1]) };
+    let fasta = regex::Regex::new(r"\.(fa|fasta|fna|fas)(\.(gz|bz2|xz|zst))?$").unwrap();
+    let format = if reads.iter().all(|r| fasta.is_match(r)) { "fasta" } else { "fastq" };
+    let (mate, mates): (&str, &[&str]) = if single { ("", &[""]) } else { ("#", &["_1", "_2"]) };
+    let candidates = if save_candidates { format!("--candidates-out {prefix}.cand.gz") } else { String::new() };
+    let reads_out = if save_reads {
+        format!(
+            "--classified-out {prefix}.classified{mate}.{format}.gz --unclassified-out {prefix}.unclassified{mate}.{format}.gz"
+        )
+    } else {
+        String::new()
+    };
+    let mut gzipped = vec![format!("{prefix}.kraken.gz")];
+    if save_candidates {
+        gzipped.push(format!("{prefix}.cand.gz"));
+    }
+    if save_reads {
+        for kind in ["classified", "unclassified"] {
+            gzipped.extend(mates.iter().map(|m| format!("{prefix}.{kind}{m}.{format}.gz")));
+        }
+    }
+    vec![
+        ("db", db.to_string()),
+        ("input", input),
+        ("prefix", prefix.to_string()),
+        ("args", String::new()),
+        ("task.cpus", "2".to_string()),
+        ("candidates", candidates),
+        ("reads_out", reads_out),
+        ("gpus", "none".to_string()),
+        ("gzipped", gzipped.join(" ")),
+    ]
+}
+
+/// `vars` as [`NfCore::task`] takes them.
+fn borrowed<'a>(vars: &'a [(&'static str, String)]) -> Vec<(&'a str, &'a str)> {
+    vars.iter().map(|(k, v)| (*k, v.as_str())).collect()
+}
+
+/// The reads of a FASTQ or FASTA file (gzipped) that `--classified-out` wrote: (name without a
+/// `/1` or `/2` mate suffix, call).
+fn saved_reads(path: &Path) -> Vec<(String, String)> {
+    let text = super::gunzip(path);
+    let step = if text.starts_with('@') { 4 } else { 2 };
+    let lines: Vec<&str> = text.lines().collect();
+    lines
+        .chunks(step)
+        .map(|record| {
+            let (header, call) = record[0][1..].rsplit_once(" kraken:taxid|").expect("a kraken:taxid call");
+            let name = header.split(' ').next().unwrap();
+            (name.strip_suffix("/1").or_else(|| name.strip_suffix("/2")).unwrap_or(name).to_string(), call.to_string())
+        })
+        .collect()
+}
+
 /// The nf-core modules in `workflows/nextflow/modules/kmerdb`: every test of each module's
 /// `tests/main.nf.test` is run as Nextflow would run it (see [`NfCore`]), on `data/`: an index of
-/// the genomes, a paired-end and a single-end sample classified against it, and the paired
-/// sample classified against the two parts of a partitioned index and merged (which gives the
-/// one index's report). Each stub block makes the same file names as its script block. Then
+/// the genomes, a paired-end and a single-end sample classified against it (with the candidates,
+/// without them, and with the classified and unclassified reads, which must be the per-read
+/// output's), and the paired sample classified against the two parts of a partitioned index and
+/// merged (which gives the one index's report). Each stub block makes the same file names as its script block. Then
 /// `workflows/nextflow/nf_test_snapshot.py` checks that each module's meta.yml declares main.nf's
 /// inputs and outputs, that every declared output was made, and that the checked-in
 /// `main.nf.test.snap` holds these outputs' md5s as nf-test would record them
@@ -301,6 +398,13 @@ fn nextflow_modules_run_their_commands() {
         );
     }
 
+    // What the rendering below cannot evaluate (see classify_vars): KMERDB_CLASSIFY's GPUs come
+    // from ext.gpus or the accelerator directive, and its optional outputs are declared so.
+    let classify = NfCore::module("classify");
+    for needed in ["task.ext.gpus != null", "task.accelerator", "--gpus ${gpus}", "emit: candidates, optional: true"] {
+        assert!(classify.contains(needed), "classify: no `{needed}`");
+    }
+
     let mut nf = NfCore { dir: tempfile::tempdir().unwrap(), tasks: 0, tests: serde_json::Map::new() };
     let reads = data().join("reads");
     let genomes = [
@@ -325,10 +429,7 @@ fn nextflow_modules_run_their_commands() {
             (db_name, db),
         ]
     };
-    let classify_vars = |db: &'static str, input: &'static str, prefix: &'static str| {
-        [("db", db), ("input", input), ("prefix", prefix), ("args", ""), ("task.cpus", "2")]
-    };
-    let paired_input = "-1 sample_R1.fq.gz -2 sample_R2.fq.gz";
+    let paired_input = ["sample_R1.fq.gz", "sample_R2.fq.gz"];
     let index = serde_json::json!({ "id": "test" });
     let paired = serde_json::json!({ "id": "test", "single_end": false });
     let single = serde_json::json!({ "id": "test", "single_end": true });
@@ -338,14 +439,51 @@ fn nextflow_modules_run_their_commands() {
     let built = nf.test("build", test, &index, &genomes, &build_vars("", "test"));
     nf.test("build", &format!("{test} - stub"), &index, &genomes, &build_vars("", "test"));
 
-    // classify/tests/main.nf.test, against the index its setup builds (the one above)
+    // classify/tests/main.nf.test, against the index its setup builds (the one above): with the
+    // candidates (save_candidates true, save_reads false), without them, and with the reads.
     let db = built.join("test.db");
-    let (staged, vars) = (paired_reads("test.db", db.clone()), classify_vars("test.db", paired_input, "test"));
+    let staged = paired_reads("test.db", db.clone());
+    let single_staged = [("single.fa", reads.join("single.fa")), ("test.db", db)];
+    let vars = classify_vars("test.db", &paired_input, "test", true, false);
     let test = "data - fastq.gz - paired-end";
-    let classified = nf.test("classify", test, &paired, &staged, &vars);
-    nf.test("classify", &format!("{test} - stub"), &paired, &staged, &vars);
-    let staged = [("single.fa", reads.join("single.fa")), ("test.db", db)];
-    nf.test("classify", "data - fasta - single-end", &single, &staged, &classify_vars("test.db", "single.fa", "test"));
+    let classified = nf.test("classify", test, &paired, &staged, &borrowed(&vars));
+    nf.test("classify", &format!("{test} - stub"), &paired, &staged, &borrowed(&vars));
+    let vars = classify_vars("test.db", &["single.fa"], "test", true, false);
+    nf.test("classify", "data - fasta - single-end", &single, &single_staged, &borrowed(&vars));
+    let vars = classify_vars("test.db", &paired_input, "test", false, false);
+    let without = nf.test("classify", &format!("{test} - candidates off"), &paired, &staged, &borrowed(&vars));
+    assert!(!made(&without).iter().any(|f| f.ends_with(".cand.gz")), "candidates made without save_candidates");
+    let vars = classify_vars("test.db", &paired_input, "test", false, true);
+    let test = "data - fastq.gz - paired-end - reads saved";
+    let with_reads = nf.test("classify", test, &paired, &staged, &borrowed(&vars));
+    nf.test("classify", &format!("{test} - stub"), &paired, &staged, &borrowed(&vars));
+    let vars = classify_vars("test.db", &["single.fa"], "test", false, true);
+    let single_reads =
+        nf.test("classify", "data - fasta - single-end - reads saved", &single, &single_staged, &borrowed(&vars));
+
+    // The saved reads are the per-read output's classified and unclassified reads, in order
+    // between them, each mate with the read's call; FASTA reads stay FASTA.
+    let kraken = super::gunzip(&with_reads.join("test.kraken.gz"));
+    let calls: Vec<(String, String)> = kraken
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            (f[1].to_string(), if f[0] == "C" { f[2].to_string() } else { "0".to_string() })
+        })
+        .collect();
+    for mate in ["_1", "_2"] {
+        let saved = |kind: &str| saved_reads(&with_reads.join(format!("test.{kind}{mate}.fastq.gz")));
+        let (c, u) = (saved("classified"), saved("unclassified"));
+        let (expected_c, expected_u): (Vec<_>, Vec<_>) = calls.iter().cloned().partition(|(_, t)| t != "0");
+        assert!(c == expected_c, "classified{mate}: {} reads, the per-read output {}", c.len(), expected_c.len());
+        assert!(u == expected_u, "unclassified{mate}: {} reads, the per-read output {}", u.len(), expected_u.len());
+    }
+    assert_eq!(
+        made(&single_reads).iter().filter(|f| f.contains("classified")).collect::<Vec<_>>(),
+        ["test.classified.fasta.gz", "test.unclassified.fasta.gz"]
+    );
+    let fasta = super::gunzip(&single_reads.join("test.classified.fasta.gz"));
+    assert!(fasta.starts_with('>') && fasta.contains(" kraken:taxid|"), "single-end FASTA reads saved as FASTA");
 
     // merge/tests/main.nf.test: its setup builds 2 parts (ext.args '--partition I/2', ext.prefix
     // 'partI') and classifies the paired sample against each (ext.prefix '<id>.partI').
@@ -355,7 +493,8 @@ fn nextflow_modules_run_their_commands() {
     {
         let built = nf.task("build", Block::Script, &genomes, &build_vars(args, prefix));
         let staged = paired_reads(db, built.join(db));
-        let work = nf.task("classify", Block::Script, &staged, &classify_vars(db, paired_input, cand_prefix));
+        let vars = classify_vars(db, &paired_input, cand_prefix, true, false);
+        let work = nf.task("classify", Block::Script, &staged, &borrowed(&vars));
         let name = format!("{cand_prefix}.cand.gz");
         candidates.push((work.join(&name), name));
     }
@@ -438,7 +577,13 @@ fn nextflow_modules_run_their_commands() {
 fn nextflow_pipeline_updates_the_parts() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let pipeline = std::fs::read_to_string(repo.join("workflows/nextflow/main.nf")).unwrap();
-    for needed in ["KMERDB_UPDATE(", "samples.combine(dbs)", "params.add = null", "params.remove_targets = null"] {
+    for needed in [
+        "KMERDB_UPDATE(",
+        "samples.combine(dbs)",
+        "params.add = null",
+        "params.remove_targets = null",
+        "KMERDB_CLASSIFY(pairs.reads, pairs.db, true, false)",
+    ] {
         assert!(pipeline.contains(needed), "main.nf: no `{needed}`");
     }
     let config = std::fs::read_to_string(repo.join("workflows/nextflow/nextflow.config")).unwrap();
@@ -509,14 +654,8 @@ fn nextflow_pipeline_updates_the_parts() {
             ("sample_R2.fq.gz", reads.join("sample_R2.fq.gz")),
             (updated_db.as_str(), updated),
         ];
-        let classify_vars = [
-            ("db", updated_db.as_str()),
-            ("input", "-1 sample_R1.fq.gz -2 sample_R2.fq.gz"),
-            ("prefix", &cand),
-            ("args", ""),
-            ("task.cpus", "2"),
-        ];
-        let work = nf.task("classify", Block::Script, &staged, &classify_vars);
+        let vars = classify_vars(&updated_db, &["sample_R1.fq.gz", "sample_R2.fq.gz"], &cand, true, false);
+        let work = nf.task("classify", Block::Script, &staged, &borrowed(&vars));
         candidates.push((work.join(format!("{cand}.cand.gz")), format!("{cand}.cand.gz")));
     }
     assert_eq!(holding_lambda, 1, "lambda is in one part, so the other skips it");

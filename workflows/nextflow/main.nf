@@ -6,7 +6,7 @@
 // workflow's rule update); a part with nothing to do is classified as built.
 //   nextflow run workflows/nextflow --genomes data/genomes --taxonomy data/taxonomy \
 //       --seqid2taxid data/seqid2taxid.map --samplesheet samples.tsv --partitions 2 \
-//       [--add new_genomes/] [--remove_targets removed.txt]
+//       [--add new_genomes/] [--remove_targets removed.txt] [--gpus all]
 nextflow.enable.dsl = 2
 
 include { KMERDB_BUILD    } from './modules/kmerdb/build/main'
@@ -25,6 +25,9 @@ params.outdir = 'results'
 // The update step (null: none): genomes to add to the last part, sequence ids to remove.
 params.add = null
 params.remove_targets = null
+// kmerdb classify's --gpus (all, none or a list such as 0,1); null: GPUs only for a task with an
+// accelerator directive (nextflow.config, KMERDB_CLASSIFY's ext.gpus).
+params.gpus = null
 
 workflow {
     parts = Channel.of(1..params.partitions).map { i -> [[id: "part${i}", part: i, parts: params.partitions], file(params.genomes)] }
@@ -58,6 +61,7 @@ workflow {
             reads: [meta + [part: part_meta.part], reads]
             db: [part_meta, db]
         }
-    KMERDB_CLASSIFY(pairs.reads, pairs.db)
+    // Candidates for the merge; no reads (a read that one part leaves unclassified may be another's).
+    KMERDB_CLASSIFY(pairs.reads, pairs.db, true, false)
     KMERDB_MERGE(KMERDB_CLASSIFY.out.candidates.map { meta, cand -> [[id: meta.id, single_end: meta.single_end], cand] }.groupTuple())
 }

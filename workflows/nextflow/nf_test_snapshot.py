@@ -15,12 +15,13 @@ RUNS.json maps each module name (build, classify, merge, update) to its runs, on
 For each run this script does what nf-test does with `snapshot(process.out).match()`: it collects
 every output channel that the module declares, in the order of main.nf (numbered, then by name,
 as nf-test's sorted map prints them), each file as `name:md5,HEX` (for `.gz` files the md5 of the
-decompressed content, as nf-test computes it), and each versions tuple by running its `eval`
-command. It also checks that meta.yml declares exactly the inputs and outputs of main.nf, that
-every declared output was made, and that the runs are the tests of main.nf.test. Only `content`
-is compared, as nf-test compares it; `write` keeps the timestamp of an unchanged snapshot and
-orders the tests as nf-test's HashMap does, so that a later `nf-test --update-snapshot` gives the
-same file. Needs PyYAML (Snakemake brings it).
+decompressed content, as nf-test computes it), an `optional: true` output that was not made as an
+empty channel, and each versions tuple by running its `eval` command. It also checks that meta.yml
+declares exactly the inputs and outputs of main.nf, that every output not declared optional was
+made, and that the runs are the tests of main.nf.test. Only `content` is compared, as nf-test
+compares it; `write` keeps the timestamp of an unchanged snapshot and orders the tests as
+nf-test's HashMap does, so that a later `nf-test --update-snapshot` gives the same file. Needs
+PyYAML (Snakemake brings it).
 """
 
 import datetime
@@ -47,14 +48,16 @@ class Mismatch(Exception):
 
 
 def declared_outputs(main_nf):
-    """(emit, path pattern or None, eval command or None) for each output of main.nf, in order."""
+    """(emit, path pattern or None, eval command or None, optional) for each output of main.nf, in
+    order."""
     block = re.search(r"\n\s*output:\n(.*?)\n\s*when:", main_nf, re.S).group(1)
     outputs = []
     for line in filter(str.strip, block.splitlines()):
         emit = re.search(r"emit:\s*(\w+)", line).group(1)
         path = re.search(r"path\(['\"]([^'\"]+)['\"]\)", line)
         evaluated = re.search(r"eval\('([^']*)'\)", line)
-        outputs.append((emit, path and path.group(1), evaluated and evaluated.group(1)))
+        optional = re.search(r"optional:\s*true", line) is not None
+        outputs.append((emit, path and path.group(1), evaluated and evaluated.group(1), optional))
     return outputs
 
 
@@ -77,9 +80,9 @@ def check_meta_yml(name, main_nf, meta):
     if inputs != declared_inputs(main_nf):
         raise Mismatch(f"{name}: meta.yml inputs {inputs} are not main.nf's {declared_inputs(main_nf)}")
     outputs = declared_outputs(main_nf)
-    if list(meta["output"]) != [emit for emit, _, _ in outputs]:
+    if list(meta["output"]) != [emit for emit, _, _, _ in outputs]:
         raise Mismatch(f"{name}: meta.yml outputs {list(meta['output'])} are not main.nf's emits")
-    for emit, pattern, command in outputs:
+    for emit, pattern, command, _ in outputs:
         elements = [next(iter(e)) for e in meta["output"][emit][0]]
         expected = ["meta", pattern] if pattern else ["${task.process}", "kmerdb", command]
         if elements != expected:
@@ -109,9 +112,12 @@ def content(name, outputs, run):
     work = Path(run["work"])
     meta = dict(sorted(run["meta"].items()))
     channels = {}
-    for i, (emit, pattern, command) in enumerate(outputs):
+    for i, (emit, pattern, command, optional) in enumerate(outputs):
         if pattern:
             files = made(work, pattern)
+            if not files and optional:
+                channels[str(i)] = channels[emit] = []
+                continue
             if not files:
                 raise Mismatch(f"{name}, test '{run['test']}': no output {emit} ({pattern}) in {work}")
             rendered = [f"{f.name}:md5,{md5(f)}" for f in files]
