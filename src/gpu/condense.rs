@@ -272,7 +272,7 @@ fn dropped_lists(
     let (k, sl, c) = (download(&out_keys)?, download(&out_slots)?, download(&out_counts)?);
     let mut lists: Vec<KeyList> = (0..k.len()).map(|i| KeyList { key: k[i], slot: sl[i], count: c[i] }).collect();
     lists.sort_unstable_by_key(|l| l.key);
-    let values = table.fill(&lists, keys.margs, false)?;
+    let values = table.fill(&lists, &keys.remap, false)?;
     let mut at = 0;
     for l in &lists {
         let mut list = values[at..at + l.count as usize].to_vec();
@@ -462,7 +462,7 @@ fn write_lists(
         entry_bits: layout.entry_bits,
         inline_single,
     };
-    let (targs, margs) = (table.args(), keys.margs);
+    let (targs, margs) = (table.args(), keys.remap.args(gpu));
     launch!(
         gpu,
         "write_lists",

@@ -26,6 +26,7 @@
 //! word is read after every insert.
 
 use crate::compute::GpuBuildOptions;
+use crate::gpu::address::DevAddr;
 use crate::gpu::build::{BATCH_BASES, SketchArgs, Staging};
 use crate::gpu::pinned::{HostBuffer, copy_async};
 use crate::gpu::table::{BucketListTable, TableConfig, launch_config, ptr};
@@ -805,7 +806,7 @@ impl<'g> PassBuild<'g> {
         let table = BucketListTable::new(gpu, config)?;
         // SAFETY: `keys` and `vals` hold `values` pairs (checked above) and are dropped below,
         // on the stream, after the insertion.
-        unsafe { table.queue_insert(ptr(gpu, &keys), ptr(gpu, &vals), values) }?;
+        unsafe { table.queue_insert(DevAddr::of(gpu, &keys), DevAddr::of(gpu, &vals), values) }?;
         let status = table.status()?;
         if status.is_error() {
             return Err(table
