@@ -62,33 +62,35 @@ const HOST_PAIR_SHARE: f64 = 0.5;
 /// The most GPUs `sketch_split` splits for (`MAX_SPLIT_GPUS` in `cuda/build.cu`).
 pub const MAX_GPUS: usize = 32;
 
-/// Kernel view of the split's outputs; must match `struct Split` in `cuda/build.cu`.
+/// Kernel view of the split's outputs; must match `struct Split` in `cuda/build.cu`. It borrows
+/// the arrays it points into.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
-struct SplitArgs {
-    pairs: u64,
-    owner_counts: u64,
-    shard_counts: u64,
-    global_first: u64,
+struct SplitArgs<'a> {
+    pairs: DevAddr<'a>,
+    owner_counts: DevAddr<'a>,
+    shard_counts: DevAddr<'a>,
+    global_first: DevAddr<'a>,
     capacity: u64,
     gpus: u32,
     shard_bits: u32,
 }
-// SAFETY: plain old data with the layout of the CUDA struct.
-unsafe impl DeviceRepr for SplitArgs {}
+// SAFETY: plain old data with the layout of the CUDA struct (`DevAddr` is a `u64`).
+unsafe impl DeviceRepr for SplitArgs<'_> {}
 // Kernels read it as `struct Split` (cuda/build.cu), which asserts the same size.
 const _: () = assert!(std::mem::size_of::<SplitArgs>() == 48);
 
-/// Kernel view of the targets' first windows; must match `struct Windows` in `cuda/build.cu`.
+/// Kernel view of the targets' first windows; must match `struct Windows` in `cuda/build.cu`. It
+/// borrows the array of first windows.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
-struct WindowsArgs {
-    first: u64,
+struct WindowsArgs<'a> {
+    first: DevAddr<'a>,
     targets: u32,
     _pad: u32,
 }
-// SAFETY: plain old data with the layout of the CUDA struct.
-unsafe impl DeviceRepr for WindowsArgs {}
+// SAFETY: plain old data with the layout of the CUDA struct (`DevAddr` is a `u64`).
+unsafe impl DeviceRepr for WindowsArgs<'_> {}
 // Kernels read it as `struct Windows` (cuda/build.cu), which asserts the same size.
 const _: () = assert!(std::mem::size_of::<WindowsArgs>() == 16);
 
@@ -361,7 +363,7 @@ impl<'g> PassBuild<'g> {
         let t = Instant::now();
         for (d, &count) in counts.iter().enumerate() {
             if count > 0 {
-                self.keep(g, d, ptr(self.gpus[g], &part) + d as u64 * capacity * 8, count as u64)?;
+                self.keep(g, d, DevAddr::at(self.gpus[g], &part, d * capacity as usize), count as u64)?;
             }
         }
         self.count(KEEP, t);
@@ -405,9 +407,9 @@ impl<'g> PassBuild<'g> {
             let owner_counts = split.alloc_zeros::<u32>(n).map_err(GpuError::from)?;
             if windows > 0 {
                 let args = SplitArgs {
-                    pairs: ptr(gpu, &part),
-                    owner_counts: ptr(gpu, &owner_counts),
-                    shard_counts: ptr(gpu, &sender.shard_counts),
+                    pairs: DevAddr::of(gpu, &part),
+                    owner_counts: DevAddr::of(gpu, &owner_counts),
+                    shard_counts: DevAddr::of(gpu, &sender.shard_counts),
                     global_first: staging.batch().global_first(gpu),
                     capacity,
                     gpus: n as u32,
@@ -434,7 +436,7 @@ impl<'g> PassBuild<'g> {
     /// Keeps `count` pairs at `src` (on GPU `g`, written by `g`'s split stream) as a block of
     /// owner `d`: on `d` if its budget allows, else sorted by shard in host memory or the spill
     /// file. When this returns, `g`'s split stream waits for every copy out of `src`.
-    fn keep(&self, g: usize, d: usize, src: u64, count: u64) -> Result<(), BuildError> {
+    fn keep(&self, g: usize, d: usize, src: DevAddr<'_>, count: u64) -> Result<(), BuildError> {
         let bytes = count * 8;
         let split = self.senders[g].split.clone();
         {
@@ -446,7 +448,7 @@ impl<'g> PassBuild<'g> {
                 // SAFETY: filled by the copy below before anything reads it.
                 let dst = unsafe { recv.alloc::<u64>(count as usize) }.map_err(GpuError::from)?;
                 // SAFETY: `src` lives until `split` passes the event recorded next; `dst` is new.
-                unsafe { copy_async(ptr(self.gpus[d], &dst), src, bytes as usize, &recv)? };
+                unsafe { copy_async(ptr(self.gpus[d], &dst), src.raw(), bytes as usize, &recv)? };
                 let copied = recv.record_event(None).map_err(GpuError::from)?;
                 split.wait(&copied).map_err(GpuError::from)?;
                 owner.device_bytes += bytes;
@@ -650,7 +652,7 @@ impl<'g> PassBuild<'g> {
         let result = (|| -> Result<(), BuildError> {
             gpu.ctx.bind_to_thread().map_err(GpuError::from)?;
             let first = gpu.stream.clone_htod(job.first).map_err(GpuError::from)?;
-            let windows = WindowsArgs { first: ptr(gpu, &first), targets: job.first.len() as u32, _pad: 0 };
+            let windows = WindowsArgs { first: DevAddr::of(gpu, &first), targets: job.first.len() as u32, _pad: 0 };
             let mut staging: Option<HostBuffer<u64>> = None;
             for range in job.passes {
                 if !self.gpu_pass(d, range.clone(), job, windows, &mut staging, &free, &downloaded, times)? {
@@ -672,7 +674,7 @@ impl<'g> PassBuild<'g> {
         d: usize,
         range: std::ops::Range<usize>,
         job: &PassJob<'_>,
-        windows: WindowsArgs,
+        windows: WindowsArgs<'_>,
         staging: &mut Option<HostBuffer<u64>>,
         free: &std::sync::mpsc::Receiver<ShardBuffer>,
         downloaded: &std::sync::mpsc::Sender<Result<Downloaded, BuildError>>,
@@ -755,7 +757,7 @@ impl<'g> PassBuild<'g> {
         &self,
         d: usize,
         range: std::ops::Range<usize>,
-        windows: WindowsArgs,
+        windows: WindowsArgs<'_>,
         staging: &mut Option<HostBuffer<u64>>,
         values: u64,
     ) -> Result<BucketListTable<'g>, BuildError> {
@@ -768,7 +770,7 @@ impl<'g> PassBuild<'g> {
         let selected = s.alloc_zeros::<u64>(1).map_err(GpuError::from)?;
         let owner = self.owners[d].lock().expect("no GPU batch panicked");
         for block in &owner.blocks {
-            let select = |at: u64, count: u64| -> Result<(), GpuError> {
+            let select = |at: DevAddr<'_>, count: u64| -> Result<(), GpuError> {
                 launch_on!(
                     gpu,
                     s,
@@ -787,10 +789,10 @@ impl<'g> PassBuild<'g> {
                 Ok(())
             };
             match &block.held {
-                Held::Device(pairs) => select(ptr(gpu, pairs), block.pairs)?,
+                Held::Device(pairs) => select(DevAddr::of(gpu, pairs), block.pairs)?,
                 Held::Host(_) | Held::Spilled(_) => {
                     let Some(tmp) = self.copy_in(gpu, block, range.clone(), staging)? else { continue };
-                    select(ptr(gpu, &tmp), tmp.len() as u64)?;
+                    select(DevAddr::of(gpu, &tmp), tmp.len() as u64)?;
                     // Freed on the stream after the kernel that reads it.
                     drop(tmp);
                 }
@@ -1214,9 +1216,9 @@ pub mod twins {
         let owner_counts = s.alloc_zeros::<u32>(gpus)?;
         let shard_counts = s.alloc_zeros::<u64>(1 << shard_bits)?;
         let args = SplitArgs {
-            pairs: ptr(gpu, &part),
-            owner_counts: ptr(gpu, &owner_counts),
-            shard_counts: ptr(gpu, &shard_counts),
+            pairs: DevAddr::of(gpu, &part),
+            owner_counts: DevAddr::of(gpu, &owner_counts),
+            shard_counts: DevAddr::of(gpu, &shard_counts),
             global_first: dev.global_first(gpu),
             capacity,
             gpus: gpus as u32,
@@ -1265,7 +1267,7 @@ pub mod twins {
         let n = pairs.len() as u64;
         let src = if pairs.is_empty() { s.alloc_zeros::<u64>(1)? } else { s.clone_htod(pairs)? };
         let first_dev = s.clone_htod(first)?;
-        let windows = WindowsArgs { first: ptr(gpu, &first_dev), targets: first.len() as u32, _pad: 0 };
+        let windows = WindowsArgs { first: DevAddr::of(gpu, &first_dev), targets: first.len() as u32, _pad: 0 };
         let (keys, values) = (s.alloc_zeros::<u32>(pairs.len().max(1))?, s.alloc_zeros::<u64>(pairs.len().max(1))?);
         let got = s.alloc_zeros::<u64>(1)?;
         launch_on!(
