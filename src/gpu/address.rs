@@ -1,7 +1,9 @@
 //! Device addresses that carry the borrow of the buffer they point into. Kernels take their
 //! arrays through `#[repr(C)]` argument structs (`TableArgs`, `IndexArgs`, ...); their address
 //! fields are [`DevAddr`]s, so that the borrow checker keeps every buffer a struct points into
-//! alive, and not mutably borrowed on the host, for as long as the struct exists.
+//! alive, and not mutably borrowed on the host, for as long as the struct exists. Addresses
+//! passed to kernels on their own, and to the copies of `gpu::pinned` and `gpu::multi`, are
+//! `DevAddr`s too.
 //!
 //! What the lifetime does not cover: a borrow ends once a launch or copy is queued, not when the
 //! GPU has run it. A `CudaSlice` is freed on the stream it was allocated on, after the work queued

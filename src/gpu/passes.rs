@@ -29,7 +29,7 @@ use crate::compute::GpuBuildOptions;
 use crate::gpu::address::DevAddr;
 use crate::gpu::build::{BATCH_BASES, SketchArgs, Staging};
 use crate::gpu::pinned::{HostBuffer, copy_async};
-use crate::gpu::table::{BucketListTable, TableConfig, launch_config, ptr};
+use crate::gpu::table::{BucketListTable, TableConfig, launch_config};
 use crate::gpu::{Gpu, GpuError};
 use crate::index::dropped::DroppedLists;
 use crate::index::{IndexWriter, LocationLayout, ShardData};
@@ -421,7 +421,7 @@ impl<'g> PassBuild<'g> {
             staging.used_until(split.record_event(None).map_err(GpuError::from)?);
             // SAFETY: the slot's counts hold `n` words; it is read after the event below, and the
             // slot is ours until then.
-            unsafe { copy_async(slot.counts.addr(0), ptr(gpu, &owner_counts), n * 4, split)? };
+            unsafe { copy_async(slot.counts.addr(0), DevAddr::of(gpu, &owner_counts), n * 4, split)? };
             (part, capacity, split.record_event(None).map_err(GpuError::from)?)
         };
         self.count(QUEUE, t);
@@ -448,7 +448,7 @@ impl<'g> PassBuild<'g> {
                 // SAFETY: filled by the copy below before anything reads it.
                 let dst = unsafe { recv.alloc::<u64>(count as usize) }.map_err(GpuError::from)?;
                 // SAFETY: `src` lives until `split` passes the event recorded next; `dst` is new.
-                unsafe { copy_async(ptr(self.gpus[d], &dst), src.raw(), bytes as usize, &recv)? };
+                unsafe { copy_async(DevAddr::of(self.gpus[d], &dst), src, bytes as usize, &recv)? };
                 let copied = recv.record_event(None).map_err(GpuError::from)?;
                 split.wait(&copied).map_err(GpuError::from)?;
                 owner.device_bytes += bytes;
@@ -485,7 +485,7 @@ impl<'g> PassBuild<'g> {
         let held = if off.host_bytes + bytes <= off.host_budget {
             let host = HostBuffer::<u64>::new(gpu, count as usize)?;
             // SAFETY: both hold `count` pairs; the stream is synchronized before either is used.
-            unsafe { copy_async(host.addr(0), ptr(gpu, &sorted), bytes as usize, &split)? };
+            unsafe { copy_async(host.addr(0), DevAddr::of(gpu, &sorted), bytes as usize, &split)? };
             split.synchronize().map_err(GpuError::from)?;
             off.host_bytes += bytes;
             Held::Host(host)
@@ -709,13 +709,13 @@ impl<'g> PassBuild<'g> {
             unsafe {
                 copy_async(
                     buf.order.as_ref().expect("ensured").addr(0),
-                    ptr(gpu, &dev.order) + order.start as u64 * 8,
+                    DevAddr::at(gpu, &dev.order, order.start),
                     order.len() * 8,
                     s,
                 )?;
                 copy_async(
                     buf.words.as_ref().expect("ensured").addr(0),
-                    ptr(gpu, &dev.words) + place.words.start as u64 * 4,
+                    DevAddr::at(gpu, &dev.words, place.words.start),
                     place.words.len() * 4,
                     s,
                 )?;
@@ -841,7 +841,7 @@ impl PassBuild<'_> {
         let tmp = unsafe { s.alloc::<u64>(len) }.map_err(GpuError::from)?;
         match &block.held {
             // SAFETY: the host block is not written after reading; `tmp` is new.
-            Held::Host(host) => unsafe { copy_async(ptr(gpu, &tmp), host.addr(a as usize), len * 8, s)? },
+            Held::Host(host) => unsafe { copy_async(DevAddr::of(gpu, &tmp), host.addr(a as usize), len * 8, s)? },
             Held::Spilled(at) => {
                 // The staging buffer is free once the stream has passed its last copy.
                 s.synchronize().map_err(GpuError::from)?;
@@ -860,7 +860,7 @@ impl PassBuild<'_> {
                 drop(off);
                 // SAFETY: the staging buffer holds `len` pairs and is not touched until the
                 // stream has passed this copy.
-                unsafe { copy_async(ptr(gpu, &tmp), buf.addr(0), len * 8, s)? };
+                unsafe { copy_async(DevAddr::of(gpu, &tmp), buf.addr(0), len * 8, s)? };
             }
             Held::Device(_) => unreachable!("copy_in is for blocks off the GPU"),
         }
@@ -878,7 +878,7 @@ impl OffGpu {
         }
         let staging = self.spill_staging.as_mut().expect("just made");
         // SAFETY: both hold `count` pairs; the stream is synchronized before either is used.
-        unsafe { copy_async(staging.addr(0), ptr(gpu, sorted), bytes as usize, split)? };
+        unsafe { copy_async(staging.addr(0), DevAddr::of(gpu, sorted), bytes as usize, split)? };
         split.synchronize().map_err(GpuError::from)?;
         if self.spill.is_none() {
             let file = crate::temp_files::create_scratch(&self.spill_dir)

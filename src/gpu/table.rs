@@ -3,7 +3,7 @@
 
 use crate::gpu::address::DevAddr;
 use crate::gpu::{Gpu, GpuError};
-use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 
 /// Kernel view of a table; must match `struct Table` in `cuda/bucket_list.cuh`. It borrows the
 /// table's buffers ([`BucketListTable::args`]).
@@ -189,14 +189,6 @@ pub fn fill_u32(gpu: &Gpu, words: &mut CudaSlice<u32>, value: u32) -> Result<(),
     // SAFETY: the kernel writes `n` words of `words`, which has `n` words.
     unsafe { b.launch(launch_config(gpu, n)) }?;
     Ok(())
-}
-
-/// A device pointer for a kernel struct. The address carries no lifetime: it is valid while `s`
-/// lives, so a kernel launched with it must finish before `s` is freed (a free on the stream the
-/// kernel ran on is ordered after it; anything else waits for an event or a synchronize).
-pub fn ptr<T>(gpu: &Gpu, s: &CudaSlice<T>) -> u64 {
-    let (p, _sync) = s.device_ptr(&gpu.stream);
-    p
 }
 
 impl<'g> BucketListTable<'g> {
