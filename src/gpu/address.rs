@@ -23,6 +23,28 @@ use std::marker::PhantomData;
 /// valid for `'a`: made from a borrow of the buffer it points into. A `u64` in memory
 /// (`repr(transparent)`), so it takes a bare address's place in a kernel struct without changing
 /// its layout.
+///
+/// An address cannot outlive its buffer:
+///
+/// ```compile_fail
+/// use kmerdb::gpu::{Gpu, address::DevAddr};
+/// fn dangling(gpu: &Gpu) -> DevAddr<'static> {
+///     let buffer = gpu.stream.alloc_zeros::<u32>(1).unwrap();
+///     DevAddr::of(gpu, &buffer)
+/// }
+/// ```
+///
+/// nor its buffer be written on the host while the address is held:
+///
+/// ```compile_fail
+/// use kmerdb::gpu::{Gpu, address::DevAddr};
+/// fn overwritten(gpu: &Gpu) {
+///     let mut buffer = gpu.stream.alloc_zeros::<u32>(1).unwrap();
+///     let addr = DevAddr::of(gpu, &buffer);
+///     gpu.stream.memcpy_htod(&[1u32], &mut buffer).unwrap();
+///     println!("{addr:?}");
+/// }
+/// ```
 #[repr(transparent)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DevAddr<'a> {
