@@ -159,8 +159,8 @@ fn roundtrip(
     t.insert_pairs(keys, values).unwrap();
     let secs = start.elapsed().as_secs_f64();
     let status = t.status().unwrap();
-    let (lists, _remap, margs) = t.collect(None).unwrap();
-    let values_back = t.fill(&lists, margs, false).unwrap();
+    let (lists, remap) = t.collect(None).unwrap();
+    let values_back = t.fill(&lists, &remap, false).unwrap();
     let mut got = HashMap::new();
     let mut at = 0;
     for l in &lists {

@@ -2,7 +2,8 @@
 //! `cuda/build.cu`), the sketch parameters, and the pinned, double-buffered uploads of the build
 //! (`gpu::passes` runs the build itself).
 
-use crate::gpu::table::{launch_config, ptr};
+use crate::gpu::address::DevAddr;
+use crate::gpu::table::launch_config;
 use crate::gpu::{Gpu, GpuError};
 use crate::indexing::sketching::Pending;
 use crate::sketch::SketchParams;
@@ -12,21 +13,22 @@ use std::sync::Arc;
 /// Bases sent to the GPU per batch.
 pub const BATCH_BASES: usize = 64 << 20;
 
-/// Kernel view of a batch; must match `struct Batch` in `cuda/build.cu`.
+/// Kernel view of a batch; must match `struct Batch` in `cuda/build.cu`. It borrows the batch's
+/// buffers ([`DeviceBatch::args`]).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct BatchArgs {
-    seq: u64,
-    offset: u64,
-    len: u64,
-    target: u64,
-    first_window: u64,
+pub(crate) struct BatchArgs<'a> {
+    seq: DevAddr<'a>,
+    offset: DevAddr<'a>,
+    len: DevAddr<'a>,
+    target: DevAddr<'a>,
+    first_window: DevAddr<'a>,
     records: u32,
     _pad: u32,
     windows: u64,
 }
-// SAFETY: plain old data with the layout of the CUDA struct.
-unsafe impl DeviceRepr for BatchArgs {}
+// SAFETY: plain old data with the layout of the CUDA struct (`DevAddr` is a `u64`).
+unsafe impl DeviceRepr for BatchArgs<'_> {}
 // Kernels read it as `struct Batch` (cuda/build.cu), which asserts the same size.
 const _: () = assert!(std::mem::size_of::<BatchArgs>() == 56);
 
@@ -95,17 +97,18 @@ impl DeviceBatch {
     }
 
     /// Device address of the records' global first windows (`Split::global_first`).
-    pub(crate) fn global_first(&self, gpu: &Gpu) -> u64 {
-        ptr(gpu, &self.global_first)
+    pub(crate) fn global_first(&self, gpu: &Gpu) -> DevAddr<'_> {
+        DevAddr::of(gpu, &self.global_first)
     }
 
-    pub(crate) fn args(&self, gpu: &Gpu) -> BatchArgs {
+    /// The kernels' view of the batch, borrowing its buffers.
+    pub(crate) fn args(&self, gpu: &Gpu) -> BatchArgs<'_> {
         BatchArgs {
-            seq: ptr(gpu, &self.seq),
-            offset: ptr(gpu, &self.offset),
-            len: ptr(gpu, &self.len),
-            target: ptr(gpu, &self.target),
-            first_window: ptr(gpu, &self.first_window),
+            seq: DevAddr::of(gpu, &self.seq),
+            offset: DevAddr::of(gpu, &self.offset),
+            len: DevAddr::of(gpu, &self.len),
+            target: DevAddr::of(gpu, &self.target),
+            first_window: DevAddr::of(gpu, &self.first_window),
             records: self.records,
             _pad: 0,
             windows: self.windows,

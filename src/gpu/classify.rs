@@ -6,8 +6,9 @@
 //! with more locations than a block's shared memory holds, which it classifies itself with the
 //! same code as the CPU path.
 
+use crate::gpu::address::DevAddr;
 use crate::gpu::build::SketchArgs;
-use crate::gpu::table::{launch_config, ptr};
+use crate::gpu::table::launch_config;
 use crate::gpu::{Gpu, GpuError};
 use crate::hits::Candidate;
 use crate::index::Index;
@@ -19,53 +20,57 @@ use std::time::{Duration, Instant};
 const SHARED_LOCATIONS: u32 = 6144;
 const CANDIDATE_THREADS: u32 = 256;
 
-/// Kernel view of the index; must match `struct DeviceIndex` in `cuda/classify.cuh`.
+/// Kernel view of the index; must match `struct DeviceIndex` in `cuda/classify.cuh`. It borrows
+/// the per-shard tables ([`IndexTables::args`]); the addresses in those tables are data, see
+/// [`IndexTables`].
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct IndexArgs {
-    pub(crate) slot_base: u64,
-    pub(crate) word_base: u64,
-    pub(crate) buckets: u64,
-    pub(crate) shard_words: u64,
-    pub(crate) shard_bits: u32,
-    pub(crate) entry_bits: u32,
-    pub(crate) window_bits: u32,
-    pub(crate) targets: u32,
-    pub(crate) inline_single: u32,
-    pub(crate) _pad: u32,
+pub(crate) struct IndexArgs<'a> {
+    slot_base: DevAddr<'a>,
+    word_base: DevAddr<'a>,
+    buckets: DevAddr<'a>,
+    shard_words: DevAddr<'a>,
+    shard_bits: u32,
+    entry_bits: u32,
+    window_bits: u32,
+    targets: u32,
+    inline_single: u32,
+    _pad: u32,
 }
-// SAFETY: plain old data with the layout of the CUDA struct.
-unsafe impl DeviceRepr for IndexArgs {}
+// SAFETY: plain old data with the layout of the CUDA struct (`DevAddr` is a `u64`).
+unsafe impl DeviceRepr for IndexArgs<'_> {}
 // Kernels read it as `struct DeviceIndex` (cuda/classify.cuh), which asserts the same size.
 const _: () = assert!(std::mem::size_of::<IndexArgs>() == 56);
 
-/// Kernel view of the taxonomy; must match `struct DeviceTree` in `cuda/classify.cuh`.
+/// Kernel view of the taxonomy; must match `struct DeviceTree` in `cuda/classify.cuh`. It borrows
+/// the tree's arrays ([`DeviceTree::args`]).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
-struct TreeArgs {
-    target_nodes: u64,
-    parents: u64,
-    depths: u64,
+struct TreeArgs<'a> {
+    target_nodes: DevAddr<'a>,
+    parents: DevAddr<'a>,
+    depths: DevAddr<'a>,
     targets: u32,
     enabled: u32,
 }
-// SAFETY: plain old data with the layout of the CUDA struct.
-unsafe impl DeviceRepr for TreeArgs {}
+// SAFETY: plain old data with the layout of the CUDA struct (`DevAddr` is a `u64`).
+unsafe impl DeviceRepr for TreeArgs<'_> {}
 // Kernels read it as `struct DeviceTree` (cuda/classify.cuh), which asserts the same size.
 const _: () = assert!(std::mem::size_of::<TreeArgs>() == 32);
 
-/// Kernel view of a batch's mates; must match `struct Mates` in `cuda/classify.cuh`.
+/// Kernel view of a batch's mates; must match `struct Mates` in `cuda/classify.cuh`. It borrows
+/// the batch's buffers ([`DeviceMates::args`]).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
-struct MatesArgs {
-    seq: u64,
-    offset: u64,
-    len: u64,
-    feature_first: u64,
+struct MatesArgs<'a> {
+    seq: DevAddr<'a>,
+    offset: DevAddr<'a>,
+    len: DevAddr<'a>,
+    feature_first: DevAddr<'a>,
     count: u64,
 }
-// SAFETY: plain old data with the layout of the CUDA struct.
-unsafe impl DeviceRepr for MatesArgs {}
+// SAFETY: plain old data with the layout of the CUDA struct (`DevAddr` is a `u64`).
+unsafe impl DeviceRepr for MatesArgs<'_> {}
 // Kernels read it as `struct Mates` (cuda/classify.cuh), which asserts the same size.
 const _: () = assert!(std::mem::size_of::<MatesArgs>() == 40);
 
@@ -232,12 +237,10 @@ pub struct Packed {
 /// The index on one GPU, ready for batches of reads.
 pub struct GpuClassifier<'g> {
     gpu: &'g Gpu,
-    /// The index, shared by the classifiers of all GPUs.
+    /// The index, shared by the classifiers of all GPUs (its per-shard tables point into it).
     _shards: std::sync::Arc<DeviceShards>,
-    _tables: Vec<CudaSlice<u64>>,
-    _tree: Vec<CudaSlice<u32>>,
-    index: IndexArgs,
-    tree: TreeArgs,
+    index: IndexTables,
+    tree: DeviceTree,
     sketch: SketchParams,
     max_candidates: usize,
     insert_size: usize,
@@ -251,11 +254,107 @@ pub struct GpuClassifier<'g> {
     recycled: std::sync::Mutex<Vec<GpuBatch>>,
 }
 
-/// A batch's mates on the device: the kernel arguments and the buffers they point to, which
-/// must outlive every kernel launched with them.
+/// A batch's mates on the device: the bases back to back, and per mate where its bases start, its
+/// length and where its room for features starts; `count` mates.
 struct DeviceMates {
-    args: MatesArgs,
-    _buffers: (CudaSlice<u8>, CudaSlice<u64>, CudaSlice<u32>, CudaSlice<u64>),
+    seq: CudaSlice<u8>,
+    offset: CudaSlice<u64>,
+    len: CudaSlice<u32>,
+    feature_first: CudaSlice<u64>,
+    count: u64,
+}
+
+impl DeviceMates {
+    /// The kernels' view of the mates, borrowing their buffers.
+    fn args(&self, gpu: &Gpu) -> MatesArgs<'_> {
+        MatesArgs {
+            seq: DevAddr::of(gpu, &self.seq),
+            offset: DevAddr::of(gpu, &self.offset),
+            len: DevAddr::of(gpu, &self.len),
+            feature_first: DevAddr::of(gpu, &self.feature_first),
+            count: self.count,
+        }
+    }
+}
+
+/// The index's per-shard tables on one GPU, which [`IndexArgs`] points to, with the index's
+/// shape. The tables hold each shard's slot and word addresses as data (bare `u64`s, no lifetime):
+/// they point into buffers that the tables' owner keeps alive as long as it uses them (a
+/// [`DeviceShards`] for the classifier, the old shards' copy for the GPU update).
+pub(crate) struct IndexTables {
+    slot_base: CudaSlice<u64>,
+    word_base: CudaSlice<u64>,
+    buckets: CudaSlice<u64>,
+    shard_words: CudaSlice<u64>,
+    shard_bits: u32,
+    entry_bits: u32,
+    window_bits: u32,
+    targets: u32,
+    inline_single: u32,
+}
+
+impl IndexTables {
+    /// Uploads the per-shard tables of `index` (in this order): the device address of each
+    /// shard's first slot and of its stream's first word, its buckets and its words.
+    pub(crate) fn upload(
+        gpu: &Gpu,
+        index: &Index,
+        slot_base: &[u64],
+        word_base: &[u64],
+        buckets: &[u64],
+        shard_words: &[u64],
+    ) -> Result<Self, GpuError> {
+        let s = &gpu.stream;
+        let layout = index.layout();
+        Ok(Self {
+            slot_base: s.clone_htod(slot_base)?,
+            word_base: s.clone_htod(word_base)?,
+            buckets: s.clone_htod(buckets)?,
+            shard_words: s.clone_htod(shard_words)?,
+            shard_bits: index.header().shard_bits,
+            entry_bits: layout.entry_bits,
+            window_bits: layout.window_bits,
+            targets: index.targets().len() as u32,
+            inline_single: layout.inline_single() as u32,
+        })
+    }
+
+    /// The kernels' view of the index, borrowing the tables.
+    pub(crate) fn args(&self, gpu: &Gpu) -> IndexArgs<'_> {
+        IndexArgs {
+            slot_base: DevAddr::of(gpu, &self.slot_base),
+            word_base: DevAddr::of(gpu, &self.word_base),
+            buckets: DevAddr::of(gpu, &self.buckets),
+            shard_words: DevAddr::of(gpu, &self.shard_words),
+            shard_bits: self.shard_bits,
+            entry_bits: self.entry_bits,
+            window_bits: self.window_bits,
+            targets: self.targets,
+            inline_single: self.inline_single,
+            _pad: 0,
+        }
+    }
+}
+
+/// The taxonomy on one GPU: each target's node, each node's parent and depth.
+struct DeviceTree {
+    target_nodes: CudaSlice<u32>,
+    parents: CudaSlice<u32>,
+    depths: CudaSlice<u32>,
+    targets: u32,
+}
+
+impl DeviceTree {
+    /// The kernels' view of the tree, borrowing its arrays; `enabled` for hit lists.
+    fn args(&self, gpu: &Gpu, enabled: bool) -> TreeArgs<'_> {
+        TreeArgs {
+            target_nodes: DevAddr::of(gpu, &self.target_nodes),
+            parents: DevAddr::of(gpu, &self.parents),
+            depths: DevAddr::of(gpu, &self.depths),
+            targets: self.targets,
+            enabled: enabled as u32,
+        }
+    }
 }
 
 /// What `read_lookups` gives, on the device: per feature its value, where its locations are found,
@@ -331,7 +430,9 @@ fn upload_pinned(gpu: &Gpu, bytes: &[u8]) -> Result<CudaSlice<u8>, GpuError> {
 pub struct DeviceShards {
     /// Each GPU's slots and words (kept alive here).
     _buffers: Vec<CudaSlice<u8>>,
-    /// Per shard: the device address of its first slot and of its stream's first word.
+    /// Per shard: the device address of its first slot and of its stream's first word, in
+    /// `_buffers` (bare addresses: they become data in each classifier's [`IndexTables`]; the
+    /// classifier holds this value, and so its buffers, in an `Arc`).
     slot_base: Vec<u64>,
     word_base: Vec<u64>,
     buckets: Vec<u64>,
@@ -387,7 +488,7 @@ impl DeviceShards {
             }
             let dev = upload_pinned(gpu, bytes)?;
             for sh in mine {
-                slot_base[sh] = ptr(gpu, &dev) + (starts[sh] - starts[lo]);
+                slot_base[sh] = DevAddr::at(gpu, &dev, (starts[sh] - starts[lo]) as usize).raw();
                 word_base[sh] = slot_base[sh] + buckets[sh] * 128;
             }
             buffers.push(dev);
@@ -407,50 +508,34 @@ impl<'g> GpuClassifier<'g> {
     ) -> Result<Self, GpuError> {
         let start = Instant::now();
         let s = &gpu.stream;
-        let tables: Vec<CudaSlice<u64>> = [&shards.slot_base, &shards.word_base, &shards.buckets, &shards.shard_words]
-            .iter()
-            .map(|v| s.clone_htod(v.as_slice()))
-            .collect::<Result<_, _>>()?;
-        let header = index.header();
-        let layout = index.layout();
-        let indexargs = IndexArgs {
-            slot_base: ptr(gpu, &tables[0]),
-            word_base: ptr(gpu, &tables[1]),
-            buckets: ptr(gpu, &tables[2]),
-            shard_words: ptr(gpu, &tables[3]),
-            shard_bits: header.shard_bits,
-            entry_bits: layout.entry_bits,
-            window_bits: layout.window_bits,
-            targets: index.targets().len() as u32,
-            inline_single: layout.inline_single() as u32,
-            _pad: 0,
-        };
+        let tables = IndexTables::upload(
+            gpu,
+            index,
+            &shards.slot_base,
+            &shards.word_base,
+            &shards.buckets,
+            &shards.shard_words,
+        )?;
         let t = index.taxonomy();
         let target_nodes: Vec<u32> = index
             .targets()
             .iter()
             .map(|target| t.node(target.taxid).expect("every target's taxon is in the index's tree"))
             .collect();
-        let tree: Vec<CudaSlice<u32>> = [target_nodes.as_slice(), t.parents(), t.depths()]
-            .iter()
-            .map(|v| if v.is_empty() { s.alloc_zeros::<u32>(1) } else { s.clone_htod(*v) })
-            .collect::<Result<_, _>>()?;
-        let treeargs = TreeArgs {
-            target_nodes: ptr(gpu, &tree[0]),
-            parents: ptr(gpu, &tree[1]),
-            depths: ptr(gpu, &tree[2]),
+        let upload = |v: &[u32]| if v.is_empty() { s.alloc_zeros::<u32>(1) } else { s.clone_htod(v) };
+        let tree = DeviceTree {
+            target_nodes: upload(&target_nodes)?,
+            parents: upload(t.parents())?,
+            depths: upload(t.depths())?,
             targets: target_nodes.len() as u32,
-            enabled: 0,
         };
         s.synchronize()?;
         Ok(Self {
             gpu,
             _shards: shards,
-            _tables: tables,
-            _tree: tree,
-            index: indexargs,
-            tree: treeargs,
-            sketch: header.sketch,
+            index: tables,
+            tree,
+            sketch: index.header().sketch,
             max_candidates,
             insert_size,
             load_time: start.elapsed(),
@@ -622,22 +707,15 @@ impl<'g> GpuClassifier<'g> {
         len: &[u32],
         feature_first: &[u64],
     ) -> Result<DeviceMates, GpuError> {
-        let (gpu, s) = (self.gpu, &self.gpu.stream);
+        let s = &self.gpu.stream;
         let mut seq = s.alloc_zeros::<u8>(bases.max(1))?;
         if bases > 0 {
             s.memcpy_htod(&staging.as_slice()?[..bases], &mut seq.slice_mut(..bases))?;
         }
         let (offset_dev, len_dev, ff_dev) = (s.clone_htod(offset)?, s.clone_htod(len)?, s.clone_htod(feature_first)?);
-        let args = MatesArgs {
-            seq: ptr(gpu, &seq),
-            offset: ptr(gpu, &offset_dev),
-            len: ptr(gpu, &len_dev),
-            feature_first: ptr(gpu, &ff_dev),
-            count: offset.len() as u64,
-        };
         s.synchronize()?;
         self.staging.lock().expect("no batch panicked").push(staging);
-        Ok(DeviceMates { args, _buffers: (seq, offset_dev, len_dev, ff_dev) })
+        Ok(DeviceMates { seq, offset: offset_dev, len: len_dev, feature_first: ff_dev, count: offset.len() as u64 })
     }
 
     /// The `read_lookups` kernel: every mate's features sketched and looked up in the index.
@@ -646,22 +724,22 @@ impl<'g> GpuClassifier<'g> {
         let nf = n_features.max(1) as usize;
         let mut l = Lookups {
             features: s.alloc_zeros::<u32>(nf)?,
-            counts: s.alloc_zeros::<u32>(mates.args.count as usize)?,
+            counts: s.alloc_zeros::<u32>(mates.count as usize)?,
             found: s.alloc_zeros::<u64>(nf)?,
             // One more length than features, always 0, so that the scan's last item is the total.
             lengths: s.alloc_zeros::<u64>(n_features as usize + 1)?,
             taxa: s.alloc_zeros::<u32>(if hit_list { nf } else { 1 })?,
         };
-        let tree = TreeArgs { enabled: hit_list as u32, ..self.tree };
+        let (margs, index, tree) = (mates.args(gpu), self.index.args(gpu), self.tree.args(gpu, hit_list));
         let sk = SketchArgs::from(&self.sketch);
         let f = gpu.function("read_lookups")?;
         let mut b = s.launch_builder(&f);
-        b.arg(&mates.args).arg(&sk).arg(&self.index).arg(&tree);
+        b.arg(&margs).arg(&sk).arg(&index).arg(&tree);
         b.arg(&mut l.features).arg(&mut l.counts).arg(&mut l.found).arg(&mut l.lengths).arg(&mut l.taxa);
         // SAFETY: mate m writes features, found, lengths and taxa within its room
         // [feature_first[m], feature_first[m + 1]), and counts[m]; `mates` holds the buffers
         // its arguments point to until the stream is synchronized.
-        unsafe { b.launch(launch_config(gpu, mates.args.count)) }?;
+        unsafe { b.launch(launch_config(gpu, mates.count)) }?;
         Ok(l)
     }
 
@@ -691,9 +769,10 @@ impl<'g> GpuClassifier<'g> {
         unsafe { b.launch(launch_config(gpu, n_at)) }?;
         let total = s.clone_dtoh(&read_first_dev.slice(at.len() - 1..))?[0];
         let mut locations = s.alloc_zeros::<u64>(total.max(1) as usize)?;
+        let index = self.index.args(gpu);
         let f = gpu.function("gather_locations")?;
         let mut b = s.launch_builder(&f);
-        b.arg(&self.index).arg(&l.found).arg(&first).arg(&n_features).arg(&mut locations);
+        b.arg(&index).arg(&l.found).arg(&first).arg(&n_features).arg(&mut locations);
         // SAFETY: feature f writes lengths[f] locations from first[f], within `total`.
         unsafe { b.launch(launch_config(gpu, n_features)) }?;
 

@@ -15,7 +15,8 @@
 //!    stay as they are). A shard whose walk fails is rolled back and rebuilt on the host at a
 //!    larger size, as the CPU would.
 
-use crate::gpu::table::{BucketListTable, DeviceKeys, KeyList, launch_config, ptr};
+use crate::gpu::address::DevAddr;
+use crate::gpu::table::{BucketListTable, DeviceKeys, KeyList, launch_config};
 use crate::gpu::{Gpu, GpuError};
 use crate::index::bcht::{self, BUCKET_SLOTS, EMPTY_SLOT, Slot};
 use crate::index::dropped::DroppedLists;
@@ -45,31 +46,33 @@ unsafe impl DeviceRepr for Slot {}
 const SCAN_THREADS: u32 = 256;
 const SCAN_TILE: u64 = SCAN_THREADS as u64 * 8;
 
-/// Kernel view of the shards' tables; must match `struct Shards` in `cuda/condense.cuh`.
+/// Kernel view of the shards' tables; must match `struct Shards` in `cuda/condense.cuh`. It
+/// borrows the tables ([`ShardTables::args`]).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
-struct ShardsArgs {
-    base: u64,
-    buckets: u64,
+struct ShardsArgs<'a> {
+    base: DevAddr<'a>,
+    buckets: DevAddr<'a>,
     shard_bits: u32,
     _pad: u32,
 }
-// SAFETY: plain old data with the layout of the CUDA struct.
-unsafe impl DeviceRepr for ShardsArgs {}
+// SAFETY: plain old data with the layout of the CUDA struct (`DevAddr` is a `u64`).
+unsafe impl DeviceRepr for ShardsArgs<'_> {}
 // Kernels read it as `struct Shards` (cuda/condense.cuh), which asserts the same size.
 const _: () = assert!(std::mem::size_of::<ShardsArgs>() == 24);
 
-/// Kernel view of the shards' streams; must match `struct Streams` in `cuda/condense.cuh`.
+/// Kernel view of the shards' streams; must match `struct Streams` in `cuda/condense.cuh`. It
+/// borrows the arrays of each shard's first entry and first word.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
-struct StreamsArgs {
-    first_entry: u64,
-    first_word: u64,
+struct StreamsArgs<'a> {
+    first_entry: DevAddr<'a>,
+    first_word: DevAddr<'a>,
     entry_bits: u32,
     inline_single: u32,
 }
-// SAFETY: plain old data with the layout of the CUDA struct.
-unsafe impl DeviceRepr for StreamsArgs {}
+// SAFETY: plain old data with the layout of the CUDA struct (`DevAddr` is a `u64`).
+unsafe impl DeviceRepr for StreamsArgs<'_> {}
 // Kernels read it as `struct Streams` (cuda/condense.cuh), which asserts the same size.
 const _: () = assert!(std::mem::size_of::<StreamsArgs>() == 24);
 
@@ -95,8 +98,14 @@ impl ShardTables {
         *self.base.last().unwrap()
     }
 
-    fn args(&self, gpu: &Gpu, shard_bits: u32) -> ShardsArgs {
-        ShardsArgs { base: ptr(gpu, &self.base_dev), buckets: ptr(gpu, &self.buckets_dev), shard_bits, _pad: 0 }
+    /// The kernels' view of the tables, borrowing their arrays.
+    fn args(&self, gpu: &Gpu, shard_bits: u32) -> ShardsArgs<'_> {
+        ShardsArgs {
+            base: DevAddr::of(gpu, &self.base_dev),
+            buckets: DevAddr::of(gpu, &self.buckets_dev),
+            shard_bits,
+            _pad: 0,
+        }
     }
 
     fn slot_range(&self, shard: usize) -> std::ops::Range<usize> {
@@ -272,7 +281,7 @@ fn dropped_lists(
     let (k, sl, c) = (download(&out_keys)?, download(&out_slots)?, download(&out_counts)?);
     let mut lists: Vec<KeyList> = (0..k.len()).map(|i| KeyList { key: k[i], slot: sl[i], count: c[i] }).collect();
     lists.sort_unstable_by_key(|l| l.key);
-    let values = table.fill(&lists, keys.margs, false)?;
+    let values = table.fill(&lists, &keys.remap, false)?;
     let mut at = 0;
     for l in &lists {
         let mut list = values[at..at + l.count as usize].to_vec();
@@ -457,12 +466,12 @@ fn write_lists(
     let mut overflow = s.alloc_zeros::<u32>(1).map_err(GpuError::from)?;
     let sh = tables.args(gpu, shard_bits);
     let st = StreamsArgs {
-        first_entry: ptr(gpu, &first_entry_dev),
-        first_word: ptr(gpu, &first_word_dev),
+        first_entry: DevAddr::of(gpu, &first_entry_dev),
+        first_word: DevAddr::of(gpu, &first_word_dev),
         entry_bits: layout.entry_bits,
         inline_single,
     };
-    let (targs, margs) = (table.args(), keys.margs);
+    let (targs, margs) = (table.args(), keys.remap.args(gpu));
     launch!(
         gpu,
         "write_lists",

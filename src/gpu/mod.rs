@@ -3,6 +3,7 @@
 //!
 //! - [`kernels`]: the sources in `cuda/`, compiled by NVRTC for the device and cached on disk;
 //! - [`device`]: choosing GPUs (`--gpus`), contexts, streams, loaded kernels;
+//! - [`address`]: device addresses that borrow their buffers, for the kernels' argument structs;
 //! - [`table`]: the host side of the bucket-list multi-value table (`cuda/bucket_list.cuh`);
 //! - [`build`]: batches of sequences on the GPU and their pinned uploads;
 //! - [`passes`]: `kmerdb build` on one GPU or several, in passes over the shards, writing the
@@ -14,6 +15,7 @@
 //! Every kernel has a CPU twin and a test comparing them bit for bit; those tests need a GPU and
 //! are `#[ignore]`d in ordinary runs (`scripts/gpu-tests.sh` runs them on a GPU machine).
 
+pub mod address;
 pub mod build;
 pub mod classify;
 pub mod condense;

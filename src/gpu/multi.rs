@@ -4,6 +4,7 @@
 //! robin instead (`gpu::passes::owner_of`): its passes go over consecutive shards, and each pass
 //! then has work for every GPU.
 
+use crate::gpu::address::DevAddr;
 use crate::gpu::{Gpu, GpuError};
 use cudarc::driver::CudaStream;
 
@@ -21,21 +22,21 @@ pub fn owned_shards(d: usize, gpus: usize, shards: usize) -> std::ops::Range<usi
 /// # Safety
 ///
 /// Both ranges are device memory of their GPUs for `bytes`, kept alive (and the source
-/// unchanged) until `stream` has passed the copy.
+/// unchanged) until `stream` has passed the copy (the addresses' borrows end when this returns).
 pub unsafe fn queue_peer_copy(
     dst: &Gpu,
-    dst_ptr: u64,
+    dst_ptr: DevAddr<'_>,
     src: &Gpu,
-    src_ptr: u64,
+    src_ptr: DevAddr<'_>,
     bytes: usize,
     stream: &CudaStream,
 ) -> Result<(), GpuError> {
     // SAFETY: both ranges are valid device memory for `bytes` (this function's contract).
     unsafe {
         cudarc::driver::sys::cuMemcpyPeerAsync(
-            dst_ptr,
+            dst_ptr.raw(),
             dst.ctx.cu_ctx(),
-            src_ptr,
+            src_ptr.raw(),
             src.ctx.cu_ctx(),
             bytes,
             stream.cu_stream(),

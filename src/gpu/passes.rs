@@ -26,9 +26,10 @@
 //! word is read after every insert.
 
 use crate::compute::GpuBuildOptions;
+use crate::gpu::address::DevAddr;
 use crate::gpu::build::{BATCH_BASES, SketchArgs, Staging};
 use crate::gpu::pinned::{HostBuffer, copy_async};
-use crate::gpu::table::{BucketListTable, TableConfig, launch_config, ptr};
+use crate::gpu::table::{BucketListTable, TableConfig, launch_config};
 use crate::gpu::{Gpu, GpuError};
 use crate::index::dropped::DroppedLists;
 use crate::index::{IndexWriter, LocationLayout, ShardData};
@@ -61,33 +62,35 @@ const HOST_PAIR_SHARE: f64 = 0.5;
 /// The most GPUs `sketch_split` splits for (`MAX_SPLIT_GPUS` in `cuda/build.cu`).
 pub const MAX_GPUS: usize = 32;
 
-/// Kernel view of the split's outputs; must match `struct Split` in `cuda/build.cu`.
+/// Kernel view of the split's outputs; must match `struct Split` in `cuda/build.cu`. It borrows
+/// the arrays it points into.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
-struct SplitArgs {
-    pairs: u64,
-    owner_counts: u64,
-    shard_counts: u64,
-    global_first: u64,
+struct SplitArgs<'a> {
+    pairs: DevAddr<'a>,
+    owner_counts: DevAddr<'a>,
+    shard_counts: DevAddr<'a>,
+    global_first: DevAddr<'a>,
     capacity: u64,
     gpus: u32,
     shard_bits: u32,
 }
-// SAFETY: plain old data with the layout of the CUDA struct.
-unsafe impl DeviceRepr for SplitArgs {}
+// SAFETY: plain old data with the layout of the CUDA struct (`DevAddr` is a `u64`).
+unsafe impl DeviceRepr for SplitArgs<'_> {}
 // Kernels read it as `struct Split` (cuda/build.cu), which asserts the same size.
 const _: () = assert!(std::mem::size_of::<SplitArgs>() == 48);
 
-/// Kernel view of the targets' first windows; must match `struct Windows` in `cuda/build.cu`.
+/// Kernel view of the targets' first windows; must match `struct Windows` in `cuda/build.cu`. It
+/// borrows the array of first windows.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
-struct WindowsArgs {
-    first: u64,
+struct WindowsArgs<'a> {
+    first: DevAddr<'a>,
     targets: u32,
     _pad: u32,
 }
-// SAFETY: plain old data with the layout of the CUDA struct.
-unsafe impl DeviceRepr for WindowsArgs {}
+// SAFETY: plain old data with the layout of the CUDA struct (`DevAddr` is a `u64`).
+unsafe impl DeviceRepr for WindowsArgs<'_> {}
 // Kernels read it as `struct Windows` (cuda/build.cu), which asserts the same size.
 const _: () = assert!(std::mem::size_of::<WindowsArgs>() == 16);
 
@@ -360,7 +363,7 @@ impl<'g> PassBuild<'g> {
         let t = Instant::now();
         for (d, &count) in counts.iter().enumerate() {
             if count > 0 {
-                self.keep(g, d, ptr(self.gpus[g], &part) + d as u64 * capacity * 8, count as u64)?;
+                self.keep(g, d, DevAddr::at(self.gpus[g], &part, d * capacity as usize), count as u64)?;
             }
         }
         self.count(KEEP, t);
@@ -404,9 +407,9 @@ impl<'g> PassBuild<'g> {
             let owner_counts = split.alloc_zeros::<u32>(n).map_err(GpuError::from)?;
             if windows > 0 {
                 let args = SplitArgs {
-                    pairs: ptr(gpu, &part),
-                    owner_counts: ptr(gpu, &owner_counts),
-                    shard_counts: ptr(gpu, &sender.shard_counts),
+                    pairs: DevAddr::of(gpu, &part),
+                    owner_counts: DevAddr::of(gpu, &owner_counts),
+                    shard_counts: DevAddr::of(gpu, &sender.shard_counts),
                     global_first: staging.batch().global_first(gpu),
                     capacity,
                     gpus: n as u32,
@@ -418,7 +421,7 @@ impl<'g> PassBuild<'g> {
             staging.used_until(split.record_event(None).map_err(GpuError::from)?);
             // SAFETY: the slot's counts hold `n` words; it is read after the event below, and the
             // slot is ours until then.
-            unsafe { copy_async(slot.counts.addr(0), ptr(gpu, &owner_counts), n * 4, split)? };
+            unsafe { copy_async(slot.counts.addr(0), DevAddr::of(gpu, &owner_counts), n * 4, split)? };
             (part, capacity, split.record_event(None).map_err(GpuError::from)?)
         };
         self.count(QUEUE, t);
@@ -433,7 +436,7 @@ impl<'g> PassBuild<'g> {
     /// Keeps `count` pairs at `src` (on GPU `g`, written by `g`'s split stream) as a block of
     /// owner `d`: on `d` if its budget allows, else sorted by shard in host memory or the spill
     /// file. When this returns, `g`'s split stream waits for every copy out of `src`.
-    fn keep(&self, g: usize, d: usize, src: u64, count: u64) -> Result<(), BuildError> {
+    fn keep(&self, g: usize, d: usize, src: DevAddr<'_>, count: u64) -> Result<(), BuildError> {
         let bytes = count * 8;
         let split = self.senders[g].split.clone();
         {
@@ -445,7 +448,7 @@ impl<'g> PassBuild<'g> {
                 // SAFETY: filled by the copy below before anything reads it.
                 let dst = unsafe { recv.alloc::<u64>(count as usize) }.map_err(GpuError::from)?;
                 // SAFETY: `src` lives until `split` passes the event recorded next; `dst` is new.
-                unsafe { copy_async(ptr(self.gpus[d], &dst), src, bytes as usize, &recv)? };
+                unsafe { copy_async(DevAddr::of(self.gpus[d], &dst), src, bytes as usize, &recv)? };
                 let copied = recv.record_event(None).map_err(GpuError::from)?;
                 split.wait(&copied).map_err(GpuError::from)?;
                 owner.device_bytes += bytes;
@@ -482,7 +485,7 @@ impl<'g> PassBuild<'g> {
         let held = if off.host_bytes + bytes <= off.host_budget {
             let host = HostBuffer::<u64>::new(gpu, count as usize)?;
             // SAFETY: both hold `count` pairs; the stream is synchronized before either is used.
-            unsafe { copy_async(host.addr(0), ptr(gpu, &sorted), bytes as usize, &split)? };
+            unsafe { copy_async(host.addr(0), DevAddr::of(gpu, &sorted), bytes as usize, &split)? };
             split.synchronize().map_err(GpuError::from)?;
             off.host_bytes += bytes;
             Held::Host(host)
@@ -649,7 +652,7 @@ impl<'g> PassBuild<'g> {
         let result = (|| -> Result<(), BuildError> {
             gpu.ctx.bind_to_thread().map_err(GpuError::from)?;
             let first = gpu.stream.clone_htod(job.first).map_err(GpuError::from)?;
-            let windows = WindowsArgs { first: ptr(gpu, &first), targets: job.first.len() as u32, _pad: 0 };
+            let windows = WindowsArgs { first: DevAddr::of(gpu, &first), targets: job.first.len() as u32, _pad: 0 };
             let mut staging: Option<HostBuffer<u64>> = None;
             for range in job.passes {
                 if !self.gpu_pass(d, range.clone(), job, windows, &mut staging, &free, &downloaded, times)? {
@@ -671,7 +674,7 @@ impl<'g> PassBuild<'g> {
         d: usize,
         range: std::ops::Range<usize>,
         job: &PassJob<'_>,
-        windows: WindowsArgs,
+        windows: WindowsArgs<'_>,
         staging: &mut Option<HostBuffer<u64>>,
         free: &std::sync::mpsc::Receiver<ShardBuffer>,
         downloaded: &std::sync::mpsc::Sender<Result<Downloaded, BuildError>>,
@@ -706,13 +709,13 @@ impl<'g> PassBuild<'g> {
             unsafe {
                 copy_async(
                     buf.order.as_ref().expect("ensured").addr(0),
-                    ptr(gpu, &dev.order) + order.start as u64 * 8,
+                    DevAddr::at(gpu, &dev.order, order.start),
                     order.len() * 8,
                     s,
                 )?;
                 copy_async(
                     buf.words.as_ref().expect("ensured").addr(0),
-                    ptr(gpu, &dev.words) + place.words.start as u64 * 4,
+                    DevAddr::at(gpu, &dev.words, place.words.start),
                     place.words.len() * 4,
                     s,
                 )?;
@@ -754,7 +757,7 @@ impl<'g> PassBuild<'g> {
         &self,
         d: usize,
         range: std::ops::Range<usize>,
-        windows: WindowsArgs,
+        windows: WindowsArgs<'_>,
         staging: &mut Option<HostBuffer<u64>>,
         values: u64,
     ) -> Result<BucketListTable<'g>, BuildError> {
@@ -767,7 +770,7 @@ impl<'g> PassBuild<'g> {
         let selected = s.alloc_zeros::<u64>(1).map_err(GpuError::from)?;
         let owner = self.owners[d].lock().expect("no GPU batch panicked");
         for block in &owner.blocks {
-            let select = |at: u64, count: u64| -> Result<(), GpuError> {
+            let select = |at: DevAddr<'_>, count: u64| -> Result<(), GpuError> {
                 launch_on!(
                     gpu,
                     s,
@@ -786,10 +789,10 @@ impl<'g> PassBuild<'g> {
                 Ok(())
             };
             match &block.held {
-                Held::Device(pairs) => select(ptr(gpu, pairs), block.pairs)?,
+                Held::Device(pairs) => select(DevAddr::of(gpu, pairs), block.pairs)?,
                 Held::Host(_) | Held::Spilled(_) => {
                     let Some(tmp) = self.copy_in(gpu, block, range.clone(), staging)? else { continue };
-                    select(ptr(gpu, &tmp), tmp.len() as u64)?;
+                    select(DevAddr::of(gpu, &tmp), tmp.len() as u64)?;
                     // Freed on the stream after the kernel that reads it.
                     drop(tmp);
                 }
@@ -805,7 +808,7 @@ impl<'g> PassBuild<'g> {
         let table = BucketListTable::new(gpu, config)?;
         // SAFETY: `keys` and `vals` hold `values` pairs (checked above) and are dropped below,
         // on the stream, after the insertion.
-        unsafe { table.queue_insert(ptr(gpu, &keys), ptr(gpu, &vals), values) }?;
+        unsafe { table.queue_insert(DevAddr::of(gpu, &keys), DevAddr::of(gpu, &vals), values) }?;
         let status = table.status()?;
         if status.is_error() {
             return Err(table
@@ -838,7 +841,7 @@ impl PassBuild<'_> {
         let tmp = unsafe { s.alloc::<u64>(len) }.map_err(GpuError::from)?;
         match &block.held {
             // SAFETY: the host block is not written after reading; `tmp` is new.
-            Held::Host(host) => unsafe { copy_async(ptr(gpu, &tmp), host.addr(a as usize), len * 8, s)? },
+            Held::Host(host) => unsafe { copy_async(DevAddr::of(gpu, &tmp), host.addr(a as usize), len * 8, s)? },
             Held::Spilled(at) => {
                 // The staging buffer is free once the stream has passed its last copy.
                 s.synchronize().map_err(GpuError::from)?;
@@ -857,7 +860,7 @@ impl PassBuild<'_> {
                 drop(off);
                 // SAFETY: the staging buffer holds `len` pairs and is not touched until the
                 // stream has passed this copy.
-                unsafe { copy_async(ptr(gpu, &tmp), buf.addr(0), len * 8, s)? };
+                unsafe { copy_async(DevAddr::of(gpu, &tmp), buf.addr(0), len * 8, s)? };
             }
             Held::Device(_) => unreachable!("copy_in is for blocks off the GPU"),
         }
@@ -875,7 +878,7 @@ impl OffGpu {
         }
         let staging = self.spill_staging.as_mut().expect("just made");
         // SAFETY: both hold `count` pairs; the stream is synchronized before either is used.
-        unsafe { copy_async(staging.addr(0), ptr(gpu, sorted), bytes as usize, split)? };
+        unsafe { copy_async(staging.addr(0), DevAddr::of(gpu, sorted), bytes as usize, split)? };
         split.synchronize().map_err(GpuError::from)?;
         if self.spill.is_none() {
             let file = crate::temp_files::create_scratch(&self.spill_dir)
@@ -1213,9 +1216,9 @@ pub mod twins {
         let owner_counts = s.alloc_zeros::<u32>(gpus)?;
         let shard_counts = s.alloc_zeros::<u64>(1 << shard_bits)?;
         let args = SplitArgs {
-            pairs: ptr(gpu, &part),
-            owner_counts: ptr(gpu, &owner_counts),
-            shard_counts: ptr(gpu, &shard_counts),
+            pairs: DevAddr::of(gpu, &part),
+            owner_counts: DevAddr::of(gpu, &owner_counts),
+            shard_counts: DevAddr::of(gpu, &shard_counts),
             global_first: dev.global_first(gpu),
             capacity,
             gpus: gpus as u32,
@@ -1264,7 +1267,7 @@ pub mod twins {
         let n = pairs.len() as u64;
         let src = if pairs.is_empty() { s.alloc_zeros::<u64>(1)? } else { s.clone_htod(pairs)? };
         let first_dev = s.clone_htod(first)?;
-        let windows = WindowsArgs { first: ptr(gpu, &first_dev), targets: first.len() as u32, _pad: 0 };
+        let windows = WindowsArgs { first: DevAddr::of(gpu, &first_dev), targets: first.len() as u32, _pad: 0 };
         let (keys, values) = (s.alloc_zeros::<u32>(pairs.len().max(1))?, s.alloc_zeros::<u64>(pairs.len().max(1))?);
         let got = s.alloc_zeros::<u64>(1)?;
         launch_on!(

@@ -5,7 +5,12 @@
 //! cudarc's own pinned slices belong to one context and track their use with its events; the
 //! build moves pairs and shards between several GPUs and the host, so it uses these plain buffers
 //! and orders the copies itself (the caller's safety contract on each access).
+//!
+//! Copies take [`DevAddr`]s, which keep their buffers borrowed while a copy is queued; the copy
+//! runs later, so keeping the memory alive until the stream has passed it stays the caller's
+//! part (the `# Safety` of [`copy_async`]).
 
+use crate::gpu::address::DevAddr;
 use crate::gpu::{Gpu, GpuError};
 use cudarc::driver::{CudaContext, CudaStream, sys};
 use std::sync::Arc;
@@ -42,10 +47,13 @@ impl<T: bytemuck::Pod> HostBuffer<T> {
         self.len == 0
     }
 
-    /// The address of item `at`, for [`copy_async`].
-    pub fn addr(&self, at: usize) -> u64 {
+    /// The address of item `at`, for [`copy_async`], borrowing the buffer.
+    pub fn addr(&self, at: usize) -> DevAddr<'_> {
         assert!(at <= self.len);
-        self.ptr as u64 + (at * std::mem::size_of::<T>()) as u64
+        // SAFETY: pinned and portable memory, which every GPU of the process addresses at its
+        // host address (unified addressing); allocated until `self` is dropped, which the
+        // returned borrow of `self` rules out while it lives.
+        unsafe { DevAddr::from_raw(self.ptr as u64 + (at * std::mem::size_of::<T>()) as u64) }
     }
 
     /// # Safety
@@ -76,13 +84,18 @@ impl<T> Drop for HostBuffer<T> {
 ///
 /// # Safety
 /// Both ranges must stay valid, and not be touched by anything else, until the stream has passed
-/// the copy.
-pub unsafe fn copy_async(dst: u64, src: u64, bytes: usize, stream: &CudaStream) -> Result<(), GpuError> {
+/// the copy (the addresses' borrows end when this returns, before the copy has run).
+pub unsafe fn copy_async(
+    dst: DevAddr<'_>,
+    src: DevAddr<'_>,
+    bytes: usize,
+    stream: &CudaStream,
+) -> Result<(), GpuError> {
     if bytes == 0 {
         return Ok(());
     }
     stream.context().bind_to_thread()?;
     // SAFETY: the caller's contract.
-    unsafe { sys::cuMemcpyAsync(dst, src, bytes, stream.cu_stream()) }.result()?;
+    unsafe { sys::cuMemcpyAsync(dst.raw(), src.raw(), bytes, stream.cu_stream()) }.result()?;
     Ok(())
 }

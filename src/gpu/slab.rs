@@ -2,28 +2,27 @@
 //! layout are in `crate::slab_hash`): allocation, batches of operations, the status word, and the
 //! table's words downloaded for comparison with the twin.
 
+use crate::gpu::address::DevAddr;
 use crate::gpu::table::{fill_u32, max_threads};
 use crate::gpu::{Gpu, GpuError};
 use crate::slab_hash::{SLAB_BLOCK_SLABS, SLAB_EMPTY, SLAB_WORDS, SlabConfig, SlabMemory, SlabOp};
-use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg};
-use std::marker::PhantomData;
+use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 
 /// Kernel view of a table; must match `struct SlabTable` in `cuda/slab_hash.cuh`. It holds
 /// device addresses, so it borrows the table it was made from: it cannot outlive the buffers.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 struct SlabTableArgs<'t> {
-    buckets: u64,
-    pool: u64,
-    bitmaps: u64,
-    status: u64,
+    buckets: DevAddr<'t>,
+    pool: DevAddr<'t>,
+    bitmaps: DevAddr<'t>,
+    status: DevAddr<'t>,
     bucket_count: u32,
     block_count: u32,
     seed: u32,
     _pad: u32,
-    _table: PhantomData<&'t DeviceSlabTable<'t>>,
 }
-// SAFETY: plain old data with the layout of the CUDA struct (the marker has no size).
+// SAFETY: plain old data with the layout of the CUDA struct (`DevAddr` is a `u64`).
 unsafe impl DeviceRepr for SlabTableArgs<'_> {}
 const _: () = assert!(std::mem::size_of::<SlabTableArgs>() == 48);
 
@@ -96,17 +95,16 @@ impl<'g> DeviceSlabTable<'g> {
     }
 
     fn args(&self) -> SlabTableArgs<'_> {
-        let p = |s: &CudaSlice<u32>| s.device_ptr(&self.gpu.stream).0;
+        let g = self.gpu;
         SlabTableArgs {
-            buckets: p(&self.buckets),
-            pool: p(&self.pool),
-            bitmaps: p(&self.bitmaps),
-            status: p(&self.status),
+            buckets: DevAddr::of(g, &self.buckets),
+            pool: DevAddr::of(g, &self.pool),
+            bitmaps: DevAddr::of(g, &self.bitmaps),
+            status: DevAddr::of(g, &self.status),
             bucket_count: self.config.buckets,
             block_count: self.config.blocks,
             seed: self.config.seed,
             _pad: 0,
-            _table: PhantomData,
         }
     }
 

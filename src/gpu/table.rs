@@ -1,20 +1,22 @@
 //! The host side of the bucket-list multi-value table (`cuda/bucket_list.cuh`): allocation, the
 //! status word, and the condense steps (collect keys, fill lists).
 
+use crate::gpu::address::DevAddr;
 use crate::gpu::{Gpu, GpuError};
-use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 
-/// Kernel view of a table; must match `struct Table` in `cuda/bucket_list.cuh`.
+/// Kernel view of a table; must match `struct Table` in `cuda/bucket_list.cuh`. It borrows the
+/// table's buffers ([`BucketListTable::args`]).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub struct TableArgs {
-    keys: u64,
-    handles: u64,
-    pool: u64,
-    pool_top: u64,
-    status: u64,
-    lost: u64,
-    chunks: u64,
+#[derive(Debug, Clone, Copy)]
+pub struct TableArgs<'a> {
+    keys: DevAddr<'a>,
+    handles: DevAddr<'a>,
+    pool: DevAddr<'a>,
+    pool_top: DevAddr<'a>,
+    status: DevAddr<'a>,
+    lost: DevAddr<'a>,
+    chunks: DevAddr<'a>,
     pool_capacity: u64,
     windows: u32,
     max_probes: u32,
@@ -25,21 +27,22 @@ pub struct TableArgs {
     max_threads: u32,
     _pad: u32,
 }
-// SAFETY: plain old data with the layout of the CUDA struct.
-unsafe impl DeviceRepr for TableArgs {}
+// SAFETY: plain old data with the layout of the CUDA struct (`DevAddr` is a `u64`).
+unsafe impl DeviceRepr for TableArgs<'_> {}
 // Kernels read it as `struct Table` (cuda/bucket_list.cuh), which asserts the same size.
 const _: () = assert!(std::mem::size_of::<TableArgs>() == 96);
 
-/// Kernel view of a target renumbering; must match `struct Remap` in `cuda/condense.cuh`.
+/// Kernel view of a target renumbering; must match `struct Remap` in `cuda/condense.cuh`. It
+/// borrows the renumbering's buffer ([`DeviceRemap::args`]).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RemapArgs {
-    remap: u64,
+#[derive(Debug, Clone, Copy)]
+pub struct RemapArgs<'a> {
+    remap: DevAddr<'a>,
     remap_len: u32,
     window_bits: u32,
 }
-// SAFETY: plain old data with the layout of the CUDA struct.
-unsafe impl DeviceRepr for RemapArgs {}
+// SAFETY: plain old data with the layout of the CUDA struct (`DevAddr` is a `u64`).
+unsafe impl DeviceRepr for RemapArgs<'_> {}
 // Kernels read it as `struct Remap` (cuda/condense.cuh), which asserts the same size.
 const _: () = assert!(std::mem::size_of::<RemapArgs>() == 16);
 
@@ -51,8 +54,23 @@ pub struct DeviceKeys {
     /// Values kept after renumbering.
     pub counts: CudaSlice<u32>,
     pub n: u64,
-    pub remap: CudaSlice<u32>,
-    pub margs: RemapArgs,
+    /// The renumbering the values were counted with.
+    pub remap: DeviceRemap,
+}
+
+/// A target renumbering on the device (see `cuda/condense.cuh`): each stored target's new
+/// number, `remap_len` of them (none: values kept as stored), and the window bits of the values.
+pub struct DeviceRemap {
+    remap: CudaSlice<u32>,
+    remap_len: u32,
+    window_bits: u32,
+}
+
+impl DeviceRemap {
+    /// The kernels' view of it, borrowing its buffer.
+    pub fn args(&self, gpu: &Gpu) -> RemapArgs<'_> {
+        RemapArgs { remap: DevAddr::of(gpu, &self.remap), remap_len: self.remap_len, window_bits: self.window_bits }
+    }
 }
 
 /// Status bits, as in `cuda/bucket_list.cuh`.
@@ -173,14 +191,6 @@ pub fn fill_u32(gpu: &Gpu, words: &mut CudaSlice<u32>, value: u32) -> Result<(),
     Ok(())
 }
 
-/// A device pointer for a kernel struct. The address carries no lifetime: it is valid while `s`
-/// lives, so a kernel launched with it must finish before `s` is freed (a free on the stream the
-/// kernel ran on is ordered after it; anything else waits for an event or a synchronize).
-pub fn ptr<T>(gpu: &Gpu, s: &CudaSlice<T>) -> u64 {
-    let (p, _sync) = s.device_ptr(&gpu.stream);
-    p
-}
-
 impl<'g> BucketListTable<'g> {
     pub fn new(gpu: &'g Gpu, config: TableConfig) -> Result<Self, GpuError> {
         assert!([1, 2, 4, 8, 16, 32].contains(&config.group), "group size {}", config.group);
@@ -239,8 +249,8 @@ impl<'g> BucketListTable<'g> {
 
     /// Every (key, stored value) pair, in no particular order; values as stored (no renumbering).
     pub fn drain_pairs(&self) -> Result<(Vec<KeyList>, Vec<u64>), GpuError> {
-        let (lists, _remap, margs) = self.collect(None)?;
-        let values = self.fill(&lists, margs, false)?;
+        let (lists, remap) = self.collect(None)?;
+        let values = self.fill(&lists, &remap, false)?;
         Ok((lists, values))
     }
 
@@ -252,16 +262,17 @@ impl<'g> BucketListTable<'g> {
         &self.config
     }
 
-    pub fn args(&self) -> TableArgs {
+    /// The kernels' view of the table, borrowing its buffers.
+    pub fn args(&self) -> TableArgs<'_> {
         let g = self.gpu;
         TableArgs {
-            keys: ptr(g, &self.keys),
-            handles: ptr(g, &self.handles),
-            pool: ptr(g, &self.pool),
-            pool_top: ptr(g, &self.counters),
-            status: ptr(g, &self.status),
-            lost: ptr(g, &self.counters) + 8,
-            chunks: ptr(g, &self.chunks),
+            keys: DevAddr::of(g, &self.keys),
+            handles: DevAddr::of(g, &self.handles),
+            pool: DevAddr::of(g, &self.pool),
+            pool_top: DevAddr::at(g, &self.counters, 0),
+            status: DevAddr::of(g, &self.status),
+            lost: DevAddr::at(g, &self.counters, 1),
+            chunks: DevAddr::of(g, &self.chunks),
             pool_capacity: self.pool_capacity,
             windows: self.windows,
             max_probes: self.config.max_probes,
@@ -309,7 +320,7 @@ impl<'g> BucketListTable<'g> {
         n: u64,
     ) -> Result<(), GpuError> {
         assert!(keys.len() as u64 >= n && values.len() as u64 >= n, "{n} pairs given");
-        let (k, v) = (ptr(self.gpu, keys), ptr(self.gpu, values));
+        let (k, v) = (DevAddr::of(self.gpu, keys), DevAddr::of(self.gpu, values));
         // SAFETY: both slices hold `n` items, are borrowed until the synchronize below.
         unsafe { self.queue_insert(k, v, n) }?;
         self.gpu.stream.synchronize()?;
@@ -322,8 +333,8 @@ impl<'g> BucketListTable<'g> {
     /// # Safety
     ///
     /// `keys` and `values` are device memory of this GPU holding `n` items each, kept alive and
-    /// unchanged until the stream has passed this point.
-    pub unsafe fn queue_insert(&self, keys: u64, values: u64, n: u64) -> Result<(), GpuError> {
+    /// unchanged until the stream has passed this point (their borrows end when this returns).
+    pub unsafe fn queue_insert(&self, keys: DevAddr<'_>, values: DevAddr<'_>, n: u64) -> Result<(), GpuError> {
         if n == 0 {
             return Ok(());
         }
@@ -336,10 +347,6 @@ impl<'g> BucketListTable<'g> {
         // the table.
         unsafe { b.launch(launch_config(self.gpu, n)) }?;
         Ok(())
-    }
-
-    fn remap_args(&self, remap: &CudaSlice<u32>, len: usize, window_bits: u32) -> RemapArgs {
-        RemapArgs { remap: ptr(self.gpu, remap), remap_len: len as u32, window_bits }
     }
 
     /// Key slots in use.
@@ -355,24 +362,29 @@ impl<'g> BucketListTable<'g> {
         Ok(s.clone_dtoh(&occupied)?[0])
     }
 
-    /// Every key with at least one kept value, downloaded. `remap` renumbers targets (see
-    /// `cuda/condense.cuh`); `None` keeps values as stored. Order is arbitrary.
-    pub fn collect(&self, remap: Option<(&[u32], u32)>) -> Result<(Vec<KeyList>, CudaSlice<u32>, RemapArgs), GpuError> {
+    /// Every key with at least one kept value, downloaded, with the renumbering on the device (for
+    /// [`fill`](Self::fill)). `remap` renumbers targets (see `cuda/condense.cuh`); `None` keeps
+    /// values as stored. Order is arbitrary.
+    pub fn collect(&self, remap: Option<(&[u32], u32)>) -> Result<(Vec<KeyList>, DeviceRemap), GpuError> {
         let keys = self.collect_on_device(remap)?;
         let s = &self.gpu.stream;
         let m = keys.n as usize;
         let (k, sl, c) = (s.clone_dtoh(&keys.keys)?, s.clone_dtoh(&keys.table_slots)?, s.clone_dtoh(&keys.counts)?);
         let lists = (0..m).map(|i| KeyList { key: k[i], slot: sl[i], count: c[i] }).collect();
-        Ok((lists, keys.remap, keys.margs))
+        Ok((lists, keys.remap))
     }
 
     /// Every key with at least one kept value, left on the device (see [`collect`](Self::collect)).
     pub fn collect_on_device(&self, remap: Option<(&[u32], u32)>) -> Result<DeviceKeys, GpuError> {
         let s = &self.gpu.stream;
         let (table, slots) = (self.args(), self.key_slots());
-        let remap_host: &[u32] = remap.map(|r| r.0).unwrap_or(&[]);
-        let remap_dev = if remap_host.is_empty() { s.alloc_zeros::<u32>(1)? } else { s.clone_htod(remap_host)? };
-        let margs = self.remap_args(&remap_dev, remap_host.len(), remap.map_or(0, |r| r.1));
+        let (remap_host, window_bits): (&[u32], u32) = remap.unwrap_or((&[], 0));
+        let remap = DeviceRemap {
+            remap: if remap_host.is_empty() { s.alloc_zeros::<u32>(1)? } else { s.clone_htod(remap_host)? },
+            remap_len: remap_host.len() as u32,
+            window_bits,
+        };
+        let margs = remap.args(self.gpu);
 
         let n = self.occupied_keys()? as usize;
         let keys = s.alloc_zeros::<u32>(n.max(1))?;
@@ -385,12 +397,12 @@ impl<'g> BucketListTable<'g> {
         // SAFETY: writes at most `n` (occupied slots) entries of each output.
         unsafe { b.launch(launch_config(self.gpu, slots)) }?;
         let n = s.clone_dtoh(&found)?[0];
-        Ok(DeviceKeys { keys, table_slots: key_slots, counts, n, remap: remap_dev, margs })
+        Ok(DeviceKeys { keys, table_slots: key_slots, counts, n, remap })
     }
 
     /// The kept values of `lists` back to back (each list at the running sum of the counts),
     /// renumbered with the `remap` of [`collect`](Self::collect), sorted within each list if `sort`.
-    pub fn fill(&self, lists: &[KeyList], margs: RemapArgs, sort: bool) -> Result<Vec<u64>, GpuError> {
+    pub fn fill(&self, lists: &[KeyList], remap: &DeviceRemap, sort: bool) -> Result<Vec<u64>, GpuError> {
         let s = &self.gpu.stream;
         let mut offsets = Vec::with_capacity(lists.len());
         let mut total = 0u64;
@@ -405,7 +417,7 @@ impl<'g> BucketListTable<'g> {
         let (dslots, doffsets) = (s.clone_htod(&slots)?, s.clone_htod(&offsets)?);
         let out = s.alloc_zeros::<u64>(total.max(1) as usize)?;
         let f = self.gpu.function("fill_lists")?;
-        let (table, n, sort) = (self.args(), lists.len() as u64, sort as u32);
+        let (table, margs, n, sort) = (self.args(), remap.args(self.gpu), lists.len() as u64, sort as u32);
         let mut b = s.launch_builder(&f);
         b.arg(&table).arg(&margs).arg(&dslots).arg(&doffsets).arg(&n).arg(&sort).arg(&out);
         // SAFETY: list i is written at offsets[i].. with exactly counts[i] values, inside `out`.

@@ -18,9 +18,10 @@
 //! renumbering drops a removed target's locations in the pass that condenses them anyway.
 
 use super::Shards;
-use crate::gpu::classify::IndexArgs;
+use crate::gpu::address::DevAddr;
+use crate::gpu::classify::IndexTables;
 use crate::gpu::passes::{PASS_BYTES_PER_VALUE, PASS_RESERVE, plan_passes};
-use crate::gpu::table::{BucketListTable, TableConfig, launch_config, ptr};
+use crate::gpu::table::{BucketListTable, TableConfig, launch_config};
 use crate::gpu::{Gpu, GpuError};
 use crate::index::format::ShardEntry;
 use crate::index::{Index, IndexWriter, bcht};
@@ -194,29 +195,17 @@ fn expand_old_shards(
         return Ok(0);
     }
     let blocks = s.clone_htod(&data[start as usize..end as usize])?;
-    let base = ptr(gpu, &blocks);
+    // Bare addresses into `blocks`, stored as data in the index's tables: `blocks` lives to the
+    // end of this function, after the stream's last use of them (see the launches below).
     let (mut slot_base, mut word_base) = (vec![0u64; entries.len()], vec![0u64; entries.len()]);
     for sh in pass.clone() {
-        slot_base[sh] = base + entries[sh].offset - start;
+        slot_base[sh] = DevAddr::at(gpu, &blocks, (entries[sh].offset - start) as usize).raw();
         word_base[sh] = slot_base[sh] + entries[sh].buckets * 128;
     }
     let buckets: Vec<u64> = entries.iter().map(|e| e.buckets).collect();
     let words: Vec<u64> = entries.iter().map(|e| e.words).collect();
-    let (slot_base, word_base) = (s.clone_htod(&slot_base)?, s.clone_htod(&word_base)?);
-    let (buckets, words) = (s.clone_htod(&buckets)?, s.clone_htod(&words)?);
-    let layout = old.layout();
-    let ix = IndexArgs {
-        slot_base: ptr(gpu, &slot_base),
-        word_base: ptr(gpu, &word_base),
-        buckets: ptr(gpu, &buckets),
-        shard_words: ptr(gpu, &words),
-        shard_bits: old.header().shard_bits,
-        entry_bits: layout.entry_bits,
-        window_bits: layout.window_bits,
-        targets: old.targets().len() as u32,
-        inline_single: layout.inline_single() as u32,
-        _pad: 0,
-    };
+    let tables = IndexTables::upload(gpu, old, &slot_base, &word_base, &buckets, &words)?;
+    let ix = tables.args(gpu);
     let mut total = 0;
     for sh in pass {
         let slots = entries[sh].buckets * bcht::BUCKET_SLOTS as u64;

@@ -13,8 +13,8 @@
 //! fixed (efficiency T1 / (n Tn)).
 
 use kmerdb::gpu::Gpu;
+use kmerdb::gpu::address::DevAddr;
 use kmerdb::gpu::multi::{enable_peer_access, queue_peer_copy};
-use kmerdb::gpu::table::ptr;
 use std::time::{Duration, Instant};
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
@@ -62,7 +62,7 @@ pub fn peer_bandwidth(gpus: &[Gpu]) -> Result<()> {
     let g0 = &gpus[0];
     let within = timed(&|| {
         // SAFETY: both buffers hold BYTES and live past the synchronize below.
-        unsafe { queue_peer_copy(g0, ptr(g0, &dsts[0]), g0, ptr(g0, &bufs[0]), BYTES, &g0.stream) }?;
+        unsafe { queue_peer_copy(g0, DevAddr::of(g0, &dsts[0]), g0, DevAddr::of(g0, &bufs[0]), BYTES, &g0.stream) }?;
         g0.stream.synchronize()?;
         Ok(())
     })?;
@@ -70,8 +70,9 @@ pub fn peer_bandwidth(gpus: &[Gpu]) -> Result<()> {
     if n > 1 {
         let s = gpus[1].ctx.new_stream()?;
         let pair = timed(&|| {
+            let (dst, src) = (DevAddr::of(&gpus[1], &dsts[1]), DevAddr::of(g0, &bufs[0]));
             // SAFETY: as above.
-            unsafe { queue_peer_copy(&gpus[1], ptr(&gpus[1], &dsts[1]), g0, ptr(g0, &bufs[0]), BYTES, &s) }?;
+            unsafe { queue_peer_copy(&gpus[1], dst, g0, src, BYTES, &s) }?;
             s.synchronize()?;
             Ok(())
         })?;
@@ -83,15 +84,15 @@ pub fn peer_bandwidth(gpus: &[Gpu]) -> Result<()> {
             for d in 0..n {
                 for (k, g) in (0..n).filter(|&g| g != d).enumerate() {
                     let (dst, src) = (&gpus[d], &gpus[g]);
-                    let at = (k * chunk) as u64;
+                    let at = k * chunk;
                     // SAFETY: k * chunk + chunk <= BYTES, which both buffers hold; they live past
                     // the synchronizes below.
                     unsafe {
                         queue_peer_copy(
                             dst,
-                            ptr(dst, &dsts[d]) + at,
+                            DevAddr::at(dst, &dsts[d], at),
                             src,
-                            ptr(src, &bufs[g]) + at,
+                            DevAddr::at(src, &bufs[g], at),
                             chunk,
                             &streams[d * n + g],
                         )
