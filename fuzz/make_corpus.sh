@@ -107,7 +107,7 @@ printf 'a\t\tr2.fq\nb\tr\xff.fq\n' > $C/sample_sheet/empty_field_not_utf8.tsv
 
 # Indexes of the two genomes: with the bundled taxonomy (default parameters), and without one
 # (every sequence its own taxon) with small k, window and sketch and a cap of one location (so its
-# dropped section is not empty). Built inside the temporary
+# dropped section is not empty) and an amino-acid table. Built inside the temporary
 # folder with relative paths: an index records its command line.
 cp -r data/taxonomy data/seqid2taxid.map "$T/"
 M=$PWD/$C/merge_candidates
@@ -115,7 +115,8 @@ KMERDB=$(realpath "$KMERDB")
 (
     cd "$T"
     "$KMERDB" build -q --gpus none -t 1 -d tiny.db --taxonomy taxonomy --seqid2taxid seqid2taxid.map genomes
-    "$KMERDB" build -q --gpus none -t 1 -d small_k.db -k 12 -w 40 -s 8 --max-locations-per-feature 1 genomes
+    "$KMERDB" build -q --gpus none -t 1 -d small_k.db -k 12 -w 40 -s 8 --max-locations-per-feature 1 --protein \
+        --protein-sample 1 genomes
     # Candidates files of the two halves of the index (a partition each), for the pairs and for
     # their first mates alone; a merge seed is one file or several back to back.
     for part in 1 2; do
