@@ -44,7 +44,7 @@ updated=
 for gpus in $(printf '%s\n' "$GPU" none | uniq); do
     : > "$W/log"
     t=$(timed $B/kmerdb update -v --gpus "$gpus" -d "$W/old.db" --remove-targets "$W/removed.txt" --add "$W/synth20.fna" -o "$W/new.db")
-    grep -E "updated into|shards:|passes for" "$W/log" | sed 's/^/  /'
+    grep -E "updated into|shards:|passes for|gathering" "$W/log" | sed 's/^/  /'
     echo "update, --gpus $gpus ($(nproc) threads): $t s"
     [[ $gpus == "$GPU" ]] && update=$t
     if [[ -z $updated ]]; then
