@@ -149,9 +149,11 @@ pub struct ClassifyConfig {
     pub html: Option<PathBuf>,
     /// Counts the reads (pairs) classified so far, for a progress display.
     pub progress: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
-    /// Samples classified at once; `None`: half the threads on GPUs (where the host's share is
-    /// what takes the time: a gzipped sample's two files decompress on a thread each, so that
-    /// every core inflates), one on the CPU (whose classification uses every thread).
+    /// Samples classified at once; `None`: a quarter of the threads on GPUs (where the host's
+    /// share is what takes the time: a gzipped sample's two files decompress on a thread each,
+    /// so that half the cores inflate while the pool parses and finishes; half the threads, the
+    /// earlier default, was slower in each of eight H100 runs, BENCHMARKS.md), one on the CPU
+    /// (whose classification uses every thread).
     pub samples_at_once: Option<usize>,
 }
 
@@ -284,7 +286,7 @@ pub fn classify(
         // several samples at once keep every core busy.
         let at_once = config
             .samples_at_once
-            .unwrap_or(if run.on_gpus() { config.threads / 2 } else { 1 })
+            .unwrap_or(if run.on_gpus() { config.threads / 4 } else { 1 })
             .clamp(1, config.samples.len().max(1));
         let samples = run.samples(first, at_once, on_sample)?;
         write_html(config, &index, &samples)?;

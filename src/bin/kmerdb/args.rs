@@ -203,8 +203,8 @@ pub struct ClassifyArgs {
     /// (the check reads the whole index once).
     #[arg(long)]
     pub no_verify: bool,
-    /// Samples of --samples classified at once (testing; default: half the threads on GPUs, one
-    /// on the CPU).
+    /// Samples of --samples classified at once (testing; default: a quarter of the threads on
+    /// GPUs, one on the CPU).
     #[arg(long, hide = true, value_name = "N")]
     pub samples_at_once: Option<usize>,
     #[command(flatten)]
