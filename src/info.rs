@@ -17,6 +17,8 @@ pub struct IndexInfo {
     pub key_index_load_factor: f64,
     pub bytes_per_reference_base: f64,
     pub sections: Vec<SectionInfo>,
+    /// The amino-acid table of `build --protein`, if there is one.
+    pub protein: Option<ProteinInfo>,
     pub targets: Vec<TargetInfo>,
     /// Whether `--verify` checked every section's checksum (a failed check is an error before
     /// anything is described).
@@ -29,6 +31,17 @@ pub struct SectionInfo {
     pub offset: u64,
     pub bytes: u64,
     pub checksum: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ProteinInfo {
+    pub k: u32,
+    pub sample: u32,
+    pub min_orf: u32,
+    pub cap: u32,
+    /// Distinct amino-acid k-mers, and (k-mer, target) entries.
+    pub kmers: u64,
+    pub entries: u64,
 }
 
 pub fn describe(index: &Index, verified: bool) -> IndexInfo {
@@ -53,6 +66,18 @@ pub fn describe(index: &Index, verified: bool) -> IndexInfo {
                 checksum: format!("{:016x}", s.checksum),
             })
             .collect(),
+        protein: index.protein().map(|t| {
+            let (kmers, entries) = t.len();
+            let p = t.params;
+            ProteinInfo {
+                k: p.k,
+                sample: p.sample,
+                min_orf: p.min_orf,
+                cap: p.cap,
+                kmers: kmers as u64,
+                entries: entries as u64,
+            }
+        }),
         targets: index.targets().to_vec(),
         verified,
     }
@@ -103,6 +128,13 @@ pub fn render_text(info: &IndexInfo) -> String {
         c.features, c.dropped_features, c.dropped_locations
     );
     let _ = writeln!(s, "locations        {}", c.locations);
+    if let Some(p) = &info.protein {
+        let _ = writeln!(
+            s,
+            "protein          {} amino-acid {}-mers ({} entries), 1 in {} kept, open reading frames of at least {} aa, at most {} targets each",
+            p.kmers, p.k, p.entries, p.sample, p.min_orf, p.cap
+        );
+    }
     let _ = writeln!(
         s,
         "key index        {} buckets of {} slots, load factor {:.3}",

@@ -89,6 +89,9 @@ fn the_protein_section_is_deterministic_and_reported() {
     let json: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
     let protein = json["sections"].as_array().unwrap().iter().find(|s| s["name"] == "protein").unwrap().clone();
     assert!(protein["bytes"].as_u64().unwrap() > 1000, "{protein}");
+    assert_eq!(json["protein"]["k"], 7);
+    assert!(json["protein"]["entries"].as_u64().unwrap() >= json["protein"]["kmers"].as_u64().unwrap());
+    kmerdb().arg("info").arg(&db).assert().success().stdout(contains("amino-acid 7-mers"));
     kmerdb().args(["info", "--verify"]).arg(&db).assert().success();
     let plain = dir.path().join("plain.db");
     build_data(&plain).assert().success();
@@ -96,6 +99,7 @@ fn the_protein_section_is_deterministic_and_reported() {
     let json: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
     let empty = json["sections"].as_array().unwrap().iter().find(|s| s["name"] == "protein").unwrap().clone();
     assert_eq!(empty["bytes"], 0, "{empty}");
+    assert!(json["protein"].is_null());
 }
 
 #[test]
