@@ -96,8 +96,20 @@ pub fn six_frames(seq: &[u8]) -> [Vec<u8>; 6] {
     [frame(seq, 0), frame(seq, 1), frame(seq, 2), frame(&reverse, 0), frame(&reverse, 1), frame(&reverse, 2)]
 }
 
+/// Each byte's digit in [`AMINO`], 255 for anything else (a stop, `X`).
+const DIGITS: [u8; 256] = {
+    let mut t = [255u8; 256];
+    let mut d = 0;
+    while d < AMINO.len() {
+        t[AMINO[d] as usize] = d as u8;
+        d += 1;
+    }
+    t
+};
+
 fn amino_digit(a: u8) -> Option<u32> {
-    AMINO.iter().position(|&x| x == a).map(|d| d as u32)
+    let d = DIGITS[a as usize];
+    (d != 255).then_some(u32::from(d))
 }
 
 /// Calls `each` with the code of every sampled k-mer of `protein` that lies in a stop-free
