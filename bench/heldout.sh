@@ -4,6 +4,10 @@
 #
 # usage (from the repository root):   bench/heldout.sh
 #                                      KMERDB=target/release/kmerdb bench/heldout.sh
+#                                      HELDOUT_SET=validation KMERDB=... bench/heldout.sh
+#                                      KMERDB_BUILD_ARGS=--protein KMERDB=... bench/heldout.sh
+# HELDOUT_SET=validation leaves out another list of genomes (below), written under
+# bench/work/heldout-validation/: figures tuned on the first set are checked there.
 # Everything is written under bench/work/heldout/. Simulated reads and the Kraken2 database are reused on
 # later runs (they are redone when the list or the simulation settings below change); kmerdb's index is
 # rebuilt on every run unless KMERDB_REUSE=1. Other settings: see bench/lib.sh.
@@ -12,6 +16,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source bench/lib.sh
 
 W=bench/work/heldout
+[[ ${HELDOUT_SET:-} == validation ]] && W=bench/work/heldout-validation
 REFS=$SHARED/data/refs
 MANIFEST=$REFS/manifest.tsv
 
@@ -35,6 +40,21 @@ LEFT_OUT=(
   "IBV_Brisbane60      family   750  influenza B: genus alone, influenza A stays in the family (FP control)"
   "Mumps               family   750  mumps: genus alone, measles stays in Paramyxoviridae (FP control)"
 )
+if [[ ${HELDOUT_SET:-} == validation ]]; then
+LEFT_OUT=(
+  "Ecoli_W             species 2000  E. coli W; 5 other E. coli strains stay"
+  "Kpn_MGH78578        species 2000  K. pneumoniae; HS11286 and 1084 stay"
+  "Sau_N315            species 2000  S. aureus ST5; 7 other S. aureus stay"
+  "Vch_N16961          species 2000  V. cholerae El Tor; O395 and Inaba stay"
+  "Hpy_SJM180          species 2000  H. pylori; 4 others stay"
+  "DENV3               species  750  dengue serotype 3; DENV1 and DENV2 stay"
+  "IAV_H1N1_PR8        species  750  influenza A H1N1; H2N2 and H3N2 (internal segments) stay"
+  "BDBV                genus    750  Bundibugyo ebolavirus: species alone, Sudan ebolavirus stays in genus"
+  "WNV_L1              genus    750  West Nile: species alone, dengue and Zika stay in genus Orthoflavivirus"
+  "Cdi_NCTC11397       none    2000  C. diphtheriae: nothing of its genus or family stays (FP control)"
+  "Measles             family   750  measles: genus alone, mumps stays in Paramyxoviridae (FP control)"
+)
+fi
 SEED=20261101
 READ_LEN=150 FRAG=400 FRAG_SD=30
 ART_ARGS="-ss HS25 -l $READ_LEN -m $FRAG -s $FRAG_SD -p -na"

@@ -83,7 +83,8 @@ kmerdb_build() {
   fi
   rm -rf "$db" "$tv"
   log "kmerdb build $db"
-  timed "$tv" "$lg" "$KMERDB" build -d "$db" --taxonomy "$TAX" --seqid2taxid "$map" -t "$THREADS" "$refs"
+  # shellcheck disable=SC2086
+  timed "$tv" "$lg" "$KMERDB" build -d "$db" --taxonomy "$TAX" --seqid2taxid "$map" -t "$THREADS" ${KMERDB_BUILD_ARGS:-} "$refs"
 }
 
 # kmerdb_classify DB SETNAME R1 R2 OUTDIR
