@@ -14,10 +14,14 @@
 //! - **Reads**: only frames without a stop count (a read inside a gene has none in its frame).
 //! - **The table** (the index's `protein` section): the distinct k-mers in ascending order, each
 //!   with the ascending ids of the targets that hold it; k-mers held by more than `cap` targets
-//!   say little and are left out. Little-endian, cast in place from the mapped file:
+//!   say little and are left out of the lookups, but kept with their lists after them (as the
+//!   DNA's `dropped` section), so that `update` can bring one back under the cap, or keep it
+//!   out, exactly as a fresh build would. Little-endian, cast in place from the mapped file:
 //!
 //! ```text
-//! ProteinParams (6 x u32), keys: u32 x n, starts: u32 x (n + 1), targets: u32 x starts[n]
+//! ProteinParams (6 x u32)
+//! looked up:  keys: u32 x n, starts: u32 x (n + 1), targets: u32 x starts[n]
+//! over cap:   keys: u32 x d, starts: u32 x (d + 1), targets: u32 x starts[d]
 //! ```
 //!
 //! How a read uses it is in `classify::candidates::with_protein`.
@@ -36,9 +40,10 @@ pub struct ProteinParams {
     pub min_orf: u32,
     /// K-mers held by more targets than this are left out.
     pub cap: u32,
-    /// Distinct k-mers in the table.
+    /// Distinct k-mers in the table, looked up.
     pub keys: u32,
-    pub _pad: u32,
+    /// Distinct k-mers over the cap, kept for `update` only.
+    pub over_cap: u32,
 }
 
 impl ProteinParams {
@@ -46,7 +51,7 @@ impl ProteinParams {
     /// minimum ORF of 100 amino acids keeps most of GC-rich genomes' non-coding frames out (with
     /// 30, reads of *M. tuberculosis* matched them in *Klebsiella*); keeping every k-mer instead
     /// of half gained nothing measurable for 1.6x the section.
-    pub const DEFAULT: ProteinParams = ProteinParams { k: 7, sample: 2, min_orf: 100, cap: 64, keys: 0, _pad: 0 };
+    pub const DEFAULT: ProteinParams = ProteinParams { k: 7, sample: 2, min_orf: 100, cap: 64, keys: 0, over_cap: 0 };
 
     /// Whether the k-mer `code` is one of the sampled ones.
     #[inline]
@@ -147,24 +152,47 @@ pub fn read_kmers(mates: &[&[u8]], params: &ProteinParams, out: &mut Vec<u32>) {
     out.dedup();
 }
 
-/// The table's bytes (module documentation) from (k-mer, target) pairs in any order.
+/// Keys with their target lists: keys, list starts (one more than keys), targets.
+#[derive(Default)]
+struct Lists {
+    keys: Vec<u32>,
+    starts: Vec<u32>,
+    targets: Vec<u32>,
+}
+
+impl Lists {
+    fn push(&mut self, run: &[(u32, u32)]) {
+        if self.starts.is_empty() {
+            self.starts.push(0);
+        }
+        self.keys.push(run[0].0);
+        self.targets.extend(run.iter().map(|p| p.1));
+        self.starts.push(self.targets.len() as u32);
+    }
+
+    fn append_to(mut self, bytes: &mut Vec<u8>) {
+        if self.starts.is_empty() {
+            self.starts.push(0);
+        }
+        for part in [&self.keys, &self.starts, &self.targets] {
+            bytes.extend_from_slice(bytemuck::cast_slice(part));
+        }
+    }
+}
+
+/// The table's bytes (module documentation) from (k-mer, target) pairs in any order: the same
+/// pairs give the same bytes, however they were gathered (a build, or an update).
 pub fn encode_table(mut pairs: Vec<(u32, u32)>, params: ProteinParams) -> Vec<u8> {
     pairs.sort_unstable();
     pairs.dedup();
-    let (mut keys, mut starts, mut targets) = (Vec::new(), vec![0u32], Vec::new());
+    let (mut kept, mut over) = (Lists::default(), Lists::default());
     for run in pairs.chunk_by(|a, b| a.0 == b.0) {
-        if run.len() > params.cap as usize {
-            continue;
-        }
-        keys.push(run[0].0);
-        targets.extend(run.iter().map(|p| p.1));
-        starts.push(targets.len() as u32);
+        if run.len() > params.cap as usize { over.push(run) } else { kept.push(run) }
     }
-    let params = ProteinParams { keys: keys.len() as u32, ..params };
+    let params = ProteinParams { keys: kept.keys.len() as u32, over_cap: over.keys.len() as u32, ..params };
     let mut bytes = bytemuck::bytes_of(&params).to_vec();
-    for part in [&keys, &starts, &targets] {
-        bytes.extend_from_slice(bytemuck::cast_slice(part));
-    }
+    kept.append_to(&mut bytes);
+    over.append_to(&mut bytes);
     bytes
 }
 
@@ -175,6 +203,8 @@ pub struct ProteinTable<'a> {
     keys: &'a [u32],
     starts: &'a [u32],
     targets: &'a [u32],
+    /// The k-mers over the cap, with their lists (not looked up).
+    over: (&'a [u32], &'a [u32], &'a [u32]),
 }
 
 impl<'a> ProteinTable<'a> {
@@ -186,28 +216,37 @@ impl<'a> ProteinTable<'a> {
         if !(1..=7).contains(&params.k) || params.sample == 0 {
             return Err(format!("k {} and sample {} are out of range", params.k, params.sample));
         }
-        let n = params.keys as usize;
         let words: &[u32] = bytemuck::try_cast_slice(&bytes[head..]).map_err(|e| format!("its arrays: {e}"))?;
-        if words.len() < 2 * n + 1 {
-            return Err(format!("it is too short for {n} keys"));
+        let (keys, starts, targets, rest) = split_lists(words, params.keys as usize)?;
+        let (over_keys, over_starts, over_targets, rest) = split_lists(rest, params.over_cap as usize)?;
+        if !rest.is_empty() {
+            return Err(format!("{} words follow its lists", rest.len()));
         }
-        let (keys, rest) = words.split_at(n);
-        let (starts, targets) = rest.split_at(n + 1);
-        if starts[n] as usize != targets.len() {
-            return Err(format!("its lists hold {} targets, its last start says {}", targets.len(), starts[n]));
-        }
-        Ok(Self { params, keys, starts, targets })
+        Ok(Self { params, keys, starts, targets, over: (over_keys, over_starts, over_targets) })
+    }
+
+    /// Every (k-mer, target) pair it was made of, those over the cap included: what `update`
+    /// starts from.
+    pub fn pairs(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let lists = [(self.keys, self.starts, self.targets), self.over];
+        lists.into_iter().flat_map(|(keys, starts, targets)| {
+            keys.iter().enumerate().flat_map(move |(i, &k)| {
+                targets[starts[i] as usize..starts[i + 1] as usize].iter().map(move |&t| (k, t))
+            })
+        })
     }
 
     /// Checks what lookups rely on: keys ascending, list starts in order, every target below
     /// `target_count` (the index's). Reads the whole table: done once, when the index is opened.
     pub fn check(&self, target_count: usize) -> Result<(), String> {
-        let sorted = self.keys.windows(2).all(|w| w[0] < w[1]) && self.starts.windows(2).all(|w| w[0] <= w[1]);
-        if !sorted || self.starts[0] != 0 {
-            return Err("its keys or list starts are out of order".into());
-        }
-        if let Some(t) = self.targets.iter().find(|&&t| t as usize >= target_count) {
-            return Err(format!("a list names target {t}, past the index's {target_count}"));
+        for (keys, starts, targets) in [(self.keys, self.starts, self.targets), self.over] {
+            let sorted = keys.windows(2).all(|w| w[0] < w[1]) && starts.windows(2).all(|w| w[0] <= w[1]);
+            if !sorted || starts[0] != 0 {
+                return Err("its keys or list starts are out of order".into());
+            }
+            if let Some(t) = targets.iter().find(|&&t| t as usize >= target_count) {
+                return Err(format!("a list names target {t}, past the index's {target_count}"));
+            }
         }
         Ok(())
     }
@@ -234,6 +273,22 @@ impl<'a> ProteinTable<'a> {
 /// stage"). An absolute count alone cannot tell the two apart: GC-rich reads have twice the
 /// stop-free frames, so twice the k-mers.
 pub const PROTEIN_SHARE: f64 = 0.1;
+
+/// `words` split into `n` keys, `n + 1` list starts and the lists' targets, and what follows.
+type Split<'a> = (&'a [u32], &'a [u32], &'a [u32], &'a [u32]);
+fn split_lists(words: &[u32], n: usize) -> Result<Split<'_>, String> {
+    if words.len() < 2 * n + 1 {
+        return Err(format!("it is too short for {n} keys"));
+    }
+    let (keys, rest) = words.split_at(n);
+    let (starts, rest) = rest.split_at(n + 1);
+    let len = starts[n] as usize;
+    if len > rest.len() {
+        return Err(format!("its lists should hold {len} targets, {} words are left", rest.len()));
+    }
+    let (targets, rest) = rest.split_at(len);
+    Ok((keys, starts, targets, rest))
+}
 
 /// The evidence of a read's amino-acid k-mers: per target, how many of them it holds.
 /// Returns the LCA of the targets tied for the most, lifted to genus if below it, when the most
@@ -279,7 +334,7 @@ mod tests {
 
     #[test]
     fn kmers_are_base_20_in_stop_free_stretches() {
-        let p = ProteinParams { k: 2, sample: 1, min_orf: 0, cap: 8, keys: 0, _pad: 0 };
+        let p = ProteinParams { k: 2, sample: 1, min_orf: 0, cap: 8, keys: 0, over_cap: 0 };
         let mut got = Vec::new();
         for_each_kmer(b"ACD*C", &p, 2, |c| got.push(c));
         // A=0 C=1 D=2: AC = 1, CD = 22; the lone C after the stop is too short.
@@ -297,7 +352,7 @@ mod tests {
 
     #[test]
     fn the_table_round_trips_and_drops_k_mers_over_the_cap() {
-        let p = ProteinParams { k: 3, sample: 1, min_orf: 10, cap: 2, keys: 0, _pad: 0 };
+        let p = ProteinParams { k: 3, sample: 1, min_orf: 10, cap: 2, keys: 0, over_cap: 0 };
         let bytes = encode_table(vec![(50, 1), (7, 0), (50, 0), (7, 0), (9, 0), (9, 1), (9, 2)], p);
         let t = ProteinTable::parse(&bytes).unwrap();
         t.check(3).unwrap();
@@ -305,6 +360,10 @@ mod tests {
         assert_eq!(t.targets_of(50), [0, 1]);
         assert!(t.targets_of(9).is_empty(), "held by 3 > cap targets");
         assert_eq!(t.len(), (2, 3));
+        // Every pair comes back, the one over the cap too, and makes the same bytes again.
+        let pairs: Vec<(u32, u32)> = t.pairs().collect();
+        assert_eq!(pairs, [(7, 0), (50, 0), (50, 1), (9, 0), (9, 1), (9, 2)]);
+        assert_eq!(encode_table(pairs, p), bytes);
         assert!(t.check(1).unwrap_err().contains("past the index's 1"));
         assert!(ProteinTable::parse(&bytes[..10]).is_err());
         assert!(ProteinTable::parse(&bytes[..bytes.len() - 4]).is_err(), "a list cut short");

@@ -12,10 +12,33 @@ use rayon::prelude::*;
 /// order as numbered); records that are not (left out for want of a taxon) are skipped, as the
 /// shards skip them.
 pub fn build(sources: &[Source], targets: &[TargetInfo], params: ProteinParams) -> Result<Vec<u8>, BuildError> {
+    Ok(encode_table(pairs(sources, targets, &params)?, params))
+}
+
+/// The (k-mer, target) pairs of the records of `sources` that are targets.
+pub fn pairs(
+    sources: &[Source],
+    targets: &[TargetInfo],
+    params: &ProteinParams,
+) -> Result<Vec<(u32, u32)>, BuildError> {
     let per_source: Vec<Vec<(u32, u32)>> =
-        sources.par_iter().map(|source| pairs_of(source, targets, &params)).collect::<Result<_, _>>()?;
-    let pairs: Vec<(u32, u32)> = per_source.into_iter().flatten().collect();
-    Ok(encode_table(pairs, params))
+        sources.par_iter().map(|source| pairs_of(source, targets, params)).collect::<Result<_, _>>()?;
+    Ok(per_source.into_iter().flatten().collect())
+}
+
+/// The updated table: the old index's pairs (`old`, over the cap included) with their targets
+/// renumbered (`old_to_new`, `None` for a removed one), and the added genomes' (`added`, whose
+/// records are numbered by name among `targets`). The same pairs as a fresh build of the result
+/// reads, so the same bytes.
+pub fn update(
+    old: &crate::protein::ProteinTable,
+    old_to_new: &[Option<u32>],
+    added: &[Source],
+    targets: &[TargetInfo],
+) -> Result<Vec<u8>, BuildError> {
+    let mut all = pairs(added, targets, &old.params)?;
+    all.extend(old.pairs().filter_map(|(k, t)| old_to_new[t as usize].map(|n| (k, n))));
+    Ok(encode_table(all, old.params))
 }
 
 /// (k-mer, target) of every indexed record of `source`, each record's six frames in parallel.

@@ -116,10 +116,6 @@ pub fn update(config: &UpdateConfig) -> Result<UpdateSummary, BuildError> {
     let dropped = old.dropped()?;
     let removed = removed_targets(config, &old)?;
     check_taxonomy_use(config, old.header())?;
-    if old.protein().is_some() {
-        let reason = "it has an amino-acid table (build --protein), which update does not carry over yet: rebuild it";
-        return Err(BuildError::CannotUpdate { index: config.old.clone(), reason: reason.into() });
-    }
     crate::indexing::check_output(&config.db)?;
     let out = IndexFile::create(&config.db)?;
     let pool = rayon::ThreadPoolBuilder::new()
@@ -145,7 +141,11 @@ pub fn update(config: &UpdateConfig) -> Result<UpdateSummary, BuildError> {
             command_line: config.command_line.clone(),
         };
         let writer = IndexWriter::new(out, &template)?;
-        let (writer, stats, backend) = shards.lay_out_on(config, bins, writer, &pool)?;
+        let (mut writer, stats, backend) = shards.lay_out_on(config, bins, writer, &pool)?;
+        if let Some(table) = old.protein() {
+            let added = crate::indexing::protein_table::update(&table, &new.old_to_new, &config.add, &new.targets)?;
+            writer.set_protein(added);
+        }
         let counts = crate::indexing::counts_of(&new.targets, &taxa, &stats, writer.buckets_written());
         let header = Header { counts: counts.clone(), ..template };
         let index_bytes = writer.finish(header, &new.targets, &taxa)?;
