@@ -4,8 +4,9 @@
 # and taxpasta and MultiQC (PyPI) for the test that they read kmerdb's reports (MultiQC also for
 # the Snakemake workflow's last rule). Installs what is missing; run before `cargo test --release`.
 set -euo pipefail
+# Pinned: the workflow test lints the Snakefile, and a newer Snakemake may lint differently.
 if ! command -v snakemake >/dev/null; then
-    python3 -m pip install --quiet --disable-pip-version-check snakemake
+    python3 -m pip install --quiet --disable-pip-version-check snakemake==9.27.1
 fi
 if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
     SUDO=$([[ $(id -u) == 0 ]] && echo "" || echo sudo)
