@@ -152,8 +152,7 @@ pub fn read_kmers(mates: &[&[u8]], params: &ProteinParams, out: &mut Vec<u32>) {
     out.dedup();
 }
 
-/// Keys with their target lists: keys, list starts (one more than keys), targets.
-#[derive(Default)]
+/// Keys with their target lists, being encoded: keys, list starts (one more than keys), targets.
 struct Lists {
     keys: Vec<u32>,
     starts: Vec<u32>,
@@ -161,19 +160,18 @@ struct Lists {
 }
 
 impl Lists {
+    fn new() -> Self {
+        Lists { keys: Vec::new(), starts: vec![0], targets: Vec::new() }
+    }
+
+    /// Adds one key's run of (key, target) pairs.
     fn push(&mut self, run: &[(u32, u32)]) {
-        if self.starts.is_empty() {
-            self.starts.push(0);
-        }
         self.keys.push(run[0].0);
         self.targets.extend(run.iter().map(|p| p.1));
         self.starts.push(self.targets.len() as u32);
     }
 
-    fn append_to(mut self, bytes: &mut Vec<u8>) {
-        if self.starts.is_empty() {
-            self.starts.push(0);
-        }
+    fn append_to(&self, bytes: &mut Vec<u8>) {
         for part in [&self.keys, &self.starts, &self.targets] {
             bytes.extend_from_slice(bytemuck::cast_slice(part));
         }
@@ -185,7 +183,7 @@ impl Lists {
 pub fn encode_table(mut pairs: Vec<(u32, u32)>, params: ProteinParams) -> Vec<u8> {
     pairs.sort_unstable();
     pairs.dedup();
-    let (mut kept, mut over) = (Lists::default(), Lists::default());
+    let (mut kept, mut over) = (Lists::new(), Lists::new());
     for run in pairs.chunk_by(|a, b| a.0 == b.0) {
         if run.len() > params.cap as usize { over.push(run) } else { kept.push(run) }
     }
@@ -196,15 +194,60 @@ pub fn encode_table(mut pairs: Vec<(u32, u32)>, params: ProteinParams) -> Vec<u8
     bytes
 }
 
-/// The `protein` section of a mapped index, checked on parsing.
+/// The `protein` section of a mapped index: its lengths checked when parsed, the rest by
+/// [`ProteinTable::check`].
 #[derive(Debug, Clone, Copy)]
 pub struct ProteinTable<'a> {
     pub params: ProteinParams,
+    /// The k-mers looked up.
+    kept: ListsView<'a>,
+    /// The k-mers over the cap (not looked up; for `update`).
+    over: ListsView<'a>,
+}
+
+/// Keys with their target lists, as stored ([`Lists`]).
+#[derive(Debug, Clone, Copy)]
+struct ListsView<'a> {
     keys: &'a [u32],
     starts: &'a [u32],
     targets: &'a [u32],
-    /// The k-mers over the cap, with their lists (not looked up).
-    over: (&'a [u32], &'a [u32], &'a [u32]),
+}
+
+impl<'a> ListsView<'a> {
+    /// Splits `words` into `n` keys, `n + 1` list starts and the lists' targets; returns the view
+    /// and the words after it.
+    fn split(words: &'a [u32], n: usize) -> Result<(Self, &'a [u32]), String> {
+        if words.len() < 2 * n + 1 {
+            return Err(format!("it is too short for {n} keys"));
+        }
+        let (keys, rest) = words.split_at(n);
+        let (starts, rest) = rest.split_at(n + 1);
+        let len = starts[n] as usize;
+        if len > rest.len() {
+            return Err(format!("its lists should hold {len} targets, {} words are left", rest.len()));
+        }
+        let (targets, rest) = rest.split_at(len);
+        Ok((ListsView { keys, starts, targets }, rest))
+    }
+
+    fn list(&self, i: usize) -> &'a [u32] {
+        &self.targets[self.starts[i] as usize..self.starts[i + 1] as usize]
+    }
+
+    fn pairs(self) -> impl Iterator<Item = (u32, u32)> + 'a {
+        self.keys.iter().enumerate().flat_map(move |(i, &k)| self.list(i).iter().map(move |&t| (k, t)))
+    }
+
+    fn check(&self, target_count: usize) -> Result<(), String> {
+        let sorted = self.keys.windows(2).all(|w| w[0] < w[1]) && self.starts.windows(2).all(|w| w[0] <= w[1]);
+        if !sorted || self.starts[0] != 0 {
+            return Err("its keys or list starts are out of order".into());
+        }
+        if let Some(t) = self.targets.iter().find(|&&t| t as usize >= target_count) {
+            return Err(format!("a list names target {t}, past the index's {target_count}"));
+        }
+        Ok(())
+    }
 }
 
 impl<'a> ProteinTable<'a> {
@@ -217,51 +260,35 @@ impl<'a> ProteinTable<'a> {
             return Err(format!("k {} and sample {} are out of range", params.k, params.sample));
         }
         let words: &[u32] = bytemuck::try_cast_slice(&bytes[head..]).map_err(|e| format!("its arrays: {e}"))?;
-        let (keys, starts, targets, rest) = split_lists(words, params.keys as usize)?;
-        let (over_keys, over_starts, over_targets, rest) = split_lists(rest, params.over_cap as usize)?;
+        let (kept, rest) = ListsView::split(words, params.keys as usize)?;
+        let (over, rest) = ListsView::split(rest, params.over_cap as usize)?;
         if !rest.is_empty() {
             return Err(format!("{} words follow its lists", rest.len()));
         }
-        Ok(Self { params, keys, starts, targets, over: (over_keys, over_starts, over_targets) })
+        Ok(Self { params, kept, over })
     }
 
     /// Every (k-mer, target) pair it was made of, those over the cap included: what `update`
     /// starts from.
-    pub fn pairs(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
-        let lists = [(self.keys, self.starts, self.targets), self.over];
-        lists.into_iter().flat_map(|(keys, starts, targets)| {
-            keys.iter().enumerate().flat_map(move |(i, &k)| {
-                targets[starts[i] as usize..starts[i + 1] as usize].iter().map(move |&t| (k, t))
-            })
-        })
+    pub fn pairs(&self) -> impl Iterator<Item = (u32, u32)> + 'a {
+        self.kept.pairs().chain(self.over.pairs())
     }
 
     /// Checks what lookups rely on: keys ascending, list starts in order, every target below
     /// `target_count` (the index's). Reads the whole table: done once, when the index is opened.
     pub fn check(&self, target_count: usize) -> Result<(), String> {
-        for (keys, starts, targets) in [(self.keys, self.starts, self.targets), self.over] {
-            let sorted = keys.windows(2).all(|w| w[0] < w[1]) && starts.windows(2).all(|w| w[0] <= w[1]);
-            if !sorted || starts[0] != 0 {
-                return Err("its keys or list starts are out of order".into());
-            }
-            if let Some(t) = targets.iter().find(|&&t| t as usize >= target_count) {
-                return Err(format!("a list names target {t}, past the index's {target_count}"));
-            }
-        }
-        Ok(())
+        self.kept.check(target_count)?;
+        self.over.check(target_count)
     }
 
     /// The targets holding k-mer `code`, ascending (empty if none).
     pub fn targets_of(&self, code: u32) -> &'a [u32] {
-        match self.keys.binary_search(&code) {
-            Ok(i) => &self.targets[self.starts[i] as usize..self.starts[i + 1] as usize],
-            Err(_) => &[],
-        }
+        self.kept.keys.binary_search(&code).map_or(&[], |i| self.kept.list(i))
     }
 
     /// Distinct k-mers, and (k-mer, target) entries.
     pub fn len(&self) -> (usize, usize) {
-        (self.keys.len(), self.targets.len())
+        (self.kept.keys.len(), self.kept.targets.len())
     }
 }
 
@@ -273,22 +300,6 @@ impl<'a> ProteinTable<'a> {
 /// stage"). An absolute count alone cannot tell the two apart: GC-rich reads have twice the
 /// stop-free frames, so twice the k-mers.
 pub const PROTEIN_SHARE: f64 = 0.1;
-
-/// `words` split into `n` keys, `n + 1` list starts and the lists' targets, and what follows.
-type Split<'a> = (&'a [u32], &'a [u32], &'a [u32], &'a [u32]);
-fn split_lists(words: &[u32], n: usize) -> Result<Split<'_>, String> {
-    if words.len() < 2 * n + 1 {
-        return Err(format!("it is too short for {n} keys"));
-    }
-    let (keys, rest) = words.split_at(n);
-    let (starts, rest) = rest.split_at(n + 1);
-    let len = starts[n] as usize;
-    if len > rest.len() {
-        return Err(format!("its lists should hold {len} targets, {} words are left", rest.len()));
-    }
-    let (targets, rest) = rest.split_at(len);
-    Ok((keys, starts, targets, rest))
-}
 
 /// The evidence of a read's amino-acid k-mers: per target, how many of them it holds.
 /// Returns the LCA of the targets tied for the most, lifted to genus if below it, when the most
