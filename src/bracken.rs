@@ -17,7 +17,7 @@
 //! order. A sequence shorter than the read length is one stretch, of its whole length.
 
 use crate::classify::candidates::{Classifier, ClassifyParams};
-use crate::index::Index;
+use crate::index::{Index, TargetInfo};
 use crate::input::{InputError, SeqReader, Source, first_word};
 use crate::taxonomy::TaxId;
 use rayon::prelude::*;
@@ -88,8 +88,7 @@ pub fn kmer_distribution(config: &BrackenConfig, index: &Index) -> Result<Bracke
             let record = record?;
             number += 1;
             let id = String::from_utf8_lossy(first_word(record.header())).into_owned();
-            let at = index.targets().binary_search_by(|t| t.name.as_str().cmp(&id));
-            let target = at.map_err(|_| BrackenError::NotATarget {
+            let target = TargetInfo::find(index.targets(), &id).ok_or_else(|| BrackenError::NotATarget {
                 file: source.clone(),
                 record: number,
                 id: id.clone(),

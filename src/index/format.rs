@@ -193,6 +193,13 @@ pub struct TargetInfo {
     pub windows: u64,
 }
 
+impl TargetInfo {
+    /// The id of the target named `name` among `targets` (an index's, which are in name order).
+    pub fn find(targets: &[TargetInfo], name: &str) -> Option<usize> {
+        targets.binary_search_by(|t| t.name.as_str().cmp(name)).ok()
+    }
+}
+
 /// Where one shard's block lies in the shard data section, its sizes and its checksum.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]

@@ -48,7 +48,7 @@ fn pairs_of(source: &Source, targets: &[TargetInfo], params: &ProteinParams) -> 
     while let Some(record) = reader.next_record() {
         let record = record?;
         let id = String::from_utf8_lossy(first_word(record.header()));
-        let Ok(target) = targets.binary_search_by(|t| t.name.as_str().cmp(&id)) else { continue };
+        let Some(target) = TargetInfo::find(targets, &id) else { continue };
         let frames = six_frames(&record.seq());
         let found: Vec<Vec<u32>> = frames
             .par_iter()

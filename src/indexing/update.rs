@@ -170,11 +170,10 @@ fn removed_targets(config: &UpdateConfig, old: &Index) -> Result<Vec<bool>, Buil
     let mut removed = vec![false; targets.len()];
     let mut absent_targets = 0;
     for name in &config.remove_targets {
-        // Targets are in name order.
-        match targets.binary_search_by(|t| t.name.as_str().cmp(name)) {
-            Ok(at) => removed[at] = true,
-            Err(_) if config.skip_absent => absent_targets += 1,
-            Err(_) => return Err(not_in(format!("target '{name}'"))),
+        match TargetInfo::find(targets, name) {
+            Some(at) => removed[at] = true,
+            None if config.skip_absent => absent_targets += 1,
+            None => return Err(not_in(format!("target '{name}'"))),
         }
     }
     let tree = old.taxonomy();
