@@ -207,10 +207,7 @@ impl<'a> Classifier<'a> {
                 &mut self.candidates,
             );
             call.taxid = decide(&self.candidates, self.params, self.target_taxa, tree);
-            if let Some(table) = &self.protein {
-                let s = &mut self.protein_scratch;
-                call.taxid = with_protein(call.taxid, mates, table, self.params, self.target_taxa, tree, s);
-            }
+            call.taxid = self.with_protein(call.taxid, mates);
             if self.keep_candidates {
                 call.candidates = self.candidates.iter().map(|c| (c.target, c.hits)).collect();
             }

@@ -484,11 +484,10 @@ fn write_rest(
     layout: LocationLayout,
     shard_bits: u32,
     resolved: &targets::Resolved,
-    (writer, stats): (IndexWriter, condense::ShardStats),
+    (mut writer, stats): (IndexWriter, condense::ShardStats),
 ) -> Result<(Counts, u64), BuildError> {
     let (targets, taxa) = (&resolved.targets, &resolved.taxa);
     let counts = counts_of(targets, taxa, &stats, writer.buckets_written());
-    let mut writer = writer;
     if let Some(params) = config.protein {
         let started = std::time::Instant::now();
         writer.set_protein(protein_table::build(&config.sources, targets, params)?);
