@@ -131,12 +131,7 @@ pub fn merge(config: &MergeConfig) -> Result<MergeSummary, MergeError> {
         let view =
             output::SampleView::new(&config.sample, &tree, &counts.direct, counts.unclassified).map_err(out_err(p))?;
         let mut w = output::create_output(p).map_err(out_err(p))?;
-        let inputs: Vec<String> = config.inputs.iter().map(|i| i.display().to_string()).collect();
-        let settings = output::RunSettings {
-            index: format!("candidates of {} parts: {}", inputs.len(), inputs.join(", ")),
-            index_made: String::new(),
-            command: std::env::args().collect::<Vec<_>>().join(" "),
-        };
+        let settings = output::RunSettings::of_merge(&config.inputs);
         output::write_html(&mut w, &format!("kmerdb merge: {}", config.sample), &settings, &[view])
             .map_err(out_err(p))?;
         w.finish().map_err(out_err(p))?;

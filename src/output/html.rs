@@ -43,16 +43,30 @@ pub struct RunSettings {
 }
 
 impl RunSettings {
-    /// The settings of this process's run against the index at `path`: the command line is this
-    /// process's own.
+    /// The settings of this process's run against the index at `path`.
     pub fn of_run(path: &std::path::Path, index: &crate::index::Index) -> Self {
         let p = &index.header().provenance;
         Self {
             index: path.display().to_string(),
             index_made: format!("kmerdb {}: {}", p.kmerdb_version, p.command_line.join(" ")),
-            command: std::env::args().collect::<Vec<_>>().join(" "),
+            command: this_command(),
         }
     }
+
+    /// The settings of this process's merge of the candidates files `inputs`.
+    pub fn of_merge(inputs: &[std::path::PathBuf]) -> Self {
+        let names: Vec<String> = inputs.iter().map(|i| i.display().to_string()).collect();
+        Self {
+            index: format!("candidates of {} parts: {}", names.len(), names.join(", ")),
+            index_made: String::new(),
+            command: this_command(),
+        }
+    }
+}
+
+/// This process's command line, as the run's settings show it.
+fn this_command() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
 }
 
 impl SampleView {
@@ -158,52 +172,47 @@ fn write_settings<W: Write + ?Sized>(w: &mut W, settings: &RunSettings) -> io::R
 /// unclassified reads, as percentages of the sample's reads with the read counts.
 fn write_comparison<W: Write + ?Sized>(w: &mut W, samples: &[SampleView]) -> io::Result<()> {
     let Some(level) = samples.iter().flat_map(|s| s.ranks.last().map(|r| r.0.clone())).last() else { return Ok(()) };
-    let taxa_of = |s: &SampleView| -> HashMap<String, u64> {
-        s.ranks.iter().find(|r| r.0 == level).map(|r| r.1.iter().cloned().collect()).unwrap_or_default()
-    };
-    let counts: Vec<HashMap<String, u64>> = samples.iter().map(taxa_of).collect();
-    let mut rows: Vec<(String, f64)> = Vec::new();
-    for (s, c) in samples.iter().zip(&counts) {
-        let mut top: Vec<(&String, &u64)> = c.iter().collect();
-        top.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
-        for (name, &n) in top.into_iter().take(TOP) {
-            let share = percent(n, s.reads);
-            match rows.iter_mut().find(|r| r.0 == *name) {
+    // Each sample's taxa at the level, most first (as `SampleView::new` sorts them).
+    let lists: Vec<&[(String, u64)]> =
+        samples.iter().map(|s| s.ranks.iter().find(|r| r.0 == level).map_or(&[][..], |r| &r.1[..])).collect();
+    let counts: Vec<HashMap<&str, u64>> =
+        lists.iter().map(|l| l.iter().map(|(name, n)| (name.as_str(), *n)).collect()).collect();
+    let mut rows: Vec<(&str, f64)> = Vec::new();
+    for (s, list) in samples.iter().zip(&lists) {
+        for (name, n) in list.iter().take(TOP) {
+            let share = percent(*n, s.reads);
+            match rows.iter_mut().find(|r| r.0 == name) {
                 Some(r) => r.1 = r.1.max(share),
-                None => rows.push((name.clone(), share)),
+                None => rows.push((name, share)),
             }
         }
     }
-    rows.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    rows.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
     writeln!(w, "<h2>By {level}, all samples (% of each sample's reads, and reads)</h2>")?;
     write!(w, "<table id=\"comparison\"><tr><th>{level}</th>")?;
     for s in samples {
         write!(w, "<th>{}</th>", escape(&s.name))?;
     }
     writeln!(w, "</tr>")?;
-    let cell = |n: u64, s: &SampleView| format!("<td>{:.2}% ({n})</td>", percent(n, s.reads));
-    for (name, _) in &rows {
-        write!(w, "<tr><td>{}</td>", escape(name))?;
+    // One row: its label, then per sample the reads `reads_of` gives and their share.
+    let mut row = |label: &str, reads_of: &dyn Fn(&SampleView, &HashMap<&str, u64>) -> u64| -> io::Result<()> {
+        write!(w, "<tr><td>{}</td>", escape(label))?;
         for (s, c) in samples.iter().zip(&counts) {
-            write!(w, "{}", cell(c.get(name).copied().unwrap_or(0), s))?;
+            let n = reads_of(s, c);
+            write!(w, "<td>{:.2}% ({n})</td>", percent(n, s.reads))?;
         }
-        writeln!(w, "</tr>")?;
+        writeln!(w, "</tr>")
+    };
+    for (name, _) in &rows {
+        row(name, &|_, c| c.get(name).copied().unwrap_or(0))?;
     }
-    write!(w, "<tr><td>other {level}</td>")?;
-    for (s, c) in samples.iter().zip(&counts) {
-        let shown: u64 = rows.iter().map(|r| c.get(&r.0).copied().unwrap_or(0)).sum();
-        write!(w, "{}", cell(c.values().sum::<u64>() - shown, s))?;
-    }
+    let at_level = |c: &HashMap<&str, u64>| c.values().sum::<u64>();
+    let shown = |c: &HashMap<&str, u64>| rows.iter().map(|r| c.get(r.0).copied().unwrap_or(0)).sum::<u64>();
+    row(&format!("other {level}"), &|_, c| at_level(c) - shown(c))?;
     // Reads classified above the level: with these rows each column sums to the sample's reads.
-    write!(w, "</tr>\n<tr><td>classified above {level}</td>")?;
-    for (s, c) in samples.iter().zip(&counts) {
-        write!(w, "{}", cell(s.classified - c.values().sum::<u64>(), s))?;
-    }
-    write!(w, "</tr>\n<tr><td>unclassified</td>")?;
-    for s in samples {
-        write!(w, "{}", cell(s.unclassified(), s))?;
-    }
-    writeln!(w, "</tr></table>")
+    row(&format!("classified above {level}"), &|s, c| s.classified - at_level(c))?;
+    row("unclassified", &|s, _| s.unclassified())?;
+    writeln!(w, "</table>")
 }
 
 /// A sample's section: a bar chart per level, its unclassified reads last in grey.
