@@ -40,6 +40,12 @@ pub fn kmerdb() -> Command {
 
 /// `kmerdb build` of the bundled genomes with their taxonomy, to `db`.
 pub fn build_data(db: &Path) -> Command {
+    build_genomes(db, [data().join("genomes")])
+}
+
+/// `kmerdb build` of `genomes` (files or folders of `data/`'s genomes) with the bundled taxonomy,
+/// to `db`.
+pub fn build_genomes(db: &Path, genomes: impl IntoIterator<Item = impl AsRef<std::ffi::OsStr>>) -> Command {
     let mut cmd = kmerdb();
     cmd.arg("build")
         .arg("-d")
@@ -48,8 +54,19 @@ pub fn build_data(db: &Path) -> Command {
         .arg(data().join("taxonomy"))
         .arg("--seqid2taxid")
         .arg(data().join("seqid2taxid.map"))
-        .arg(data().join("genomes"));
+        .args(genomes);
     cmd
+}
+
+/// The sections of the index `db` as `kmerdb info --json` lists them, all but the provenance
+/// (the one section an update and a fresh build of the same genomes may differ in).
+pub fn sections_but_provenance(db: &Path) -> Vec<serde_json::Value> {
+    let out = kmerdb().arg("info").arg("--json").arg(db).output().unwrap();
+    assert!(out.status.success(), "kmerdb info {}: {}", db.display(), String::from_utf8_lossy(&out.stderr));
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let all = info["sections"].as_array().unwrap();
+    assert!(all.iter().any(|s| s["name"] == "provenance"), "{info}");
+    all.iter().filter(|s| s["name"] != "provenance").cloned().collect()
 }
 
 /// `kmerdb classify` of the bundled read pairs against `db`.

@@ -134,18 +134,11 @@ fn partitioned_runs_refuse_the_protein_stage_clearly() {
 #[test]
 fn update_carries_the_protein_table_exactly() {
     let dir = tempfile::tempdir().unwrap();
-    let without_lambda = dir.path().join("genomes");
-    std::fs::create_dir(&without_lambda).unwrap();
-    for f in genome_files().into_iter().filter(|f| !f.ends_with("Phage_lambda.fna.gz")) {
-        std::fs::copy(&f, without_lambda.join(f.file_name().unwrap())).unwrap();
-    }
+    let without_lambda: Vec<_> = genome_files().into_iter().filter(|f| !f.ends_with("Phage_lambda.fna.gz")).collect();
     let fresh_all = dir.path().join("all.db");
     build_data(&fresh_all).arg("--protein").assert().success();
     let fresh_without = dir.path().join("without.db");
-    let mut cmd = kmerdb();
-    cmd.args(["build", "--protein", "--taxonomy"]).arg(data().join("taxonomy"));
-    cmd.arg("--seqid2taxid").arg(data().join("seqid2taxid.map")).arg("-d").arg(&fresh_without).arg(&without_lambda);
-    cmd.assert().success();
+    build_genomes(&fresh_without, &without_lambda).arg("--protein").assert().success();
     let removed = dir.path().join("removed.db");
     let mut cmd = kmerdb();
     cmd.arg("update").arg("-d").arg(&fresh_all).arg("--remove-targets").arg(data().join("remove_targets.txt"));
@@ -155,15 +148,9 @@ fn update_carries_the_protein_table_exactly() {
     cmd.arg("update").arg("-d").arg(&removed).arg("--add").arg(data().join("genomes/Phage_lambda.fna.gz"));
     cmd.arg("--taxonomy").arg(data().join("taxonomy")).arg("--seqid2taxid").arg(data().join("seqid2taxid.map"));
     cmd.arg("-o").arg(&added).assert().success();
-    let sections = |db: &Path| -> Vec<(String, u64, String)> {
-        let out = kmerdb().arg("info").arg("--json").arg(db).output().unwrap();
-        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        let all = json["sections"].as_array().unwrap().iter().filter(|s| s["name"] != "provenance");
-        all.map(|s| (s["name"].as_str().unwrap().into(), s["bytes"].as_u64().unwrap(), s["checksum"].to_string()))
-            .collect()
-    };
+    let sections = sections_but_provenance;
     assert_eq!(sections(&removed), sections(&fresh_without), "removing lambda equals a fresh build without it");
     assert_eq!(sections(&added), sections(&fresh_all), "adding it back equals a fresh build of all");
-    let protein = |db: &Path| sections(db).into_iter().find(|s| s.0 == "protein").unwrap();
+    let protein = |db: &Path| sections(db).into_iter().find(|s| s["name"] == "protein").unwrap();
     assert_ne!(protein(&removed), protein(&fresh_all), "the protein section changed with the targets");
 }

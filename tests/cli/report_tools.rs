@@ -2,7 +2,7 @@
 //! pinned in `scripts/report-tools.txt` and installed by `scripts/test-deps.sh` into a virtualenv
 //! of their own (`$KMERDB_REPORT_TOOLS`, default `~/.local/share/kmerdb/report-tools`).
 
-use super::{build_data, classify_pairs, data, genome_files, kmerdb};
+use super::{build_data, build_genomes, classify_pairs, data, genome_files};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -51,16 +51,7 @@ fn taxpasta_and_multiqc_read_the_kreport() {
         .into_iter()
         .filter(|g| g.ends_with("Phage_lambda.fna.gz") || g.ends_with("Sau_COL.fna.gz"))
         .collect();
-    kmerdb()
-        .args(["build", "-q", "-d"])
-        .arg(dir.path().join("two.db"))
-        .arg("--taxonomy")
-        .arg(data().join("taxonomy"))
-        .arg("--seqid2taxid")
-        .arg(data().join("seqid2taxid.map"))
-        .args(&two)
-        .assert()
-        .success();
+    build_genomes(&dir.path().join("two.db"), &two).arg("-q").assert().success();
     classify_pairs(&dir.path().join("two.db"))
         .arg("-q")
         .arg("--report")

@@ -39,14 +39,11 @@ fn contents(db: &Path) -> serde_json::Value {
     let out = kmerdb().arg("info").arg("--json").arg(db).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let not_provenance = |list: &serde_json::Value, key: &str| -> Vec<serde_json::Value> {
-        let all = list.as_array().unwrap();
-        assert!(all.iter().any(|s| s[key] == "provenance" || s[key] == "Provenance"), "{list}");
-        all.iter().filter(|s| s[key] != "provenance" && s[key] != "Provenance").cloned().collect()
-    };
+    let all = info["header"]["sections"].as_array().unwrap();
+    assert!(all.iter().any(|s| s["kind"] == "Provenance"), "{info}");
     let mut header = info["header"].clone();
-    header["sections"] = not_provenance(&info["header"]["sections"], "kind").into();
-    serde_json::json!({ "header": header, "sections": not_provenance(&info["sections"], "name") })
+    header["sections"] = all.iter().filter(|s| s["kind"] != "Provenance").cloned().collect();
+    serde_json::json!({ "header": header, "sections": super::sections_but_provenance(db) })
 }
 
 /// The command line that made `db`, from its provenance.

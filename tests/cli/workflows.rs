@@ -144,21 +144,7 @@ fn snakemake_workflow_updates_the_parts() {
         (1..=2).map(|p| std::fs::read_to_string(out.join(format!("index/part{p}.removed.txt"))).unwrap()).collect();
     assert_eq!(removed, "NC_001416.1\n", "lambda is removed from exactly one part");
 
-    let mut genomes: Vec<PathBuf> =
-        super::genome_files().into_iter().filter(|f| !f.to_str().unwrap().contains("lambda")).collect();
-    genomes.push(added);
-    kmerdb()
-        .args(["build", "-q", "-d"])
-        .arg(d.join("one.db"))
-        .arg("--taxonomy")
-        .arg(data().join("taxonomy"))
-        .arg("--seqid2taxid")
-        .arg(data().join("seqid2taxid.map"))
-        .args(&genomes)
-        .assert()
-        .success();
-    super::classify_pairs(&d.join("one.db")).arg("-q").arg("--report").arg(d.join("one.kreport")).assert().success();
-    let one = std::fs::read_to_string(d.join("one.kreport")).unwrap();
+    let one = one_index_report(d, added);
     assert_eq!(std::fs::read_to_string(out.join("reports/bundled.kreport")).unwrap(), one);
     let targets = |p: u32| {
         let info = kmerdb().arg("info").arg(out.join(format!("index/part{p}.updated.db"))).output().unwrap();
@@ -531,13 +517,9 @@ fn nextflow_modules_run_their_commands() {
     let test = "data - index, lambda removed and added back";
     let updated = nf.test("update", test, &index, &staged, &vars);
     nf.test("update", &format!("{test} - stub"), &index, &staged, &vars);
-    let sections = |db: &Path| {
-        let all = info(db)["sections"].as_array().unwrap().clone();
-        all.into_iter().filter(|s| s["name"] != "provenance").collect::<Vec<_>>()
-    };
     assert_eq!(
-        sections(&updated.join("test.updated.db")),
-        sections(&built.join("test.db")),
+        super::sections_but_provenance(&updated.join("test.updated.db")),
+        super::sections_but_provenance(&built.join("test.db")),
         "removing and adding back lambda does not give the index back"
     );
 
@@ -668,25 +650,22 @@ fn nextflow_pipeline_updates_the_parts() {
     ];
     let merged = nf.task("merge", Block::Script, &staged, &vars);
 
+    assert_eq!(
+        std::fs::read_to_string(merged.join("test.kreport")).unwrap(),
+        one_index_report(&d, added),
+        "the updated parts, merged, do not give the one index's report"
+    );
+}
+
+/// The kreport of the bundled pairs against one index of `data/`'s genomes with lambda
+/// replaced by `added` (what an update of the parts must give), built in `d`.
+fn one_index_report(d: &Path, added: PathBuf) -> String {
     let mut genomes: Vec<PathBuf> =
         super::genome_files().into_iter().filter(|f| !f.to_str().unwrap().contains("lambda")).collect();
     genomes.push(added);
-    kmerdb()
-        .args(["build", "-q", "-d"])
-        .arg(d.join("one.db"))
-        .arg("--taxonomy")
-        .arg(data().join("taxonomy"))
-        .arg("--seqid2taxid")
-        .arg(data().join("seqid2taxid.map"))
-        .args(&genomes)
-        .assert()
-        .success();
+    super::build_genomes(&d.join("one.db"), &genomes).arg("-q").assert().success();
     super::classify_pairs(&d.join("one.db")).arg("-q").arg("--report").arg(d.join("one.kreport")).assert().success();
-    assert_eq!(
-        std::fs::read_to_string(merged.join("test.kreport")).unwrap(),
-        std::fs::read_to_string(d.join("one.kreport")).unwrap(),
-        "the updated parts, merged, do not give the one index's report"
-    );
+    std::fs::read_to_string(d.join("one.kreport")).unwrap()
 }
 
 /// `kmerdb info --json` of an index.
