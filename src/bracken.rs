@@ -130,15 +130,17 @@ fn stretch_calls(
     config: &BrackenConfig,
 ) -> HashMap<TaxId, u64> {
     let len = config.read_length.min(seq.len());
-    let starts: Vec<usize> = (0..=seq.len() - len).step_by(config.step).collect();
-    // Groups of stretches per call, so that one classifier's lookups overlap (classify_group).
+    let stretches = (seq.len() - len) / config.step + 1;
+    // Groups of stretches per call, so that one classifier's lookups overlap (classify_group);
+    // each group's starts are made where it is classified (a chromosome has millions).
     const GROUP: usize = 256;
-    starts
-        .par_chunks(GROUP)
+    (0..stretches.div_ceil(GROUP))
+        .into_par_iter()
         .map_init(
             || Classifier::new(index, params, target_taxa),
-            |classifier, group| {
-                let mates: Vec<[&[u8]; 1]> = group.iter().map(|&s| [&seq[s..s + len]]).collect();
+            |classifier, g| {
+                let group = (g * GROUP..((g + 1) * GROUP).min(stretches)).map(|i| i * config.step);
+                let mates: Vec<[&[u8]; 1]> = group.map(|s| [&seq[s..s + len]]).collect();
                 let reads: Vec<&[&[u8]]> = mates.iter().map(|m| &m[..]).collect();
                 let mut counts = HashMap::new();
                 for call in classifier.classify_group(&reads, false) {
