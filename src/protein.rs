@@ -230,8 +230,9 @@ impl<'a> ListsView<'a> {
         Ok((ListsView { keys, starts, targets }, rest))
     }
 
+    /// Key `i`'s targets; empty where a damaged table's starts make no range.
     fn list(&self, i: usize) -> &'a [u32] {
-        &self.targets[self.starts[i] as usize..self.starts[i + 1] as usize]
+        self.targets.get(self.starts[i] as usize..self.starts[i + 1] as usize).unwrap_or(&[])
     }
 
     fn pairs(self) -> impl Iterator<Item = (u32, u32)> + 'a {
@@ -274,8 +275,8 @@ impl<'a> ProteinTable<'a> {
         self.kept.pairs().chain(self.over.pairs())
     }
 
-    /// Checks what lookups rely on: keys ascending, list starts in order, every target below
-    /// `target_count` (the index's). Reads the whole table: done once, when the index is opened.
+    /// Checks what lookups rely on for right answers: keys ascending, list starts in order, every
+    /// target below `target_count` (the index's). Reads the whole table: done by `Verify::All`.
     pub fn check(&self, target_count: usize) -> Result<(), String> {
         self.kept.check(target_count)?;
         self.over.check(target_count)
@@ -315,7 +316,8 @@ pub fn protein_call(
 ) -> TaxId {
     counts.clear();
     for &c in codes {
-        for &t in table.targets_of(c) {
+        // Only a damaged table opened without verification names a target past the last.
+        for &t in table.targets_of(c).iter().filter(|&&t| (t as usize) < target_taxa.len()) {
             *counts.entry(t).or_default() += 1;
         }
     }

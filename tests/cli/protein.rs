@@ -93,6 +93,13 @@ fn the_protein_section_is_deterministic_and_reported() {
     assert!(json["protein"]["entries"].as_u64().unwrap() >= json["protein"]["kmers"].as_u64().unwrap());
     kmerdb().arg("info").arg(&db).assert().success().stdout(contains("amino-acid 7-mers"));
     kmerdb().args(["info", "--verify"]).arg(&db).assert().success();
+    // A damaged table: opening reads only its lengths; --verify reads it all and names it.
+    let damaged = dir.path().join("damaged.db");
+    let mut bytes = std::fs::read(&db).unwrap();
+    bytes[protein["offset"].as_u64().unwrap() as usize + 100] ^= 0x55;
+    std::fs::write(&damaged, bytes).unwrap();
+    kmerdb().arg("info").arg(&damaged).assert().success();
+    kmerdb().args(["info", "--verify"]).arg(&damaged).assert().code(1).stderr(contains("protein section"));
     let plain = dir.path().join("plain.db");
     build_data(&plain).assert().success();
     let info = kmerdb().arg("info").arg("--json").arg(&plain).output().unwrap();
