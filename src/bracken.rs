@@ -57,6 +57,8 @@ pub enum BrackenError {
     Missing { missing: usize, total: usize, first: String },
     #[error("{path}: {source}")]
     Output { path: String, source: std::io::Error },
+    #[error("cannot start {threads} threads: {reason}")]
+    Threads { threads: usize, reason: String },
 }
 
 /// What a run did.
@@ -74,7 +76,10 @@ type Distribution = BTreeMap<TaxId, BTreeMap<TaxId, u64>>;
 
 /// Classifies every stretch of every genome and writes the distribution file.
 pub fn kmer_distribution(config: &BrackenConfig, index: &Index) -> Result<BrackenSummary, BrackenError> {
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(config.threads).build().expect("a thread pool");
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(config.threads)
+        .build()
+        .map_err(|e| BrackenError::Threads { threads: config.threads, reason: e.to_string() })?;
     let params = ClassifyParams::defaults(index.header().sketch.sketch_size);
     let target_taxa: Vec<TaxId> = index.targets().iter().map(|t| t.taxid).collect();
     let tree = index.taxonomy();
