@@ -137,16 +137,23 @@ pub fn for_each_kmer(protein: &[u8], params: &ProteinParams, min_len: usize, mut
     }
 }
 
+/// The sampled k-mers of one mate, appended to `out` in order: frames 0, 1, 2 forward, then the
+/// reverse complement's, each frame's k-mers in order. The CPU twin of the `protein_kmers` kernel
+/// (`cuda/protein.cuh`), which lists them in the same order.
+pub fn mate_kmers(seq: &[u8], params: &ProteinParams, out: &mut Vec<u32>) {
+    // A read inside a gene reads it without a stop in the gene's frame; frames with a stop are
+    // not coding here, and their peptides (of biased composition in GC-rich genomes) match other
+    // genomes' non-coding frames by chance.
+    for frame in six_frames(seq).iter().filter(|f| !f.contains(&b'*')) {
+        for_each_kmer(frame, params, params.k as usize, |c| out.push(c));
+    }
+}
+
 /// The sampled k-mers of a read's mates, each once, sorted.
 pub fn read_kmers(mates: &[&[u8]], params: &ProteinParams, out: &mut Vec<u32>) {
     out.clear();
     for m in mates {
-        // A read inside a gene reads it without a stop in the gene's frame; frames with a stop
-        // are not coding here, and their peptides (of biased composition in GC-rich genomes)
-        // match other genomes' non-coding frames by chance.
-        for frame in six_frames(m).iter().filter(|f| !f.contains(&b'*')) {
-            for_each_kmer(frame, params, params.k as usize, |c| out.push(c));
-        }
+        mate_kmers(m, params, out);
     }
     out.sort_unstable();
     out.dedup();
@@ -333,6 +340,22 @@ pub fn protein_call(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The GPU's table (`cuda/protein.cuh`, `CODON_DIGIT`) is the genetic code of [`CODE`] with
+    /// amino acids as [`AMINO`] digits and 20 for a stop; GPU tests check the kernel as a whole.
+    #[test]
+    fn the_kernels_codon_table_is_the_genetic_code() {
+        let source = include_str!("../cuda/protein.cuh");
+        let table = source.split("CODON_DIGIT[64] = {").nth(1).and_then(|t| t.split("};").next()).unwrap();
+        let digits: Vec<u8> = table
+            .lines()
+            .map(|l| l.split("//").next().unwrap())
+            .flat_map(|l| l.split(','))
+            .filter_map(|d| d.trim().parse().ok())
+            .collect();
+        let want: Vec<u8> = CODE.iter().map(|&a| if a == b'*' { 20 } else { amino_digit(a).unwrap() as u8 }).collect();
+        assert_eq!(digits, want);
+    }
 
     #[test]
     fn six_frames_translate_both_strands() {

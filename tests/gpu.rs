@@ -715,6 +715,59 @@ fn gpu_classify_output_equals_cpu_output() {
 /// With an index built with `--protein`, the protein stage gives the same calls after the GPU's
 /// candidates as after the CPU's: reads of phage lambda with every third base changed (its DNA
 /// hidden, its proteins mostly kept) and the bundled pairs.
+/// The amino-acid k-mers of mates of every kind (empty, shorter than a k-mer, stop-free coding
+/// stretches in either strand, N, lowercase, U) with several settings: the kernels list exactly
+/// `protein::mate_kmers`, in its order.
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_amino_acid_kmers_equal_their_cpu_twin() {
+    use kmerdb::protein::{ProteinParams, mate_kmers};
+    let g = gpu();
+    let mut rng = StdRng::seed_from_u64(17);
+    // Codons without a stop (TAA, TAG, TGA): their run is stop-free in frame 0.
+    let codons: Vec<[u8; 3]> = (0..64)
+        .map(|i| [b"TCAG"[i / 16], b"TCAG"[i / 4 % 4], b"TCAG"[i % 4]])
+        .filter(|c| !matches!(c, b"TAA" | b"TAG" | b"TGA"))
+        .collect();
+    let coding = |rng: &mut StdRng, n: usize| -> Vec<u8> {
+        (0..n).flat_map(|_| codons[rng.random_range(0..codons.len())]).collect()
+    };
+    let mut mates: Vec<Vec<u8>> = vec![Vec::new(), b"ACG".to_vec(), b"ACGTACGTACGTACGTACGTA".to_vec()];
+    for len in [2usize, 20, 21, 22, 150, 151, 152, 301, 1000] {
+        mates.push(random_seq(&mut rng, len, b"ACGT"));
+        mates.push(random_seq(&mut rng, len, b"ACGTACGTACGTacgtNU"));
+    }
+    for n in [7usize, 30, 50, 100, 400] {
+        let c = coding(&mut rng, n);
+        let reverse: Vec<u8> =
+            c.iter().rev().map(|&b| b"TGCA"[b"ACGT".iter().position(|&x| x == b).unwrap()]).collect();
+        let mut shifted = random_seq(&mut rng, 1 + n % 2, b"ACGT");
+        shifted.extend_from_slice(&c);
+        let mut with_n = c.clone();
+        with_n[c.len() / 2] = b'N';
+        mates.extend([c, reverse, shifted, with_n]);
+    }
+    for _ in 0..2000 {
+        let n = rng.random_range(30..60);
+        mates.push(coding(&mut rng, n));
+    }
+    let refs: Vec<&[u8]> = mates.iter().map(|m| m.as_slice()).collect();
+    let mut listed = 0;
+    for (k, sample) in [(7, 2), (7, 1), (5, 3), (1, 1), (3, 2)] {
+        let params = ProteinParams { k, sample, ..ProteinParams::DEFAULT };
+        let got = kmerdb::gpu::protein::twins::mate_kmers(&g, &refs, &params).unwrap();
+        assert_eq!(got.len(), refs.len());
+        for (i, m) in refs.iter().enumerate() {
+            let mut want = Vec::new();
+            mate_kmers(m, &params, &mut want);
+            assert_eq!(got[i], want, "k {k}, sample {sample}: mate {i} ({} bases)", m.len());
+            listed += want.len();
+        }
+    }
+    assert!(listed > 100_000, "the mates gave only {listed} k-mers: the test checks too little");
+    println!("amino-acid k-mers equal their CPU twin: {} mates, {listed} k-mers", refs.len());
+}
+
 #[test]
 #[ignore = "needs a GPU"]
 fn gpu_classify_with_the_protein_stage_equals_cpu() {

@@ -24,6 +24,7 @@
 
 pub use crate::hits::{Candidate, push_run};
 use crate::index::{Index, LocationLayout, LocationList};
+use crate::protein::ProteinTable;
 use crate::sketch::Sketcher;
 use crate::taxonomy::{TaxId, TaxonTree};
 
@@ -99,7 +100,7 @@ pub struct Classifier<'a> {
     /// Whether calls carry their candidates (for `--candidates-out`).
     pub keep_candidates: bool,
     /// The index's amino-acid table, when it has one and the protein stage is on.
-    protein: Option<crate::protein::ProteinTable<'a>>,
+    protein: Option<ProteinTable<'a>>,
     protein_scratch: ProteinScratch,
 }
 
@@ -128,10 +129,28 @@ impl<'a> Classifier<'a> {
     /// `call` after the protein stage ([`with_protein`]), for a read of `mates`; as it is when the
     /// index has no amino-acid table or the stage is off.
     pub fn with_protein(&mut self, call: TaxId, mates: &[&[u8]]) -> TaxId {
+        self.protein_stage(call, |table, out| {
+            for m in mates {
+                crate::protein::mate_kmers(m, &table.params, out);
+            }
+        })
+    }
+
+    /// [`Classifier::with_protein`] for a read whose mates' amino-acid k-mers were listed already
+    /// (by the GPU: each mate's `protein::mate_kmers`).
+    pub fn with_protein_kmers<'k>(&mut self, call: TaxId, mates: impl IntoIterator<Item = &'k [u32]>) -> TaxId {
+        self.protein_stage(call, |_, out| {
+            for m in mates {
+                out.extend_from_slice(m);
+            }
+        })
+    }
+
+    fn protein_stage(&mut self, call: TaxId, kmers: impl FnOnce(&ProteinTable, &mut Vec<u32>)) -> TaxId {
         match &self.protein {
             Some(table) => with_protein(
                 call,
-                mates,
+                |out| kmers(table, out),
                 table,
                 self.params,
                 self.target_taxa,
@@ -309,10 +328,12 @@ pub struct ProteinScratch {
 /// at least `protein_hitmin` of them, the read goes to the genus (or the LCA above it) of the
 /// targets that share the most ([`crate::protein::protein_call`]), if that lies within the DNA
 /// call's clade. DNA evidence at genus or below stands as it is: it is the more specific.
+/// `kmers` appends the read's k-mers (its mates' `protein::mate_kmers`), asked for only when the
+/// stage looks at the read.
 pub fn with_protein(
     call: TaxId,
-    mates: &[&[u8]],
-    table: &crate::protein::ProteinTable,
+    kmers: impl FnOnce(&mut Vec<u32>),
+    table: &ProteinTable,
     params: &ClassifyParams,
     target_taxa: &[TaxId],
     tree: &TaxonTree,
@@ -321,7 +342,11 @@ pub fn with_protein(
     if params.protein_hitmin == 0 || (call != 0 && tree.ancestor_at_rank(call, "genus").is_some()) {
         return call;
     }
-    crate::protein::read_kmers(mates, &table.params, &mut scratch.codes);
+    // The read's k-mers, each once (`protein::read_kmers`), from its mates' lists.
+    scratch.codes.clear();
+    kmers(&mut scratch.codes);
+    scratch.codes.sort_unstable();
+    scratch.codes.dedup();
     let found = crate::protein::protein_call(
         table,
         &scratch.codes,

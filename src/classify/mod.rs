@@ -314,7 +314,15 @@ fn start_gpus<'g>(
     if gpus.is_empty() {
         return Ok(Vec::new());
     }
-    crate::gpu::classify::GpuClassifier::on_gpus(gpus, index, params.max_candidates, params.insert_size)
+    let mut classifiers =
+        crate::gpu::classify::GpuClassifier::on_gpus(gpus, index, params.max_candidates, params.insert_size)?;
+    // The amino-acid stage's translation and k-mers run on the GPUs too; the host looks them up.
+    if let Some(table) = index.protein().filter(|_| params.protein_hitmin > 0) {
+        for c in &mut classifiers {
+            c.list_amino_kmers(table.params);
+        }
+    }
+    Ok(classifiers)
 }
 
 /// The decision's settings for this index: `--hitmin` or the index's default, and ranks that the
@@ -859,7 +867,10 @@ impl Run<'_> {
                     continue;
                 }
                 let taxid = candidates::decide(&sc.candidates, self.params, self.target_taxa, tree);
-                let taxid = sc.classifier.with_protein(taxid, mates);
+                let taxid = match found.amino_kmers(r) {
+                    Some(kmers) => sc.classifier.with_protein_kmers(taxid, kmers),
+                    None => sc.classifier.with_protein(taxid, mates),
+                };
                 let cands: Vec<(u32, u32)> = if want.candidates {
                     sc.candidates.iter().map(|c| (c.target, c.hits)).collect()
                 } else {

@@ -62,7 +62,7 @@ const _: () = assert!(std::mem::size_of::<TreeArgs>() == 32);
 /// the batch's buffers ([`DeviceMates::args`]).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
-struct MatesArgs<'a> {
+pub(crate) struct MatesArgs<'a> {
     seq: DevAddr<'a>,
     offset: DevAddr<'a>,
     len: DevAddr<'a>,
@@ -104,6 +104,10 @@ pub struct GpuBatch {
     taxa: Vec<u32>,
     /// First mate of each read.
     read_mates: Vec<usize>,
+    /// With the amino-acid stage: mate `m`'s amino-acid k-mers are
+    /// `amino_codes[amino_first[m]..amino_first[m + 1]]` (`protein::mate_kmers`).
+    amino_first: Vec<u64>,
+    amino_codes: Vec<u32>,
 }
 
 impl StageTimes {
@@ -157,6 +161,15 @@ impl GpuBatch {
             self.taxa.get(first..first + self.feature_count[m] as usize).unwrap_or(&[])
         })
     }
+
+    /// With the amino-acid stage: read `r`'s mates' amino-acid k-mers, each mate's in
+    /// `protein::mate_kmers`' order; `None` when the GPU did not list them.
+    pub fn amino_kmers(&self, r: usize) -> Option<impl Iterator<Item = &[u32]>> {
+        (!self.amino_first.is_empty()).then(|| {
+            (self.read_mates[r]..self.read_mates[r + 1])
+                .map(|m| &self.amino_codes[self.amino_first[m] as usize..self.amino_first[m + 1] as usize])
+        })
+    }
 }
 
 /// What the GPUs found for a batch split over them: part `p` holds reads `p * chunk ..`.
@@ -175,6 +188,11 @@ impl GpuResults {
     /// See [`GpuBatch::feature_taxa`].
     pub fn feature_taxa(&self, r: usize) -> impl Iterator<Item = &[u32]> {
         self.parts[r / self.chunk].feature_taxa(r % self.chunk)
+    }
+
+    /// See [`GpuBatch::amino_kmers`].
+    pub fn amino_kmers(&self, r: usize) -> Option<impl Iterator<Item = &[u32]>> {
+        self.parts[r / self.chunk].amino_kmers(r % self.chunk)
     }
 
     /// Hands each part back to its GPU's classifier (see [`GpuClassifier::recycle`]).
@@ -252,21 +270,23 @@ pub struct GpuClassifier<'g> {
     staging: std::sync::Mutex<Vec<cudarc::driver::PinnedHostSlice<u8>>>,
     /// Finished batches, for their vectors (a few: batches overlap in the pipeline's stages).
     recycled: std::sync::Mutex<Vec<GpuBatch>>,
+    /// With the amino-acid stage: the k-mers' settings, to list every mate's k-mers.
+    protein: Option<crate::protein::ProteinParams>,
 }
 
 /// A batch's mates on the device: the bases back to back, and per mate where its bases start, its
 /// length and where its room for features starts; `count` mates.
-struct DeviceMates {
+pub(crate) struct DeviceMates {
     seq: CudaSlice<u8>,
     offset: CudaSlice<u64>,
     len: CudaSlice<u32>,
     feature_first: CudaSlice<u64>,
-    count: u64,
+    pub(crate) count: u64,
 }
 
 impl DeviceMates {
     /// The kernels' view of the mates, borrowing their buffers.
-    fn args(&self, gpu: &Gpu) -> MatesArgs<'_> {
+    pub(crate) fn args(&self, gpu: &Gpu) -> MatesArgs<'_> {
         MatesArgs {
             seq: DevAddr::of(gpu, &self.seq),
             offset: DevAddr::of(gpu, &self.offset),
@@ -274,6 +294,28 @@ impl DeviceMates {
             feature_first: DevAddr::of(gpu, &self.feature_first),
             count: self.count,
         }
+    }
+
+    /// `mates` copied to the device as they are, without room for features: for kernels that
+    /// need only the bases (the amino-acid k-mers' twin test).
+    pub(crate) fn plain(gpu: &Gpu, mates: &[&[u8]]) -> Result<Self, GpuError> {
+        let s = &gpu.stream;
+        let mut offset = Vec::with_capacity(mates.len());
+        let mut at = 0u64;
+        for m in mates {
+            offset.push(at);
+            at += m.len() as u64;
+        }
+        let bases = mates.concat();
+        let len: Vec<u32> = mates.iter().map(|m| m.len() as u32).collect();
+        let nonempty = |v: &[u8]| if v.is_empty() { s.alloc_zeros::<u8>(1) } else { s.clone_htod(v) };
+        Ok(Self {
+            seq: nonempty(&bases)?,
+            offset: s.clone_htod(&[offset, vec![0]].concat())?,
+            len: s.clone_htod(&[len, vec![0]].concat())?,
+            feature_first: s.alloc_zeros::<u64>(mates.len() + 1)?,
+            count: mates.len() as u64,
+        })
     }
 }
 
@@ -542,6 +584,7 @@ impl<'g> GpuClassifier<'g> {
             times: Default::default(),
             staging: Default::default(),
             recycled: Default::default(),
+            protein: None,
         })
     }
 
@@ -562,6 +605,12 @@ impl<'g> GpuClassifier<'g> {
             .collect::<Result<Vec<_>, _>>()?;
         all[0].load_time = start.elapsed();
         Ok(all)
+    }
+
+    /// Lists every mate's amino-acid k-mers with `params` (the index's table's) from now on, for
+    /// the amino-acid stage.
+    pub fn list_amino_kmers(&mut self, params: crate::protein::ProteinParams) {
+        self.protein = Some(params);
     }
 
     /// Hands back a finished batch, whose vectors the next batch's results then fill.
@@ -670,6 +719,7 @@ impl<'g> GpuClassifier<'g> {
         let n_features = *feature_first.last().unwrap();
         let lookups = self.look_up(&mates, n_features, hit_list)?;
         let (cands, cand_count) = self.candidates(&lookups, n_features, &feature_first, &read_mates, &range)?;
+        let amino = self.protein.map(|p| crate::gpu::protein::amino_kmers(self.gpu, &mates, &p)).transpose()?;
         s.synchronize()?;
         let computed = clock.elapsed();
         let clock = Instant::now();
@@ -682,6 +732,16 @@ impl<'g> GpuClassifier<'g> {
             download(s, &lookups.taxa, &mut out.taxa)?;
         } else {
             out.taxa.clear();
+        }
+        match amino {
+            Some(a) => {
+                download(s, &a.first, &mut out.amino_first)?;
+                download(s, &a.codes, &mut out.amino_codes)?;
+            }
+            None => {
+                out.amino_first.clear();
+                out.amino_codes.clear();
+            }
         }
         {
             let mut t = self.times.lock().expect("no batch panicked");

@@ -24,6 +24,7 @@ pub mod kernels;
 pub mod multi;
 pub mod passes;
 pub mod pinned;
+pub mod protein;
 pub mod slab;
 pub mod table;
 
