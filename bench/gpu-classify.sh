@@ -9,7 +9,7 @@
 #    (--gpus none), all cores; per-read outputs and reports compared byte for byte.
 # 2. The same pairs as 8 gzipped samples (one member a file) in one --samples run: GPU and CPU.
 # 3. The mock (carry/reads) on carry/refs: default flags against --gpus none (the device choice).
-# 4. The amino-acid stage: the mock repeated to 1 M pairs on carry/refs built with --protein and
+# 4. The amino-acid stage: the mock repeated to 4 M pairs on carry/refs built with --protein and
 #    without, on the GPU and the CPU; outputs compared.
 # Limits: reading the FASTQ from the page cache (cat), and inflating the gzipped samples on
 # every core at once (zcat, one process per file) and on one (kmerdb's decoder runs are in
@@ -145,28 +145,28 @@ printf "mock: default flags median %.3f s, --gpus none median %.3f s\n" "$(media
     "$(median <"$T/mock-none.times")"
 cmp "$T/mock-default.kraken" "$T/mock-none.kraken" && echo "mock: outputs identical" || { echo "mock: outputs DIFFER"; status=1; }
 
-echo "== 4. the amino-acid stage: the mock repeated to 1 M pairs, on a --protein index and on the DNA one"
+echo "== 4. the amino-acid stage: the mock repeated to 4 M pairs, on a --protein index and on the DNA one"
 $B/kmerdb build -q --gpus none --protein carry/refs --taxonomy carry/taxonomy --seqid2taxid carry/refs/seqid2taxid.map \
     -d "$T/mock-protein.db"
 for mate in 1 2; do
     zcat carry/reads/mock_R$mate.fq.gz >"$T/one_R$mate.fq"
-    for i in $(seq 26); do cat "$T/one_R$mate.fq"; done >"$T/big_R$mate.fq"
+    for i in $(seq 100); do cat "$T/one_R$mate.fq"; done >"$T/big_R$mate.fq"
 done
 big=$(($(wc -l <"$T/big_R1.fq") / 4))
 for db in mock mock-protein; do
     for mode in 0 none; do
         for i in $(seq "$RUNS"); do
-            timed "$db-$mode-$i" $B/kmerdb classify -v --gpus $mode -d "$T/$db.db" -1 "$T/big_R1.fq" -2 "$T/big_R2.fq" \
-                -o "$T/$db-$mode.kraken" -r "$T/$db-$mode.kreport"
-            echo "$secs" >>"$T/$db-$mode.times"
+            timed "big-$db-$mode-$i" $B/kmerdb classify -v --gpus $mode -d "$T/$db.db" -1 "$T/big_R1.fq" -2 "$T/big_R2.fq" \
+                -o "$T/big-$db-$mode.kraken" -r "$T/big-$db-$mode.kreport"
+            echo "$secs" >>"$T/big-$db-$mode.times"
         done
-        printf "%s index, --gpus %s: median %.2f s = %.2f M pairs/s\n" "$db" "$mode" "$(median <"$T/$db-$mode.times")" \
-            "$(calc "$big / $(median <"$T/$db-$mode.times") / 1e6")"
+        printf "%s index, --gpus %s: median %.2f s = %.2f M pairs/s\n" "$db" "$mode" "$(median <"$T/big-$db-$mode.times")" \
+            "$(calc "$big / $(median <"$T/big-$db-$mode.times") / 1e6")"
     done
-    cmp "$T/$db-0.kraken" "$T/$db-none.kraken" && cmp "$T/$db-0.kreport" "$T/$db-none.kreport" \
+    cmp "$T/big-$db-0.kraken" "$T/big-$db-none.kraken" && cmp "$T/big-$db-0.kreport" "$T/big-$db-none.kreport" \
         && echo "$db index: GPU and CPU outputs identical" || { echo "$db index: outputs DIFFER"; status=1; }
 done
-grep -h "GPU stages" "$T/mock-protein-0-1.err" | sed 's/^/  protein index, GPU: /'
-grep -h "GPU stages" "$T/mock-0-1.err" | sed 's/^/  DNA index, GPU: /'
+grep -h "GPU stages" "$T/big-mock-protein-0-1.err" | sed 's/^/  protein index, GPU: /'
+grep -h "GPU stages" "$T/big-mock-0-1.err" | sed 's/^/  DNA index, GPU: /'
 rm -rf "$T"
 exit $status

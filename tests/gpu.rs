@@ -715,6 +715,55 @@ fn gpu_classify_output_equals_cpu_output() {
 /// With an index built with `--protein`, the protein stage gives the same calls after the GPU's
 /// candidates as after the CPU's: reads of phage lambda with every third base changed (its DNA
 /// hidden, its proteins mostly kept) and the bundled pairs.
+/// Hit lists of every shape (mates without features, runs of one taxon, unknown features, long
+/// taxids), for pairs and single reads: `hit_list_text` writes exactly `output::write_hit_list` of
+/// the runs the CPU makes (`hits::push_run` over the features' taxids).
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_hit_list_text_equals_its_cpu_twin() {
+    use kmerdb::hits::push_run;
+    let g = gpu();
+    let mut rng = StdRng::seed_from_u64(23);
+    let node_taxids: Vec<u32> = (0..50).map(|i| if i == 0 { 1 } else { rng.random_range(2..u32::MAX) }).collect();
+    let mut mate_taxa: Vec<Vec<u32>> = vec![Vec::new(), Vec::new(), vec![0], vec![0, 0, 0], vec![3; 40], Vec::new()];
+    for _ in 0..5000 {
+        let n = rng.random_range(0..90);
+        // Few taxa, so that runs are long; 0 is a feature not in the index.
+        let pool: Vec<u32> = (0..rng.random_range(1..4)).map(|_| rng.random_range(0..=50)).collect();
+        mate_taxa.push((0..n).map(|_| pool[rng.random_range(0..pool.len())]).collect());
+    }
+    let mut checked = 0;
+    for mates_per_read in [2usize, 1] {
+        let read_mates: Vec<usize> = (0..=mate_taxa.len() / mates_per_read).map(|r| r * mates_per_read).collect();
+        let got = kmerdb::gpu::classify::twins::hit_text(&g, &mate_taxa, &read_mates, &node_taxids).unwrap();
+        assert_eq!(got.len(), read_mates.len() - 1);
+        for (r, text) in got.iter().enumerate() {
+            let runs: Vec<Vec<(u32, u32)>> = (read_mates[r]..read_mates[r + 1])
+                .map(|m| {
+                    let mut runs = Vec::new();
+                    for &t in &mate_taxa[m] {
+                        push_run(&mut runs, if t == 0 { 0 } else { node_taxids[t as usize - 1] });
+                    }
+                    runs
+                })
+                .collect();
+            let empty = Vec::new();
+            let hits = [&runs[0][..], runs.get(1).unwrap_or(&empty)];
+            let mut want = Vec::new();
+            kmerdb::output::write_hit_list(&mut want, hits, mates_per_read == 2).unwrap();
+            assert!(
+                *text == want,
+                "read {r} ({mates_per_read} mates): GPU {:?}, CPU {:?}",
+                String::from_utf8_lossy(text),
+                String::from_utf8_lossy(&want)
+            );
+            checked += want.len();
+        }
+    }
+    assert!(checked > 100_000, "only {checked} bytes of hit lists: the test checks too little");
+    println!("hit-list text equals its CPU twin: {} mates, {checked} bytes", mate_taxa.len());
+}
+
 /// The amino-acid k-mers of mates of every kind (empty, shorter than a k-mer, stop-free coding
 /// stretches in either strand, N, lowercase, U) with several settings: the kernels list exactly
 /// `protein::mate_kmers`, in its order.

@@ -41,6 +41,17 @@ impl Wanted {
     fn hit_list(self) -> bool {
         self.lines || self.candidates || self.confidence
     }
+
+    /// How the GPU gives the hit lists: as text when only the per-read lines read them.
+    #[cfg(feature = "gpu")]
+    fn gpu_hit_lists(self) -> crate::gpu::classify::HitLists {
+        use crate::gpu::classify::HitLists;
+        match self {
+            _ if !self.hit_list() => HitLists::Off,
+            Wanted { candidates: false, confidence: false, .. } => HitLists::Text,
+            _ => HitLists::Taxa,
+        }
+    }
 }
 
 /// What the GPU found for a batch (nothing without GPU support).
@@ -642,7 +653,6 @@ impl Run<'_> {
             candidates: outs.candidates.is_some(),
             confidence: self.params.confidence > 0.0,
         };
-        let hit_list = want.hit_list();
         let mut direct: HashMap<TaxId, u64> = HashMap::new();
         let (mut total, mut unclassified) = (0u64, 0u64);
         let batch_reads = self.batch_reads();
@@ -662,9 +672,8 @@ impl Run<'_> {
                 Ok((batch, packed))
             });
             // The GPU's lookups and candidates (nothing on the CPU).
-            let looked_up = pipeline.stage(scope, "GPU", QUEUE_DEPTH, packed, |(batch, packed)| {
-                Ok((batch, self.gpu_stage(packed, hit_list)?))
-            });
+            let looked_up = pipeline
+                .stage(scope, "GPU", QUEUE_DEPTH, packed, |(batch, packed)| Ok((batch, self.gpu_stage(packed, want)?)));
             // The decision (after the GPU's candidates, or the whole method on the CPU) and the
             // per-read lines.
             let finished = pipeline.stage(scope, "finishing", QUEUE_DEPTH, looked_up, |(batch, found)| {
@@ -757,12 +766,12 @@ impl Run<'_> {
         Ok(None)
     }
 
-    fn gpu_stage(&self, packed: Option<GpuPacked>, hit_list: bool) -> Result<Option<GpuFound>, ClassifyError> {
+    fn gpu_stage(&self, packed: Option<GpuPacked>, want: Wanted) -> Result<Option<GpuFound>, ClassifyError> {
         #[cfg(feature = "gpu")]
         if let Some(packed) = packed {
-            return Ok(Some(crate::gpu::classify::run_on(self.gpus, packed, hit_list)?));
+            return Ok(Some(crate::gpu::classify::run_on(self.gpus, packed, want.gpu_hit_lists())?));
         }
-        let _ = (packed, hit_list);
+        let _ = (packed, want);
         Ok(None)
     }
 
@@ -834,28 +843,34 @@ impl Run<'_> {
             Finished { taxids: Vec::with_capacity(group.len()), lines: Ok(Vec::new()), candidates: Vec::new() };
         // One read's result, as lines and candidates records.
         let tree = self.index.taxonomy();
-        let mut emit = |r: usize, taxid: TaxId, cands: &[(u32, u32)], runs: [&[(TaxId, u32)]; 2]| {
-            let taxid = candidates::with_confidence(taxid, runs, self.params.confidence, tree);
-            done.taxids.push(taxid);
-            let lengths = (batch.seq(r, 0).len(), paired.then(|| batch.seq(r, 1).len()));
-            if want.candidates {
-                let record = output::candidates::ReadCandidates {
-                    id: batch.id(r).into_owned(),
-                    lengths: (lengths.0 as u32, lengths.1.map(|l| l as u32)),
-                    candidates: cands.to_vec(),
-                    hits: [runs[0].to_vec(), runs[1].to_vec()],
-                };
-                output::candidates::encode_into(&record, &mut done.candidates);
-            }
-            if want.lines
-                && let Ok(lines) = &mut done.lines
-            {
-                let result = ReadResult { id: batch.id(r), taxid, lengths, hits: runs };
-                if let Err(e) = output::write_kraken_line(lines, &result, names) {
-                    done.lines = Err(e);
+        // `text`: the hit-list column formatted by the GPU, in place of `runs` (then empty).
+        let mut emit =
+            |r: usize, taxid: TaxId, cands: &[(u32, u32)], runs: [&[(TaxId, u32)]; 2], text: Option<&[u8]>| {
+                let taxid = candidates::with_confidence(taxid, runs, self.params.confidence, tree);
+                done.taxids.push(taxid);
+                let lengths = (batch.seq(r, 0).len(), paired.then(|| batch.seq(r, 1).len()));
+                if want.candidates {
+                    let record = output::candidates::ReadCandidates {
+                        id: batch.id(r).into_owned(),
+                        lengths: (lengths.0 as u32, lengths.1.map(|l| l as u32)),
+                        candidates: cands.to_vec(),
+                        hits: [runs[0].to_vec(), runs[1].to_vec()],
+                    };
+                    output::candidates::encode_into(&record, &mut done.candidates);
                 }
-            }
-        };
+                if want.lines
+                    && let Ok(lines) = &mut done.lines
+                {
+                    let result = ReadResult { id: batch.id(r), taxid, lengths, hits: runs };
+                    let written = match text {
+                        Some(text) => output::write_kraken_line_with_hit_text(lines, &result, text, names),
+                        None => output::write_kraken_line(lines, &result, names),
+                    };
+                    if let Err(e) = written {
+                        done.lines = Err(e);
+                    }
+                }
+            };
         #[cfg(feature = "gpu")]
         if let Some(found) = found {
             for (j, mates) in group.iter().enumerate() {
@@ -863,7 +878,7 @@ impl Run<'_> {
                 if !found.candidates(r, &mut sc.candidates) {
                     // More locations than the GPU's shared memory: the CPU's code.
                     let call = sc.classifier.classify(mates, hit_list);
-                    emit(r, call.taxid, &call.candidates, [&call.hit_runs[0], &call.hit_runs[1]]);
+                    emit(r, call.taxid, &call.candidates, [&call.hit_runs[0], &call.hit_runs[1]], None);
                     continue;
                 }
                 let taxid = candidates::decide(&sc.candidates, self.params, self.target_taxa, tree);
@@ -879,7 +894,8 @@ impl Run<'_> {
                 let [a, b] = &mut sc.runs;
                 a.clear();
                 b.clear();
-                if hit_list {
+                let text = found.hit_text(r);
+                if hit_list && text.is_none() {
                     for (m, taxa) in found.feature_taxa(r).enumerate() {
                         let runs = if m == 0 { &mut *a } else { &mut *b };
                         for &t in taxa {
@@ -888,13 +904,13 @@ impl Run<'_> {
                         }
                     }
                 }
-                emit(r, taxid, &cands, [a, b]);
+                emit(r, taxid, &cands, [a, b], text);
             }
             return done;
         }
         let _ = found;
         for (j, call) in sc.classifier.classify_group(group, hit_list).into_iter().enumerate() {
-            emit(first + j, call.taxid, &call.candidates, [&call.hit_runs[0], &call.hit_runs[1]]);
+            emit(first + j, call.taxid, &call.candidates, [&call.hit_runs[0], &call.hit_runs[1]], None);
         }
         done
     }

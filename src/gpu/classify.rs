@@ -89,6 +89,35 @@ unsafe impl DeviceRepr for DeviceCandidate {}
 const _: () = assert!(std::mem::size_of::<DeviceCandidate>() == 16);
 unsafe impl cudarc::driver::ValidAsZeroBits for DeviceCandidate {}
 
+/// What a batch's hit lists (Kraken's last column) come back as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HitLists {
+    /// Not at all: no output needs them.
+    Off,
+    /// Each feature's taxon node, from which the host makes the runs: for the candidates file and
+    /// `--confidence`, which read the runs themselves.
+    Taxa,
+    /// Each read's column as text, formatted on the GPU (`cuda/hit_list.cuh`): for the per-read
+    /// lines alone.
+    Text,
+}
+
+/// Kernel view of a batch's hit lists; must match `struct HitLists` in `cuda/hit_list.cuh`. It
+/// borrows the lookups' and the tree's buffers.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct HitListArgs<'a> {
+    taxa: DevAddr<'a>,
+    feature_count: DevAddr<'a>,
+    feature_first: DevAddr<'a>,
+    read_mates: DevAddr<'a>,
+    node_taxids: DevAddr<'a>,
+    reads: u64,
+}
+// SAFETY: plain old data with the layout of the CUDA struct (`DevAddr` is a `u64`).
+unsafe impl DeviceRepr for HitListArgs<'_> {}
+const _: () = assert!(std::mem::size_of::<HitListArgs>() == 48);
+
 /// What the GPU found for a batch of reads, in flat arrays (one allocation each, not one per read:
 /// the host's threads read it side by side).
 #[derive(Debug, Default)]
@@ -100,8 +129,11 @@ pub struct GpuBatch {
     /// Per mate: features, and where its room starts in `taxa`.
     feature_count: Vec<u32>,
     feature_first: Vec<u64>,
-    /// With hit lists: each feature's taxon node plus 1 (0: not in the index).
+    /// With `HitLists::Taxa`: each feature's taxon node plus 1 (0: not in the index).
     taxa: Vec<u32>,
+    /// With `HitLists::Text`: read `r`'s hit-list column is `text[text_first[r]..text_first[r + 1]]`.
+    text_first: Vec<u64>,
+    text: Vec<u8>,
     /// First mate of each read.
     read_mates: Vec<usize>,
     /// With the amino-acid stage: mate `m`'s amino-acid k-mers are
@@ -162,6 +194,11 @@ impl GpuBatch {
         })
     }
 
+    /// With `HitLists::Text`: read `r`'s hit-list column, as `output::write_hit_list` writes it.
+    pub fn hit_text(&self, r: usize) -> Option<&[u8]> {
+        (!self.text_first.is_empty()).then(|| &self.text[self.text_first[r] as usize..self.text_first[r + 1] as usize])
+    }
+
     /// With the amino-acid stage: read `r`'s mates' amino-acid k-mers, each mate's in
     /// `protein::mate_kmers`' order; `None` when the GPU did not list them.
     pub fn amino_kmers(&self, r: usize) -> Option<impl Iterator<Item = &[u32]>> {
@@ -190,6 +227,11 @@ impl GpuResults {
         self.parts[r / self.chunk].feature_taxa(r % self.chunk)
     }
 
+    /// See [`GpuBatch::hit_text`].
+    pub fn hit_text(&self, r: usize) -> Option<&[u8]> {
+        self.parts[r / self.chunk].hit_text(r % self.chunk)
+    }
+
     /// See [`GpuBatch::amino_kmers`].
     pub fn amino_kmers(&self, r: usize) -> Option<impl Iterator<Item = &[u32]>> {
         self.parts[r / self.chunk].amino_kmers(r % self.chunk)
@@ -206,8 +248,12 @@ impl GpuResults {
 /// Classifies `reads` on every GPU at once, each taking a contiguous share: every share is packed
 /// into its GPU's pinned memory here, mates copied by the calling thread's pool, then each GPU
 /// uploads and classifies its share on a thread of its own.
-pub fn classify_on(classifiers: &[GpuClassifier], reads: &[&[&[u8]]], hit_list: bool) -> Result<GpuResults, GpuError> {
-    run_on(classifiers, pack_on(classifiers, reads)?, hit_list)
+pub fn classify_on(
+    classifiers: &[GpuClassifier],
+    reads: &[&[&[u8]]],
+    hit_lists: HitLists,
+) -> Result<GpuResults, GpuError> {
+    run_on(classifiers, pack_on(classifiers, reads)?, hit_lists)
 }
 
 /// A batch packed for every GPU (see [`pack_on`]).
@@ -229,11 +275,11 @@ pub fn pack_on(classifiers: &[GpuClassifier], reads: &[&[&[u8]]]) -> Result<Pack
 }
 
 /// Uploads and classifies a packed batch, each GPU its share on a thread of its own.
-pub fn run_on(classifiers: &[GpuClassifier], packed: PackedBatch, hit_list: bool) -> Result<GpuResults, GpuError> {
+pub fn run_on(classifiers: &[GpuClassifier], packed: PackedBatch, hit_lists: HitLists) -> Result<GpuResults, GpuError> {
     let PackedBatch { parts, chunk, packing } = packed;
     let parts = std::thread::scope(|scope| {
         let jobs: Vec<_> =
-            classifiers.iter().zip(parts).map(|(c, p)| scope.spawn(move || c.run(p, hit_list, packing))).collect();
+            classifiers.iter().zip(parts).map(|(c, p)| scope.spawn(move || c.run(p, hit_lists, packing))).collect();
         jobs.into_iter().map(|j| j.join().expect("a GPU batch does not panic")).collect::<Result<Vec<_>, _>>()
     })?;
     Ok(GpuResults { parts, chunk })
@@ -383,6 +429,8 @@ struct DeviceTree {
     target_nodes: CudaSlice<u32>,
     parents: CudaSlice<u32>,
     depths: CudaSlice<u32>,
+    /// Each node's taxid, for the hit lists' text.
+    node_taxids: CudaSlice<u32>,
     targets: u32,
 }
 
@@ -435,6 +483,86 @@ pub struct StageTimes {
     pub kernels: Duration,
     /// Candidates and hit-list taxa back to the host.
     pub download: Duration,
+}
+
+/// What `hit_list_text` reads, on the device: each feature's taxon node + 1, each mate's feature
+/// count and where its features start, each node's taxid.
+struct HitSources<'a> {
+    taxa: &'a CudaSlice<u32>,
+    counts: &'a CudaSlice<u32>,
+    feature_first: &'a CudaSlice<u64>,
+    node_taxids: &'a CudaSlice<u32>,
+}
+
+/// Each read's hit-list column as text (`hit_list_text`, twice around a scan); `read_mates[r]` is
+/// read r's first mate (one more item than reads). Returns where each read's text starts (one
+/// more item than reads: the total), and the text.
+fn hit_text(gpu: &Gpu, src: HitSources, read_mates: &[usize]) -> Result<(CudaSlice<u64>, CudaSlice<u8>), GpuError> {
+    let s = &gpu.stream;
+    let n = read_mates.len() as u64 - 1;
+    let read_mates: Vec<u64> = read_mates.iter().map(|&m| m as u64).collect();
+    let read_mates = s.clone_htod(&read_mates)?;
+    let args = HitListArgs {
+        taxa: DevAddr::of(gpu, src.taxa),
+        feature_count: DevAddr::of(gpu, src.counts),
+        feature_first: DevAddr::of(gpu, src.feature_first),
+        read_mates: DevAddr::of(gpu, &read_mates),
+        node_taxids: DevAddr::of(gpu, src.node_taxids),
+        reads: n,
+    };
+    // One more length than reads, always 0, so that the scan's last item is the total.
+    let mut lengths = s.alloc_zeros::<u64>(n as usize + 1)?;
+    let mut first = s.alloc_zeros::<u64>(n as usize + 1)?;
+    let f = gpu.function("hit_list_text")?;
+    let null = 0u64;
+    if n > 0 {
+        let mut b = s.launch_builder(&f);
+        b.arg(&args).arg(&null).arg(&null).arg(&mut lengths);
+        // SAFETY: with `first` null, read r writes lengths[r] only; the buffers `args` points to
+        // live until the stream is synchronized below.
+        unsafe { b.launch(launch_config(gpu, n)) }?;
+    }
+    crate::gpu::condense::exclusive_scan(gpu, &lengths, n + 1, &mut first)?;
+    let total = s.clone_dtoh(&first.slice(n as usize..))?[0];
+    let mut text = s.alloc_zeros::<u8>(total.max(1) as usize)?;
+    if total > 0 {
+        let mut b = s.launch_builder(&f);
+        b.arg(&args).arg(&first).arg(&mut text).arg(&mut lengths);
+        // SAFETY: read r writes its text's lengths[r] bytes from first[r], within `total`.
+        unsafe { b.launch(launch_config(gpu, n)) }?;
+    }
+    s.synchronize()?;
+    drop((lengths, read_mates));
+    Ok((first, text))
+}
+
+/// Entry points for the tests that compare the kernels with their CPU twins.
+pub mod twins {
+    use super::*;
+
+    /// The hit-list columns `hit_list_text` writes for reads whose mates' features have the taxa
+    /// `mate_taxa` (each a node + 1, or 0), read r's mates starting at `read_mates[r]`, with the
+    /// nodes' taxids `node_taxids` (`output::write_hit_list` on the CPU).
+    pub fn hit_text(
+        gpu: &Gpu,
+        mate_taxa: &[Vec<u32>],
+        read_mates: &[usize],
+        node_taxids: &[u32],
+    ) -> Result<Vec<Vec<u8>>, GpuError> {
+        let s = &gpu.stream;
+        let counts: Vec<u32> = mate_taxa.iter().map(|t| t.len() as u32).collect();
+        let mut feature_first = vec![0u64];
+        for t in mate_taxa {
+            feature_first.push(feature_first.last().unwrap() + t.len() as u64);
+        }
+        let upload = |v: &[u32]| if v.is_empty() { s.alloc_zeros::<u32>(1) } else { s.clone_htod(v) };
+        let (taxa, counts, nodes) = (upload(&mate_taxa.concat())?, upload(&counts)?, upload(node_taxids)?);
+        let feature_first = s.clone_htod(&feature_first)?;
+        let src = HitSources { taxa: &taxa, counts: &counts, feature_first: &feature_first, node_taxids: &nodes };
+        let (first, text) = super::hit_text(gpu, src, read_mates)?;
+        let (first, text) = (s.clone_dtoh(&first)?, s.clone_dtoh(&text)?);
+        Ok(first.windows(2).map(|w| text[w[0] as usize..w[1] as usize].to_vec()).collect())
+    }
 }
 
 /// Copies `bytes` to the device through two pinned staging buffers, so that packing one chunk
@@ -569,6 +697,7 @@ impl<'g> GpuClassifier<'g> {
             target_nodes: upload(&target_nodes)?,
             parents: upload(t.parents())?,
             depths: upload(t.depths())?,
+            node_taxids: upload(&t.taxa().iter().map(|taxon| taxon.taxid).collect::<Vec<u32>>())?,
             targets: target_nodes.len() as u32,
         };
         s.synchronize()?;
@@ -626,11 +755,11 @@ impl<'g> GpuClassifier<'g> {
         *self.times.lock().expect("no batch panicked")
     }
 
-    /// The candidates (and, with `hit_list`, the features' taxa) of each read, given as its mates.
-    pub fn classify(&self, reads: &[&[&[u8]]], hit_list: bool) -> Result<GpuBatch, GpuError> {
+    /// The candidates (and the hit lists `hit_lists` asks for) of each read, given as its mates.
+    pub fn classify(&self, reads: &[&[&[u8]]], hit_lists: HitLists) -> Result<GpuBatch, GpuError> {
         let t = Instant::now();
         let packed = self.pack(reads)?;
-        self.run(packed, hit_list, t.elapsed())
+        self.run(packed, hit_lists, t.elapsed())
     }
 
     /// Packs `reads`' mates into this GPU's pinned staging memory: offsets first (each mate with
@@ -704,7 +833,7 @@ impl<'g> GpuClassifier<'g> {
 
     /// Uploads a packed share, runs the kernels and downloads the results; `packing` is the time
     /// its packing took, for the stage times.
-    pub fn run(&self, packed: Packed, hit_list: bool, packing: Duration) -> Result<GpuBatch, GpuError> {
+    pub fn run(&self, packed: Packed, hit_lists: HitLists, packing: Duration) -> Result<GpuBatch, GpuError> {
         let s = &self.gpu.stream;
         let Packed { staging, bases, offset, len, feature_first, read_mates, range } = packed;
         let n_reads = read_mates.len() as u64 - 1;
@@ -717,9 +846,22 @@ impl<'g> GpuClassifier<'g> {
         let uploaded = clock.elapsed() + packing;
         let clock = Instant::now();
         let n_features = *feature_first.last().unwrap();
-        let lookups = self.look_up(&mates, n_features, hit_list)?;
+        let lookups = self.look_up(&mates, n_features, hit_lists != HitLists::Off)?;
         let (cands, cand_count) = self.candidates(&lookups, n_features, &feature_first, &read_mates, &range)?;
         let amino = self.protein.map(|p| crate::gpu::protein::amino_kmers(self.gpu, &mates, &p)).transpose()?;
+        let text = match hit_lists {
+            HitLists::Text => Some(hit_text(
+                self.gpu,
+                HitSources {
+                    taxa: &lookups.taxa,
+                    counts: &lookups.counts,
+                    feature_first: &mates.feature_first,
+                    node_taxids: &self.tree.node_taxids,
+                },
+                &read_mates,
+            )?),
+            _ => None,
+        };
         s.synchronize()?;
         let computed = clock.elapsed();
         let clock = Instant::now();
@@ -728,10 +870,20 @@ impl<'g> GpuClassifier<'g> {
         download(s, &cands, &mut out.cands)?;
         download(s, &cand_count, &mut out.cand_count)?;
         download(s, &lookups.counts, &mut out.feature_count)?;
-        if hit_list {
+        if hit_lists == HitLists::Taxa {
             download(s, &lookups.taxa, &mut out.taxa)?;
         } else {
             out.taxa.clear();
+        }
+        match text {
+            Some((first, text)) => {
+                download(s, &first, &mut out.text_first)?;
+                download(s, &text, &mut out.text)?;
+            }
+            None => {
+                out.text_first.clear();
+                out.text.clear();
+            }
         }
         match amino {
             Some(a) => {

@@ -8,7 +8,7 @@ use crate::gpu::GpuError;
 use std::path::PathBuf;
 
 /// Every kernel source file, by the name it is included as.
-const FILES: [(&str, &str); 11] = [
+const FILES: [(&str, &str); 12] = [
     ("common.cuh", include_str!("../../cuda/common.cuh")),
     ("sketch.cuh", include_str!("../../cuda/sketch.cuh")),
     ("bucket_list.cuh", include_str!("../../cuda/bucket_list.cuh")),
@@ -16,6 +16,7 @@ const FILES: [(&str, &str); 11] = [
     ("condense.cuh", include_str!("../../cuda/condense.cuh")),
     ("build.cu", include_str!("../../cuda/build.cu")),
     ("classify.cuh", include_str!("../../cuda/classify.cuh")),
+    ("hit_list.cuh", include_str!("../../cuda/hit_list.cuh")),
     ("protein.cuh", include_str!("../../cuda/protein.cuh")),
     ("slab_hash.cuh", include_str!("../../cuda/slab_hash.cuh")),
     ("update.cuh", include_str!("../../cuda/update.cuh")),

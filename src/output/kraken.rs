@@ -70,8 +70,27 @@ pub fn read_id_bytes(header: &[u8], paired: bool) -> &[u8] {
 /// With `names`, the taxid column carries the scientific name as `kraken2 --use-names` prints it.
 /// A called taxid missing from `names` is an error of kind `InvalidData`.
 pub fn write_kraken_line<W: Write + ?Sized>(w: &mut W, r: &ReadResult, names: Option<&TaxonTree>) -> io::Result<()> {
-    let paired = r.is_paired();
-    debug_assert!(paired || r.hits[1].is_empty(), "single-end read {} has hits on a second mate", r.id);
+    write_line_start(w, r, names)?;
+    write_hit_list(w, r.hits, r.is_paired())?;
+    w.write_all(b"\n")
+}
+
+/// [`write_kraken_line`] with the hit-list column given as text, as [`write_hit_list`] writes it
+/// (the GPU formats it: `cuda/hit_list.cuh`); `r.hits` is not read.
+pub fn write_kraken_line_with_hit_text<W: Write + ?Sized>(
+    w: &mut W,
+    r: &ReadResult,
+    hit_text: &[u8],
+    names: Option<&TaxonTree>,
+) -> io::Result<()> {
+    write_line_start(w, r, names)?;
+    w.write_all(hit_text)?;
+    w.write_all(b"\n")
+}
+
+/// The columns before the hit list, each followed by its tab.
+fn write_line_start<W: Write + ?Sized>(w: &mut W, r: &ReadResult, names: Option<&TaxonTree>) -> io::Result<()> {
+    debug_assert!(r.is_paired() || r.hits[1].is_empty(), "single-end read {} has hits on a second mate", r.id);
     // Integers through itoa: `write!` is most of a line's cost at millions of lines a second.
     let mut num = itoa::Buffer::new();
     w.write_all(if r.is_classified() { b"C\t" } else { b"U\t" })?;
@@ -91,18 +110,23 @@ pub fn write_kraken_line<W: Write + ?Sized>(w: &mut W, r: &ReadResult, names: Op
         w.write_all(b"|")?;
         w.write_all(num.format(len2).as_bytes())?;
     }
-    w.write_all(b"\t")?;
+    w.write_all(b"\t")
+}
+
+/// The hit-list column of a read (`paired`: of a pair) whose mates have the runs `hits`: the
+/// CPU twin of the `hit_list_text` kernel.
+pub fn write_hit_list<W: Write + ?Sized>(w: &mut W, hits: [&[(TaxId, u32)]; 2], paired: bool) -> io::Result<()> {
     if paired {
-        let wrote = write_runs(w, r.hits[0])?;
+        let wrote = write_runs(w, hits[0])?;
         w.write_all(if wrote { b" |:|" } else { b"|:|" })?;
-        if has_runs(r.hits[1]) {
+        if has_runs(hits[1]) {
             w.write_all(b" ")?;
-            write_runs(w, r.hits[1])?;
+            write_runs(w, hits[1])?;
         }
-    } else if !write_runs(w, r.hits[0])? {
+    } else if !write_runs(w, hits[0])? {
         w.write_all(b"0:0")?;
     }
-    w.write_all(b"\n")
+    Ok(())
 }
 
 fn has_runs(runs: &[(TaxId, u32)]) -> bool {

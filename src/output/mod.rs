@@ -33,7 +33,9 @@ mod reads;
 pub use abundance::write_abundance;
 pub use file::{Output, create_output};
 pub use html::{RunSettings, SampleView, write_html};
-pub use kraken::{ReadResult, read_id, read_id_bytes, write_kraken_line};
+pub use kraken::{
+    ReadResult, read_id, read_id_bytes, write_hit_list, write_kraken_line, write_kraken_line_with_hit_text,
+};
 pub use kreport::{clade_counts, write_kreport};
 pub use profiles::{write_cami, write_krona, write_mpa};
 pub use reads::{ReadsWriter, mate_paths};

@@ -124,13 +124,13 @@ fn classify_stages(
     pairs: &[(Vec<u8>, Vec<u8>)],
     batch: usize,
 ) -> Result<(Duration, kmerdb::gpu::classify::StageTimes)> {
-    use kmerdb::gpu::classify::{GpuClassifier, classify_on};
+    use kmerdb::gpu::classify::{GpuClassifier, HitLists, classify_on};
     let classifiers = GpuClassifier::on_gpus(gpus, index, 2, 600)?;
     let batches: Vec<&[(Vec<u8>, Vec<u8>)]> = pairs.chunks(batch * gpus.len()).collect();
     let run = |chunk: &[(Vec<u8>, Vec<u8>)]| -> Result<()> {
         let mates: Vec<[&[u8]; 2]> = chunk.iter().map(|(a, b)| [a.as_slice(), b.as_slice()]).collect();
         let reads: Vec<&[&[u8]]> = mates.iter().map(|m| m.as_slice()).collect();
-        classify_on(&classifiers, &reads, true)?.recycle(&classifiers);
+        classify_on(&classifiers, &reads, HitLists::Taxa)?.recycle(&classifiers);
         Ok(())
     };
     // One batch first, not timed: it allocates the pinned staging and result vectors, as the
