@@ -188,7 +188,7 @@ def cmd_merge(a):
                 sys.exit(f'benchlib merge: mates out of step in {r1}: {n1} vs {n2}')
             if a.sim == 'art':           # <seqid>-<n>/1
                 sid = b1.rsplit('-', 1)[0]
-            else:                        # dwgsim: <seqid>_<pos1>_<pos2>_..._<n>/1
+            else:                        # dwgsim: <seqid>_<pos1>_<pos2>_..._<n>/1; iss: <seqid>_<n>_<m>/1
                 sid = next((s for s in seqids if b1.startswith(s + '_')), None)
             if sid not in seqids:
                 sys.exit(f'benchlib merge: cannot tell the sequence of read {n1} ({gid})')
@@ -383,7 +383,7 @@ def main():
     ap = argparse.ArgumentParser()
     sp = ap.add_subparsers(dest='cmd', required=True)
     p = sp.add_parser('relatives'); p.add_argument('manifest'); p.add_argument('nodes'); p.add_argument('ids', nargs='+')
-    p = sp.add_parser('merge'); p.add_argument('--sim', required=True, choices=['art', 'dwgsim'])
+    p = sp.add_parser('merge'); p.add_argument('--sim', required=True, choices=['art', 'dwgsim', 'iss'])
     p.add_argument('--out', required=True); p.add_argument('--seed', type=int, required=True)
     p.add_argument('--manifest', required=True); p.add_argument('inputs', nargs='+')
     p = sp.add_parser('record')

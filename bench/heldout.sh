@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Strain-exclusion benchmark: genomes left out of the index, reads simulated from them (ART and dwgsim),
+# Strain-exclusion benchmark: genomes left out of the index, reads simulated from them (ART, dwgsim and
+# InSilicoSeq),
 # classified by Kraken2 (and kmerdb when KMERDB is set), scored at species, genus and family rank.
 #
 # usage (from the repository root):   bench/heldout.sh
@@ -59,15 +60,18 @@ SEED=20261101
 READ_LEN=150 FRAG=400 FRAG_SD=30
 ART_ARGS="-ss HS25 -l $READ_LEN -m $FRAG -s $FRAG_SD -p -na"
 DWGSIM_ARGS="-H -1 $READ_LEN -2 $READ_LEN -d $FRAG -s $FRAG_SD -e 0.01 -E 0.01 -r 0.005 -y 0 -n 5 -o 1"
-SETS=(art dwgsim)
+# InSilicoSeq's NovaSeq model (151 bp reads, its own insert sizes); each sequence of a genome at the
+# same coverage (a coverage file), so that reads follow length as with ART and dwgsim.
+ISS_ARGS="--model novaseq"
+SETS=(art dwgsim iss)
 # ---------------------------------------------------------------------------------------------------
 
-need_tools art dwgsim
+need_tools art dwgsim iss
 mkdir -p "$W"
 ids=() ; for l in "${LEFT_OUT[@]}"; do read -r id _ <<<"$l"; ids+=("$id"); done
 
 # The data made here depends on these settings only; a change wipes it.
-config=$(printf '%s\n' "${LEFT_OUT[@]}" "seed $SEED" "art $ART_ARGS" "dwgsim $DWGSIM_ARGS" \
+config=$(printf '%s\n' "${LEFT_OUT[@]}" "seed $SEED" "art $ART_ARGS" "dwgsim $DWGSIM_ARGS" "iss $ISS_ARGS" \
   "$(md5sum "$MANIFEST" "$REFS/seqid2taxid.map" | cut -d' ' -f1)")
 if [[ -f $W/config.txt && $(cat "$W/config.txt") != "$config" ]]; then
   log "settings changed since the last run: removing the old $W"
@@ -131,6 +135,14 @@ simulate() { # SIM
         # shellcheck disable=SC2086
         nice -n "$NICE" dwgsim $DWGSIM_ARGS -N "$pairs" -z $((SEED + i)) "$fa" "$d/$id" >"$d/$id.log" 2>&1
         inputs+=("$id:$fa:$d/$id.bwa.read1.fastq.gz:$d/$id.bwa.read2.fastq.gz") ;;
+      iss)
+        local f
+        f=$(awk -v p="$pairs" -v l="$READ_LEN" -v b="$(genome_bp "$id")" 'BEGIN{printf "%.6f", p*2*l/b}')
+        grep '>' "$fa" | sed 's/^>//; s/[[:space:]].*//' | awk -v f="$f" '{print $1 "\t" f}' >"$d/$id.coverage"
+        # shellcheck disable=SC2086
+        nice -n "$NICE" iss generate --genomes "$fa" --coverage_file "$d/$id.coverage" $ISS_ARGS --seed $((SEED + i)) \
+          --cpus 1 --quiet --output "$d/$id" >"$d/$id.log" 2>&1
+        inputs+=("$id:$fa:$d/${id}_R1.fastq:$d/${id}_R2.fastq") ;;
     esac
   done
   python3 "$BENCHLIB" merge --sim "$sim" --seed "$SEED" --manifest "$MANIFEST" --out "$W/reads/$sim" "${inputs[@]}" >&2

@@ -25,6 +25,7 @@ need_tools() {
     case $p in
       art) command -v art_illumina >/dev/null || missing+=(art-nextgen-simulation-tools) ;;
       dwgsim) command -v dwgsim >/dev/null || missing+=(dwgsim) ;;
+      iss) command -v iss >/dev/null || { log "installing InSilicoSeq (pip)"; python3 -m pip install --quiet InSilicoSeq; } ;;
     esac
   done
   if ((${#missing[@]})); then
