@@ -149,16 +149,6 @@ pub fn mate_kmers(seq: &[u8], params: &ProteinParams, out: &mut Vec<u32>) {
     }
 }
 
-/// The sampled k-mers of a read's mates, each once, sorted.
-pub fn read_kmers(mates: &[&[u8]], params: &ProteinParams, out: &mut Vec<u32>) {
-    out.clear();
-    for m in mates {
-        mate_kmers(m, params, out);
-    }
-    out.sort_unstable();
-    out.dedup();
-}
-
 /// Keys with their target lists, being encoded: keys, list starts (one more than keys), targets.
 struct Lists {
     keys: Vec<u32>,
@@ -312,7 +302,7 @@ pub const PROTEIN_SHARE: f64 = 0.1;
 /// The evidence of a read's amino-acid k-mers: per target, how many of them it holds.
 /// Returns the LCA of the targets tied for the most, lifted to genus if below it, when the most
 /// is at least `hitmin` and [`PROTEIN_SHARE`] of `codes`; 0 otherwise. `codes` are the read's
-/// k-mers ([`read_kmers`]).
+/// k-mers: its mates' [`mate_kmers`], each once, ascending.
 pub fn protein_call(
     table: &ProteinTable,
     codes: &[u32],

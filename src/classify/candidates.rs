@@ -342,7 +342,7 @@ pub fn with_protein(
     if params.protein_hitmin == 0 || (call != 0 && tree.ancestor_at_rank(call, "genus").is_some()) {
         return call;
     }
-    // The read's k-mers, each once (`protein::read_kmers`), from its mates' lists.
+    // The read's k-mers each once, ascending, as `protein_call` takes them.
     scratch.codes.clear();
     kmers(&mut scratch.codes);
     scratch.codes.sort_unstable();

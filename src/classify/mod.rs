@@ -46,10 +46,12 @@ impl Wanted {
     #[cfg(feature = "gpu")]
     fn gpu_hit_lists(self) -> crate::gpu::classify::HitLists {
         use crate::gpu::classify::HitLists;
-        match self {
-            _ if !self.hit_list() => HitLists::Off,
-            Wanted { candidates: false, confidence: false, .. } => HitLists::Text,
-            _ => HitLists::Taxa,
+        if !self.hit_list() {
+            HitLists::Off
+        } else if self.candidates || self.confidence {
+            HitLists::Taxa
+        } else {
+            HitLists::Text
         }
     }
 }

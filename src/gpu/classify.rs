@@ -510,30 +510,28 @@ fn hit_text(gpu: &Gpu, src: HitSources, read_mates: &[usize]) -> Result<(CudaSli
         node_taxids: DevAddr::of(gpu, src.node_taxids),
         reads: n,
     };
-    // One more length than reads, always 0, so that the scan's last item is the total.
-    let mut lengths = s.alloc_zeros::<u64>(n as usize + 1)?;
-    let mut first = s.alloc_zeros::<u64>(n as usize + 1)?;
     let f = gpu.function("hit_list_text")?;
-    let null = 0u64;
-    if n > 0 {
-        let mut b = s.launch_builder(&f);
-        b.arg(&args).arg(&null).arg(&null).arg(&mut lengths);
-        // SAFETY: with `first` null, read r writes lengths[r] only; the buffers `args` points to
-        // live until the stream is synchronized below.
-        unsafe { b.launch(launch_config(gpu, n)) }?;
-    }
-    crate::gpu::condense::exclusive_scan(gpu, &lengths, n + 1, &mut first)?;
-    let total = s.clone_dtoh(&first.slice(n as usize..))?[0];
-    let mut text = s.alloc_zeros::<u8>(total.max(1) as usize)?;
-    if total > 0 {
-        let mut b = s.launch_builder(&f);
-        b.arg(&args).arg(&first).arg(&mut text).arg(&mut lengths);
-        // SAFETY: read r writes its text's lengths[r] bytes from first[r], within `total`.
-        unsafe { b.launch(launch_config(gpu, n)) }?;
-    }
-    s.synchronize()?;
-    drop((lengths, read_mates));
-    Ok((first, text))
+    let (config, null) = (launch_config(gpu, n), 0u64);
+    crate::gpu::condense::placed_lists(
+        gpu,
+        n,
+        |lengths| {
+            let mut b = s.launch_builder(&f);
+            b.arg(&args).arg(&null).arg(&null).arg(lengths);
+            // SAFETY: with `first` null, read r writes lengths[r] only; the buffers `args` points
+            // to live until `placed_lists` synchronizes the stream.
+            unsafe { b.launch(config) }?;
+            Ok(())
+        },
+        |first, text| {
+            let mut b = s.launch_builder(&f);
+            b.arg(&args).arg(first).arg(text).arg(&null);
+            // SAFETY: read r writes its text's counted bytes from first[r], within the total;
+            // with `first` given it writes no length.
+            unsafe { b.launch(config) }?;
+            Ok(())
+        },
+    )
 }
 
 /// Entry points for the tests that compare the kernels with their CPU twins.

@@ -293,6 +293,33 @@ fn dropped_lists(
     Ok(per_shard)
 }
 
+/// Lists of varying lengths, one per item of `n`, placed back to back on the device in two
+/// launches: `count` has each item's length written into its `lengths` (`n + 1` zeros: the last
+/// stays 0, so that the scan's last item is the total), a scan turns the lengths into where each
+/// list starts, and `write` has item `i`'s list written from `first[i]` into `items` (room for the
+/// total, at least one). Waits for the total and for `write`. Returns `first` and `items`.
+pub fn placed_lists<T: DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+    gpu: &Gpu,
+    n: u64,
+    count: impl FnOnce(&mut CudaSlice<u64>) -> Result<(), GpuError>,
+    write: impl FnOnce(&CudaSlice<u64>, &mut CudaSlice<T>) -> Result<(), GpuError>,
+) -> Result<(CudaSlice<u64>, CudaSlice<T>), GpuError> {
+    let s = &gpu.stream;
+    let mut lengths = s.alloc_zeros::<u64>(n as usize + 1)?;
+    let mut first = s.alloc_zeros::<u64>(n as usize + 1)?;
+    if n > 0 {
+        count(&mut lengths)?;
+    }
+    exclusive_scan(gpu, &lengths, n + 1, &mut first)?;
+    let total = s.clone_dtoh(&first.slice(n as usize..))?[0];
+    let mut items = s.alloc_zeros::<T>(total.max(1) as usize)?;
+    if total > 0 {
+        write(&first, &mut items)?;
+    }
+    s.synchronize()?;
+    Ok((first, items))
+}
+
 /// `out[i] = input[0] + ... + input[i - 1]` for the first `n` items.
 pub fn exclusive_scan(gpu: &Gpu, input: &CudaSlice<u64>, n: u64, out: &mut CudaSlice<u64>) -> Result<(), GpuError> {
     let tiles = n.div_ceil(SCAN_TILE).max(1);

@@ -35,32 +35,30 @@ pub(crate) fn amino_kmers(
     params: &ProteinParams,
 ) -> Result<DeviceAminoKmers, GpuError> {
     let s = &gpu.stream;
-    let n = mates.count;
     let args = ProteinKmerArgs { k: params.k, sample: params.sample };
     let m = mates.args(gpu);
-    // One more count than mates, always 0, so that the scan's last item is the total.
-    let mut counts = s.alloc_zeros::<u64>(n as usize + 1)?;
-    let mut first = s.alloc_zeros::<u64>(n as usize + 1)?;
-    if n > 0 {
-        let f = gpu.function("protein_kmer_counts")?;
-        let mut b = s.launch_builder(&f);
-        b.arg(&m).arg(&args).arg(&mut counts);
-        // SAFETY: mate i writes counts[i], i < n; `mates` holds its buffers until the stream is
-        // synchronized below.
-        unsafe { b.launch(launch_config(gpu, n)) }?;
-    }
-    crate::gpu::condense::exclusive_scan(gpu, &counts, n + 1, &mut first)?;
-    let total = s.clone_dtoh(&first.slice(n as usize..))?[0];
-    let mut codes = s.alloc_zeros::<u32>(total.max(1) as usize)?;
-    if total > 0 {
-        let f = gpu.function("protein_kmers")?;
-        let mut b = s.launch_builder(&f);
-        b.arg(&m).arg(&args).arg(&first).arg(&mut codes);
-        // SAFETY: mate i writes counts[i] codes from first[i], within `total`.
-        unsafe { b.launch(launch_config(gpu, n)) }?;
-    }
-    s.synchronize()?;
-    drop(counts);
+    let config = launch_config(gpu, mates.count);
+    let (first, codes) = crate::gpu::condense::placed_lists(
+        gpu,
+        mates.count,
+        |counts| {
+            let f = gpu.function("protein_kmer_counts")?;
+            let mut b = s.launch_builder(&f);
+            b.arg(&m).arg(&args).arg(counts);
+            // SAFETY: mate i writes counts[i], i < count; `mates` holds its buffers until
+            // `placed_lists` synchronizes the stream.
+            unsafe { b.launch(config) }?;
+            Ok(())
+        },
+        |first, codes| {
+            let f = gpu.function("protein_kmers")?;
+            let mut b = s.launch_builder(&f);
+            b.arg(&m).arg(&args).arg(first).arg(codes);
+            // SAFETY: mate i writes its counted codes from first[i], within the total.
+            unsafe { b.launch(config) }?;
+            Ok(())
+        },
+    )?;
     Ok(DeviceAminoKmers { first, codes })
 }
 
