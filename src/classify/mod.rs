@@ -456,14 +456,29 @@ fn cpu_is_faster(config: &ClassifyConfig, index: &Index) -> Option<String> {
     })
 }
 
-/// Every mate's sequence of `batch`, and each read's range of them (one allocation each per
-/// batch, none per read).
-fn mate_slices(batch: &Batch) -> (Vec<&[u8]>, Vec<std::ops::Range<usize>>) {
-    let per = batch.mates_per_read();
-    let mates: Vec<&[u8]> =
-        (0..batch.len()).flat_map(|r| (0..per).map(move |m| (r, m))).map(|(r, m)| batch.seq(r, m)).collect();
-    let ranges = (0..batch.len()).map(|r| r * per..(r + 1) * per).collect();
-    (mates, ranges)
+/// The packer reads a batch's mates where they were parsed.
+#[cfg(feature = "gpu")]
+impl crate::gpu::classify::Reads for Batch {
+    fn count(&self) -> usize {
+        self.len()
+    }
+
+    fn mates_per_read(&self) -> usize {
+        Batch::mates_per_read(self)
+    }
+
+    fn mate(&self, r: usize, m: usize) -> &[u8] {
+        self.seq(r, m)
+    }
+}
+
+/// A finished batch: each read's taxid, the reads per taxid (0: unclassified), the Kraken lines
+/// (or the first error formatting them) and the `--candidates-out` records, in groups of reads.
+struct FinishedBatch {
+    taxids: Vec<TaxId>,
+    counts: HashMap<TaxId, u64>,
+    lines: std::io::Result<Vec<Vec<u8>>>,
+    candidates: Vec<Vec<u8>>,
 }
 
 /// One finishing thread's buffers.
@@ -679,33 +694,36 @@ impl Run<'_> {
             // The decision (after the GPU's candidates, or the whole method on the CPU) and the
             // per-read lines.
             let finished = pipeline.stage(scope, "finishing", QUEUE_DEPTH, looked_up, |(batch, found)| {
-                let (calls, lines, candidates) =
-                    self.pool.install(|| self.finish_batch(&batch, found.as_ref(), want))?;
+                let done = self.pool.install(|| self.finish_batch(&batch, found.as_ref(), want))?;
                 #[cfg(feature = "gpu")]
-                if let Some(done) = found {
-                    done.recycle(self.gpus);
+                if let Some(found) = found {
+                    found.recycle(self.gpus);
                 }
-                let lines = lines.map_err(|source| ClassifyError::Output { path: "per-read output".into(), source })?;
-                Ok((batch, calls, lines, candidates))
+                Ok((batch, done))
             });
             // Writing, on this thread: lines and records in input order, the counts, the reads.
-            let written = finished.sink(|(mut batch, calls, lines, candidates)| {
+            let written = finished.sink(|(mut batch, done)| {
                 use std::io::Write;
-                for (out, chunks) in [(&mut kraken, lines), (&mut candidates_out, candidates)] {
+                let lines =
+                    done.lines.map_err(|source| ClassifyError::Output { path: "per-read output".into(), source })?;
+                for (out, chunks) in [(&mut kraken, lines), (&mut candidates_out, done.candidates)] {
                     if let Some((w, path)) = out {
                         for c in chunks {
                             w.write_all(&c).map_err(|source| ClassifyError::Output { path: path.clone(), source })?;
                         }
                     }
                 }
-                for (r, &taxid) in calls.iter().enumerate() {
-                    total += 1;
-                    if taxid == 0 {
-                        unclassified += 1;
-                    } else {
-                        *direct.entry(taxid).or_default() += 1;
+                total += done.taxids.len() as u64;
+                for (taxid, n) in done.counts {
+                    match taxid {
+                        0 => unclassified += n,
+                        _ => *direct.entry(taxid).or_default() += n,
                     }
-                    self.write_reads(outs, &batch, r, taxid)?;
+                }
+                if outs.classified.is_some() || outs.unclassified.is_some() {
+                    for (r, &taxid) in done.taxids.iter().enumerate() {
+                        self.write_reads(outs, &batch, r, taxid)?;
+                    }
                 }
                 batch.release();
                 // The reader may have finished and gone: then the batch is simply dropped.
@@ -760,9 +778,7 @@ impl Run<'_> {
     fn pack(&self, batch: &Batch) -> Result<Option<GpuPacked>, ClassifyError> {
         #[cfg(feature = "gpu")]
         if !self.gpus.is_empty() && !batch.is_empty() {
-            let (mates, reads) = mate_slices(batch);
-            let reads: Vec<&[&[u8]]> = reads.iter().map(|r| &mates[r.clone()]).collect();
-            return Ok(Some(crate::gpu::classify::pack_on(self.gpus, &reads)?));
+            return Ok(Some(crate::gpu::classify::pack_on(self.gpus, batch)?));
         }
         let _ = batch;
         Ok(None)
@@ -779,52 +795,68 @@ impl Run<'_> {
 
     /// Finishes a batch in parallel: from the GPU's candidates (`found`), or wholly on the CPU;
     /// with the outputs `want`ed, also formats its Kraken lines (and `--candidates-out` records), so that
-    /// only a copy of bytes is left to the writing thread. Returns each read's taxid, the lines
-    /// and the candidates' bytes. Each group of reads is classified and formatted by one thread,
-    /// with that thread's buffers: nothing is allocated per read on the GPU's path.
-    #[allow(clippy::type_complexity)]
+    /// only a copy of bytes is left to the writing thread. Each group of reads is classified,
+    /// formatted and counted by one thread, with that thread's buffers: nothing is allocated per
+    /// read on the GPU's path.
     fn finish_batch(
         &self,
         batch: &Batch,
         found: Option<&GpuFound>,
         want: Wanted,
-    ) -> Result<(Vec<TaxId>, std::io::Result<Vec<Vec<u8>>>, Vec<Vec<u8>>), ClassifyError> {
+    ) -> Result<FinishedBatch, ClassifyError> {
         use rayon::prelude::*;
-        let (mates, ranges) = mate_slices(batch);
-        let reads: Vec<&[&[u8]]> = ranges.iter().map(|r| &mates[r.clone()]).collect();
         if let Some(progress) = &self.config.progress {
-            progress.fetch_add(reads.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            progress.fetch_add(batch.len() as u64, std::sync::atomic::Ordering::Relaxed);
         }
-        // GPU batches are large: bigger groups, fewer tasks.
+        // GPU batches are large: bigger groups, fewer tasks. One parallel pass: each group lists
+        // its reads' mates, classifies, formats and counts them (a pass that waits for the pool
+        // waits for the blocks being parsed there).
         let group_reads = if self.batch_reads() > BATCH_READS { 1024 } else { GROUP_READS };
-        let groups: Vec<Finished> = reads
-            .par_chunks(group_reads)
-            .enumerate()
+        let groups: Vec<(Finished, HashMap<TaxId, u64>)> = (0..batch.len().div_ceil(group_reads))
+            .into_par_iter()
             .map_init(
                 || {
                     let mut classifier = Classifier::new(self.index, self.params, self.target_taxa);
                     classifier.keep_candidates = want.candidates;
                     Scratch { classifier, candidates: Vec::new(), runs: [Vec::new(), Vec::new()] }
                 },
-                |sc, (g, group)| self.finish_group(batch, g * group_reads, group, found, want, sc),
+                |sc, g| {
+                    let reads = g * group_reads..((g + 1) * group_reads).min(batch.len());
+                    let per = batch.mates_per_read();
+                    let mates: Vec<&[u8]> =
+                        reads.clone().flat_map(|r| (0..per).map(move |m| batch.seq(r, m))).collect();
+                    let group: Vec<&[&[u8]]> = mates.chunks(per).collect();
+                    let f = self.finish_group(batch, reads.start, &group, found, want, sc);
+                    let mut counts = HashMap::new();
+                    for &t in &f.taxids {
+                        *counts.entry(t).or_default() += 1;
+                    }
+                    (f, counts)
+                },
             )
             .collect();
         // Each group's bytes stay in their own buffers: the writer writes them in order.
-        let mut taxids = Vec::with_capacity(batch.len());
-        let (mut lines, mut candidate_bytes) = (Vec::with_capacity(groups.len()), Vec::with_capacity(groups.len()));
-        let mut error = None;
-        for f in groups {
-            taxids.extend(f.taxids);
-            if !f.candidates.is_empty() {
-                candidate_bytes.push(f.candidates);
+        let mut done = FinishedBatch {
+            taxids: Vec::with_capacity(batch.len()),
+            lines: Ok(Vec::with_capacity(groups.len())),
+            candidates: Vec::with_capacity(groups.len()),
+            counts: HashMap::new(),
+        };
+        for (f, counts) in groups {
+            done.taxids.extend(f.taxids);
+            for (t, n) in counts {
+                *done.counts.entry(t).or_default() += n;
             }
-            match f.lines {
-                Ok(l) if !l.is_empty() => lines.push(l),
-                Ok(_) => {}
-                Err(e) => error = error.or(Some(e)),
+            if !f.candidates.is_empty() {
+                done.candidates.push(f.candidates);
+            }
+            match (f.lines, &mut done.lines) {
+                (Ok(l), Ok(lines)) if !l.is_empty() => lines.push(l),
+                (Err(e), Ok(_)) => done.lines = Err(e),
+                _ => {}
             }
         }
-        Ok((taxids, error.map_or(Ok(lines), Err), candidate_bytes))
+        Ok(done)
     }
 
     /// Finishes one group of reads (`group`, read `first` of `batch` on), with one thread's

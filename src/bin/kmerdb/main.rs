@@ -14,6 +14,10 @@ use configs::UsageError;
 use kmerdb::index::{Index, Verify};
 use std::io::Write;
 
+/// See Cargo.toml: batch-sized allocations are reused instead of faulted in again.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     // Debug lines carry the time since the start, so that `-v` gives a run's timeline.
     let started = std::time::Instant::now();
