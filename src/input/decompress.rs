@@ -4,13 +4,18 @@
 //! | input | how it is decoded |
 //! |---|---|
 //! | plain | passed through (the `File` itself for a regular file) |
-//! | BGZF (`bgzip`) | blocks located from their `BC` size field and inflated on `threads` threads (libdeflate), files and stdin |
-//! | gzip whose deflate stream has full-flush points (`pigz -i`) | cut at those points and inflated on `threads` threads (libdeflate); regular files only |
+//! | BGZF (`bgzip`) | blocks located from their `BC` size field and inflated in parallel on the pool (libdeflate), files and stdin |
+//! | gzip whose deflate stream has full-flush points (`pigz -i`) | cut at those points and inflated in parallel on the pool (libdeflate); regular files only |
 //! | other gzip (`gzip`, `pigz`, `cat a.gz b.gz`) | one member after another on one thread (flate2 with zlib-rs) |
 //! | bzip2, xz, zstd | one thread (bzip2, liblzma and zstd crates, as needletail) |
 //!
-//! With `threads` ≥ 2, the one-thread decoders run on a thread of their own, a few 1 MiB buffers
-//! ahead of the reader, so that decoding overlaps the reader's parsing.
+//! All decoding runs on the caller's thread pool (the run's `--threads`), never on threads of its
+//! own, so that decoding counts against the run's threads: parallel formats' parts are pool
+//! tasks, and the one-thread decoders run as a chain of pool tasks, each decoding one 1 MiB buffer
+//! a few buffers ahead of the reader. No decoding task ever
+//! waits for another task or for the reader (each sends into room of its own), so a pool busy
+//! with the reader's own work, or of one thread, delays decoding but cannot deadlock it; the
+//! reader, which waits for the tasks, must not be one of the pool's threads.
 //!
 //! Invariants: output comes in order; every gzip member's CRC32 and ISIZE are checked (a BGZF
 //! block's by the thread that inflates it; a cut member's from its parts' CRCs combined); memory
@@ -35,7 +40,7 @@ use std::sync::{Arc, Mutex, mpsc};
 
 use super::{InputError, Source};
 
-/// Compressed input is cut into parts of about this many bytes for the decoding threads.
+/// Compressed input is cut into parts of about this many bytes for the decoding tasks.
 pub const PART_BYTES: usize = 1 << 20;
 
 /// Sizes of the parallel decoders' parts (small in tests, to make many).
@@ -107,23 +112,26 @@ impl fmt::Debug for Decoded {
 }
 
 /// Opens a file or stdin and detects its compression from the first bytes (stdin's are peeked
-/// and given back). `threads` (at least 1) threads inflate BGZF and `pigz -i` input; other
-/// formats use the calling thread.
+/// and given back). Decoding runs on `pool` (see the module's notes): the reader must not be read
+/// from one of `pool`'s threads.
 ///
 /// ```no_run
 /// use std::io::Read;
 /// let source = kmerdb::input::Source::File("reads.fq.gz".into());
-/// let mut decoded = kmerdb::input::decompress::open(&source, 2)?;
+/// let pool = std::sync::Arc::new(rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap());
+/// let mut decoded = kmerdb::input::decompress::open(&source, &pool)?;
 /// let mut text = Vec::new();
 /// decoded.reader.read_to_end(&mut text).map_err(|e| kmerdb::input::decompress::into_input_error(&source, e))?;
 /// # Ok::<(), kmerdb::input::InputError>(())
 /// ```
-pub fn open(source: &Source, threads: usize) -> Result<Decoded, InputError> {
-    open_tuned(source, threads, TUNING)
+pub fn open(source: &Source, pool: &Pool) -> Result<Decoded, InputError> {
+    open_tuned(source, pool, TUNING)
 }
 
-fn open_tuned(source: &Source, threads: usize, tuning: Tuning) -> Result<Decoded, InputError> {
-    let threads = threads.max(1);
+/// The thread pool decoding runs on.
+pub type Pool = Arc<rayon::ThreadPool>;
+
+fn open_tuned(source: &Source, pool: &Pool, tuning: Tuning) -> Result<Decoded, InputError> {
     let io_err = |e: io::Error| match source {
         Source::File(path) if e.kind() == io::ErrorKind::NotFound => InputError::NotFound(path.clone()),
         Source::File(path) => InputError::Io { path: path.clone(), source: e },
@@ -138,34 +146,31 @@ fn open_tuned(source: &Source, threads: usize, tuning: Tuning) -> Result<Decoded
                 if compression == Compression::Gzip
                     && let Some(map) = independent_blocks(&file)
                 {
-                    let reader = Parallel::independent(source.clone(), map, threads, tuning);
+                    let reader = Parallel::independent(source.clone(), map, pool, tuning);
                     let reader = Box::new(Sticky { inner: reader, failed: None });
                     return Ok(Decoded { compression: Compression::GzipIndependent, reader });
                 }
                 file.seek(io::SeekFrom::Start(0)).map_err(io_err)?;
-                return Ok(Decoded {
-                    compression,
-                    reader: decoder(source, compression, Box::new(file), threads, tuning),
-                });
+                return Ok(Decoded { compression, reader: decoder(source, compression, Box::new(file), pool, tuning) });
             }
-            open_stream(source, Box::new(file), threads, tuning).map_err(io_err)
+            open_stream(source, Box::new(file), pool, tuning).map_err(io_err)
         }
-        Source::Stdin => open_stream(source, Box::new(io::stdin()), threads, tuning).map_err(io_err),
+        Source::Stdin => open_stream(source, Box::new(io::stdin()), pool, tuning).map_err(io_err),
     }
 }
 
 /// Detects the compression of a stream that cannot be rewound: the bytes peeked are given back
 /// in front of the rest.
-fn open_stream(source: &Source, mut r: Box<dyn Read + Send>, threads: usize, tuning: Tuning) -> io::Result<Decoded> {
+fn open_stream(source: &Source, mut r: Box<dyn Read + Send>, pool: &Pool, tuning: Tuning) -> io::Result<Decoded> {
     let head = read_head(&mut r)?;
     let compression = detect(&head);
     let reader = Box::new(Cursor::new(head).chain(r));
-    Ok(Decoded { compression, reader: decoder(source, compression, reader, threads, tuning) })
+    Ok(Decoded { compression, reader: decoder(source, compression, reader, pool, tuning) })
 }
 
 /// Reads a whole input, decompressed (tests and small files).
 pub fn read_all_for_tests(source: &Source, threads: usize) -> Result<(Compression, Vec<u8>), InputError> {
-    let mut decoded = open(source, threads)?;
+    let mut decoded = open(source, &pool_of(threads))?;
     let mut out = Vec::new();
     decoded.reader.read_to_end(&mut out).map_err(|e| into_input_error(source, e))?;
     Ok((decoded.compression, out))
@@ -229,11 +234,16 @@ pub fn detect(head: &[u8]) -> Compression {
     }
 }
 
+/// A pool of `threads` threads (at least 1), for tests and benchmarks.
+pub fn pool_of(threads: usize) -> Pool {
+    Arc::new(rayon::ThreadPoolBuilder::new().num_threads(threads.max(1)).build().expect("cannot start a thread pool"))
+}
+
 fn decoder(
     source: &Source,
     compression: Compression,
     r: Box<dyn Read + Send>,
-    threads: usize,
+    pool: &Pool,
     tuning: Tuning,
 ) -> Box<dyn Read + Send> {
     let s = source.clone();
@@ -242,7 +252,7 @@ fn decoder(
         Compression::Gzip | Compression::GzipIndependent => {
             Box::new(GzipMembers::new(s, Box::new(BufReader::with_capacity(READ_BUF, r))))
         }
-        Compression::Bgzf => Box::new(Parallel::bgzf(s, r, threads, tuning)),
+        Compression::Bgzf => Box::new(Parallel::bgzf(s, r, pool, tuning)),
         Compression::Bzip2 => {
             let inner = bzip2::bufread::MultiBzDecoder::new(BufReader::with_capacity(READ_BUF, r));
             Box::new(Named { source: s, what: "bzip2", inner })
@@ -256,62 +266,118 @@ fn decoder(
             Err(e) => return Box::new(Sticky { inner: io::empty(), failed: Some((e.kind(), e.to_string())) }),
         },
     };
-    let inner = if threads > 1 && !compression.is_parallel() { Box::new(ReadAhead::spawn(inner)) } else { inner };
+    let inner = if compression.is_parallel() { inner } else { ReadAhead::start(inner, pool) };
     Box::new(Sticky { inner, failed: None })
 }
 
-/// A one-thread decoder run on a thread of its own, a few buffers ahead of the reader (so that
-/// decoding overlaps the reader's own work).
+/// A one-thread decoder run a few buffers ahead of the reader, as a chain of tasks on the pool:
+/// each task decodes one buffer and, while fewer than [`ReadAhead::AHEAD`] wait for the reader,
+/// starts the next; the reader starts the chain again when it takes a buffer from a full queue.
+/// A task waits for nothing but its input's I/O (never for another task or the reader), so
+/// decoding shares the pool's threads without tying one up.
 struct ReadAhead {
-    full: mpsc::Receiver<io::Result<Vec<u8>>>,
-    empty: mpsc::SyncSender<Vec<u8>>,
+    shared: Arc<Ahead>,
     buf: Vec<u8>,
     at: usize,
     done: bool,
+}
+
+struct Ahead {
+    state: Mutex<AheadState>,
+    /// Signalled when a buffer (or the end) is queued.
+    queued: std::sync::Condvar,
+    pool: Pool,
+}
+
+struct AheadState {
+    /// Decoded buffers for the reader, in order; an error ends them.
+    full: std::collections::VecDeque<io::Result<Vec<u8>>>,
+    /// Buffers the reader is done with.
+    empty: Vec<Vec<u8>>,
+    /// The decoder, while no task holds it; `None` for good once it has ended.
+    inner: Option<Box<dyn Read + Send>>,
+    /// A task is queued or running.
+    running: bool,
+    /// The decoder reached its end or failed: nothing more will be queued.
+    ended: bool,
+    /// The reader has gone: no more tasks.
+    closed: bool,
 }
 
 impl ReadAhead {
     const BUF: usize = 1 << 20;
     const AHEAD: usize = 3;
 
-    fn spawn(mut inner: Box<dyn Read + Send>) -> Self {
-        let (full_tx, full) = mpsc::sync_channel(Self::AHEAD);
-        let (empty, empty_rx) = mpsc::sync_channel::<Vec<u8>>(Self::AHEAD + 2);
-        std::thread::Builder::new()
-            .name("kmerdb-decompress".into())
-            .spawn(move || {
-                loop {
-                    let mut buf = empty_rx.try_recv().unwrap_or_else(|_| Vec::with_capacity(Self::BUF));
-                    buf.resize(Self::BUF, 0);
-                    let mut n = 0;
-                    let result = loop {
-                        match inner.read(&mut buf[n..]) {
-                            Ok(0) => break Ok(()),
-                            Ok(k) => {
-                                n += k;
-                                if n == buf.len() {
-                                    break Ok(());
-                                }
-                            }
-                            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                            Err(e) => break Err(e),
-                        }
-                    };
-                    buf.truncate(n);
-                    let end = n == 0 || result.is_err();
-                    if n > 0 && full_tx.send(Ok(buf)).is_err() {
-                        return;
-                    }
-                    if let Err(e) = result {
-                        let _ = full_tx.send(Err(e));
-                    }
-                    if end {
-                        return;
+    fn start(inner: Box<dyn Read + Send>, pool: &Pool) -> Box<dyn Read + Send> {
+        let state = AheadState {
+            full: Default::default(),
+            empty: Vec::new(),
+            inner: Some(inner),
+            running: true,
+            ended: false,
+            closed: false,
+        };
+        let shared = Arc::new(Ahead { state: Mutex::new(state), queued: Default::default(), pool: pool.clone() });
+        let task = shared.clone();
+        pool.spawn(move || task.decode_one());
+        Box::new(ReadAhead { shared, buf: Vec::new(), at: 0, done: false })
+    }
+}
+
+impl Ahead {
+    fn lock(&self) -> std::sync::MutexGuard<'_, AheadState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Decodes one buffer, queues it and starts the next task if there is room.
+    fn decode_one(self: Arc<Self>) {
+        let (mut inner, mut buf) = {
+            let mut st = self.lock();
+            match st.inner.take() {
+                Some(inner) if !st.closed => (inner, st.empty.pop().unwrap_or_default()),
+                other => {
+                    st.inner = other;
+                    st.running = false;
+                    return;
+                }
+            }
+        };
+        buf.resize(ReadAhead::BUF, 0);
+        let mut n = 0;
+        let result = loop {
+            match inner.read(&mut buf[n..]) {
+                Ok(0) => break Ok(()),
+                Ok(k) => {
+                    n += k;
+                    if n == buf.len() {
+                        break Ok(());
                     }
                 }
-            })
-            .expect("cannot start a decompression thread");
-        ReadAhead { full, empty, buf: Vec::new(), at: 0, done: false }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => break Err(e),
+            }
+        };
+        buf.truncate(n);
+        let end = n == 0 || result.is_err();
+        let mut st = self.lock();
+        if n > 0 {
+            st.full.push_back(Ok(buf));
+        }
+        if let Err(e) = result {
+            st.full.push_back(Err(e));
+        }
+        if end {
+            st.ended = true;
+        } else {
+            st.inner = Some(inner);
+        }
+        st.running = !end && !st.closed && st.full.len() < ReadAhead::AHEAD;
+        if st.running {
+            let task = self.clone();
+            self.pool.spawn(move || task.decode_one());
+        }
+        drop(st);
+        self.queued.notify_all();
     }
 }
 
@@ -321,23 +387,48 @@ impl Read for ReadAhead {
             if self.done {
                 return Ok(0);
             }
-            match self.full.recv() {
-                Ok(Ok(next)) => {
+            let mut st = self.shared.lock();
+            let next = loop {
+                if let Some(next) = st.full.pop_front() {
+                    break Some(next);
+                }
+                if st.ended {
+                    break None;
+                }
+                st = self.shared.queued.wait(st).unwrap_or_else(|p| p.into_inner());
+            };
+            // Room again: restart the chain if it stopped for want of it.
+            if !st.running && !st.ended && st.inner.is_some() {
+                st.running = true;
+                let task = self.shared.clone();
+                self.shared.pool.spawn(move || task.decode_one());
+            }
+            match next {
+                Some(Ok(next)) => {
                     let used = std::mem::replace(&mut self.buf, next);
-                    let _ = self.empty.try_send(used);
+                    if st.empty.len() < ReadAhead::AHEAD + 2 {
+                        st.empty.push(used);
+                    }
                     self.at = 0;
                 }
-                Ok(Err(e)) => {
+                Some(Err(e)) => {
                     self.done = true;
                     return Err(e);
                 }
-                Err(_) => self.done = true, // the decoding thread has finished
+                None => self.done = true,
             }
         }
         let n = out.len().min(self.buf.len() - self.at);
         out[..n].copy_from_slice(&self.buf[self.at..self.at + n]);
         self.at += n;
         Ok(n)
+    }
+}
+
+impl Drop for ReadAhead {
+    fn drop(&mut self) {
+        // A running task finishes its buffer and starts no other.
+        self.shared.lock().closed = true;
     }
 }
 
@@ -671,7 +762,7 @@ impl Read for GzipMembers {
 // ---------------------------------------------------------------------------------------------
 // libdeflate
 
-/// A libdeflate decompressor (one per decoding thread).
+/// A libdeflate decompressor (one per pool thread that decodes parts).
 struct Inflater(std::ptr::NonNull<libdeflate_sys::libdeflate_decompressor>);
 
 // SAFETY: a libdeflate decompressor is plain memory used by one call at a time (`&mut self`).
@@ -760,7 +851,7 @@ struct Segment {
     end: u64,
 }
 
-/// What a decoding thread gives back: a piece, an error (BGZF: the file is corrupt), or, for
+/// What a decoding task gives back: a piece, an error (BGZF: the file is corrupt), or, for
 /// speculative parts, a failure that hands the rest to the one-thread decoder.
 enum Outcome {
     Piece(Piece),
@@ -784,32 +875,23 @@ enum Next {
     Error(InputError),
 }
 
-/// Starts `threads` decoding threads; jobs go in through the returned sender.
-fn spawn_workers(threads: usize) -> mpsc::SyncSender<(Job, mpsc::SyncSender<Outcome>)> {
-    let (tx, rx) = mpsc::sync_channel::<(Job, mpsc::SyncSender<Outcome>)>(threads);
-    let rx = Arc::new(Mutex::new(rx));
-    for i in 0..threads {
-        let rx = rx.clone();
-        std::thread::Builder::new()
-            .name(format!("kmerdb-inflate-{i}"))
-            .spawn(move || {
-                let mut inflater = Inflater::new();
-                loop {
-                    let job = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
-                    let Ok((job, reply)) = job else { return };
-                    let _ = reply.send(job(&mut inflater));
-                }
-            })
-            .expect("cannot start a decoding thread");
-    }
-    tx
+thread_local! {
+    /// Each pool thread's libdeflate decompressor, made at its first part.
+    static INFLATER: std::cell::RefCell<Option<Inflater>> = const { std::cell::RefCell::new(None) };
 }
 
-/// Sends a job to the workers and its result's receiver to the reader, in order; false once the
-/// reader is gone.
-fn submit(jobs: &mpsc::SyncSender<(Job, mpsc::SyncSender<Outcome>)>, order: &mpsc::SyncSender<Next>, job: Job) -> bool {
+/// Sends a part's result's receiver to the reader, in order, then has the part decoded on the
+/// pool (into a channel of its own, so the task never waits); false once the reader is gone.
+fn submit(sink: &JobSink, job: Job) -> bool {
     let (tx, rx) = mpsc::sync_channel(1);
-    order.send(Next::Piece(rx)).is_ok() && jobs.send((job, tx)).is_ok()
+    if sink.order.send(Next::Piece(rx)).is_err() {
+        return false;
+    }
+    sink.pool.spawn(move || {
+        let outcome = INFLATER.with(|cell| job(cell.borrow_mut().get_or_insert_with(Inflater::new)));
+        let _ = tx.send(outcome);
+    });
+    true
 }
 
 enum Mode {
@@ -837,25 +919,26 @@ struct Parallel {
 }
 
 impl Parallel {
-    fn with(source: Source, mode: Mode, threads: usize, cutter: impl FnOnce(JobSink) + Send + 'static) -> Self {
-        let (order_tx, order_rx) = mpsc::sync_channel(2 * threads);
-        let jobs = spawn_workers(threads);
+    fn with(source: Source, mode: Mode, pool: &Pool, cutter: impl FnOnce(JobSink) + Send + 'static) -> Self {
+        // Parts in flight: enough to keep every thread of the pool busy.
+        let (order_tx, order_rx) = mpsc::sync_channel(2 * pool.current_num_threads());
+        let pool = pool.clone();
         std::thread::Builder::new()
             .name("kmerdb-cut".into())
-            .spawn(move || cutter(JobSink { jobs, order: order_tx }))
+            .spawn(move || cutter(JobSink { pool, order: order_tx }))
             .expect("cannot start the input cutting thread");
         Parallel { source, order: Some(order_rx), mode, piece: Vec::new(), at: 0, rest: None }
     }
 
-    fn bgzf(source: Source, r: Box<dyn Read + Send>, threads: usize, tuning: Tuning) -> Self {
+    fn bgzf(source: Source, r: Box<dyn Read + Send>, pool: &Pool, tuning: Tuning) -> Self {
         let s = source.clone();
-        Self::with(source, Mode::Bgzf, threads, move |sink| cut_bgzf(s, r, sink, tuning))
+        Self::with(source, Mode::Bgzf, pool, move |sink| cut_bgzf(s, r, sink, tuning))
     }
 
-    fn independent(source: Source, map: Arc<memmap2::Mmap>, threads: usize, tuning: Tuning) -> Self {
+    fn independent(source: Source, map: Arc<memmap2::Mmap>, pool: &Pool, tuning: Tuning) -> Self {
         let member = MemberState { number: 1, at: 0, crc: crc32fast::Hasher::new(), len: 0 };
         let mode = Mode::Independent { map: map.clone(), member, pos: 0, history: Vec::new() };
-        Self::with(source, mode, threads, move |sink| cut_independent(map, sink, tuning))
+        Self::with(source, mode, pool, move |sink| cut_independent(map, sink, tuning))
     }
 
     /// The next piece of output; false at the end.
@@ -878,7 +961,7 @@ impl Parallel {
                 Ok(Outcome::Piece(piece)) => self.accept(piece),
                 Ok(Outcome::Error(e)) => Err(io::Error::new(io::ErrorKind::InvalidData, e)),
                 Ok(Outcome::Speculation(why)) => self.resume(&why),
-                Err(_) => Err(io::Error::other("a decoding thread stopped")),
+                Err(_) => Err(io::Error::other("a decoding task stopped")),
             },
             Next::Rest { reader, pos, blocks } => {
                 self.order = None;
@@ -930,7 +1013,7 @@ impl Parallel {
         log::debug!("{}: decoding on one thread from byte {pos}: {why}", self.source);
         #[cfg(test)]
         tests::RESUMES.with(|r| r.set(r.get() + 1));
-        self.order = None; // stops the cutting and decoding threads
+        self.order = None; // stops the cutting thread and the tasks it starts
         let rest = Cursor::new(MapBytes(map.clone()));
         let mut rest = BufReader::with_capacity(READ_BUF, rest);
         rest.seek(io::SeekFrom::Start(*pos))?;
@@ -987,9 +1070,9 @@ impl AsRef<[u8]> for MapBytes {
     }
 }
 
-/// The cutting thread's way to the decoding threads and the reader.
+/// The cutting thread's way to the decoding tasks and the reader.
 struct JobSink {
-    jobs: mpsc::SyncSender<(Job, mpsc::SyncSender<Outcome>)>,
+    pool: Pool,
     order: mpsc::SyncSender<Next>,
 }
 
@@ -1044,11 +1127,7 @@ fn cut_bgzf(source: Source, r: Box<dyn Read + Send>, sink: JobSink, tuning: Tuni
         let last = rest.is_some() || not_bgzf.is_some() || batch.len() < tuning.part_bytes;
         if !blocks.is_empty() {
             let s = source.clone();
-            if !submit(
-                &sink.jobs,
-                &sink.order,
-                Box::new(move |inf: &mut Inflater| decode_bgzf(&s, &batch, &blocks, inf)),
-            ) {
+            if !submit(&sink, Box::new(move |inf: &mut Inflater| decode_bgzf(&s, &batch, &blocks, inf))) {
                 return;
             }
         }
@@ -1201,7 +1280,7 @@ fn cut_independent(map: Arc<memmap2::Mmap>, sink: JobSink, tuning: Tuning) {
         }
         let m = map.clone();
         let job = Box::new(move |inf: &mut Inflater| decode_part(&m, start, end, inf));
-        if !submit(&sink.jobs, &sink.order, job) {
+        if !submit(&sink, job) {
             return;
         }
         start = end;
@@ -1409,7 +1488,7 @@ mod tests {
 
     fn read_tuned(path: &Path, threads: usize, tuning: Tuning) -> Result<(Compression, Vec<u8>), InputError> {
         let source = Source::File(path.to_path_buf());
-        let mut d = open_tuned(&source, threads, tuning)?;
+        let mut d = open_tuned(&source, &pool_of(threads), tuning)?;
         let mut out = Vec::new();
         d.reader.read_to_end(&mut out).map_err(|e| into_input_error(&source, e))?;
         Ok((d.compression, out))
@@ -1503,13 +1582,13 @@ mod tests {
     fn plain_files_pass_through_and_empty_files_read_empty() {
         let dir = tempfile::tempdir().unwrap();
         let path = write(dir.path(), "x.fq", b"@r\nACGT\n+\nIIII\n");
-        let mut d = open(&Source::File(path.clone()), 2).unwrap();
+        let mut d = open(&Source::File(path.clone()), &pool_of(2)).unwrap();
         let mut s = String::new();
         d.reader.read_to_string(&mut s).unwrap();
         assert_eq!((d.compression, s.as_str()), (Compression::None, "@r\nACGT\n+\nIIII\n"));
         let empty = write(dir.path(), "e.fq", b"");
         assert_eq!(read_all_for_tests(&Source::File(empty), 2).unwrap(), (Compression::None, vec![]));
-        let missing = open(&Source::File(dir.path().join("nope.fq")), 1).unwrap_err();
+        let missing = open(&Source::File(dir.path().join("nope.fq")), &pool_of(1)).unwrap_err();
         assert!(matches!(missing, InputError::NotFound(_)), "{missing}");
     }
 
@@ -1552,7 +1631,7 @@ mod tests {
             for threads in [1, 2, 4] {
                 for tuning in [TUNING, small()] {
                     let source = Source::File(path.clone());
-                    let mut d = open_tuned(&source, threads, tuning).unwrap();
+                    let mut d = open_tuned(&source, &pool_of(threads), tuning).unwrap();
                     assert_eq!(d.compression, Compression::Bgzf);
                     let out = read_odd(&mut d.reader).unwrap();
                     assert!(out == text, "block {block}, eof {eof}, {threads} threads: {} bytes", out.len());
@@ -1751,7 +1830,7 @@ mod tests {
         // The peek-and-give-back path with a stream that gives a few bytes at a time.
         let bytes = bgzf(&text, 1000, true);
         let r = Box::new(Trickle { data: bytes, at: 0, step: 1 });
-        let mut d = open_stream(&Source::Stdin, r, 2, small()).unwrap();
+        let mut d = open_stream(&Source::Stdin, r, &pool_of(2), small()).unwrap();
         assert_eq!(d.compression, Compression::Bgzf);
         assert!(read_odd(&mut d.reader).unwrap() == text);
     }

@@ -470,8 +470,8 @@ impl RecordStream {
     /// [`RecordStream::open`], keeping `ahead` blocks read and parsed ahead of the consumer
     /// instead of [`BLOCKS_AHEAD`].
     pub fn open_ahead(source: &Source, pool: Arc<rayon::ThreadPool>, ahead: usize) -> Result<Self, InputError> {
-        // Decompression gets as many threads as parsing (BGZF and `pigz -i` input use them).
-        let decoded = super::decompress::open(source, pool.current_num_threads())?;
+        // Decompression runs on the same pool as parsing (its threads are the run's threads).
+        let decoded = super::decompress::open(source, &pool)?;
         let plain = decoded.compression == super::decompress::Compression::None;
         let mut reader = decoded.reader;
         // The first bytes, to know the format before the thread starts: read only until one is

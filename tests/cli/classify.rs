@@ -653,3 +653,65 @@ fn the_workflows_sample_sheet_is_a_samples_sheet() {
     let alone = classify_pairs().args(["-o", "/dev/null", "-r", "-"]).output().unwrap();
     assert_eq!(bundled, String::from_utf8(alone.stdout).unwrap(), "the paired sample as -1/-2 gives it");
 }
+
+/// The CPU time (user + system) and wall time of `kmerdb` run with `args`, waited for with
+/// `wait4` so that only this child's time counts (tests run side by side in this process).
+#[allow(clippy::zombie_processes, reason = "wait4 reaps the child")]
+fn cpu_and_wall(args: &[&std::ffi::OsStr]) -> (f64, f64) {
+    let start = std::time::Instant::now();
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("kmerdb"))
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let (mut status, mut usage) = (0, unsafe { std::mem::zeroed::<libc::rusage>() });
+    // SAFETY: waits for our own child, filling the two values given.
+    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+    let wall = start.elapsed().as_secs_f64();
+    assert_eq!(pid, child.id() as libc::pid_t);
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "kmerdb {args:?} failed");
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    (secs(usage.ru_utime) + secs(usage.ru_stime), wall)
+}
+
+/// Regression (issue 18): `--threads 1` is a hard limit. Each compressed mate file used to be
+/// decoded on a thread of its own beside the pool (BGZF and `pigz -i` files on `--threads` threads
+/// of their own); decoding now runs on the run's pool. xz input, slow to decode, makes decoding a
+/// large share of the run: two mate files decoded beside one classifying thread used about 1.5
+/// cores.
+#[test]
+fn one_thread_means_one_busy_thread_with_compressed_input() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let mut mates = Vec::new();
+    for (i, r) in [r1(), r2()].iter().enumerate() {
+        let text = gunzip(r);
+        let path = dir.path().join(format!("r{}.fq.xz", i + 1));
+        let mut xz = liblzma::write::XzEncoder::new(std::fs::File::create(&path).unwrap(), 0);
+        for _ in 0..40 {
+            xz.write_all(text.as_bytes()).unwrap();
+        }
+        xz.finish().unwrap();
+        mates.push(path);
+    }
+    let out = dir.path().join("out.kraken");
+    let args: Vec<&std::ffi::OsStr> = [
+        "classify".as_ref(),
+        "-t".as_ref(),
+        "1".as_ref(),
+        "-d".as_ref(),
+        db().as_os_str(),
+        "-1".as_ref(),
+        mates[0].as_os_str(),
+        "-2".as_ref(),
+        mates[1].as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]
+    .to_vec();
+    let (cpu, wall) = cpu_and_wall(&args);
+    assert_eq!(std::fs::read_to_string(&out).unwrap().lines().count(), 40 * PAIRS);
+    // Reading and writing threads wait most of the time: a little above one core, not 1.5.
+    assert!(cpu / wall < 1.2, "-t 1 used {cpu:.2} s of CPU in {wall:.2} s");
+}

@@ -70,7 +70,7 @@ fn run(decoder: &str, threads: usize, file: &str, input: &[u8], hash: bool) -> (
         // kmerdb reads the file itself (mapping it for pigz -i); the others get it in memory.
         "kmerdb" => {
             let source = Source::File(file.into());
-            let d = decompress::open(&source, threads).unwrap_or_else(|e| panic!("{e}"));
+            let d = decompress::open(&source, &decompress::pool_of(threads)).unwrap_or_else(|e| panic!("{e}"));
             drain(d.reader, hash)
         }
         "flate2" => {

@@ -32,6 +32,11 @@ use kmerdb::sketch::SketchParams;
 use kmerdb::synth::{SynthSpec, generate};
 use std::time::Instant;
 
+/// The `kmerdb` binary's allocator (Cargo.toml), so that the end-to-end builds here run as the
+/// binary's do.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Genomes' sequences, in order.
 type Genomes = Vec<Vec<u8>>;
 
