@@ -491,10 +491,12 @@ struct Scratch<'i> {
     runs: [Vec<(TaxId, u32)>; 2],
 }
 
-/// A finished group of reads: their taxids, Kraken lines (or the error formatting them) and
-/// `--candidates-out` records.
+/// A finished group of reads: their taxids and counts, Kraken lines (or the error formatting
+/// them) and `--candidates-out` records.
 struct Finished {
     taxids: Vec<TaxId>,
+    /// Reads per taxid (0: unclassified).
+    counts: HashMap<TaxId, u64>,
     lines: std::io::Result<Vec<u8>>,
     candidates: Vec<u8>,
 }
@@ -812,7 +814,7 @@ impl Run<'_> {
         // its reads' mates, classifies, formats and counts them (a pass that waits for the pool
         // waits for the blocks being parsed there).
         let group_reads = if self.batch_reads() > BATCH_READS { 1024 } else { GROUP_READS };
-        let groups: Vec<(Finished, HashMap<TaxId, u64>)> = (0..batch.len().div_ceil(group_reads))
+        let groups: Vec<Finished> = (0..batch.len().div_ceil(group_reads))
             .into_par_iter()
             .map_init(
                 || {
@@ -826,12 +828,11 @@ impl Run<'_> {
                     let mates: Vec<&[u8]> =
                         reads.clone().flat_map(|r| (0..per).map(move |m| batch.seq(r, m))).collect();
                     let group: Vec<&[&[u8]]> = mates.chunks(per).collect();
-                    let f = self.finish_group(batch, reads.start, &group, found, want, sc);
-                    let mut counts = HashMap::new();
+                    let mut f = self.finish_group(batch, reads.start, &group, found, want, sc);
                     for &t in &f.taxids {
-                        *counts.entry(t).or_default() += 1;
+                        *f.counts.entry(t).or_default() += 1;
                     }
-                    (f, counts)
+                    f
                 },
             )
             .collect();
@@ -842,9 +843,9 @@ impl Run<'_> {
             candidates: Vec::with_capacity(groups.len()),
             counts: HashMap::new(),
         };
-        for (f, counts) in groups {
+        for f in groups {
             done.taxids.extend(f.taxids);
-            for (t, n) in counts {
+            for (t, n) in f.counts {
                 *done.counts.entry(t).or_default() += n;
             }
             if !f.candidates.is_empty() {
@@ -873,8 +874,12 @@ impl Run<'_> {
         let hit_list = want.hit_list();
         let names = self.config.use_names.then(|| self.index.taxonomy());
         let paired = batch.mates_per_read() == 2;
-        let mut done =
-            Finished { taxids: Vec::with_capacity(group.len()), lines: Ok(Vec::new()), candidates: Vec::new() };
+        let mut done = Finished {
+            taxids: Vec::with_capacity(group.len()),
+            counts: HashMap::new(),
+            lines: Ok(Vec::new()),
+            candidates: Vec::new(),
+        };
         // One read's result, as lines and candidates records.
         let tree = self.index.taxonomy();
         // `text`: the hit-list column formatted by the GPU, in place of `runs` (then empty).

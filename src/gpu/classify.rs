@@ -295,10 +295,12 @@ pub fn pack_on<R: Reads + ?Sized>(classifiers: &[GpuClassifier], reads: &R) -> R
     let n = reads.count();
     let chunk = n.div_ceil(classifiers.len()).max(1);
     let t = Instant::now();
+    // A GPU whose share would be empty gets no part (the parts are found by read / chunk).
     let parts: Vec<Packed> = classifiers
         .iter()
         .enumerate()
-        .map(|(i, c)| c.pack(reads, (i * chunk).min(n)..((i + 1) * chunk).min(n)))
+        .take(n.div_ceil(chunk))
+        .map(|(i, c)| c.pack(reads, i * chunk..((i + 1) * chunk).min(n)))
         .collect::<Result<_, _>>()?;
     Ok(PackedBatch { parts, chunk, packing: t.elapsed() })
 }

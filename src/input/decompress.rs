@@ -12,10 +12,10 @@
 //! All decoding runs on the caller's thread pool (the run's `--threads`), never on threads of its
 //! own, so that decoding counts against the run's threads: parallel formats' parts are pool
 //! tasks, and the one-thread decoders run as a chain of pool tasks, each decoding one 1 MiB buffer
-//! a few buffers ahead of the reader. No decoding task ever
-//! waits for another task or for the reader (each sends into room of its own), so a pool busy
-//! with the reader's own work, or of one thread, delays decoding but cannot deadlock it; the
-//! reader, which waits for the tasks, must not be one of the pool's threads.
+//! a few buffers ahead of the reader. No decoding task ever waits for another task or for the
+//! reader (each sends into room of its own), so a pool busy with the reader's own work, or of one
+//! thread, delays decoding but cannot deadlock it; the reader, which waits for the tasks, must not
+//! be one of the pool's threads.
 //!
 //! Invariants: output comes in order; every gzip member's CRC32 and ISIZE are checked (a BGZF
 //! block's by the thread that inflates it; a cut member's from its parts' CRCs combined); memory
@@ -318,8 +318,7 @@ impl ReadAhead {
             closed: false,
         };
         let shared = Arc::new(Ahead { state: Mutex::new(state), queued: Default::default(), pool: pool.clone() });
-        let task = shared.clone();
-        pool.spawn(move || task.decode_one());
+        shared.schedule();
         Box::new(ReadAhead { shared, buf: Vec::new(), at: 0, done: false })
     }
 }
@@ -327,6 +326,12 @@ impl ReadAhead {
 impl Ahead {
     fn lock(&self) -> std::sync::MutexGuard<'_, AheadState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts a task on the pool (the caller has marked it `running`).
+    fn schedule(self: &Arc<Self>) {
+        let task = self.clone();
+        self.pool.spawn(move || task.decode_one());
     }
 
     /// Decodes one buffer, queues it and starts the next task if there is room.
@@ -373,8 +378,7 @@ impl Ahead {
         }
         st.running = !end && !st.closed && st.full.len() < ReadAhead::AHEAD;
         if st.running {
-            let task = self.clone();
-            self.pool.spawn(move || task.decode_one());
+            self.schedule();
         }
         drop(st);
         self.queued.notify_all();
@@ -400,8 +404,7 @@ impl Read for ReadAhead {
             // Room again: restart the chain if it stopped for want of it.
             if !st.running && !st.ended && st.inner.is_some() {
                 st.running = true;
-                let task = self.shared.clone();
-                self.shared.pool.spawn(move || task.decode_one());
+                self.shared.schedule();
             }
             match next {
                 Some(Ok(next)) => {
