@@ -163,7 +163,7 @@ fn stretch_calls(
 }
 
 /// Writes `distribution` in Bracken's form (module documentation), under a temporary name
-/// renamed into place once complete.
+/// renamed into place once complete (`output::create_output`).
 fn write(path: &Path, distribution: &Distribution) -> Result<(), BrackenError> {
     let err = |source| BrackenError::Output { path: path.display().to_string(), source };
     let totals: BTreeMap<TaxId, u64> = distribution.iter().map(|(&g, row)| (g, row.values().sum())).collect();
@@ -182,9 +182,10 @@ fn write(path: &Path, distribution: &Distribution) -> Result<(), BrackenError> {
         }
         text.push('\n');
     }
-    let mut file = crate::temp_files::create_beside(path).map_err(err)?;
+    // As every text output: a device or a pipe is written into, a file replaced when complete.
+    let mut file = crate::output::create_output(path).map_err(err)?;
     file.write_all(text.as_bytes()).map_err(err)?;
-    file.persist(path).map_err(err)
+    file.finish().map_err(err)
 }
 
 /// Bracken's name for the file of read length `read_length`, which `bracken -d FOLDER -r N` looks

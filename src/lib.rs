@@ -41,6 +41,7 @@ pub mod output;
 pub mod paths;
 pub mod pipeline;
 pub mod protein;
+pub mod replacing;
 pub mod resources;
 pub mod sketch;
 pub mod slab_hash;

@@ -4,8 +4,10 @@
 //! Paths are compared by what they name, not how they are spelled: a file that exists is known by
 //! its device and inode (so a symlink, a hard link, `./x` and `../dir/x` all name the same file);
 //! a file that does not exist yet by its folder's canonical path and its own name. Standard
-//! input and output (`-`) and existing files that are not regular files (`/dev/null`, a named
-//! pipe) are left out: writing to them replaces nothing, and several outputs may share one.
+//! input and output (`-`) are known by what they are open on (`fstat`): `-o r1.fq < r1.fq` is
+//! refused like `-o r1.fq r1.fq`; stdout is compared with the inputs only. Existing files that are
+//! not regular files (`/dev/null`, a named pipe, a terminal) are left out: writing to them replaces
+//! nothing, and several outputs may share one.
 
 use std::path::{Path, PathBuf};
 
@@ -70,15 +72,16 @@ impl FilePlan {
 
     /// The first output that names the same file as an input or an earlier output, if any.
     pub fn check(&self) -> Result<(), PathClash> {
-        let ids: Vec<Option<Identity>> = self.files.iter().map(|f| identity(&f.path)).collect();
+        let ids: Vec<Option<Identity>> = self.files.iter().map(|f| identity(&f.path, f.usage)).collect();
+        let stdout = |f: &Named| f.usage == Use::Writes && is_stdio(&f.path);
         for (i, out) in self.files.iter().enumerate().filter(|(_, f)| f.usage == Use::Writes) {
             let Some(id) = &ids[i] else { continue };
-            // Every input, and every output named before this one.
-            let clash = self
-                .files
-                .iter()
-                .enumerate()
-                .find(|&(j, other)| j != i && ids[j].as_ref() == Some(id) && (other.usage == Use::Reads || j < i));
+            // Every input, and every output named before this one (stdout: inputs only).
+            let clash = self.files.iter().enumerate().find(|&(j, other)| {
+                j != i
+                    && ids[j].as_ref() == Some(id)
+                    && (other.usage == Use::Reads || (j < i && !stdout(out) && !stdout(other)))
+            });
             if let Some((_, other)) = clash {
                 let why = match other.usage {
                     Use::Reads => "the run would overwrite what it reads",
@@ -97,11 +100,25 @@ impl FilePlan {
     }
 }
 
-/// What `path` names, or `None` for stdin/stdout and for existing files that are not regular files
-/// or directories (devices, pipes, sockets).
-fn identity(path: &Path) -> Option<Identity> {
-    if path.as_os_str() == "-" {
-        return None;
+fn is_stdio(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+/// What `path` names, or `None` for existing files that are not regular files or directories
+/// (devices, pipes, sockets). `-` is stdin or stdout (by `usage`): the regular file it is open
+/// on, if any.
+fn identity(path: &Path, usage: Use) -> Option<Identity> {
+    if is_stdio(path) {
+        let st = match usage {
+            Use::Reads => rustix::fs::fstat(std::io::stdin()),
+            Use::Writes => rustix::fs::fstat(std::io::stdout()),
+        };
+        return match st {
+            Ok(st) if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile => {
+                Some(Identity::Inode(st.st_dev, st.st_ino))
+            }
+            _ => None,
+        };
     }
     match std::fs::metadata(path) {
         Ok(m) if m.is_file() || m.is_dir() => Some(inode(&m)),

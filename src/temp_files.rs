@@ -181,14 +181,21 @@ impl TempFile {
         self.inner().as_file()
     }
 
-    /// Syncs the file and renames it over `dest` (atomic within one file system). On error the
-    /// temporary file is deleted and `dest` is untouched.
-    pub fn persist(mut self, dest: &Path) -> io::Result<()> {
+    /// Syncs the file and renames it over `dest` (atomic within one file system), with the checks
+    /// of `replacing`: never over a device or pipe, under a lock on `dest`, with the replaced
+    /// file's permissions. On error the temporary file is deleted and `dest` is untouched.
+    pub fn persist(self, dest: &Path) -> io::Result<()> {
+        self.persist_under(dest, None)
+    }
+
+    /// [`TempFile::persist`] under `held`, a lock on `dest` the run took before reading it: the
+    /// rename is refused if `dest` changed since.
+    pub fn persist_under(mut self, dest: &Path, held: Option<&crate::replacing::Lock>) -> io::Result<()> {
         let context = |e: io::Error| io::Error::new(e.kind(), format!("cannot write {}: {e}", dest.display()));
         self.as_file().sync_all().map_err(context)?;
         let inner = self.inner.take().expect("a TempFile holds its file until persisted");
-        // On failure the file comes back and is deleted here; `self` unregisters on drop.
-        inner.persist(dest).map(drop).map_err(|e| context(e.error))
+        // On failure the file is deleted as `inner` drops; `self` unregisters on drop.
+        crate::replacing::replace(inner, dest, held).map_err(context)
     }
 }
 

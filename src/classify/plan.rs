@@ -137,9 +137,12 @@ pub fn file_plan(
     let flag = |plain: &'static str| if sheet.is_some() { "--samples" } else { plain };
     for s in samples {
         let mut read = |flag: &str, src: &Source| {
-            if let Source::File(p) = src {
-                plan.reads(label(flag, &s.name), p);
-            }
+            // Stdin is known by the file it is open on.
+            let path = match src {
+                Source::File(p) => p.as_path(),
+                Source::Stdin => Path::new("-"),
+            };
+            plan.reads(label(flag, &s.name), path);
         };
         match &s.reads {
             ReadLayout::Single(files) | ReadLayout::Interleaved(files) => {

@@ -30,6 +30,9 @@ pub struct ShardData {
 pub struct IndexFile {
     temp: crate::temp_files::TempFile,
     path: PathBuf,
+    /// A lock on the file at `path` that the run holds since it read it (`update` over its own
+    /// index): the rename is refused if that file changed meanwhile.
+    held: Option<crate::replacing::Lock>,
 }
 
 impl IndexFile {
@@ -41,7 +44,13 @@ impl IndexFile {
             path: dir.to_path_buf(),
             source: std::io::Error::new(source.kind(), format!("directory is not writable ({source})")),
         })?;
-        Ok(Self { temp, path: path.to_path_buf() })
+        Ok(Self { temp, path: path.to_path_buf(), held: None })
+    }
+
+    /// Replaces the index at the end only if the file `lock` holds is still there, unchanged.
+    pub fn holding(mut self, lock: Option<crate::replacing::Lock>) -> Self {
+        self.held = lock;
+        self
     }
 
     pub fn path(&self) -> &Path {
@@ -228,7 +237,7 @@ impl IndexWriter {
             file.write_all_at(bytes, at).map_err(io)?;
         }
         let size = file.metadata().map_err(io)?.len();
-        self.file.temp.persist(&path).map_err(io)?;
+        self.file.temp.persist_under(&path, self.file.held.as_ref()).map_err(io)?;
         Ok(size)
     }
 }

@@ -146,8 +146,12 @@ pub fn check_output(db: &std::path::Path) -> Result<(), BuildError> {
     if db.is_dir() {
         return Err(err("it is a directory".into()));
     }
+    // Looked at before opening: opening a named pipe would wait for a writer.
+    if let Some(reason) = crate::replacing::refusal(db) {
+        return Err(err(reason));
+    }
     // A build replaces an older index, never some other file a typo named (a genome, reads).
-    if let Ok(meta) = std::fs::metadata(db) {
+    if let Some(meta) = std::fs::metadata(db).ok().filter(|m| m.is_file()) {
         let mut start = [0u8; 8];
         let read = std::fs::File::open(db).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut start));
         if meta.is_file() && meta.len() > 0 && (read.is_err() || start != crate::index::format::MAGIC) {

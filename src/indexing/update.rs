@@ -112,12 +112,20 @@ pub fn read_taxid_list(path: &std::path::Path) -> Result<Vec<TaxId>, BuildError>
 /// Runs an update (see the module's description).
 pub fn update(config: &UpdateConfig) -> Result<UpdateSummary, BuildError> {
     let start = Instant::now();
+    // Over its own index: locked before it is read, so that a second update of it waits for this
+    // one and then reads its result, and a file rewritten meanwhile is not replaced.
+    let held = if crate::replacing::same_file(&config.old, &config.db) {
+        crate::replacing::Lock::take(&config.db)
+            .map_err(|source| crate::index::format::IndexError::Io { path: config.db.clone(), source })?
+    } else {
+        None
+    };
     let old = Index::open(&config.old, Verify::All)?;
     let dropped = old.dropped()?;
     let removed = removed_targets(config, &old)?;
     check_taxonomy_use(config, old.header())?;
     crate::indexing::check_output(&config.db)?;
-    let out = IndexFile::create(&config.db)?;
+    let out = IndexFile::create(&config.db)?.holding(held);
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(config.threads)
         .build()

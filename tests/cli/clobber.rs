@@ -180,3 +180,131 @@ fn outputs_to_dev_null_may_be_shared() {
         .assert()
         .success();
 }
+
+/// A device node made in the test's folder (never the machine's own `/dev/null`): `mknod` needs
+/// root, as CI and the development machines run; elsewhere the named pipe cases still run.
+fn device_node(path: &std::path::Path) -> bool {
+    let made = std::process::Command::new("mknod").arg(path).args(["c", "1", "3"]).status().unwrap().success();
+    if !made {
+        eprintln!("mknod {} failed (not root?): the character device case is skipped", path.display());
+    }
+    made
+}
+
+fn is_special(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    let t = std::fs::symlink_metadata(path).unwrap().file_type();
+    t.is_char_device() || t.is_fifo()
+}
+
+/// Issue 30.1: `build -d /dev/null` renamed the index over the device node, and `update -o` and
+/// `bracken-prep -o` did the same; a named pipe as `-d` hung the build. An index now refuses them
+/// (exit 2, naming the file) and bracken-prep writes into them, as classify does.
+#[test]
+fn device_nodes_and_pipes_are_never_replaced() {
+    let s = Setup::new();
+    let mut specials = vec!["pipe"];
+    assert!(std::process::Command::new("mkfifo").arg(s.path("pipe")).status().unwrap().success());
+    if device_node(&s.path("null")) {
+        specials.push("null");
+    }
+    let genomes = data().join("genomes");
+    let genomes = genomes.to_str().unwrap();
+    std::fs::write(s.path("remove.txt"), "NC_001416.1\n").unwrap();
+    for special in specials {
+        for args in [
+            vec!["build", "-d", special, genomes],
+            vec!["update", "-d", "d.db", "--remove-targets", "remove.txt", "-o", special],
+        ] {
+            let out = kmerdb()
+                .current_dir(s.dir.path())
+                .args(&args)
+                .timeout(std::time::Duration::from_secs(60))
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+            assert!(stderr.contains(special) && stderr.contains("not a file"), "{args:?}: {stderr}");
+            assert!(is_special(&s.path(special)), "{args:?} replaced {special}");
+        }
+    }
+    // bracken-prep streams into a device, as classify does.
+    if s.path("null").exists() {
+        kmerdb()
+            .current_dir(s.dir.path())
+            .args(["bracken-prep", "-q", "-d", "d.db", "-r", "100", "--step", "50", "-o", "null", genomes])
+            .assert()
+            .success();
+        assert!(is_special(&s.path("null")), "bracken-prep replaced the device");
+    }
+    assert!(crate::listing(s.dir.path()).iter().all(|n| !n.contains(".kmerdb-")), "temporary files left");
+}
+
+/// Issue 30.3: `classify - -o r1.fq < r1.fq` replaced the reads it was reading: stdin is compared
+/// by the file it is open on, as any named input (and stdout, when it is a file, with the inputs).
+#[test]
+fn an_output_over_the_file_on_stdin_is_refused() {
+    let s = Setup::new();
+    let stdin_file = |name: &str| std::fs::File::open(s.path(name)).unwrap();
+    for (args, flags) in [
+        (vec!["classify", "-d", "d.db", "-", "-o", "in.fa"], ["-o/--output", "READS"]),
+        (vec!["classify", "-d", "d.db", "-", "-o", "link.fa"], ["-o/--output", "READS"]),
+        (vec!["build", "-d", "in.fa", "-"], ["-d/--db", "INPUT"]),
+    ] {
+        let before = s.snapshot();
+        let out =
+            crate::kmerdb_process().current_dir(s.dir.path()).args(&args).stdin(stdin_file("in.fa")).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(flags.iter().all(|f| stderr.contains(f)), "{args:?}: {stderr}");
+        assert!(s.snapshot() == before, "{args:?} changed files");
+    }
+    // Stdout appending to the reads being read.
+    let before = s.snapshot();
+    let append = std::fs::OpenOptions::new().append(true).open(s.path("in.fa")).unwrap();
+    let out = crate::kmerdb_process()
+        .current_dir(s.dir.path())
+        .args(["classify", "-d", "d.db", "in.fa"])
+        .stdout(append)
+        .output();
+    assert_eq!(out.unwrap().status.code(), Some(2));
+    assert!(s.snapshot() == before);
+    // Stdin from another file is fine.
+    std::fs::copy(s.path("in.fa"), s.path("other.fa")).unwrap();
+    let ok = crate::kmerdb_process()
+        .current_dir(s.dir.path())
+        .args(["classify", "-q", "-d", "d.db", "-", "-o", "in.kraken"])
+        .stdin(stdin_file("other.fa"))
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+/// Issue 30.11: rebuilding or updating a 0600 index left a 0644 file; every output keeps the mode
+/// of the file it replaces.
+#[test]
+fn replacing_a_file_keeps_its_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Setup::new();
+    let mode = |name: &str| std::fs::metadata(s.path(name)).unwrap().permissions().mode() & 0o777;
+    let set = |name: &str, m: u32| std::fs::set_permissions(s.path(name), std::fs::Permissions::from_mode(m)).unwrap();
+    set("d.db", 0o600);
+    build_data(&s.path("d.db")).arg("-q").assert().success();
+    assert_eq!(mode("d.db"), 0o600, "rebuilt");
+    std::fs::write(s.path("remove.txt"), "NC_001416.1\n").unwrap();
+    set("d.db", 0o640);
+    kmerdb()
+        .current_dir(s.dir.path())
+        .args(["update", "-q", "-d", "d.db", "--remove-targets", "remove.txt"])
+        .assert()
+        .success();
+    assert_eq!(mode("d.db"), 0o640, "updated in place");
+    std::fs::write(s.path("r.kreport"), "old").unwrap();
+    set("r.kreport", 0o604);
+    kmerdb()
+        .current_dir(s.dir.path())
+        .args(["classify", "-q", "-d", "d.db", "in.fa", "-o", "/dev/null", "-r", "r.kreport"])
+        .assert()
+        .success();
+    assert_eq!(mode("r.kreport"), 0o604, "a classify output");
+}

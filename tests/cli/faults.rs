@@ -2,18 +2,11 @@
 //! Each must end with a clear error or exit code, no temporary file left (but for SIGKILL, whose
 //! leftover the next build removes), and older indexes and outputs intact.
 
-use crate::{build_data, data, genome_files, kmerdb, listing};
+use crate::{build_data, data, genome_files, kmerdb, kmerdb_process, listing};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// `kmerdb` as a std `Command` (for spawning and signalling), set up as `crate::kmerdb` is.
-fn kmerdb_process() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_kmerdb"));
-    c.env("SOURCE_DATE_EPOCH", "1700000000").env_remove("KMERDB_DB");
-    c
-}
 
 /// Hidden temporary files kmerdb left in `dir`.
 fn temporaries(dir: &Path) -> Vec<String> {
@@ -267,4 +260,72 @@ fn a_reader_that_stops_early_ends_classify_quietly() {
     let (code, stderr) = stderr_of(child);
     assert_eq!(code, Some(0), "{stderr}");
     assert!(!stderr.contains("error"), "{stderr}");
+}
+
+/// An index of `data/genomes` without a taxonomy (every sequence its own taxon, so genomes can be
+/// added without one), and `big.fa`, a random genome that takes an update a second or more to add
+/// on one thread: the window in which a second run meets the first.
+fn slow_update_setup(d: &Path) {
+    kmerdb().current_dir(d).args(["build", "-q", "-d", "old.db"]).arg(data().join("genomes")).assert().success();
+    std::fs::write(d.join("big.fa"), fasta_record("big", 6_000_000)).unwrap();
+}
+
+fn target_names(d: &Path, db: &str) -> Vec<String> {
+    let out = kmerdb().current_dir(d).args(["info", "--json", db]).output().unwrap();
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    info["targets"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect()
+}
+
+/// Issue 30.2: two `update`s of one index in place at once, each removing a different target, both
+/// said "1 removed" and the index lost one removal. The second now waits for the first and reads
+/// its result: the index lacks both targets.
+#[test]
+fn two_updates_of_one_index_at_once_both_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    slow_update_setup(d);
+    std::fs::write(d.join("ra.txt"), "NC_001416.1\n").unwrap();
+    std::fs::write(d.join("rb.txt"), "NC_006494.1\n").unwrap();
+    let update = |args: &[&str]| {
+        let mut c = kmerdb_process();
+        c.current_dir(d).args(["update", "-q", "-t", "1", "-d", "x.db"]).args(args).stderr(Stdio::piped());
+        c.spawn().unwrap()
+    };
+    std::fs::copy(d.join("old.db"), d.join("x.db")).unwrap();
+    let all = target_names(d, "x.db");
+    // The second starts once the first has read the index and is writing its own.
+    let mut a = update(&["--remove-targets", "ra.txt", "--add", "big.fa"]);
+    wait_for_temporary(d, &mut a);
+    let b = update(&["--remove-targets", "rb.txt"]);
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    assert!(a.status.success(), "{}", String::from_utf8_lossy(&a.stderr));
+    assert!(b.status.success(), "{}", String::from_utf8_lossy(&b.stderr));
+    let left = target_names(d, "x.db");
+    assert_eq!(left.len(), all.len() - 1, "{left:?}");
+    assert!(!left.iter().any(|t| t == "NC_001416.1" || t == "NC_006494.1"), "a removal was lost: {left:?}");
+    assert!(left.iter().any(|t| t == "big"), "the addition was lost: {left:?}");
+    assert!(temporaries(d).is_empty(), "{:?}", temporaries(d));
+}
+
+/// Issue 30.2: a build to the `-d` that an update is rewriting in place. The update's result, made
+/// from the index it read, must not replace the new build: the build waits for the update and
+/// then replaces its result.
+#[test]
+fn a_build_during_an_update_of_its_index_is_not_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    slow_update_setup(d);
+    let lambda = genome_files().into_iter().find(|p| p.to_string_lossy().contains("lambda")).unwrap();
+    let build = |db: &str| kmerdb().current_dir(d).args(["build", "-q", "-t", "1", "-d", db]).arg(&lambda).assert();
+    build("b.db").success();
+    std::fs::copy(d.join("old.db"), d.join("x.db")).unwrap();
+    let mut u = kmerdb_process();
+    u.current_dir(d).args(["update", "-q", "-t", "1", "-d", "x.db", "--add", "big.fa"]).stderr(Stdio::piped());
+    let mut u = u.spawn().unwrap();
+    wait_for_temporary(d, &mut u);
+    build("x.db").success();
+    let u = u.wait_with_output().unwrap();
+    assert!(u.status.success(), "{}", String::from_utf8_lossy(&u.stderr));
+    assert!(std::fs::read(d.join("x.db")).unwrap() == std::fs::read(d.join("b.db")).unwrap(), "the build was lost");
+    assert!(temporaries(d).is_empty(), "{:?}", temporaries(d));
 }

@@ -38,6 +38,14 @@ pub fn kmerdb() -> Command {
     cmd
 }
 
+/// `kmerdb` as a std `Command` (to spawn, signal, or give it open files as stdin and stdout), set
+/// up as [`kmerdb`] is.
+pub fn kmerdb_process() -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_kmerdb"));
+    c.env("SOURCE_DATE_EPOCH", "1700000000").env_remove("KMERDB_DB");
+    c
+}
+
 /// `kmerdb build` of the bundled genomes with their taxonomy, to `db`.
 pub fn build_data(db: &Path) -> Command {
     build_genomes(db, [data().join("genomes")])

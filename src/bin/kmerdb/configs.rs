@@ -37,6 +37,15 @@ fn thread_count(threads: Option<usize>) -> Result<usize> {
     }
 }
 
+/// An index goes to a file: a device, a pipe or a socket as `-d`/`-o` is bad usage (exit 2), as
+/// a rename would replace it.
+fn refuse_special_index(db: &std::path::Path) -> Result<()> {
+    if let Some(reason) = kmerdb::replacing::refusal(db) {
+        usage!("cannot write the index to {}: {reason}", db.display());
+    }
+    Ok(())
+}
+
 /// `--taxonomy` is a folder and every `--seqid2taxid` a file (what is in them is read later).
 fn check_taxa_inputs(taxa: &TaxaArgs) -> Result<()> {
     if let Some(dir) = &taxa.taxonomy {
@@ -87,8 +96,10 @@ pub fn update(args: UpdateArgs) -> Result<kmerdb::indexing::update::UpdateConfig
         command_line.push("--add".into());
         command_line.extend(inputs);
     }
+    let db = args.output.unwrap_or_else(|| args.db.clone());
+    refuse_special_index(&db)?;
     Ok(UpdateConfig {
-        db: args.output.unwrap_or_else(|| args.db.clone()),
+        db,
         old: args.db,
         add,
         remove_targets,
@@ -125,6 +136,7 @@ pub fn build(args: BuildArgs, quiet: bool) -> Result<BuildConfig> {
         log::info!("partition {}/{}: {} genome files", p.part, p.parts, sources.len());
     }
     build_file_plan(&args, &sources).check()?;
+    refuse_special_index(&args.db)?;
     kmerdb::indexing::check_output(&args.db)?;
     if args.protein_sample == 0 {
         usage!("--protein-sample must be at least 1");
@@ -159,9 +171,10 @@ pub fn build(args: BuildArgs, quiet: bool) -> Result<BuildConfig> {
 fn build_file_plan(args: &BuildArgs, sources: &[kmerdb::input::Source]) -> kmerdb::paths::FilePlan {
     let mut plan = kmerdb::paths::FilePlan::new();
     for s in sources {
-        if let kmerdb::input::Source::File(p) = s {
-            plan.reads("INPUT", p);
-        }
+        match s {
+            kmerdb::input::Source::File(p) => plan.reads("INPUT", p),
+            kmerdb::input::Source::Stdin => plan.reads("INPUT", std::path::Path::new("-")),
+        };
     }
     if let Some(dir) = &args.taxa.taxonomy {
         for name in ["nodes.dmp", "names.dmp", "merged.dmp"] {
