@@ -120,7 +120,19 @@ pub fn render_text(info: &IndexInfo) -> String {
         h.layout.window_bits,
         h.layout.entry_bits
     );
-    let _ = writeln!(s, "taxonomy         {:?}, {} taxa", h.taxonomy, c.taxa);
+    let taxonomy = match h.taxonomy {
+        crate::index::format::TaxonomySource::Ncbi => {
+            format!("NCBI, {} taxa (checksum {:016x})", c.taxa, h.collection.taxonomy_checksum)
+        }
+        crate::index::format::TaxonomySource::PerSequence => {
+            format!("none: each sequence its own taxon, {} taxa", c.taxa)
+        }
+    };
+    let _ = writeln!(s, "taxonomy         {taxonomy}");
+    let part = &h.collection;
+    if part.parts > 1 {
+        let _ = writeln!(s, "partition        part {} of {} (build id {:016x})", part.part, part.parts, part.id);
+    }
     let _ = writeln!(s, "targets          {} ({} bases, {} windows)", c.targets, c.bases, c.windows);
     let _ = writeln!(
         s,

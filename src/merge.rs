@@ -9,7 +9,7 @@
 //! when the sum is over the cap; parts built with a cap no feature reaches give identical output.
 
 use crate::classify::candidates::{Candidate, ClassifyParams, decide, with_confidence};
-use crate::output::candidates::{CandidatesHeader, ReadCandidates, decode_from};
+use crate::output::candidates::{CandidatesHeader, CandidatesReader, ReadCandidates};
 use crate::output::{self, ReadResult};
 use crate::pipeline::Pipeline;
 use crate::taxonomy::{TaxId, Taxon, TaxonTree};
@@ -44,6 +44,9 @@ pub enum MergeError {
     Input { path: String, message: String },
     #[error("{a} and {b} were not made with the same settings ({what}); merge parts of one run")]
     Mismatch { a: String, b: String, what: &'static str },
+    /// The files given are not the parts of one partitioned build, each once.
+    #[error("{0}")]
+    Parts(String),
     #[error("read {number}: {a} has '{id_a}' but {b} has '{id_b}'; the parts must classify the same reads")]
     Reads { number: u64, a: String, b: String, id_a: String, id_b: String },
     #[error("{path}: {source}")]
@@ -52,27 +55,37 @@ pub enum MergeError {
     Taxonomy(String),
 }
 
+impl MergeError {
+    /// Whether the files given were the wrong ones (exit code 2), not damaged or unreadable.
+    pub fn is_usage(&self) -> bool {
+        matches!(self, MergeError::Parts(_) | MergeError::Mismatch { .. })
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct MergeSummary {
     pub reads: u64,
     pub classified: u64,
 }
 
+/// A part's candidates file, decompressed.
+type PartReader = CandidatesReader<Box<dyn BufRead + Send>>;
+
 struct Part {
     path: String,
-    reader: Box<dyn BufRead + Send>,
+    reader: PartReader,
     header: CandidatesHeader,
     /// This part's target ids → merged target ids.
     targets: Vec<u32>,
 }
 
-fn open(path: &Path) -> Result<(Box<dyn BufRead + Send>, CandidatesHeader), MergeError> {
+fn open(path: &Path) -> Result<(PartReader, CandidatesHeader), MergeError> {
     let err = |message: String| MergeError::Input { path: path.display().to_string(), message };
     let mut file = BufReader::new(std::fs::File::open(path).map_err(|e| err(e.to_string()))?);
     let gz = file.fill_buf().map_err(|e| err(e.to_string()))?.starts_with(&[0x1f, 0x8b]);
-    let mut reader: Box<dyn BufRead + Send> =
+    let reader: Box<dyn BufRead + Send> =
         if gz { Box::new(BufReader::new(flate2::bufread::MultiGzDecoder::new(file))) } else { Box::new(file) };
-    let header = crate::output::candidates::decode_header(&mut reader).map_err(err)?;
+    let (reader, header) = CandidatesReader::open(reader).map_err(err)?;
     // The joined tree assumes each part's taxonomy is a tree holding its targets' taxa.
     let tree = TaxonTree::new(header.taxa.clone()).map_err(|e| err(format!("its taxonomy is invalid: {e}")))?;
     if let Some((name, taxid)) = header.targets.iter().find(|(_, taxid)| !tree.contains(*taxid)) {
@@ -92,6 +105,7 @@ const BATCH_READS: usize = 4096;
 /// order).
 pub fn merge(config: &MergeConfig) -> Result<MergeSummary, MergeError> {
     let mut parts = open_parts(&config.inputs)?;
+    check_parts(&parts)?;
     let params = ClassifyParams { confidence: config.confidence, ..shared_params(&parts)? };
     let (target_taxa, tree) = join_targets(&mut parts)?;
     let mut kraken = match &config.kraken {
@@ -158,6 +172,68 @@ fn open_parts(inputs: &[PathBuf]) -> Result<Vec<Part>, MergeError> {
         .collect()
 }
 
+/// The parts must be the parts of one partitioned build (one build id, one number of parts, one
+/// taxonomy), each once and none missing: merging one part of two classified a third of the reads
+/// less, with exit 0, and the same part twice counted it twice.
+fn check_parts(parts: &[Part]) -> Result<(), MergeError> {
+    let first = &parts[0];
+    let c0 = first.header.collection;
+    let of = |p: &Part| {
+        let c = p.header.collection;
+        format!("{} (part {}/{})", p.path, c.part, c.parts)
+    };
+    for p in &parts[1..] {
+        let c = p.header.collection;
+        if (c.id, c.parts) != (c0.id, c0.parts) {
+            return Err(MergeError::Parts(format!(
+                "{} and {} are not parts of one partitioned build (build ids {:016x} and {:016x}): merge takes the parts that `kmerdb build --partition I/N` made of one collection",
+                of(first),
+                of(p),
+                c0.id,
+                c.id
+            )));
+        }
+        if c.taxonomy_checksum != c0.taxonomy_checksum {
+            return Err(MergeError::Parts(format!(
+                "{} and {} were built with different taxonomies (checksums {:016x} and {:016x}): build every part with one taxonomy",
+                first.path, p.path, c0.taxonomy_checksum, c.taxonomy_checksum
+            )));
+        }
+    }
+    let n = c0.parts as usize;
+    let mut given: Vec<Option<&Part>> = vec![None; n];
+    for p in parts {
+        let i = p.header.collection.part as usize;
+        if i == 0 || i > n {
+            return Err(MergeError::Input {
+                path: p.path.clone(),
+                message: format!("it names part {i} of {n}: the file is damaged"),
+            });
+        }
+        if let Some(other) = given[i - 1] {
+            let why = if n == 1 {
+                "each is a whole index, not a part: merge joins the parts of one partitioned build"
+            } else {
+                "give each part once"
+            };
+            return Err(MergeError::Parts(format!("{} and {} are the same part: {why}", of(other), of(p))));
+        }
+        given[i - 1] = Some(p);
+    }
+    let missing: Vec<String> =
+        given.iter().enumerate().filter(|(_, g)| g.is_none()).map(|(i, _)| format!("{}/{n}", i + 1)).collect();
+    if !missing.is_empty() {
+        let list: Vec<String> = parts.iter().map(of).collect();
+        return Err(MergeError::Parts(format!(
+            "part {} of the build {} missing: merge needs all {n} parts (given: {})",
+            missing.join(", "),
+            if missing.len() == 1 { "is" } else { "are" },
+            list.join(", ")
+        )));
+    }
+    Ok(())
+}
+
 /// The classification settings every part was made with; an error names two parts that differ.
 fn shared_params(parts: &[Part]) -> Result<ClassifyParams, MergeError> {
     let first = &parts[0];
@@ -166,6 +242,9 @@ fn shared_params(parts: &[Part]) -> Result<ClassifyParams, MergeError> {
         let same = |what| MergeError::Mismatch { a: first.path.clone(), b: p.path.clone(), what };
         if a.sketch != b.sketch {
             return Err(same("sketch parameters"));
+        }
+        if a.max_locations_per_feature != b.max_locations_per_feature {
+            return Err(same("--max-locations-per-feature"));
         }
         if (a.hitmin, a.max_candidates, &a.lowest_rank) != (b.hitmin, b.max_candidates, &b.lowest_rank)
             || a.hitdiff != b.hitdiff
@@ -191,14 +270,19 @@ fn shared_params(parts: &[Part]) -> Result<ClassifyParams, MergeError> {
 /// `targets` maps its ids to these), and joins the parts' taxonomies into one tree. Returns each
 /// merged target's taxid, and the tree.
 fn join_targets(parts: &mut [Part]) -> Result<(Vec<TaxId>, TaxonTree), MergeError> {
-    let mut names: BTreeMap<&str, TaxId> = BTreeMap::new();
+    let mut names: BTreeMap<&str, (TaxId, &str)> = BTreeMap::new();
     for p in parts.iter() {
         for (name, taxid) in &p.header.targets {
-            names.insert(name, *taxid);
+            if let Some((_, other)) = names.insert(name, (*taxid, &p.path)) {
+                return Err(MergeError::Parts(format!(
+                    "target '{name}' is in both {other} and {}: the parts overlap (a genome added to a part that another part holds?)",
+                    p.path
+                )));
+            }
         }
     }
     let order: HashMap<&str, u32> = names.keys().enumerate().map(|(i, n)| (*n, i as u32)).collect();
-    let target_taxa: Vec<TaxId> = names.values().copied().collect();
+    let target_taxa: Vec<TaxId> = names.values().map(|&(taxid, _)| taxid).collect();
     let mapped: Vec<Vec<u32>> =
         parts.iter().map(|p| p.header.targets.iter().map(|(n, _)| order[n.as_str()]).collect()).collect();
     for (p, m) in parts.iter_mut().zip(mapped) {
@@ -249,9 +333,7 @@ impl Reader {
         let mut ended = Vec::new();
         for (i, p) in self.parts.iter_mut().enumerate() {
             let targets = p.targets.len();
-            match decode_from::<ReadCandidates>(&mut p.reader)
-                .and_then(|rec| rec.map(|rec| check_record(rec, targets)).transpose())
-            {
+            match p.reader.next_record().and_then(|rec| rec.map(|rec| check_record(rec, targets)).transpose()) {
                 Ok(Some(mut rec)) => {
                     for c in &mut rec.candidates {
                         c.0 = p.targets[c.0 as usize];
@@ -470,27 +552,35 @@ fn join_runs(acc: &[(TaxId, u32)], part: &[(TaxId, u32)], tree: &TaxonTree, out:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::output::candidates::{decode_header, encode_header};
+    use crate::index::format::Collection;
+    use crate::output::candidates::encode_file;
 
     /// A seed of the merge fuzz target (`fuzz/make_corpus.sh`): the candidates of four read pairs
-    /// against the first half of a two-part index, as its header and its records' bytes.
-    fn seed() -> (CandidatesHeader, Vec<u8>) {
+    /// against the first half of a two-part index, as its header and its records; the header made
+    /// that of a whole index, so that the part merges alone.
+    fn seed() -> (CandidatesHeader, Vec<ReadCandidates>) {
         let bytes =
             std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/corpus/merge_candidates/pairs_part1.cand"))
                 .expect("seed candidates file");
-        let mut rest = &bytes[..];
-        let header = decode_header(&mut rest).expect("seed header");
-        (header, rest.to_vec())
+        let (mut reader, mut header) = CandidatesReader::open(&bytes[..]).expect("seed header");
+        let mut records = Vec::new();
+        while let Some(r) = reader.next_record().expect("seed records") {
+            records.push(r);
+        }
+        header.collection = Collection::whole(header.collection.taxonomy_checksum);
+        (header, records)
+    }
+
+    fn write_part(dir: &Path, name: &str, header: &CandidatesHeader, records: &[ReadCandidates]) -> PathBuf {
+        let part = dir.join(name);
+        std::fs::write(&part, encode_file(header, records)).expect("write");
+        part
     }
 
     /// Merges one part made of `header` and `records`; the error's message.
-    fn merge_error(header: &CandidatesHeader, records: &[u8]) -> String {
+    fn merge_error(header: &CandidatesHeader, records: &[ReadCandidates]) -> String {
         let dir = tempfile::tempdir().expect("temp dir");
-        let part = dir.path().join("part.cand");
-        let mut bytes = Vec::new();
-        encode_header(header, &mut bytes);
-        bytes.extend_from_slice(records);
-        std::fs::write(&part, bytes).expect("write");
+        let part = write_part(dir.path(), "part.cand", header, records);
         let config =
             MergeConfig { inputs: vec![part], kraken: Some(dir.path().join("m.kraken")), ..Default::default() };
         merge(&config).expect_err("a damaged part must be refused").to_string()
@@ -499,22 +589,58 @@ mod tests {
     /// [`merge_error`] of a part of the seed's header and one read, `record`.
     fn record_error(record: &ReadCandidates) -> String {
         let (header, _) = seed();
-        let mut records = Vec::new();
-        crate::output::candidates::encode_into(record, &mut records);
-        merge_error(&header, &records)
+        merge_error(&header, std::slice::from_ref(record))
     }
 
     #[test]
     fn the_seed_merges() {
         let (header, records) = seed();
         let dir = tempfile::tempdir().expect("temp dir");
-        let part = dir.path().join("part.cand");
-        let mut bytes = Vec::new();
-        encode_header(&header, &mut bytes);
-        bytes.extend_from_slice(&records);
-        std::fs::write(&part, bytes).expect("write");
+        let part = write_part(dir.path(), "part.cand", &header, &records);
         let summary = merge(&MergeConfig { inputs: vec![part], ..Default::default() }).expect("merge");
         assert_eq!(summary.reads, 4);
+    }
+
+    /// Issue 30.4: one part of two, the same part twice, parts of two builds, of two taxonomies or
+    /// that overlap were merged with exit 0. Each is refused, naming the parts.
+    #[test]
+    fn only_the_parts_of_one_build_merge_each_once() {
+        let (whole, records) = seed();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let d = dir.path();
+        let part = |i: u32, id: u64| {
+            let mut h = whole.clone();
+            h.collection = Collection { part: i, parts: 2, id, ..whole.collection };
+            // Part 2 holds other targets (with the same taxa).
+            if i == 2 {
+                h.targets.iter_mut().for_each(|t| t.0.push_str("_2"));
+            }
+            h
+        };
+        let p1 = write_part(d, "p1.cand", &part(1, 7), &records);
+        let p2 = write_part(d, "p2.cand", &part(2, 7), &records);
+        let run = |inputs: &[&PathBuf]| {
+            merge(&MergeConfig { inputs: inputs.iter().map(|p| p.to_path_buf()).collect(), ..Default::default() })
+        };
+        assert_eq!(run(&[&p2, &p1]).expect("both parts").reads, 4);
+        let refused = |inputs: &[&PathBuf], says: &str| {
+            let e = run(inputs).expect_err(says);
+            assert!(e.is_usage() && e.to_string().contains(says), "{e}");
+        };
+        refused(&[&p1], "part 2/2 of the build is missing");
+        refused(&[&p1, &p1], "are the same part");
+        let other_build = write_part(d, "o2.cand", &part(2, 8), &records);
+        refused(&[&p1, &other_build], "not parts of one partitioned build");
+        let mut h = part(2, 7);
+        h.collection.taxonomy_checksum ^= 1;
+        let other_taxonomy = write_part(d, "t2.cand", &h, &records);
+        refused(&[&p1, &other_taxonomy], "different taxonomies");
+        let mut h = part(2, 7);
+        h.targets = whole.targets.clone();
+        let overlapping = write_part(d, "v2.cand", &h, &records);
+        refused(&[&p1, &overlapping], "the parts overlap");
+        let whole_a = write_part(d, "a.cand", &whole, &records);
+        refused(&[&whole_a, &whole_a.clone()], "each is a whole index");
     }
 
     /// Fuzzing (merge_candidates): a target whose taxid is not in the part's taxonomy was merged,
@@ -542,17 +668,16 @@ mod tests {
             candidates: vec![],
             hits: [vec![(1, u32::MAX), (0, u32::MAX)], vec![(1, u32::MAX)]],
         };
-        let mut records = Vec::new();
-        crate::output::candidates::encode_into(&record, &mut records);
         let dir = tempfile::tempdir().expect("temp dir");
-        let part = dir.path().join("part.cand");
-        let mut bytes = Vec::new();
-        encode_header(&header, &mut bytes);
-        bytes.extend_from_slice(&records);
-        std::fs::write(&part, bytes).expect("write");
+        let mut parts = Vec::new();
+        for i in 1..=2 {
+            let mut h = header.clone();
+            h.collection = Collection { part: i, parts: 2, id: 5, ..header.collection };
+            h.targets.iter_mut().for_each(|t| t.0.push_str(&format!("_{i}")));
+            parts.push(write_part(dir.path(), &format!("p{i}.cand"), &h, std::slice::from_ref(&record)));
+        }
         let kraken = dir.path().join("m.kraken");
-        let config =
-            MergeConfig { inputs: vec![part.clone(), part], kraken: Some(kraken.clone()), ..Default::default() };
+        let config = MergeConfig { inputs: parts, kraken: Some(kraken.clone()), ..Default::default() };
         assert_eq!(merge(&config).expect("merge").reads, 1);
         let line = std::fs::read_to_string(kraken).expect("kraken");
         assert_eq!(line, "U\tr1\t0\t150|150\t1:4294967295 0:4294967295 |:| 1:4294967295\n");

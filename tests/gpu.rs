@@ -279,6 +279,7 @@ fn build_in(
     let map = folder.join("seqid2taxid.map");
     let config = BuildConfig {
         protein: None,
+        part: None,
         sources,
         db: db.to_path_buf(),
         taxonomy: Some(std::env::var_os("KMERDB_GPU_TEST_TAXONOMY").map(PathBuf::from).unwrap_or(tax)),
@@ -901,6 +902,7 @@ fn gpu_classify_awkward_reads() {
         let sources = kmerdb::input::discover_fasta(&[PathBuf::from("data/genomes")]).unwrap();
         let config = BuildConfig {
             protein: None,
+            part: None,
             sources,
             db: db.clone(),
             taxonomy: Some(PathBuf::from("data/taxonomy")),

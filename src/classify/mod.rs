@@ -607,6 +607,12 @@ impl Run<'_> {
         summaries
             .write(tree, &direct, unclassified, &sample.name)
             .map_err(|(p, source)| ClassifyError::Output { path: p.display().to_string(), source })?;
+        if let Some((w, p)) = &mut outs.candidates {
+            let mut end = Vec::new();
+            output::candidates::encode_end(total, &mut end);
+            use std::io::Write;
+            w.write_all(&end).map_err(|source| ClassifyError::Output { path: p.clone(), source })?;
+        }
         for (w, p) in [outs.kraken, outs.candidates].into_iter().flatten() {
             w.finish().map_err(|source| ClassifyError::Output { path: p, source })?;
         }
@@ -762,6 +768,7 @@ impl Run<'_> {
         output::candidates::CandidatesHeader {
             magic: output::candidates::CANDIDATES_MAGIC.into(),
             version: output::candidates::CANDIDATES_VERSION,
+            collection: header.collection,
             sketch: header.sketch,
             max_locations_per_feature: header.max_locations_per_feature,
             hitmin: self.params.hitmin,
@@ -829,6 +836,7 @@ impl Run<'_> {
                         reads.clone().flat_map(|r| (0..per).map(move |m| batch.seq(r, m))).collect();
                     let group: Vec<&[&[u8]]> = mates.chunks(per).collect();
                     let mut f = self.finish_group(batch, reads.start, &group, found, want, sc);
+                    output::candidates::seal_records(&mut f.candidates);
                     for &t in &f.taxids {
                         *f.counts.entry(t).or_default() += 1;
                     }
@@ -878,7 +886,7 @@ impl Run<'_> {
             taxids: Vec::with_capacity(group.len()),
             counts: HashMap::new(),
             lines: Ok(Vec::new()),
-            candidates: Vec::new(),
+            candidates: if want.candidates { output::candidates::records_block() } else { Vec::new() },
         };
         // One read's result, as lines and candidates records.
         let tree = self.index.taxonomy();
@@ -895,7 +903,7 @@ impl Run<'_> {
                         candidates: cands.to_vec(),
                         hits: [runs[0].to_vec(), runs[1].to_vec()],
                     };
-                    output::candidates::encode_into(&record, &mut done.candidates);
+                    output::candidates::encode_record(&record, &mut done.candidates);
                 }
                 if want.lines
                     && let Ok(lines) = &mut done.lines

@@ -48,7 +48,9 @@ pub const MAGIC: [u8; 8] = *b"\x89KMERDB\n";
 /// length, and in the header it moved every section, so an update and a fresh build of the same
 /// genomes (whose command lines differ) laid out the same sections at different offsets.
 /// Version 6: the protein section (empty unless built with `--protein`).
-pub const FORMAT_VERSION: u32 = 6;
+/// Version 7: the header's [`Collection`]: which part of which partitioned build, and the
+/// taxonomy's checksum, which `kmerdb merge` checks its parts against.
+pub const FORMAT_VERSION: u32 = 7;
 pub const PREAMBLE_LEN: usize = 64;
 pub const SECTION_ALIGN: u64 = 4096;
 /// Alignment of each shard's block in the shard data: one bucket's cache line.
@@ -79,6 +81,7 @@ pub struct Header {
     pub key_index: KeyIndexParams,
     pub layout: LocationLayout,
     pub taxonomy: TaxonomySource,
+    pub collection: Collection,
     pub counts: Counts,
     /// Stored in the provenance section, not in the header's bytes (which therefore have the
     /// same length for every index with the same shard count).
@@ -112,6 +115,31 @@ pub enum TaxonomySource {
     Ncbi,
     /// No taxonomy given: every sequence is its own taxon directly under the root.
     PerSequence,
+}
+
+/// What an index is a part of: `build --partition I/N` makes part I of N of one collection, a
+/// plain build part 1 of 1. The parts of one partitioned build share `id`; `kmerdb merge` takes
+/// exactly the N parts of one id, built with one taxonomy (`taxonomy_checksum`), and refuses a
+/// part missing, repeated or from elsewhere. `update` keeps part and id (an updated part still
+/// merges with the others) and takes the checksum of the taxonomy it is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Collection {
+    /// 1-based.
+    pub part: u32,
+    pub parts: u32,
+    /// 0 for a whole build; for a partitioned one, `indexing::partition::collection_id` of all its
+    /// genome files and the number of parts.
+    pub id: u64,
+    /// [`crate::taxonomy::NcbiTaxonomy::checksum`] of the taxonomy the index was built (or last
+    /// updated) with; 0 without one.
+    pub taxonomy_checksum: u64,
+}
+
+impl Collection {
+    /// A whole (unpartitioned) index.
+    pub fn whole(taxonomy_checksum: u64) -> Self {
+        Self { part: 1, parts: 1, id: 0, taxonomy_checksum }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

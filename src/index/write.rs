@@ -304,6 +304,7 @@ mod tests {
             key_index: KeyIndexParams { bucket_slots: 16, hash_functions: 3, seeds: crate::index::bcht::BUCKET_SEEDS },
             layout: LocationLayout::for_counts(10, 1000, 254),
             taxonomy: TaxonomySource::PerSequence,
+            collection: crate::index::format::Collection::whole(0),
             counts: Counts::default(),
             provenance: Provenance { kmerdb_version: "test".into(), created_unix: 0, command_line: vec!["x".into()] },
             sections: Vec::new(),

@@ -31,7 +31,7 @@ pub use error::BuildError;
 
 use crate::compute::{GpuBuildOptions, GpuRequest};
 use crate::index::format::{
-    Counts, DEFAULT_SHARD_BITS, Header, IndexError, KeyIndexParams, Provenance, TaxonomySource,
+    Collection, Counts, DEFAULT_SHARD_BITS, Header, IndexError, KeyIndexParams, Provenance, TaxonomySource,
 };
 use crate::index::{IndexFile, IndexWriter, LocationLayout, bcht};
 use crate::input::Source;
@@ -61,6 +61,8 @@ pub struct BuildConfig {
     pub tmp_dir: Option<PathBuf>,
     /// `--protein`: the amino-acid table's settings (`None`: no protein section).
     pub protein: Option<crate::protein::ProteinParams>,
+    /// `--partition I/N`: the part this build makes (`None`: the whole collection).
+    pub part: Option<partition::Part>,
 }
 
 impl BuildConfig {
@@ -241,6 +243,7 @@ fn build_in_pool(
         Some((t, d)) => (Some(t), Some(d)),
         None => (None, None),
     };
+    let collection = collection_of(config, taxonomy.as_ref());
 
     let mut resolved = targets::resolve(&raw_targets, &config.sources, taxonomy.as_ref(), &seqid_map, config.strict)?;
     if let Some(t) = resolved.targets.iter().find(|t| t.windows > u32::MAX as u64) {
@@ -252,6 +255,7 @@ fn build_in_pool(
         LocationLayout::for_counts(resolved.targets.len() as u64, max_windows, config.max_locations_per_feature);
     let job = LayOut {
         config,
+        collection,
         raw_targets: &raw_targets,
         resolved: &resolved,
         layout,
@@ -268,7 +272,7 @@ fn build_in_pool(
     let (writer, stats, passes) = laid_out?;
     resolved.taxa = named?;
     phase(if passes.is_some() { "passes (shards laid out on the GPUs and written)" } else { "condense" });
-    let (counts, index_bytes) = write_rest(config, layout, shard_bits, &resolved, (writer, stats))?;
+    let (counts, index_bytes) = write_rest(config, (layout, collection), shard_bits, &resolved, (writer, stats))?;
     phase("write");
     Ok(BuildSummary {
         db: config.db.clone(),
@@ -378,6 +382,7 @@ pub(crate) fn name_taxa(
 /// Stage 3's inputs: the targets as read and as numbered, and the layout of location lists.
 struct LayOut<'a> {
     config: &'a BuildConfig,
+    collection: Collection,
     raw_targets: &'a [sketching::RawTarget],
     resolved: &'a targets::Resolved,
     layout: LocationLayout,
@@ -412,7 +417,8 @@ impl LayOut<'_> {
     /// The index writer, with a header that says what the shards need (the final one comes last).
     fn writer(&self, out: IndexFile) -> Result<IndexWriter, BuildError> {
         let targets = Counts { targets: self.resolved.targets.len() as u64, ..Counts::default() };
-        Ok(IndexWriter::new(out, &make_header(self.config, self.layout, targets, self.shard_bits))?)
+        let header = make_header(self.config, (self.layout, self.collection), targets, self.shard_bits);
+        Ok(IndexWriter::new(out, &header)?)
     }
 
     fn on_cpu(
@@ -485,7 +491,7 @@ impl LayOut<'_> {
 /// Writes the targets, taxa and header after the shards; returns the index's counts and size.
 fn write_rest(
     config: &BuildConfig,
-    layout: LocationLayout,
+    (layout, collection): (LocationLayout, Collection),
     shard_bits: u32,
     resolved: &targets::Resolved,
     (mut writer, stats): (IndexWriter, condense::ShardStats),
@@ -497,7 +503,7 @@ fn write_rest(
         writer.set_protein(protein_table::build(&config.sources, targets, params)?);
         log::debug!("protein table in {:.2} s", started.elapsed().as_secs_f64());
     }
-    let header = make_header(config, layout, counts.clone(), shard_bits);
+    let header = make_header(config, (layout, collection), counts.clone(), shard_bits);
     let index_bytes = writer.finish(header, targets, taxa)?;
     Ok((counts, index_bytes))
 }
@@ -522,8 +528,23 @@ pub(crate) fn counts_of(
     }
 }
 
-/// The index header for `config` with `layout` and `counts` (sections are filled in when written).
-fn make_header(config: &BuildConfig, layout: LocationLayout, counts: Counts, shard_bits: u32) -> Header {
+/// What the index is a part of (see `Collection`): the partition asked for and the taxonomy's checksum.
+fn collection_of(config: &BuildConfig, taxonomy: Option<&NcbiTaxonomy>) -> Collection {
+    let taxonomy_checksum = taxonomy.map_or(0, |t| t.checksum());
+    match config.part {
+        Some(p) => Collection { part: p.part, parts: p.parts, id: p.id, taxonomy_checksum },
+        None => Collection::whole(taxonomy_checksum),
+    }
+}
+
+/// The index header for `config` with `layout`, `collection` and `counts` (sections are filled in
+/// when written).
+fn make_header(
+    config: &BuildConfig,
+    (layout, collection): (LocationLayout, Collection),
+    counts: Counts,
+    shard_bits: u32,
+) -> Header {
     Header {
         sketch: config.sketch,
         hash_function: HASH_FUNCTION_ID,
@@ -536,6 +557,7 @@ fn make_header(config: &BuildConfig, layout: LocationLayout, counts: Counts, sha
         },
         layout,
         taxonomy: if config.taxonomy.is_some() { TaxonomySource::Ncbi } else { TaxonomySource::PerSequence },
+        collection,
         counts,
         provenance: Provenance {
             kmerdb_version: env!("CARGO_PKG_VERSION").into(),

@@ -38,9 +38,19 @@ impl std::str::FromStr for Partition {
     }
 }
 
+/// The part a build makes, as its index records it (`index::format::Collection`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Part {
+    /// 1-based.
+    pub part: u32,
+    pub parts: u32,
+    /// Shared by the parts of one partitioned build ([`collection_id`]).
+    pub id: u64,
+}
+
 impl Partition {
-    /// This part's files among `sources`.
-    pub fn select(&self, sources: Vec<Source>) -> Result<Vec<Source>, PartitionError> {
+    /// This part's files among `sources`, and the part with its collection's id.
+    pub fn select(&self, sources: Vec<Source>) -> Result<(Vec<Source>, Part), PartitionError> {
         let mut files: Vec<PathBuf> = Vec::with_capacity(sources.len());
         for s in sources {
             match s {
@@ -54,8 +64,26 @@ impl Partition {
         if start == end {
             return Err(PartitionError::Empty { part: self.part, parts: self.parts, files: n });
         }
-        Ok(files[start..end].iter().cloned().map(Source::File).collect())
+        let part = Part { part: self.part as u32, parts: self.parts as u32, id: collection_id(&files, self.parts) };
+        Ok((files[start..end].iter().cloned().map(Source::File).collect(), part))
     }
+}
+
+/// The id of a partitioned build: xxh3-64 of the number of parts and of every genome file of the
+/// whole collection (before a part is chosen), in path order, by file name and size. So the parts
+/// of one build, made by separate runs (on other machines, with the folder spelled otherwise),
+/// share it, and parts of another collection or another split do not. Never 0 (a whole build's).
+pub fn collection_id(files: &[PathBuf], parts: usize) -> u64 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(b"kmerdb-partition-1");
+    h.update(&(parts as u64).to_le_bytes());
+    for f in files {
+        let name = f.file_name().map(|n| n.as_encoded_bytes()).unwrap_or_default();
+        h.update(&(name.len() as u64).to_le_bytes());
+        h.update(name);
+        h.update(&std::fs::metadata(f).map(|m| m.len()).unwrap_or(u64::MAX).to_le_bytes());
+    }
+    h.digest().max(1)
 }
 
 #[cfg(test)]
@@ -68,13 +96,26 @@ mod tests {
         let mut all = Vec::new();
         for part in 1..=3 {
             let p: Partition = format!("{part}/3").parse().unwrap();
-            let got = p.select(files.clone()).unwrap();
+            let (got, _) = p.select(files.clone()).unwrap();
             assert!(!got.is_empty());
             all.extend(got);
         }
         let mut expected = files.clone();
         expected.sort_by_key(|s| format!("{s:?}"));
         assert_eq!(all, expected);
+    }
+
+    /// The parts of one split share an id; another split, or another collection, has another.
+    #[test]
+    fn parts_of_one_build_share_its_id() {
+        let files: Vec<Source> = (0..4).map(|i| Source::File(format!("g{i}.fa").into())).collect();
+        let id = |p: &str, f: &[Source]| p.parse::<Partition>().unwrap().select(f.to_vec()).unwrap().1;
+        let (a, b) = (id("1/2", &files), id("2/2", &files));
+        assert_eq!((a.part, a.parts, b.part), (1, 2, 2));
+        assert_eq!(a.id, b.id);
+        assert_ne!(a.id, id("1/3", &files).id);
+        assert_ne!(a.id, id("1/2", &files[..3]).id);
+        assert_ne!(a.id, 0);
     }
 
     #[test]

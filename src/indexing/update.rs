@@ -136,12 +136,18 @@ pub fn update(config: &UpdateConfig) -> Result<UpdateSummary, BuildError> {
         let sketching::Sketched { bins, targets: raw } =
             sketching::sketch_sources(&config.add, &header.sketch, header.shard_bits, &progress)?;
         let taxonomy = config.taxonomy.as_deref().map(NcbiTaxonomy::load_dir_without_names).transpose()?;
+        let taxonomy_checksum = taxonomy.as_ref().map(NcbiTaxonomy::checksum);
         let seqid_map = SeqIdMap::load(&config.seqid_maps)?;
         let new = Renumbered::new(config, &old, &removed, &raw, taxonomy.as_ref(), &seqid_map)?;
         let taxa = new.taxa(&old, taxonomy)?;
         let shards = Shards { old: &old, dropped: by_shard(&dropped, header.shard_bits), new: &new, raw: &raw };
         let mut template = header.clone();
         template.layout = new.layout;
+        // The part stays the part it was (it still merges with the others); the taxonomy's
+        // checksum is the one given, as a fresh build with it would record.
+        if let Some(t) = &taxonomy_checksum {
+            template.collection.taxonomy_checksum = *t;
+        }
         template.counts = Counts { targets: new.targets.len() as u64, ..Counts::default() };
         template.provenance = Provenance {
             kmerdb_version: env!("CARGO_PKG_VERSION").into(),

@@ -1,27 +1,53 @@
 //! `kmerdb classify --candidates-out FILE`: each read's candidates against one partition of a
 //! partitioned index, in a compact binary form that `kmerdb merge` joins across partitions.
 //!
-//! A file is a [`CandidatesHeader`] then one [`ReadCandidates`] per read, in input order, all
-//! bincode (fixed-width integers, little-endian), gzipped when the name ends in `.gz`. The header
-//! carries what merging needs to decide as one index would: the partition's targets (name and
-//! taxid: targets of the whole collection are numbered by name, so names order candidates the
-//! same way), its taxonomy, and the decision's settings.
+//! ```text
+//! magic        18 bytes, "KMERDB-CANDIDATES\n"
+//! blocks       each: kind (u8: H header, R records, E end), payload length (u32), xxh3-64 of the
+//!              kind, the length and the payload (u64), then the payload
+//!   H          bincode [`CandidatesHeader`]; the first block, and the only H
+//!   R ...      bincode [`ReadCandidates`], one after another, in input order (a group of reads)
+//!   E          the number of records (u64); the last block: nothing may follow it
+//! ```
+//! Integers are little-endian; the whole file is gzipped when its name ends in `.gz`. The header
+//! carries what merging needs to decide as one index would: which part of which partitioned build
+//! it comes from ([`Collection`]: merge takes exactly the parts of one build), the partition's
+//! targets (name and taxid: targets of the whole collection are numbered by name, so names order
+//! candidates the same way), its taxonomy, and the decision's settings.
+//!
+//! Every block is checked against its checksum before anything in it is decoded, so a damaged
+//! file is an error naming the block, never a different answer; a file cut short lacks its end
+//! block, and a block of records dropped or repeated changes the count the end block gives.
 
+use crate::index::format::Collection;
 use crate::sketch::SketchParams;
 use crate::taxonomy::{TaxId, Taxon};
 use serde::{Deserialize, Serialize};
+use std::io::{BufRead, Read};
 
 pub const CANDIDATES_MAGIC: &str = "kmerdb-candidates";
-/// The first bytes of every candidates file, before the bincode header: checked before anything
-/// is decoded, so that another file is refused, not decoded into nonsense sizes.
+/// The first bytes of every candidates file, before the blocks: checked before anything is
+/// decoded, so that another file is refused, not decoded into nonsense sizes.
 pub const FILE_MAGIC: &[u8; 18] = b"KMERDB-CANDIDATES\n";
-/// Version 2: the header records the strain margin.
-pub const CANDIDATES_VERSION: u32 = 2;
+/// Version 2: the header records the strain margin. Version 3: blocks with checksums, and the
+/// header's [`Collection`].
+pub const CANDIDATES_VERSION: u32 = 3;
+
+/// A block's kind, length and checksum, before its payload.
+pub const BLOCK_HEAD: usize = 13;
+/// No block may claim more: a damaged length is an error, not a huge allocation.
+const MAX_BLOCK: u32 = 1 << 30;
+
+const HEADER: u8 = b'H';
+const RECORDS: u8 = b'R';
+const END: u8 = b'E';
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CandidatesHeader {
     pub magic: String,
     pub version: u32,
+    /// The index's part and taxonomy (see [`Collection`]).
+    pub collection: Collection,
     pub sketch: SketchParams,
     pub max_locations_per_feature: u32,
     pub hitmin: u32,
@@ -52,38 +78,284 @@ fn config() -> impl bincode::config::Config {
     bincode::config::standard().with_fixed_int_encoding().with_little_endian().with_limit::<{ 1 << 30 }>()
 }
 
-/// Writes the start of a candidates file: the magic bytes and the header.
+fn block_checksum(kind: u8, payload: &[u8]) -> u64 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(&[kind]);
+    h.update(&(payload.len() as u32).to_le_bytes());
+    h.update(payload);
+    h.digest()
+}
+
+/// Fills in the head of the block whose head starts at `at` and whose payload is the rest of `out`.
+fn seal(kind: u8, at: usize, out: &mut [u8]) {
+    let payload = &out[at + BLOCK_HEAD..];
+    assert!(payload.len() < MAX_BLOCK as usize, "a block of records is far smaller than 1 GiB");
+    let (len, sum) = ((payload.len() as u32).to_le_bytes(), block_checksum(kind, payload).to_le_bytes());
+    out[at] = kind;
+    out[at + 1..at + 5].copy_from_slice(&len);
+    out[at + 5..at + BLOCK_HEAD].copy_from_slice(&sum);
+}
+
+/// Writes the start of a candidates file: the magic bytes and the header's block.
 pub fn encode_header(header: &CandidatesHeader, out: &mut Vec<u8>) {
     out.extend_from_slice(FILE_MAGIC);
-    encode_into(header, out);
+    let at = out.len();
+    out.extend_from_slice(&[0; BLOCK_HEAD]);
+    bincode::serde::encode_into_std_write(header, out, config()).expect("writing to memory cannot fail");
+    seal(HEADER, at, out);
 }
 
-/// Reads the start of a candidates file; an error names what is wrong.
-pub fn decode_header(r: &mut impl std::io::BufRead) -> Result<CandidatesHeader, String> {
-    let mut magic = [0u8; FILE_MAGIC.len()];
-    if r.read_exact(&mut magic).is_err() || &magic != FILE_MAGIC {
-        return Err("not a kmerdb candidates file".into());
-    }
-    let header: CandidatesHeader =
-        decode_from(r)?.ok_or_else(|| "not a kmerdb candidates file (no header)".to_string())?;
-    if header.magic != CANDIDATES_MAGIC {
-        return Err("not a kmerdb candidates file".into());
-    }
-    if header.version != CANDIDATES_VERSION {
-        return Err(format!("candidates format {} (this kmerdb reads {CANDIDATES_VERSION})", header.version));
-    }
-    Ok(header)
+/// A buffer to [`encode_record`] a group of reads into: room for its block's head.
+pub fn records_block() -> Vec<u8> {
+    vec![0; BLOCK_HEAD]
 }
 
-/// Appends one value's encoding to `out`.
-pub fn encode_into<T: Serialize>(value: &T, out: &mut Vec<u8>) {
-    bincode::serde::encode_into_std_write(value, out, config()).expect("writing to memory cannot fail");
+/// Appends one read's record to a buffer from [`records_block`].
+pub fn encode_record(record: &ReadCandidates, block: &mut Vec<u8>) {
+    bincode::serde::encode_into_std_write(record, block, config()).expect("writing to memory cannot fail");
 }
 
-/// Reads the next value; `Ok(None)` at a clean end of the stream.
-pub fn decode_from<T: for<'de> Deserialize<'de>>(r: &mut impl std::io::BufRead) -> Result<Option<T>, String> {
-    if r.fill_buf().map_err(|e| e.to_string())?.is_empty() {
-        return Ok(None);
+/// Seals a buffer from [`records_block`] into a block of records; empties it if it holds none
+/// (no block is written for it).
+pub fn seal_records(block: &mut Vec<u8>) {
+    if block.len() <= BLOCK_HEAD {
+        block.clear();
+    } else {
+        seal(RECORDS, 0, block);
     }
-    bincode::serde::decode_from_std_read(r, config()).map(Some).map_err(|e| e.to_string())
+}
+
+/// The end block of a file of `records` records.
+pub fn encode_end(records: u64, out: &mut Vec<u8>) {
+    let at = out.len();
+    out.extend_from_slice(&[0; BLOCK_HEAD]);
+    out.extend_from_slice(&records.to_le_bytes());
+    seal(END, at, out);
+}
+
+/// A whole candidates file of `header` and `records` (tests and fuzzing seeds).
+pub fn encode_file(header: &CandidatesHeader, records: &[ReadCandidates]) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_header(header, &mut out);
+    let mut block = records_block();
+    for r in records {
+        encode_record(r, &mut block);
+    }
+    seal_records(&mut block);
+    out.extend_from_slice(&block);
+    encode_end(records.len() as u64, &mut out);
+    out
+}
+
+/// Reads a candidates file block by block, each checked against its checksum before it is
+/// decoded. Errors are messages for a line naming the file (the caller adds its name).
+pub struct CandidatesReader<R: BufRead> {
+    r: R,
+    /// Blocks read so far (the header's is block 1).
+    blocks: u64,
+    /// The current block's payload, and how far its records have been read.
+    payload: Vec<u8>,
+    at: usize,
+    records: u64,
+    ended: bool,
+}
+
+impl<R: BufRead> CandidatesReader<R> {
+    /// Checks the magic bytes and reads the header's block.
+    pub fn open(mut r: R) -> Result<(Self, CandidatesHeader), String> {
+        let mut magic = [0u8; FILE_MAGIC.len()];
+        if r.read_exact(&mut magic).is_err() || &magic != FILE_MAGIC {
+            return Err("not a kmerdb candidates file".into());
+        }
+        let mut reader = Self { r, blocks: 0, payload: Vec::new(), at: 0, records: 0, ended: false };
+        let kind = reader.next_block()?.ok_or("the file ends after its magic bytes: it is truncated")?;
+        if kind != HEADER {
+            return Err("block 1 is not the header: the file is damaged".into());
+        }
+        let header: CandidatesHeader = bincode::serde::decode_from_slice(&reader.payload, config())
+            .map(|(h, _)| h)
+            .map_err(|e| format!("its header does not decode ({e}): it was written by another kmerdb version"))?;
+        if header.magic != CANDIDATES_MAGIC {
+            return Err("not a kmerdb candidates file".into());
+        }
+        if header.version != CANDIDATES_VERSION {
+            return Err(format!(
+                "candidates format {} (this kmerdb reads {CANDIDATES_VERSION}): classify the reads again with this kmerdb",
+                header.version
+            ));
+        }
+        reader.at = reader.payload.len();
+        Ok((reader, header))
+    }
+
+    /// The next record; `Ok(None)` after the end block, once the file has been checked to end there
+    /// with the count it gives.
+    pub fn next_record(&mut self) -> Result<Option<ReadCandidates>, String> {
+        while self.at == self.payload.len() {
+            if self.ended {
+                return Ok(None);
+            }
+            match self.next_block()? {
+                Some(RECORDS) => self.at = 0,
+                Some(END) => return self.end().map(|()| None),
+                Some(_) => return Err(format!("block {} has an unknown kind: the file is damaged", self.blocks)),
+                None => {
+                    return Err(format!(
+                        "the file ends after block {} without its end block: it is truncated",
+                        self.blocks
+                    ));
+                }
+            }
+        }
+        let (record, used): (ReadCandidates, usize) =
+            bincode::serde::decode_from_slice(&self.payload[self.at..], config()).map_err(|e| {
+                format!("block {} passed its checksum but a record in it does not decode ({e})", self.blocks)
+            })?;
+        self.at += used;
+        self.records += 1;
+        Ok(Some(record))
+    }
+
+    /// Checks the end block's count and that nothing follows it.
+    fn end(&mut self) -> Result<(), String> {
+        self.ended = true;
+        let count = <[u8; 8]>::try_from(&self.payload[..])
+            .map(u64::from_le_bytes)
+            .map_err(|_| format!("block {} (the end) is damaged", self.blocks))?;
+        if count != self.records {
+            return Err(format!(
+                "its end block counts {count} reads but its blocks hold {}: blocks are missing or repeated",
+                self.records
+            ));
+        }
+        let next = self.blocks + 1;
+        if !self.r.fill_buf().map_err(|e| io_error(next, e))?.is_empty() {
+            return Err(format!("data follows its end block (block {}): the file is damaged", self.blocks));
+        }
+        self.at = self.payload.len();
+        Ok(())
+    }
+
+    /// Reads the next block into `payload`, checked; its kind, or `None` at a clean end of the file.
+    fn next_block(&mut self) -> Result<Option<u8>, String> {
+        let n = self.blocks + 1;
+        if self.r.fill_buf().map_err(|e| io_error(n, e))?.is_empty() {
+            return Ok(None);
+        }
+        let mut head = [0u8; BLOCK_HEAD];
+        self.r.read_exact(&mut head).map_err(|e| io_error(n, e))?;
+        let kind = head[0];
+        let len = u32::from_le_bytes(head[1..5].try_into().expect("4 bytes"));
+        let sum = u64::from_le_bytes(head[5..].try_into().expect("8 bytes"));
+        if len >= MAX_BLOCK {
+            return Err(format!("block {n} claims {len} bytes: the file is damaged"));
+        }
+        self.payload.clear();
+        let got = (&mut self.r).take(len as u64).read_to_end(&mut self.payload);
+        let got = got.map_err(|e| io_error(n, e))?;
+        if got < len as usize {
+            return Err(format!("the file ends inside block {n}: it is truncated"));
+        }
+        if block_checksum(kind, &self.payload) != sum {
+            return Err(format!("block {n} is damaged: its checksum does not match"));
+        }
+        self.blocks = n;
+        Ok(Some(kind))
+    }
+}
+
+/// A read error inside block `block`, as a message (decompression errors included).
+fn io_error(block: u64, e: std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => format!("the file ends inside block {block}: it is truncated"),
+        _ => format!("cannot read block {block}: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header() -> CandidatesHeader {
+        CandidatesHeader {
+            magic: CANDIDATES_MAGIC.into(),
+            version: CANDIDATES_VERSION,
+            collection: Collection::whole(0),
+            sketch: SketchParams::new(16, 127, None, 16, 0).unwrap(),
+            max_locations_per_feature: 254,
+            hitmin: 3,
+            hitdiff: 0.0,
+            strain_margin: 0.1,
+            max_candidates: 3,
+            lowest_rank: None,
+            targets: vec![("t1".into(), 1)],
+            taxa: vec![Taxon { taxid: 1, parent: 1, rank: "no rank".into(), name: "root".into() }],
+        }
+    }
+
+    fn records(n: usize) -> Vec<ReadCandidates> {
+        (0..n)
+            .map(|i| ReadCandidates {
+                id: format!("r{i}"),
+                lengths: (150, Some(150)),
+                candidates: vec![(0, i as u32)],
+                hits: [vec![(1, 3)], vec![]],
+            })
+            .collect()
+    }
+
+    fn read_all(bytes: &[u8]) -> Result<Vec<ReadCandidates>, String> {
+        let (mut r, _) = CandidatesReader::open(bytes)?;
+        let mut out = Vec::new();
+        while let Some(rec) = r.next_record()? {
+            out.push(rec);
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn a_file_reads_back() {
+        let file = encode_file(&header(), &records(5));
+        assert_eq!(read_all(&file).unwrap(), records(5));
+        assert_eq!(read_all(&encode_file(&header(), &[])).unwrap(), vec![]);
+    }
+
+    /// Every single-byte change is an error (issue 30.5: 62 of 120 flips gave a different output).
+    #[test]
+    fn every_flipped_byte_is_an_error() {
+        let file = encode_file(&header(), &records(3));
+        for at in 0..file.len() {
+            for bit in [0x01, 0x80] {
+                let mut bad = file.clone();
+                bad[at] ^= bit;
+                let err = read_all(&bad).expect_err(&format!("a flip at byte {at} was read"));
+                assert!(!err.contains("Error {") && !err.contains("kind:"), "Debug text: {err}");
+            }
+        }
+    }
+
+    /// Cut anywhere, the file is an error saying it is truncated (or not a candidates file).
+    #[test]
+    fn every_truncation_is_an_error() {
+        let file = encode_file(&header(), &records(3));
+        for len in 0..file.len() {
+            let err = read_all(&file[..len]).expect_err(&format!("a file cut at {len} was read"));
+            assert!(err.contains("truncated") || err.contains("not a kmerdb candidates file"), "{len}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_repeated_block_is_an_error() {
+        let mut block = records_block();
+        for r in records(2) {
+            encode_record(&r, &mut block);
+        }
+        seal_records(&mut block);
+        let mut file = Vec::new();
+        encode_header(&header(), &mut file);
+        file.extend_from_slice(&block);
+        file.extend_from_slice(&block);
+        encode_end(2, &mut file);
+        assert!(read_all(&file).unwrap_err().contains("blocks are missing or repeated"));
+    }
 }

@@ -185,6 +185,33 @@ impl NcbiTaxonomy {
         Ok(tax)
     }
 
+    /// A checksum of the tree: every taxon's taxid, parent and rank (in the dump's order) and the
+    /// retired taxids with their replacements (by taxid). Names are left out, so that it is the same
+    /// whether or not they were loaded. Two indexes built with one dump have the same; `kmerdb
+    /// merge` refuses parts whose taxonomies differ.
+    pub fn checksum(&self) -> u64 {
+        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        h.update(b"kmerdb-ncbi-taxonomy-1");
+        let mut row = [0u8; 10];
+        for ((&taxid, &parent), &rank) in self.taxids.iter().zip(&self.parent_rows).zip(&self.rank_ids) {
+            row[..4].copy_from_slice(&taxid.to_le_bytes());
+            row[4..8].copy_from_slice(&self.taxids[parent as usize].to_le_bytes());
+            row[8..].copy_from_slice(&rank.to_le_bytes());
+            h.update(&row);
+        }
+        for rank in &self.ranks {
+            h.update(&(rank.len() as u64).to_le_bytes());
+            h.update(rank.as_bytes());
+        }
+        let mut merged: Vec<(TaxId, TaxId)> = self.merged.iter().map(|(&a, &b)| (a, b)).collect();
+        merged.sort_unstable();
+        for (old, new) in merged {
+            h.update(&old.to_le_bytes());
+            h.update(&new.to_le_bytes());
+        }
+        h.digest()
+    }
+
     /// Number of taxa (not counting merged ids).
     pub fn len(&self) -> usize {
         self.taxids.len()

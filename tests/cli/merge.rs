@@ -158,3 +158,93 @@ fn bad_partitions_and_candidate_files_are_clear_errors() {
         .failure()
         .stderr(predicate::str::contains("single.fa").and(predicate::str::contains("not a kmerdb candidates file")));
 }
+
+/// The candidates of data/'s single reads against each part of data/ split in `parts`, built in
+/// `d` as `{tag}{i}.db` and written to `{tag}{i}.cand`.
+fn single_read_parts(d: &Path, tag: &str, parts: usize) -> Vec<std::path::PathBuf> {
+    (1..=parts)
+        .map(|i| {
+            let db = d.join(format!("{tag}{i}.db"));
+            build_data(&db).args(["-q", "--partition", &format!("{i}/{parts}")]).assert().success();
+            let cand = d.join(format!("{tag}{i}.cand"));
+            kmerdb()
+                .args(["classify", "-q", "-o", "/dev/null", "-d"])
+                .arg(&db)
+                .arg(data().join("reads/single.fa"))
+                .arg("--candidates-out")
+                .arg(&cand)
+                .assert()
+                .success();
+            cand
+        })
+        .collect()
+}
+
+/// Issue 30.4: merge took one part of two (137 of 200 reads classified, exit 0), the same part
+/// twice, and parts of different builds. Each is now refused with exit 2, naming the parts.
+#[test]
+fn merge_takes_exactly_the_parts_of_one_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let two = single_read_parts(d, "a", 2);
+    let three = single_read_parts(d, "b", 3);
+    let merge = |parts: &[&std::path::PathBuf]| {
+        let out = kmerdb().current_dir(d).arg("merge").args(parts).args(["-o", "m.kraken"]).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, stderr) = merge(&[&two[1], &two[0]]);
+    assert_eq!(code, Some(0), "{stderr}");
+    for (parts, says) in [
+        (vec![&two[0]], "part 2/2 of the build is missing"),
+        (vec![&two[0], &two[0]], "are the same part"),
+        (vec![&two[0], &three[1], &three[2]], "not parts of one partitioned build"),
+        (vec![&three[0], &three[2]], "part 2/3 of the build is missing"),
+    ] {
+        std::fs::remove_file(d.join("m.kraken")).ok();
+        let (code, stderr) = merge(&parts);
+        assert_eq!(code, Some(2), "{parts:?}: {stderr}");
+        assert!(stderr.contains(says), "{parts:?}: {stderr}");
+        assert!(!d.join("m.kraken").exists(), "{parts:?}: a refused merge wrote its output");
+    }
+    // A whole index's candidates and a part's: not one build either.
+    build_data(&d.join("whole.db")).arg("-q").assert().success();
+    kmerdb()
+        .current_dir(d)
+        .args(["classify", "-q", "-o", "/dev/null", "-d", "whole.db", "--candidates-out", "whole.cand"])
+        .arg(data().join("reads/single.fa"))
+        .assert()
+        .success();
+    let (code, stderr) = merge(&[&d.join("whole.cand"), &two[1]]);
+    assert_eq!(code, Some(2), "{stderr}");
+}
+
+/// Issue 30.5: single-byte flips in a candidates file were merged with exit 0 and a different
+/// output, or printed Rust `Debug` dumps. Every block now has a checksum: each flip is an error
+/// naming the file (and the block), in words.
+#[test]
+fn every_damaged_byte_of_a_candidates_file_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let parts = single_read_parts(d, "p", 2);
+    let good = std::fs::read(&parts[0]).unwrap();
+    // Bytes spread over the whole file (header, records, end), each flipped alone.
+    let step = (good.len() / 60).max(1);
+    for at in (0..good.len()).step_by(step).chain([good.len() - 1]) {
+        let mut bad = good.clone();
+        bad[at] ^= 0x10;
+        std::fs::write(d.join("bad.cand"), &bad).unwrap();
+        let out = kmerdb().current_dir(d).arg("merge").arg("bad.cand").arg(&parts[1]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "a flip at byte {at} of {} was merged: {stderr}", good.len());
+        assert!(stderr.contains("bad.cand"), "{stderr}");
+        assert!(!stderr.contains("kind:") && !stderr.contains(" { "), "Debug text: {stderr}");
+    }
+    // Cut short, anywhere.
+    for len in [20, good.len() / 2, good.len() - 1] {
+        std::fs::write(d.join("cut.cand"), &good[..len]).unwrap();
+        let out = kmerdb().current_dir(d).arg("merge").arg("cut.cand").arg(&parts[1]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains("cut.cand") && stderr.contains("truncated"), "{stderr}");
+    }
+}

@@ -419,6 +419,7 @@ fn end_to_end(gbp: f64, copy_rate: f64) -> Result<(), Box<dyn std::error::Error>
         let db = dir.path().join("e2e.db");
         let config = kmerdb::indexing::BuildConfig {
             protein: None,
+            part: None,
             sources: files.iter().cloned().map(kmerdb::input::Source::File).collect(),
             db: db.clone(),
             taxonomy: None,
@@ -527,6 +528,7 @@ fn classify_refs(dir: &std::path::Path) -> Result<(std::path::PathBuf, Genomes),
     let db = dir.join("refs.db");
     let config = kmerdb::indexing::BuildConfig {
         protein: None,
+        part: None,
         sources: vec![kmerdb::input::Source::File(fasta)],
         db: db.clone(),
         taxonomy: None,

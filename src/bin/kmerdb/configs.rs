@@ -131,8 +131,10 @@ pub fn build(args: BuildArgs, quiet: bool) -> Result<BuildConfig> {
     }
     check_taxa_inputs(&args.taxa)?;
     let mut sources = discover_fasta(&args.inputs)?;
+    let mut part = None;
     if let Some(p) = &args.partition {
-        sources = p.select(sources)?;
+        let (selected, this) = p.select(sources)?;
+        (sources, part) = (selected, Some(this));
         log::info!("partition {}/{}: {} genome files", p.part, p.parts, sources.len());
     }
     build_file_plan(&args, &sources).check()?;
@@ -159,6 +161,7 @@ pub fn build(args: BuildArgs, quiet: bool) -> Result<BuildConfig> {
             group: args.gpu_group.map(|g| g.parse().expect("validated by clap")),
         },
         tmp_dir: args.tmp_dir,
+        part,
         protein: args.protein.then_some(kmerdb::protein::ProteinParams {
             sample: args.protein_sample,
             ..kmerdb::protein::ProteinParams::DEFAULT

@@ -75,7 +75,9 @@ fn main() {
             }
         }
         eprintln!("kmerdb: error: {message}");
-        let usage = e.downcast_ref::<UsageError>().is_some() || e.downcast_ref::<kmerdb::paths::PathClash>().is_some();
+        let usage = e.downcast_ref::<UsageError>().is_some()
+            || e.downcast_ref::<kmerdb::paths::PathClash>().is_some()
+            || e.downcast_ref::<kmerdb::merge::MergeError>().is_some_and(|m| m.is_usage());
         std::process::exit(if usage { 2 } else { 1 });
     }
 }
