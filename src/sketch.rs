@@ -118,6 +118,16 @@ const BASE_CODES: [u8; 256] = {
     t
 };
 
+/// Whether `seq` holds a k-mer: `k` valid bases (A, C, G, T or U) in a row. A sequence without
+/// one (shorter than k, blank, or N at least every k bases) gives no feature at all.
+pub fn has_kmer(seq: &[u8], k: usize) -> bool {
+    let mut run = 0;
+    seq.iter().any(|&b| {
+        run = if encode_base(b) < 4 { run + 1 } else { 0 };
+        run >= k
+    })
+}
+
 /// murmur3's 64-bit finalizer.
 #[inline]
 pub fn fmix64(mut x: u64) -> u64 {
@@ -391,6 +401,12 @@ mod tests {
             sk.sketch_windows(&seq, start..start + 7, |w, s| pieces.push((w, s.to_vec())));
         }
         assert_eq!(whole, pieces);
+    }
+
+    #[test]
+    fn a_kmer_needs_k_valid_bases_in_a_row() {
+        assert!(has_kmer(b"ACGT", 4) && has_kmer(b"NNacgu", 4) && has_kmer(b"ACGTNACGTA", 5));
+        assert!(!has_kmer(b"", 1) && !has_kmer(b"ACG", 4) && !has_kmer(b"ACGTNACGT", 5) && !has_kmer(b"NNNN", 1));
     }
 
     #[test]

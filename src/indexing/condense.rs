@@ -182,6 +182,7 @@ mod tests {
                 first_window: 10 * i,
                 source: 0,
                 record: i + 1,
+                has_kmer: true,
             })
             .collect();
         // Provisional target 2 becomes 0, 0 becomes 1, 1 is left out, 3 becomes 2.

@@ -249,6 +249,7 @@ fn build_in_pool(
     if let Some(t) = resolved.targets.iter().find(|t| t.windows > u32::MAX as u64) {
         return Err(BuildError::SequenceTooLong { id: t.name.clone(), windows: t.windows });
     }
+    targets::warn_featureless(&raw_targets, &resolved.final_id, &config.sources, config.sketch.k);
     phase("taxa");
     let max_windows = resolved.targets.iter().map(|t| t.windows).max().unwrap_or(1);
     let layout =
@@ -270,6 +271,7 @@ fn build_in_pool(
         (names.join().expect("the names loader does not panic"), laid_out)
     });
     let (writer, stats, passes) = laid_out?;
+    targets::check_not_empty(&stats, config.sketch.k, config.max_locations_per_feature)?;
     resolved.taxa = named?;
     phase(if passes.is_some() { "passes (shards laid out on the GPUs and written)" } else { "condense" });
     let (counts, index_bytes) = write_rest(config, (layout, collection), shard_bits, &resolved, (writer, stats))?;

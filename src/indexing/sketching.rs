@@ -39,6 +39,8 @@ pub struct RawTarget {
     /// Index into the build's sources, and the record's number in that source (from 1).
     pub source: usize,
     pub record: u64,
+    /// Whether it holds a k-mer of valid bases, so gives the index features (`sketch::has_kmer`).
+    pub has_kmer: bool,
 }
 
 /// Pairs of one shard, in chunks of [`BIN_CHUNK`] so that growing never copies or over-allocates
@@ -209,6 +211,7 @@ impl Context<'_> {
                     first_window,
                     source: index,
                     record: reader.records(),
+                    has_kmer: crate::sketch::has_kmer(&seq, self.params.k as usize),
                 });
                 (u32::try_from(targets.len() - 1).map_err(|_| BuildError::TooManyTargets)?, first_window)
             };

@@ -65,6 +65,50 @@ pub fn resolve(
     Ok(Resolved { targets, final_id, taxa, without_taxid })
 }
 
+/// Warns of the indexed sequences (those `final_id` keeps) that hold no k-mer of valid bases and
+/// so give the index no features: the first few by name, file and record, then a count.
+pub fn warn_featureless(raw: &[RawTarget], final_id: &[Option<u32>], sources: &[Source], k: u32) {
+    let none: Vec<&RawTarget> =
+        raw.iter().zip(final_id).filter(|(t, id)| id.is_some() && !t.has_kmer).map(|p| p.0).collect();
+    if none.is_empty() {
+        return;
+    }
+    const SHOWN: usize = 5;
+    let mut list: Vec<String> = none
+        .iter()
+        .take(SHOWN)
+        .map(|t| format!("'{}' ({} record {}, {} bases)", t.name, sources[t.source], t.record, t.length))
+        .collect();
+    if none.len() > SHOWN {
+        list.push(format!("and {} more", none.len() - SHOWN));
+    }
+    let (n, one) = (none.len(), none.len() == 1);
+    log::warn!(
+        "{n} {} the index no features (no {k} valid bases, A, C, G or T, in a row), so no read will be called as {}: {}",
+        if one { "sequence gives" } else { "sequences give" },
+        if one { "it" } else { "them" },
+        list.join(", ")
+    );
+}
+
+/// An error if the index would have no features: no read could ever be classified against it.
+pub fn check_not_empty(stats: &crate::indexing::condense::ShardStats, k: u32, cap: u32) -> Result<(), BuildError> {
+    if stats.features > 0 {
+        return Ok(());
+    }
+    let reason = if stats.dropped_features > 0 {
+        format!(
+            "all {} features are in more than --max-locations-per-feature ({cap}) locations, so none would be looked up (is -k {k} too short to tell the sequences apart?)",
+            stats.dropped_features
+        )
+    } else {
+        format!(
+            "no sequence holds {k} valid bases (A, C, G, T) in a row: the index would have no features (are the sequences blank, N, or shorter than -k {k}?)"
+        )
+    };
+    Err(BuildError::NothingToIndex { reason })
+}
+
 /// The sequences' indexes in name order (ties, an error, by file and record).
 pub fn name_order(raw: &[RawTarget], sources: &[Source]) -> Result<Vec<usize>, BuildError> {
     let mut order: Vec<usize> = (0..raw.len()).collect();

@@ -139,6 +139,7 @@ pub fn update(config: &UpdateConfig) -> Result<UpdateSummary, BuildError> {
         let taxonomy_checksum = taxonomy.as_ref().map(NcbiTaxonomy::checksum);
         let seqid_map = SeqIdMap::load(&config.seqid_maps)?;
         let new = Renumbered::new(config, &old, &removed, &raw, taxonomy.as_ref(), &seqid_map)?;
+        targets::warn_featureless(&raw, &new.final_id, &config.add, header.sketch.k);
         let taxa = new.taxa(&old, taxonomy)?;
         let shards = Shards { old: &old, dropped: by_shard(&dropped, header.shard_bits), new: &new, raw: &raw };
         let mut template = header.clone();
@@ -156,6 +157,7 @@ pub fn update(config: &UpdateConfig) -> Result<UpdateSummary, BuildError> {
         };
         let writer = IndexWriter::new(out, &template)?;
         let (mut writer, stats, backend) = shards.lay_out_on(config, bins, writer, &pool)?;
+        targets::check_not_empty(&stats, header.sketch.k, header.max_locations_per_feature)?;
         if let Some(table) = old.protein() {
             let added = crate::indexing::protein_table::update(&table, &new.old_to_new, &config.add, &new.targets)?;
             writer.set_protein(added);

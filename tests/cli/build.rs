@@ -230,3 +230,39 @@ fn a_failed_build_keeps_the_older_index() {
     assert_eq!(std::fs::read(&db).unwrap(), before);
     assert_eq!(listing(dir.path()), vec!["bad.fa", "keep.db"]);
 }
+
+/// Issue 30.6: blank sequences (0 bases), an all-N genome and `-k 1` (every feature over the
+/// location cap) built indexes of "0 features" with exit 0, which classify nothing. Such a build
+/// is now an error that says why, and leaves no index; a sequence that gives no features beside
+/// others that do is a warning naming it (the first few, then a count).
+#[test]
+fn an_index_that_could_classify_nothing_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("blank.fa"), ">a\n\n>b\n\n").unwrap();
+    std::fs::write(d.join("n.fa"), format!(">n\n{}\n", "N".repeat(500))).unwrap();
+    let lambda = genome_files().into_iter().find(|p| p.to_string_lossy().contains("lambda")).unwrap();
+    for (args, says) in [
+        (vec!["blank.fa"], "no sequence holds 16 valid bases"),
+        (vec!["n.fa"], "no sequence holds 16 valid bases"),
+        (vec!["-k", "1", lambda.to_str().unwrap()], "all 2 features are in more than --max-locations-per-feature"),
+    ] {
+        let out = kmerdb().current_dir(d).args(["build", "-d", "x.db"]).args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains("nothing to index") && stderr.contains(says), "{args:?}: {stderr}");
+        assert!(!d.join("x.db").exists() && !listing(d).iter().any(|n| n.contains(".kmerdb-")), "{:?}", listing(d));
+    }
+    // Six featureless sequences among real ones: built, with a warning naming five and counting one.
+    let mut some = String::new();
+    for i in 0..6 {
+        some.push_str(&format!(">empty{i}\nACGTNACGT\n"));
+    }
+    std::fs::write(d.join("some.fa"), some).unwrap();
+    let out = kmerdb().current_dir(d).args(["build", "-d", "x.db", "some.fa"]).arg(&lambda).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("6 sequences give the index no features"), "{stderr}");
+    assert!(stderr.contains("'empty0' (some.fa record 1, 9 bases)") && stderr.contains("and 1 more"), "{stderr}");
+    assert!(!stderr.contains("empty5"), "{stderr}");
+}
