@@ -118,13 +118,52 @@ fn unregister(key: u64) {
 }
 
 /// Deletes every live temporary file of this process, calls `report` with how many there were,
-/// and exits with `code`, holding the list's lock to the end so that no other thread makes a new
-/// one meanwhile (for the signal handler in `main`).
+/// and exits with `code` at once (for the signal-watching thread in `main`). It holds the list's
+/// lock to the end, so that no other thread makes a new one meanwhile, and ends with `_exit`:
+/// `exit` runs the process's exit handlers, which can wait on locks that busy threads hold (a run
+/// starting thousands of threads kept going after SIGTERM).
 pub fn remove_all_and_exit(code: i32, report: impl FnOnce(usize)) -> ! {
-    let live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
-    let removed = live.iter().filter(|(_, p)| std::fs::remove_file(p).is_ok()).count();
+    // A thread creating a file holds the lock for a moment; one stuck in the file system for
+    // longer does not hold up the exit.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(500);
+    let live = loop {
+        match LIVE.try_lock() {
+            Ok(live) => break Some(live),
+            Err(std::sync::TryLockError::Poisoned(e)) => break Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(5))
+            }
+            Err(std::sync::TryLockError::WouldBlock) => break None,
+        }
+    };
+    let removed = live.as_ref().map_or(0, |l| l.iter().filter(|(_, p)| std::fs::remove_file(p).is_ok()).count());
     report(removed);
-    std::process::exit(code)
+    use std::io::Write;
+    let _ = std::io::stderr().flush();
+    // SAFETY: `_exit` ends the process without running exit handlers; nothing is left to flush.
+    unsafe { libc::_exit(code) }
+}
+
+/// Deletes every live temporary file of this process from a signal handler (SIGBUS: `mapped`),
+/// where nothing may wait or allocate: the list is only tried, and each path is made a C string
+/// on the stack. Returns how many were removed.
+pub fn remove_all_in_signal_handler() -> usize {
+    let Ok(live) = LIVE.try_lock() else { return 0 };
+    let mut removed = 0;
+    let mut c_path = [0u8; 4096];
+    for (_, path) in live.iter() {
+        let bytes = path.as_os_str().as_encoded_bytes();
+        if bytes.len() >= c_path.len() {
+            continue;
+        }
+        c_path[..bytes.len()].copy_from_slice(bytes);
+        c_path[bytes.len()] = 0;
+        // SAFETY: a NUL-terminated path in a live buffer; unlink(2) is async-signal-safe.
+        if unsafe { libc::unlink(c_path.as_ptr().cast()) } == 0 {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 /// `dest`'s folder (`.` for a bare name).

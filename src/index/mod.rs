@@ -27,11 +27,11 @@ pub use format::{Header, IndexError, SectionKind, TargetInfo};
 pub use locations::{LocationLayout, LocationList};
 pub use write::{IndexFile, IndexWriter, ShardData, write_index};
 
+use crate::mapped::Mapped;
 use crate::sketch::Feature;
 use crate::taxonomy::{Taxon, TaxonTree};
 use bcht::Slot;
 use format::{FORMAT_VERSION, MAGIC, PREAMBLE_LEN, SHARD_ALIGN, SectionEntry, ShardEntry, bincode_config};
-use memmap2::Mmap;
 use std::path::{Path, PathBuf};
 
 /// How much of the file to check against its checksums when opening.
@@ -47,7 +47,7 @@ pub enum Verify {
 /// An opened, memory-mapped index.
 pub struct Index {
     path: PathBuf,
-    mmap: Mmap,
+    mmap: Mapped,
     header: Header,
     shards: Vec<ShardEntry>,
     targets: Vec<TargetInfo>,
@@ -68,10 +68,11 @@ impl Index {
             return Err(IndexError::Folder { path: p(), kraken2 });
         }
         let file = std::fs::File::open(path).map_err(|source| IndexError::Io { path: p(), source })?;
-        // SAFETY: the map is read-only; kmerdb never writes an index in place (it writes a new file
-        // and renames it), so the mapped bytes do not change under us unless another program
-        // truncates the file, which is outside what any index reader can guard against.
-        let mmap = unsafe { Mmap::map(&file) }.map_err(|source| IndexError::Io { path: p(), source })?;
+        // kmerdb never writes an index in place (it writes a new file and renames it), so the mapped
+        // bytes do not change under a run unless another program rewrites the file: that raises
+        // SIGBUS, which `mapped` turns into an error naming the index.
+        let mmap = Mapped::map(&file, path, crate::mapped::Kind::Index)
+            .map_err(|source| IndexError::Io { path: p(), source })?;
         let len = mmap.len() as u64;
         if mmap.len() < MAGIC.len() || mmap[..MAGIC.len()] != MAGIC {
             return Err(IndexError::NotAnIndex { path: p() });

@@ -39,6 +39,8 @@ use std::io::{self, BufRead, BufReader, Cursor, Read, Seek};
 use std::sync::{Arc, Mutex, mpsc};
 
 use super::{InputError, Source};
+use crate::mapped::Mapped;
+use std::path::Path;
 
 /// Compressed input is cut into parts of about this many bytes for the decoding tasks.
 pub const PART_BYTES: usize = 1 << 20;
@@ -144,7 +146,7 @@ fn open_tuned(source: &Source, pool: &Pool, tuning: Tuning) -> Result<Decoded, I
             if file.metadata().is_ok_and(|m| m.is_file()) {
                 let compression = detect(&read_head(&mut file).map_err(io_err)?);
                 if compression == Compression::Gzip
-                    && let Some(map) = independent_blocks(&file)
+                    && let Some(map) = independent_blocks(&file, path)
                 {
                     let reader = Parallel::independent(source.clone(), map, pool, tuning);
                     let reader = Box::new(Sticky { inner: reader, failed: None });
@@ -901,7 +903,7 @@ enum Mode {
     Bgzf,
     /// `pigz -i`: the mapped file and the state of the member being decoded.
     Independent {
-        map: Arc<memmap2::Mmap>,
+        map: Arc<Mapped>,
         member: MemberState,
         /// Where the next part starts.
         pos: u64,
@@ -938,7 +940,7 @@ impl Parallel {
         Self::with(source, Mode::Bgzf, pool, move |sink| cut_bgzf(s, r, sink, tuning))
     }
 
-    fn independent(source: Source, map: Arc<memmap2::Mmap>, pool: &Pool, tuning: Tuning) -> Self {
+    fn independent(source: Source, map: Arc<Mapped>, pool: &Pool, tuning: Tuning) -> Self {
         let member = MemberState { number: 1, at: 0, crc: crc32fast::Hasher::new(), len: 0 };
         let mode = Mode::Independent { map: map.clone(), member, pos: 0, history: Vec::new() };
         Self::with(source, mode, pool, move |sink| cut_independent(map, sink, tuning))
@@ -1065,7 +1067,7 @@ impl Read for Parallel {
     }
 }
 
-struct MapBytes(Arc<memmap2::Mmap>);
+struct MapBytes(Arc<Mapped>);
 
 impl AsRef<[u8]> for MapBytes {
     fn as_ref(&self) -> &[u8] {
@@ -1254,10 +1256,10 @@ fn next_flush(map: &[u8], from: usize) -> Option<usize> {
 
 /// Maps a gzip file whose deflate data has independent blocks: the second part (between two
 /// flush points at least 4 KiB apart within the first 4 MiB) must inflate on its own.
-fn independent_blocks(file: &std::fs::File) -> Option<Arc<memmap2::Mmap>> {
-    // SAFETY: read-only; a file changed while it is read gives wrong bytes or errors (the CRCs
-    // are checked), never unsafety (the map is never written).
-    let map = unsafe { memmap2::Mmap::map(file) }.ok()?;
+fn independent_blocks(file: &std::fs::File, path: &Path) -> Option<Arc<Mapped>> {
+    // A file changed while it is read gives errors (the CRCs are checked) or SIGBUS (cut short),
+    // which `mapped` turns into an error naming it.
+    let map = Mapped::map(file, path, crate::mapped::Kind::Input).ok()?;
     let probe = &map[..map.len().min(4 << 20)];
     let a = next_flush(probe, 0)?;
     let b = next_flush(probe, a + 4096)?;
@@ -1272,7 +1274,7 @@ fn independent_blocks(file: &std::fs::File) -> Option<Arc<memmap2::Mmap>> {
 
 /// Cuts a mapped `pigz -i` file at flush points about [`PART_BYTES`] apart and has the parts
 /// decoded.
-fn cut_independent(map: Arc<memmap2::Mmap>, sink: JobSink, tuning: Tuning) {
+fn cut_independent(map: Arc<Mapped>, sink: JobSink, tuning: Tuning) {
     let mut start = 0;
     while start < map.len() {
         let from = (start + tuning.part_bytes).min(map.len());

@@ -190,7 +190,7 @@ pub const CHUNK_BYTES: u64 = 128 << 20;
 /// A piece of a large plain FASTA file: whole records, read on its own ([`SeqReader::open_chunk`]).
 #[derive(Clone)]
 pub struct Chunk {
-    map: std::sync::Arc<memmap2::Mmap>,
+    map: std::sync::Arc<crate::mapped::Mapped>,
     range: std::ops::Range<usize>,
     /// Records of the file before this piece.
     pub records_before: u64,
@@ -232,9 +232,9 @@ pub fn fasta_chunks_of(path: &Path, min_file: u64, chunk_bytes: u64) -> Result<O
         _ => return Ok(None),
     }
     let Ok(file) = std::fs::File::open(path) else { return Ok(None) };
-    // SAFETY: read-only; a file changed while kmerdb reads it gives wrong sequences, as any reader
-    // would, but no unsafety (the map is never written).
-    let map = std::sync::Arc::new(unsafe { memmap2::Mmap::map(&file) }.map_err(io)?);
+    // A file changed while kmerdb reads it gives wrong sequences, as for any reader, or SIGBUS
+    // (cut short), which `mapped` turns into an error naming it.
+    let map = std::sync::Arc::new(crate::mapped::Mapped::map(&file, path, crate::mapped::Kind::Input).map_err(io)?);
     if map.first() != Some(&b'>') {
         return Ok(None); // compressed, FASTQ, or something needletail will explain
     }

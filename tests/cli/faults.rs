@@ -329,3 +329,30 @@ fn a_build_during_an_update_of_its_index_is_not_lost() {
     assert!(std::fs::read(d.join("x.db")).unwrap() == std::fs::read(d.join("b.db")).unwrap(), "the build was lost");
     assert!(temporaries(d).is_empty(), "{:?}", temporaries(d));
 }
+
+/// Issue 30.7: an index truncated or copied over while classify read it ended the run with "Bus
+/// error" (exit 135, SIGBUS) and left a temporary output behind. It is now an error naming the
+/// index and saying why, with exit 1, and the temporary outputs are removed.
+#[test]
+fn an_index_changed_under_a_run_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    build_data(&d.join("x.db")).arg("-q").assert().success();
+    let pipe = d.join("reads.fa");
+    fifo(&pipe);
+    let args = ["classify", "--gpus", "none", "-d", "x.db", pipe.to_str().unwrap(), "-o", "out.kraken"];
+    let (mut child, mut held) = start_on_pipe(d, &args, &pipe, &fasta_record("r0", 150));
+    wait_for_temporary(d, &mut child);
+    // As `cp other.db x.db` does first: the file cut short in place.
+    std::fs::OpenOptions::new().write(true).open(d.join("x.db")).unwrap().set_len(4096).unwrap();
+    for i in 1..2000 {
+        held.write_all(fasta_record(&format!("r{i}"), 150).as_bytes()).unwrap();
+    }
+    drop(held);
+    let (status, stderr) = stderr_of(child);
+    assert_eq!(status, Some(1), "{stderr}");
+    assert!(stderr.contains("x.db: the index changed while this run read it"), "{stderr}");
+    assert!(stderr.contains("replace indexes by rename"), "{stderr}");
+    assert!(temporaries(d).is_empty(), "{:?}", temporaries(d));
+    assert!(!d.join("out.kraken").exists());
+}

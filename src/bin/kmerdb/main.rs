@@ -45,6 +45,9 @@ fn main() {
         })
         .init();
     remove_temp_files_on_signals();
+    if let Err(e) = kmerdb::mapped::install_sigbus_handler() {
+        log::warn!("cannot watch for SIGBUS ({e}): an index changed under this run would end it without a message");
+    }
     let result = match cli.command {
         Command::Build(args) => run_build(args, cli.quiet),
         Command::Classify(args) => run_classify(*args, cli.quiet),

@@ -1,0 +1,131 @@
+//! Memory-mapped files, and what happens when one changes under a run.
+//!
+//! kmerdb maps its index (`Index::open`) and some inputs (large plain FASTA, `pigz -i` files)
+//! instead of reading them. If such a file is truncated or rewritten in place while it is mapped
+//! (`cp other.db idx.db`, `truncate`), touching a page past its new end raises SIGBUS, which
+//! kills the process ("Bus error", exit 135) and leaves its temporary outputs behind. kmerdb's
+//! own build and update replace an index by rename, which is safe: the run keeps the old file.
+//!
+//! Every map is made through [`Mapped::map`], which lists its address range with the file's path
+//! while it lives. [`install_sigbus_handler`] (called by `main`) installs a handler that names the
+//! file whose map was hit, removes the run's temporary files (`temp_files`) and exits with code 1.
+//! The handler only does what is safe in a signal handler: `try_lock`s (never waits), `write(2)`,
+//! `unlink(2)` and `_exit(2)`, with no allocation.
+
+use std::ffi::CString;
+use std::path::Path;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// What a mapped file is to the run, for the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Index,
+    Input,
+}
+
+struct Region {
+    key: u64,
+    start: usize,
+    len: usize,
+    path: CString,
+    kind: Kind,
+}
+
+static REGIONS: Mutex<Vec<Region>> = Mutex::new(Vec::new());
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+/// A read-only map of a whole file, listed for the SIGBUS handler while it lives.
+pub struct Mapped {
+    map: memmap2::Mmap,
+    key: u64,
+}
+
+impl Mapped {
+    /// Maps `file` (at `path`, for messages).
+    pub fn map(file: &std::fs::File, path: &Path, kind: Kind) -> std::io::Result<Self> {
+        // SAFETY: read-only, and never written by kmerdb while mapped (it replaces files by
+        // rename). Another program that truncates or rewrites the file meanwhile gives wrong bytes
+        // or SIGBUS, which the handler below turns into an error naming the file.
+        let map = unsafe { memmap2::Mmap::map(file)? };
+        let key = NEXT.fetch_add(1, Ordering::Relaxed);
+        let path = CString::new(path.as_os_str().as_encoded_bytes()).unwrap_or_default();
+        let region = Region { key, start: map.as_ptr() as usize, len: map.len(), path, kind };
+        REGIONS.lock().unwrap_or_else(|e| e.into_inner()).push(region);
+        Ok(Self { map, key })
+    }
+}
+
+impl std::ops::Deref for Mapped {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.map
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        REGIONS.lock().unwrap_or_else(|e| e.into_inner()).retain(|r| r.key != self.key);
+    }
+}
+
+impl std::fmt::Debug for Mapped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mapped").field("len", &self.map.len()).finish_non_exhaustive()
+    }
+}
+
+/// Installs the SIGBUS handler (see the module's description). Without it, SIGBUS kills the
+/// process as before.
+pub fn install_sigbus_handler() -> std::io::Result<()> {
+    // SAFETY: a plain sigaction call with a handler that is async-signal-safe (see `on_sigbus`).
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_sigbus as *const () as usize;
+        action.sa_flags = libc::SA_SIGINFO;
+        libc::sigemptyset(&mut action.sa_mask);
+        if libc::sigaction(libc::SIGBUS, &action, std::ptr::null_mut()) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Writes `bytes` to stderr (a signal handler's way: no locks, no allocation).
+fn say(bytes: &[u8]) {
+    // SAFETY: write(2) on fd 2 with a valid buffer; async-signal-safe.
+    unsafe {
+        libc::write(2, bytes.as_ptr().cast(), bytes.len());
+    }
+}
+
+extern "C" fn on_sigbus(_signal: libc::c_int, info: *mut libc::siginfo_t, _context: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
+    let addr = unsafe { (*info).si_addr() } as usize;
+    say(b"kmerdb: error: ");
+    let mut named = false;
+    // Never wait: the thread that holds the list may be the one interrupted.
+    if let Ok(regions) = REGIONS.try_lock()
+        && let Some(r) = regions.iter().find(|r| addr >= r.start && addr < r.start + r.len)
+    {
+        say(r.path.as_bytes());
+        say(match r.kind {
+            Kind::Index => b": the index changed while this run read it (it is memory-mapped; replace indexes by rename, as kmerdb does, not by copying over them or truncating them)",
+            Kind::Input => b": the file changed while this run read it (it is memory-mapped: do not rewrite an input while kmerdb reads it)",
+        });
+        named = true;
+    }
+    if !named {
+        say(b"a memory-mapped file changed or could not be read while this run read it (bus error)");
+    }
+    let removed = crate::temp_files::remove_all_in_signal_handler();
+    if removed > 0 {
+        let mut n = itoa::Buffer::new();
+        say(b"; removed ");
+        say(n.format(removed).as_bytes());
+        say(b" temporary files");
+    }
+    say(b"\n");
+    // SAFETY: _exit is async-signal-safe and ends the process at once.
+    unsafe { libc::_exit(1) }
+}
