@@ -356,3 +356,66 @@ fn an_index_changed_under_a_run_is_an_error_naming_it() {
     assert!(temporaries(d).is_empty(), "{:?}", temporaries(d));
     assert!(!d.join("out.kraken").exists());
 }
+
+/// Issue 30.8: `-t 100000` started threads for 12 minutes and ignored SIGTERM meanwhile. More
+/// than 8 threads a core are now capped with a warning.
+#[test]
+fn a_huge_thread_count_is_capped_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let out =
+        build_data(&dir.path().join("x.db")).args(["-t", "100000"]).timeout(Duration::from_secs(120)).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("--threads 100000 is more than 8 times this machine's"), "{stderr}");
+}
+
+/// Issue 30.8: SIGINT and SIGTERM end every command within a second at any point: sent after
+/// delays from 0 to 1.5 s into a build (starting threads, loading the full NCBI taxonomy, reading
+/// and sketching) and into a classify, each run ends within a second with 128 + the signal's
+/// number, leaving no temporary file.
+#[test]
+fn signals_end_every_run_within_a_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    build_data(&d.join("data.db")).arg("-q").assert().success();
+    let s = crate::shared();
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let threads = (8 * cores).to_string();
+    let build = {
+        let mut c = kmerdb_process();
+        c.current_dir(d).args(["build", "-t", &threads, "-d", "refs.db", "--taxonomy"]).arg(s.join("taxonomy"));
+        c.arg("--seqid2taxid").arg(s.join("refs/seqid2taxid.map")).arg(s.join("refs"));
+        c
+    };
+    let classify = {
+        let mut c = kmerdb_process();
+        c.current_dir(d).args(["classify", "-t", &threads, "-d", "data.db", "-o", "out.kraken", "-1"]);
+        c.arg(s.join("reads/mock_R1.fq.gz")).arg("-2").arg(s.join("reads/mock_R2.fq.gz"));
+        c
+    };
+    for (what, mut cmd) in [("build", build), ("classify", classify)] {
+        cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+        for (delay_ms, (name, code)) in
+            [0u64, 30, 150, 400, 800, 1500].into_iter().zip([("TERM", 143), ("INT", 130)].into_iter().cycle())
+        {
+            let child = cmd.spawn().unwrap();
+            std::thread::sleep(Duration::from_millis(delay_ms));
+            let sent = Instant::now();
+            signal(&child, name);
+            let out = child.wait_with_output().unwrap();
+            let took = sent.elapsed();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            // A run may finish before the signal comes, or be ended by it before its handler is
+            // in place (which the shell reports as the same 128 + N); else it exits with that code.
+            use std::os::unix::process::ExitStatusExt;
+            if out.status.code() != Some(0) && out.status.signal().is_none() {
+                assert_eq!(out.status.code(), Some(code), "{what}, SIG{name} after {delay_ms} ms: {stderr}");
+            }
+            if let Some(signal) = out.status.signal() {
+                assert_eq!(128 + signal, code, "{what}, SIG{name} after {delay_ms} ms");
+            }
+            assert!(took < Duration::from_secs(1), "{what}: SIG{name} after {delay_ms} ms took {took:?} to end it");
+            assert!(temporaries(d).is_empty(), "{what}, SIG{name} after {delay_ms} ms left {:?}", temporaries(d));
+        }
+    }
+}

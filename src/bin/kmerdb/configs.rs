@@ -28,12 +28,25 @@ fn compute_threads(args: &ComputeArgs) -> Result<usize> {
     thread_count(args.threads)
 }
 
-/// `--threads`, validated (default: every core).
+/// More threads than this many a core are capped: each is a thread the run starts (with its
+/// stack), and past a few a core they only wait. `-t 100000` spent 12 minutes starting threads.
+const MAX_THREADS_PER_CORE: usize = 8;
+
+/// `--threads`, validated (default: every core; at most [`MAX_THREADS_PER_CORE`] a core, with a
+/// warning).
 fn thread_count(threads: Option<usize>) -> Result<usize> {
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     match threads {
         Some(0) => usage!("--threads must be at least 1"),
+        Some(n) if n > MAX_THREADS_PER_CORE * cores => {
+            let cap = MAX_THREADS_PER_CORE * cores;
+            log::warn!(
+                "--threads {n} is more than {MAX_THREADS_PER_CORE} times this machine's {cores} cores: using {cap} threads"
+            );
+            Ok(cap)
+        }
         Some(n) => Ok(n),
-        None => Ok(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
+        None => Ok(cores),
     }
 }
 
