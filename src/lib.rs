@@ -49,3 +49,4 @@ pub mod slab_hash;
 pub mod synth;
 pub mod taxonomy;
 pub mod temp_files;
+pub mod terminal;

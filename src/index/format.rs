@@ -290,6 +290,18 @@ pub enum IndexError {
         "{path} is a kmerdb index of format version {found}, but this kmerdb reads version {supported}; rebuild it with this version"
     )]
     FormatVersion { path: PathBuf, found: u32, supported: u32 },
+    #[error(
+        "{path} is a kmerdb index of format version {found}, made by a newer kmerdb than this one (which reads version {supported}): upgrade kmerdb"
+    )]
+    NewerFormat { path: PathBuf, found: u32, supported: u32 },
+    #[error(
+        "{path} sets preamble flags {flags:#010x}, which this kmerdb does not know: it was made by a newer kmerdb (upgrade kmerdb) or is damaged"
+    )]
+    UnknownFlags { path: PathBuf, flags: u32 },
+    #[error(
+        "{path} is {kind}, not an index file: an index is a file made by `kmerdb build -d FILE`, which kmerdb maps"
+    )]
+    NotAFile { path: PathBuf, kind: &'static str },
     #[error("{path} is truncated: {what} needs {needed} bytes but the file has {len}")]
     Truncated { path: PathBuf, what: String, needed: u64, len: u64 },
     #[error("{path} is corrupted: the checksum of its {what} does not match (rebuild or re-copy the index)")]

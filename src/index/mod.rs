@@ -67,6 +67,14 @@ impl Index {
             };
             return Err(IndexError::Folder { path: p(), kraken2 });
         }
+        // Looked at before it is opened: opening a named pipe waits for a writer, and a device
+        // cannot be mapped ("No such device").
+        if let Ok(m) = std::fs::metadata(path)
+            && !m.is_file()
+        {
+            let kind = crate::replacing::special_kind(m.file_type()).unwrap_or("not a regular file");
+            return Err(IndexError::NotAFile { path: p(), kind });
+        }
         let file = std::fs::File::open(path).map_err(|source| IndexError::Io { path: p(), source })?;
         // kmerdb never writes an index in place (it writes a new file and renames it), so the mapped
         // bytes do not change under a run unless another program rewrites the file: that raises
@@ -84,8 +92,16 @@ impl Index {
         let u32_at = |o: usize| u32::from_le_bytes(mmap[o..o + 4].try_into().unwrap());
         let u64_at = |o: usize| u64::from_le_bytes(mmap[o..o + 8].try_into().unwrap());
         let version = u32_at(8);
+        if version > FORMAT_VERSION {
+            return Err(IndexError::NewerFormat { path: p(), found: version, supported: FORMAT_VERSION });
+        }
         if version != FORMAT_VERSION {
             return Err(IndexError::FormatVersion { path: p(), found: version, supported: FORMAT_VERSION });
+        }
+        // No flag is defined yet: one set means a writer that knows more than this reader.
+        let flags = u32_at(12);
+        if flags != 0 {
+            return Err(IndexError::UnknownFlags { path: p(), flags });
         }
         let header_len = u64_at(16);
         let header_end = (PREAMBLE_LEN as u64).saturating_add(header_len);
@@ -401,7 +417,11 @@ fn check_header(path: &Path, h: &Header) -> Result<(), IndexError> {
         seeds: bcht::BUCKET_SEEDS,
     };
     if h.key_index != key_index {
-        return Err(unsupported(format!("a key index of shape {:?}", h.key_index)));
+        let k = h.key_index;
+        return Err(unsupported(format!(
+            "a key index of buckets of {} slots with {} hash functions (seeds {:?})",
+            k.bucket_slots, k.hash_functions, k.seeds
+        )));
     }
     let p = h.sketch;
     if let Err(e) = crate::sketch::SketchParams::new(p.k, p.window, Some(p.stride), p.sketch_size, p.hash_seed) {

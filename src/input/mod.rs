@@ -74,6 +74,10 @@ pub enum InputError {
     UnknownFormat { file: Source, detail: String },
     #[error("{file}: {what}: {detail}")]
     Parse { file: Source, what: String, detail: String },
+    #[error(
+        "{file}: its lines end in CR alone (classic Mac OS line endings), which FASTA and FASTQ readers do not take: convert them to LF first, e.g. `tr '\\r' '\\n' < IN > OUT`"
+    )]
+    CrLineEndings { file: Source },
     #[error("{file}: record {record} ('{id}') is {found}, but {expected} is expected here{hint}")]
     WrongFormat { file: Source, record: u64, id: String, found: Format, expected: Format, hint: &'static str },
 }
@@ -306,6 +310,9 @@ impl SeqReader {
         let last_id = &self.last_id;
         match self.inner.next()? {
             Err(e) => Some(Err(record_error(source, records, last_id, e))),
+            // needletail takes a CR as the end of a CRLF line only: a CR inside a header is a
+            // file of CR-only lines read as one.
+            Ok(rec) if rec.id().contains(&b'\r') => Some(Err(InputError::CrLineEndings { file: source.clone() })),
             Ok(rec) => {
                 self.records += 1;
                 self.last_id.clear();
@@ -332,10 +339,43 @@ impl SeqReader {
     }
 }
 
+/// Whether `head`, a file's first bytes (decompressed), has classic Mac OS line endings: a CR
+/// followed by something else than LF, and no LF at all.
+pub fn cr_only(head: &[u8]) -> bool {
+    !head.contains(&b'\n') && head.windows(2).any(|w| w[0] == b'\r' && w[1] != b'\n')
+}
+
+/// The first 64 KiB of a file, decompressed (`None` for stdin, which cannot be read again, or a
+/// file that cannot be decoded): for explaining an error after needletail's.
+fn decoded_head(source: &Source) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let Source::File(_) = source else { return None };
+    let decoded = decompress::open(source, &decompress::pool_of(1)).ok()?;
+    let mut head = Vec::new();
+    decoded.reader.take(1 << 16).read_to_end(&mut head).ok()?;
+    Some(head)
+}
+
+/// Why a file that needletail found empty is empty: a compressed file cut short decompresses to
+/// nothing, which is an error of its own (the decoder's, naming the file), not an empty file.
+fn empty_or_damaged(source: &Source) -> InputError {
+    let empty = InputError::Empty { file: source.clone() };
+    let Source::File(path) = source else { return empty };
+    let mut head = [0u8; 8];
+    let n = std::fs::File::open(path).and_then(|mut f| std::io::Read::read(&mut f, &mut head)).unwrap_or(0);
+    if decompress::detect(&head[..n]) == decompress::Compression::None {
+        return empty;
+    }
+    match decompress::read_all_for_tests(source, 1) {
+        Err(e) => e,
+        Ok(_) => empty,
+    }
+}
+
 fn open_error(source: &Source, e: needletail::errors::ParseError) -> InputError {
     use needletail::errors::ParseErrorKind as K;
     match e.kind {
-        K::EmptyFile => InputError::Empty { file: source.clone() },
+        K::EmptyFile => empty_or_damaged(source),
         K::UnknownFormat => InputError::UnknownFormat { file: source.clone(), detail: e.msg },
         _ => InputError::Parse {
             file: source.clone(),
@@ -347,6 +387,9 @@ fn open_error(source: &Source, e: needletail::errors::ParseError) -> InputError 
 
 fn record_error(source: &Source, records: u64, last_id: &str, e: needletail::errors::ParseError) -> InputError {
     use needletail::errors::ParseErrorKind as K;
+    if !matches!(e.kind, K::Io) && decoded_head(source).is_some_and(|h| cr_only(&h)) {
+        return InputError::CrLineEndings { file: source.clone() };
+    }
     let line = e.position.line;
     let what =
         if records == 0 { "in the first record".to_string() } else { format!("after record {records} ('{last_id}')") };

@@ -481,6 +481,9 @@ impl RecordStream {
         first.truncate(n);
         let start = first.iter().position(|b| !b.is_ascii_whitespace());
         let Some(start) = start else { return Err(InputError::Empty { file: source.clone() }) };
+        if super::cr_only(&first) {
+            return Err(InputError::CrLineEndings { file: source.clone() });
+        }
         let Some(format) = format_of(first[start]) else {
             return Err(InputError::UnknownFormat {
                 file: source.clone(),

@@ -16,6 +16,8 @@ use flate2::Compression;
 use flate2::write::GzEncoder;
 
 use crate::temp_files::{self, TempFile};
+use crate::terminal::Escaping;
+use std::io::IsTerminal;
 
 /// Buffer size for every output: large enough that per-line writes cost little.
 const BUFFER: usize = 1 << 17;
@@ -27,6 +29,8 @@ pub struct Output {
 
 enum Sink {
     Stdout(BufWriter<Stdout>),
+    /// Stdout on a terminal: control characters escaped (`terminal`).
+    Terminal(BufWriter<Escaping<Stdout>>),
     /// An existing non-regular file (device, pipe), written in place.
     Direct(BufWriter<File>),
     Plain(BufWriter<TempFile>, PathBuf),
@@ -41,7 +45,11 @@ enum Sink {
 /// same directory until [`Output::finish`]. Errors name the path.
 pub fn create_output(path: &Path) -> io::Result<Output> {
     if path.as_os_str() == "-" {
-        return Ok(Output { sink: Sink::Stdout(BufWriter::with_capacity(BUFFER, io::stdout())) });
+        let stdout = io::stdout();
+        if stdout.is_terminal() {
+            return Ok(Output { sink: Sink::Terminal(BufWriter::with_capacity(BUFFER, Escaping::new(stdout))) });
+        }
+        return Ok(Output { sink: Sink::Stdout(BufWriter::with_capacity(BUFFER, stdout)) });
     }
     let context = |e: io::Error| io::Error::new(e.kind(), format!("cannot create {}: {e}", path.display()));
     if std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
@@ -64,6 +72,7 @@ impl Output {
     pub fn finish(self) -> io::Result<()> {
         let (temp, path) = match self.sink {
             Sink::Stdout(mut w) => return w.flush(),
+            Sink::Terminal(mut w) => return w.flush(),
             Sink::Direct(mut w) => return w.flush(),
             Sink::Plain(w, path) => (w.into_inner().map_err(|e| e.into_error())?, path),
             Sink::Gzip(w, path) => (w.into_inner().map_err(|e| e.into_error())?.finish()?, path),
@@ -73,7 +82,7 @@ impl Output {
 
     /// True if this output is the process's standard output.
     pub fn is_stdout(&self) -> bool {
-        matches!(self.sink, Sink::Stdout(_))
+        matches!(self.sink, Sink::Stdout(_) | Sink::Terminal(_))
     }
 }
 
@@ -82,6 +91,7 @@ impl Write for Output {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match &mut self.sink {
             Sink::Stdout(w) => w.write(buf),
+            Sink::Terminal(w) => w.write(buf),
             Sink::Direct(w) => w.write(buf),
             Sink::Plain(w, _) => w.write(buf),
             Sink::Gzip(w, _) => w.write(buf),
@@ -92,6 +102,7 @@ impl Write for Output {
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
         match &mut self.sink {
             Sink::Stdout(w) => w.write_all(buf),
+            Sink::Terminal(w) => w.write_all(buf),
             Sink::Direct(w) => w.write_all(buf),
             Sink::Plain(w, _) => w.write_all(buf),
             Sink::Gzip(w, _) => w.write_all(buf),
@@ -103,6 +114,7 @@ impl Write for Output {
     fn flush(&mut self) -> io::Result<()> {
         match &mut self.sink {
             Sink::Stdout(w) => w.flush(),
+            Sink::Terminal(w) => w.flush(),
             Sink::Direct(w) => w.flush(),
             Sink::Plain(w, _) => w.flush(),
             Sink::Gzip(w, _) => w.flush(),
@@ -113,7 +125,7 @@ impl Write for Output {
 impl std::fmt::Debug for Output {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.sink {
-            Sink::Stdout(_) => f.write_str("Output(stdout)"),
+            Sink::Stdout(_) | Sink::Terminal(_) => f.write_str("Output(stdout)"),
             Sink::Direct(_) => f.write_str("Output(direct)"),
             Sink::Plain(_, p) => write!(f, "Output({})", p.display()),
             Sink::Gzip(_, p) => write!(f, "Output({}, gzip)", p.display()),

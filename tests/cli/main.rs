@@ -10,6 +10,7 @@ mod faults;
 mod info;
 mod install;
 mod merge;
+mod messages;
 mod protein;
 mod recipe;
 mod report_tools;

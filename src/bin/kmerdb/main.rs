@@ -30,18 +30,22 @@ fn main() {
     };
     env_logger::Builder::new()
         .filter_level(level)
-        .format(move |buf, record| match record.level() {
-            log::Level::Info => writeln!(buf, "kmerdb: {}", record.args()),
-            l @ (log::Level::Warn | log::Level::Error) => {
-                writeln!(buf, "kmerdb: {}: {}", l.as_str().to_lowercase(), record.args())
+        // Messages name files, sequences and samples: their control characters are escaped.
+        .format(move |buf, record| {
+            let text = record.args().to_string();
+            let text = kmerdb::terminal::escape_controls(&text);
+            match record.level() {
+                log::Level::Info => writeln!(buf, "kmerdb: {text}"),
+                l @ (log::Level::Warn | log::Level::Error) => {
+                    writeln!(buf, "kmerdb: {}: {text}", l.as_str().to_lowercase())
+                }
+                l => writeln!(
+                    buf,
+                    "kmerdb: {}: [{:.2} s] {text}",
+                    l.as_str().to_lowercase(),
+                    started.elapsed().as_secs_f64()
+                ),
             }
-            l => writeln!(
-                buf,
-                "kmerdb: {}: [{:.2} s] {}",
-                l.as_str().to_lowercase(),
-                started.elapsed().as_secs_f64(),
-                record.args()
-            ),
         })
         .init();
     remove_temp_files_on_signals();
@@ -77,7 +81,7 @@ fn main() {
                 message = format!("{message}: {cause}");
             }
         }
-        eprintln!("kmerdb: error: {message}");
+        eprintln!("kmerdb: error: {}", kmerdb::terminal::escape_controls(&message));
         let usage = e.downcast_ref::<UsageError>().is_some()
             || e.downcast_ref::<kmerdb::paths::PathClash>().is_some()
             || e.downcast_ref::<kmerdb::merge::MergeError>().is_some_and(|m| m.is_usage());
@@ -179,7 +183,7 @@ fn run_info(args: InfoArgs) -> Result<()> {
         serde_json::to_writer_pretty(&mut out, &info).context("writing JSON")?;
         writeln!(out)?;
     } else {
-        out.write_all(kmerdb::info::render_text(&info).as_bytes())?;
+        out.write_all(kmerdb::terminal::escape_controls(&kmerdb::info::render_text(&info)).as_bytes())?;
     }
     Ok(())
 }
