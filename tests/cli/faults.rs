@@ -234,8 +234,9 @@ fn two_builds_of_one_index_at_once_leave_one_of_them_whole() {
     }
 }
 
-/// A reader that stops early (`kmerdb classify ... | head`) ends the run quietly with exit 0, as
-/// for ripgrep and coreutils: a broken pipe on the output is not a failure.
+/// A reader that stops early (`kmerdb classify ... | head`) ends the run quietly, with exit 141
+/// (128 + SIGPIPE, as Kraken 2 and coreutils), so that `set -o pipefail` sees the output was cut
+/// short (issue 30.10; it was 0).
 #[test]
 fn a_reader_that_stops_early_ends_classify_quietly() {
     use std::io::Read;
@@ -258,8 +259,35 @@ fn a_reader_that_stops_early_ends_classify_quietly() {
     child.stdout.take().unwrap().read_exact(&mut head).unwrap();
     // The pipe closes here, with most of the lines unread.
     let (code, stderr) = stderr_of(child);
-    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(code, Some(141), "{stderr}");
     assert!(!stderr.contains("error"), "{stderr}");
+}
+
+/// Issue 30.10: with stdout closed (`>&-`), the per-read lines went nowhere and the run exited 0.
+/// Writing to a closed stdout is now an error, with exit 1; `> /dev/null` still discards them.
+#[test]
+fn a_closed_stdout_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    build_data(&d.join("x.db")).arg("-q").assert().success();
+    let bin = env!("CARGO_BIN_EXE_kmerdb");
+    let reads = data().join("reads/single.fa");
+    let run = |redirect: &str, args: &str| {
+        let script = format!("'{bin}' {args} {redirect}");
+        let out = Command::new("sh").arg("-c").arg(&script).current_dir(d).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    for args in [format!("classify -q -d x.db '{}'", reads.display()), "info x.db".to_string()] {
+        let (code, stderr) = run(">&-", &args);
+        assert_eq!(code, Some(1), "{args}: {stderr}");
+        assert!(stderr.contains("standard output is closed"), "{args}: {stderr}");
+        let (code, stderr) = run("> /dev/null", &args);
+        assert_eq!(code, Some(0), "{args}: {stderr}");
+    }
+    // Outputs to files need no stdout.
+    let (code, stderr) = run(">&-", &format!("classify -q -d x.db '{}' -o out.kraken", reads.display()));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(d.join("out.kraken").is_file());
 }
 
 /// An index of `data/genomes` without a taxonomy (every sequence its own taxon, so genomes can be

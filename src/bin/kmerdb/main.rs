@@ -21,6 +21,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() {
     // Debug lines carry the time since the start, so that `-v` gives a run's timeline.
     let started = std::time::Instant::now();
+    kmerdb::output::guard_standard_streams();
     let cli = Cli::parse();
     let level = match (cli.quiet, cli.verbose) {
         (true, _) => log::LevelFilter::Error,
@@ -59,20 +60,20 @@ fn main() {
         Command::Info(args) => run_info(args),
         Command::Merge(args) => run_merge(args),
         Command::BrackenPrep(args) => run_bracken_prep(args),
-        Command::Completions { shell } => {
+        Command::Completions { shell } => kmerdb::output::stdout_closed_error().map_err(Into::into).map(|()| {
             clap_complete::generate(shell, &mut Cli::command(), "kmerdb", &mut std::io::stdout());
-            Ok(())
-        }
+        }),
         Command::Manpages { dir } => man::write(&dir),
     };
     if let Err(e) = result {
-        // A reader that stopped early (`| head`) closed the output pipe: that ends the run, and is
-        // no failure (as for ripgrep and coreutils).
+        // A reader that stopped early (`| head`) closed the output pipe: that ends the run quietly,
+        // with the status of a process ended by SIGPIPE (128 + 13), as Kraken 2 and coreutils end,
+        // so that `set -o pipefail` sees that the output was cut short.
         let broken_pipe = |c: &(dyn std::error::Error + 'static)| {
             c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
         };
         if e.chain().any(broken_pipe) {
-            std::process::exit(0);
+            std::process::exit(128 + libc::SIGPIPE);
         }
         // The library's messages already quote their causes; add only what they do not say.
         let mut message = e.to_string();
@@ -178,6 +179,7 @@ fn run_info(args: InfoArgs) -> Result<()> {
         index.verify_all()?;
     }
     let info = kmerdb::info::describe(&index, args.verify);
+    kmerdb::output::stdout_closed_error()?;
     let mut out = std::io::stdout().lock();
     if args.json {
         serde_json::to_writer_pretty(&mut out, &info).context("writing JSON")?;
