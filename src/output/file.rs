@@ -51,10 +51,10 @@ pub fn guard_standard_streams() {
 /// An error if stdout was closed when the process started.
 pub fn stdout_closed_error() -> io::Result<()> {
     if STDOUT_CLOSED.load(std::sync::atomic::Ordering::Relaxed) {
-        return Err(io::Error::new(
-            io::ErrorKind::Other,
-            format!("standard output is closed ({})", io::Error::from_raw_os_error(libc::EBADF)),
-        ));
+        return Err(io::Error::other(format!(
+            "standard output is closed ({})",
+            io::Error::from_raw_os_error(libc::EBADF)
+        )));
     }
     Ok(())
 }
