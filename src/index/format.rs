@@ -316,6 +316,24 @@ pub enum IndexError {
     ShardOverflow { path: PathBuf, source: crate::index::locations::ShardOverflow },
 }
 
+/// A bincode decoding error in words: bincode's own `Display` prints its `Debug` form
+/// (`UnexpectedEnd { additional: 3 }`), which no message of kmerdb's may show.
+pub(crate) fn decode_error_text(e: &bincode::error::DecodeError) -> String {
+    use bincode::error::DecodeError as E;
+    match e {
+        E::UnexpectedEnd { additional } => format!("the data ends {additional} bytes early"),
+        E::LimitExceeded => "a length is larger than any this format allows".into(),
+        E::UnexpectedVariant { found, .. } => format!("an unknown variant ({found})"),
+        E::Utf8 { .. } => "a text field is not UTF-8".into(),
+        E::InvalidBooleanValue(b) => format!("a true/false field holds {b}"),
+        E::OutsideUsizeRange(n) => format!("a length ({n}) larger than this machine addresses"),
+        E::Io { inner, .. } => format!("cannot read it: {inner}"),
+        E::Other(text) => (*text).into(),
+        E::OtherString(text) => text.clone(),
+        _ => "a field holds a value that is not allowed".into(),
+    }
+}
+
 /// Deserialisers of the strings in an index's metadata that read them as `&str`: bincode then
 /// checks a string's length against the bytes that are there before it takes them. Read as a
 /// `String`, bincode first allocates whatever length the file claims, and a damaged length (in an

@@ -443,7 +443,10 @@ fn check_header(path: &Path, h: &Header) -> Result<(), IndexError> {
 fn decode<T: serde::de::DeserializeOwned>(path: &Path, what: &str, bytes: &[u8]) -> Result<T, IndexError> {
     bincode::serde::decode_from_slice(bytes, bincode_config())
         .map(|(v, _)| v)
-        .map_err(|e| IndexError::Corrupt { path: path.to_path_buf(), what: format!("cannot decode its {what}: {e}") })
+        .map_err(|e| IndexError::Corrupt {
+            path: path.to_path_buf(),
+            what: format!("cannot decode its {what}: {}", format::decode_error_text(&e)),
+        })
 }
 
 /// Damaged copies of a real index, for tests here and in the stages that read an index.

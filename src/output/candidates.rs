@@ -174,7 +174,10 @@ impl<R: BufRead> CandidatesReader<R> {
         }
         let header: CandidatesHeader = bincode::serde::decode_from_slice(&reader.payload, config())
             .map(|(h, _)| h)
-            .map_err(|e| format!("its header does not decode ({e}): it was written by another kmerdb version"))?;
+            .map_err(|e| {
+                let e = crate::index::format::decode_error_text(&e);
+                format!("its header does not decode ({e}): it was written by another kmerdb version")
+            })?;
         if header.magic != CANDIDATES_MAGIC {
             return Err("not a kmerdb candidates file".into());
         }
@@ -209,6 +212,7 @@ impl<R: BufRead> CandidatesReader<R> {
         }
         let (record, used): (ReadCandidates, usize) =
             bincode::serde::decode_from_slice(&self.payload[self.at..], config()).map_err(|e| {
+                let e = crate::index::format::decode_error_text(&e);
                 format!("block {} passed its checksum but a record in it does not decode ({e})", self.blocks)
             })?;
         self.at += used;
