@@ -102,12 +102,23 @@ impl Lock {
             let file = match File::open(path) {
                 Ok(f) => f,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                // A file the user may replace but not read (mode 0200): replaced unlocked, as
+                // before locks.
+                Err(e) if e.kind() == io::ErrorKind::PermissionDenied => return Ok(None),
                 Err(e) => return Err(e),
             };
             use rustix::fs::{FlockOperation, flock};
-            if flock(&file, FlockOperation::NonBlockingLockExclusive).is_err() {
-                log::info!("{} is being replaced by another kmerdb run: waiting for it to finish", path.display());
-                flock(&file, FlockOperation::LockExclusive).map_err(io::Error::from)?;
+            match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => {}
+                Err(rustix::io::Errno::WOULDBLOCK) => {
+                    log::info!("{} is being replaced by another kmerdb run: waiting for it to finish", path.display());
+                    flock(&file, FlockOperation::LockExclusive).map_err(io::Error::from)?;
+                }
+                // A file system without locks: the file is replaced unlocked, as before locks.
+                Err(e) => {
+                    log::debug!("cannot lock {} ({e}): replacing it without a lock", path.display());
+                    return Ok(None);
+                }
             }
             let locked = file.metadata()?;
             let stamp = Stamp::of(&locked);

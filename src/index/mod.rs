@@ -441,12 +441,10 @@ fn check_header(path: &Path, h: &Header) -> Result<(), IndexError> {
 }
 
 fn decode<T: serde::de::DeserializeOwned>(path: &Path, what: &str, bytes: &[u8]) -> Result<T, IndexError> {
-    bincode::serde::decode_from_slice(bytes, bincode_config())
-        .map(|(v, _)| v)
-        .map_err(|e| IndexError::Corrupt {
-            path: path.to_path_buf(),
-            what: format!("cannot decode its {what}: {}", format::decode_error_text(&e)),
-        })
+    bincode::serde::decode_from_slice(bytes, bincode_config()).map(|(v, _)| v).map_err(|e| IndexError::Corrupt {
+        path: path.to_path_buf(),
+        what: format!("cannot decode its {what}: {}", format::decode_error_text(&e)),
+    })
 }
 
 /// Damaged copies of a real index, for tests here and in the stages that read an index.
@@ -627,7 +625,7 @@ mod tests {
     fn regression_other_hash_function_or_key_index_is_unsupported() {
         let cases: [(&str, HeaderChange); 2] = [
             ("uses k-mer hash function 2", |h| h.hash_function = 2),
-            ("uses a key index of shape", |h| h.key_index.bucket_slots = 8),
+            ("uses a key index of buckets of 8 slots", |h| h.key_index.bucket_slots = 8),
         ];
         for (expected, change) in cases {
             match open_fixed(&with_header(&seed(), change), Verify::Metadata) {

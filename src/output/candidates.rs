@@ -172,9 +172,8 @@ impl<R: BufRead> CandidatesReader<R> {
         if kind != HEADER {
             return Err("block 1 is not the header: the file is damaged".into());
         }
-        let header: CandidatesHeader = bincode::serde::decode_from_slice(&reader.payload, config())
-            .map(|(h, _)| h)
-            .map_err(|e| {
+        let header: CandidatesHeader =
+            bincode::serde::decode_from_slice(&reader.payload, config()).map(|(h, _)| h).map_err(|e| {
                 let e = crate::index::format::decode_error_text(&e);
                 format!("its header does not decode ({e}): it was written by another kmerdb version")
             })?;
