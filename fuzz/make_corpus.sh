@@ -15,7 +15,7 @@ rm -rf "$C"
 # The first lines of a gzipped file (zcat stops early on a closed pipe: not an error here).
 gzhead() { { zcat "$1" || true; } | head -n "$2"; }
 for t in fastx fastx_compressed taxonomy_nodes taxonomy_names taxonomy_merged seqid_map sample_sheet \
-    index_open index_open_fixed merge_candidates; do
+    index_open index_open_fixed merge_candidates merge_candidates_fixed; do
     mkdir -p "$C/$t"
 done
 
@@ -133,5 +133,6 @@ KMERDB=$(realpath "$KMERDB")
 for t in index_open index_open_fixed; do
     cp "$T/tiny.db" "$T/small_k.db" $C/$t/
 done
+cp $C/merge_candidates/* $C/merge_candidates_fixed/
 
 du -sh "$C"

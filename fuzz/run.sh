@@ -12,7 +12,7 @@ shift
 targets=("$@")
 if [[ ${#targets[@]} -eq 0 ]]; then
     targets=(fastx fastx_compressed taxonomy_nodes taxonomy_names taxonomy_merged seqid_map sample_sheet
-        index_open index_open_fixed merge_candidates)
+        index_open index_open_fixed merge_candidates merge_candidates_fixed)
 fi
 export RUSTC_BOOTSTRAP=1
 # Targets write their input to a temporary file: keep that in memory where there is a tmpfs.

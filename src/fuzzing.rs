@@ -40,6 +40,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("index_open", index_open),
     ("index_open_fixed", index_open_fixed),
     ("merge_candidates", merge_candidates),
+    ("merge_candidates_fixed", merge_candidates_fixed),
 ];
 
 /// A fresh temporary directory for one input.
@@ -577,4 +578,18 @@ pub fn merge_candidates(data: &[u8]) -> Outcome {
     assert_eq!(kraken.iter().filter(|&&b| b == b'\n').count() as u64, summary.reads, "Kraken lines");
     assert!(summary.classified <= summary.reads);
     Ok(())
+}
+
+/// [`merge_candidates`] with each part's block checksums recomputed after mutation (plain parts
+/// only: a gzipped one is left as it is), so that damage reaches the header and records instead
+/// of stopping at the first checksum.
+pub fn merge_candidates_fixed(data: &[u8]) -> Outcome {
+    use crate::output::candidates::FILE_MAGIC;
+    let mut out = data.to_vec();
+    let mut starts: Vec<usize> = (0..out.len()).filter(|&i| out[i..].starts_with(FILE_MAGIC)).collect();
+    starts.push(out.len());
+    for w in starts.windows(2) {
+        crate::output::candidates::fix_checksums(&mut out[w[0]..w[1]]);
+    }
+    merge_candidates(&out)
 }

@@ -183,4 +183,5 @@ smoke_tests!(
     index_open,
     index_open_fixed,
     merge_candidates,
+    merge_candidates_fixed,
 );

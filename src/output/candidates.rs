@@ -147,6 +147,22 @@ pub fn encode_file(header: &CandidatesHeader, records: &[ReadCandidates]) -> Vec
     out
 }
 
+/// Recomputes the checksum of every block of a plain candidates file in place, as far as its
+/// blocks can be walked (for the fuzz target that mutates the blocks' contents).
+pub fn fix_checksums(file: &mut [u8]) {
+    if !file.starts_with(FILE_MAGIC) {
+        return;
+    }
+    let mut at = FILE_MAGIC.len();
+    while at + BLOCK_HEAD <= file.len() {
+        let len = u32::from_le_bytes(file[at + 1..at + 5].try_into().expect("4 bytes")) as usize;
+        let Some(end) = (at + BLOCK_HEAD).checked_add(len).filter(|&e| e <= file.len()) else { return };
+        let sum = block_checksum(file[at], &file[at + BLOCK_HEAD..end]);
+        file[at + 5..at + BLOCK_HEAD].copy_from_slice(&sum.to_le_bytes());
+        at = end;
+    }
+}
+
 /// Reads a candidates file block by block, each checked against its checksum before it is
 /// decoded. Errors are messages for a line naming the file (the caller adds its name).
 pub struct CandidatesReader<R: BufRead> {
