@@ -478,7 +478,7 @@ struct FinishedBatch {
     taxids: Vec<TaxId>,
     counts: HashMap<TaxId, u64>,
     lines: std::io::Result<Vec<Vec<u8>>>,
-    candidates: Vec<Vec<u8>>,
+    candidates: Vec<output::candidates::EncodedRecords>,
 }
 
 /// One finishing thread's buffers.
@@ -498,7 +498,7 @@ struct Finished {
     /// Reads per taxid (0: unclassified).
     counts: HashMap<TaxId, u64>,
     lines: std::io::Result<Vec<u8>>,
-    candidates: Vec<u8>,
+    candidates: output::candidates::EncodedRecords,
 }
 
 struct Run<'a> {
@@ -607,12 +607,6 @@ impl Run<'_> {
         summaries
             .write(tree, &direct, unclassified, &sample.name)
             .map_err(|(p, source)| ClassifyError::Output { path: p.display().to_string(), source })?;
-        if let Some((w, p)) = &mut outs.candidates {
-            let mut end = Vec::new();
-            output::candidates::encode_end(total, &mut end);
-            use std::io::Write;
-            w.write_all(&end).map_err(|source| ClassifyError::Output { path: p.clone(), source })?;
-        }
         for (w, p) in [outs.kraken, outs.candidates].into_iter().flatten() {
             w.finish().map_err(|source| ClassifyError::Output { path: p, source })?;
         }
@@ -684,6 +678,8 @@ impl Run<'_> {
         // Batches the writer is done with go back to the reader, their blocks released.
         let (free_tx, free_rx) = std::sync::mpsc::channel::<Batch>();
         let (mut kraken, mut candidates_out) = (outs.kraken.take(), outs.candidates.take());
+        // The candidates' records go into blocks of a fixed number of reads, whatever the groups.
+        let mut blocks = output::candidates::BlockWriter::default();
         let times = std::thread::scope(|scope| {
             // Reading: the next batch.
             let (mut pipeline, read) = Pipeline::<ClassifyError>::source(scope, "reading", QUEUE_DEPTH, move || {
@@ -714,11 +710,14 @@ impl Run<'_> {
                 use std::io::Write;
                 let lines =
                     done.lines.map_err(|source| ClassifyError::Output { path: "per-read output".into(), source })?;
-                for (out, chunks) in [(&mut kraken, lines), (&mut candidates_out, done.candidates)] {
-                    if let Some((w, path)) = out {
-                        for c in chunks {
-                            w.write_all(&c).map_err(|source| ClassifyError::Output { path: path.clone(), source })?;
-                        }
+                if let Some((w, path)) = &mut kraken {
+                    for c in lines {
+                        w.write_all(&c).map_err(|source| ClassifyError::Output { path: path.clone(), source })?;
+                    }
+                }
+                if let Some((w, path)) = &mut candidates_out {
+                    for group in &done.candidates {
+                        blocks.add(group, w).map_err(|source| ClassifyError::Output { path: path.clone(), source })?;
                     }
                 }
                 total += done.taxids.len() as u64;
@@ -740,6 +739,9 @@ impl Run<'_> {
             });
             pipeline.finish(("writing", written))
         })?;
+        if let Some((w, path)) = &mut candidates_out {
+            blocks.finish(w).map_err(|source| ClassifyError::Output { path: path.clone(), source })?;
+        }
         (outs.kraken, outs.candidates) = (kraken, candidates_out);
         log::debug!("{name}: {}; each stage on a thread of its own", pipeline::describe(&times));
         Ok(Counts { direct, total, unclassified })
@@ -836,7 +838,6 @@ impl Run<'_> {
                         reads.clone().flat_map(|r| (0..per).map(move |m| batch.seq(r, m))).collect();
                     let group: Vec<&[&[u8]]> = mates.chunks(per).collect();
                     let mut f = self.finish_group(batch, reads.start, &group, found, want, sc);
-                    output::candidates::seal_records(&mut f.candidates);
                     for &t in &f.taxids {
                         *f.counts.entry(t).or_default() += 1;
                     }
@@ -886,7 +887,7 @@ impl Run<'_> {
             taxids: Vec::with_capacity(group.len()),
             counts: HashMap::new(),
             lines: Ok(Vec::new()),
-            candidates: if want.candidates { output::candidates::records_block() } else { Vec::new() },
+            candidates: Default::default(),
         };
         // One read's result, as lines and candidates records.
         let tree = self.index.taxonomy();
@@ -903,7 +904,7 @@ impl Run<'_> {
                         candidates: cands.to_vec(),
                         hits: [runs[0].to_vec(), runs[1].to_vec()],
                     };
-                    output::candidates::encode_record(&record, &mut done.candidates);
+                    done.candidates.push(&record);
                 }
                 if want.lines
                     && let Ok(lines) = &mut done.lines

@@ -105,23 +105,79 @@ pub fn encode_header(header: &CandidatesHeader, out: &mut Vec<u8>) {
     seal(HEADER, at, out);
 }
 
-/// A buffer to [`encode_record`] a group of reads into: room for its block's head.
-pub fn records_block() -> Vec<u8> {
-    vec![0; BLOCK_HEAD]
+/// Reads a block of records holds (the last block of a file fewer): fixed, so that a file's bytes
+/// do not depend on how the reads were grouped (threads, GPUs, batch sizes).
+pub const BLOCK_READS: usize = 4096;
+
+/// The encoded records of a group of reads, with where each ends, for a [`BlockWriter`].
+#[derive(Debug, Default)]
+pub struct EncodedRecords {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
 }
 
-/// Appends one read's record to a buffer from [`records_block`].
-pub fn encode_record(record: &ReadCandidates, block: &mut Vec<u8>) {
-    bincode::serde::encode_into_std_write(record, block, config()).expect("writing to memory cannot fail");
+impl EncodedRecords {
+    /// Appends one read's record.
+    pub fn push(&mut self, record: &ReadCandidates) {
+        bincode::serde::encode_into_std_write(record, &mut self.bytes, config())
+            .expect("writing to memory cannot fail");
+        self.ends.push(self.bytes.len());
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
 }
 
-/// Seals a buffer from [`records_block`] into a block of records; empties it if it holds none
-/// (no block is written for it).
-pub fn seal_records(block: &mut Vec<u8>) {
-    if block.len() <= BLOCK_HEAD {
-        block.clear();
-    } else {
-        seal(RECORDS, 0, block);
+/// Writes the records of a file's groups of reads, in order, as blocks of [`BLOCK_READS`] reads,
+/// then the end block ([`BlockWriter::finish`]).
+#[derive(Debug)]
+pub struct BlockWriter {
+    /// The block being filled: its head's room, then its records.
+    block: Vec<u8>,
+    in_block: usize,
+    records: u64,
+}
+
+impl Default for BlockWriter {
+    fn default() -> Self {
+        Self { block: vec![0; BLOCK_HEAD], in_block: 0, records: 0 }
+    }
+}
+
+impl BlockWriter {
+    /// Adds a group's records, writing every block they complete to `out`.
+    pub fn add(&mut self, group: &EncodedRecords, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        let mut start = 0;
+        let mut i = 0;
+        while i < group.ends.len() {
+            let take = (BLOCK_READS - self.in_block).min(group.ends.len() - i);
+            let end = group.ends[i + take - 1];
+            self.block.extend_from_slice(&group.bytes[start..end]);
+            (self.in_block, self.records, start, i) = (self.in_block + take, self.records + take as u64, end, i + take);
+            if self.in_block == BLOCK_READS {
+                self.write_block(out)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn write_block(&mut self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        seal(RECORDS, 0, &mut self.block);
+        out.write_all(&self.block)?;
+        self.block.truncate(BLOCK_HEAD);
+        self.in_block = 0;
+        Ok(())
+    }
+
+    /// Writes the last, partly filled block and the end block.
+    pub fn finish(mut self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        if self.in_block > 0 {
+            self.write_block(out)?;
+        }
+        let mut end = Vec::new();
+        encode_end(self.records, &mut end);
+        out.write_all(&end)
     }
 }
 
@@ -137,13 +193,13 @@ pub fn encode_end(records: u64, out: &mut Vec<u8>) {
 pub fn encode_file(header: &CandidatesHeader, records: &[ReadCandidates]) -> Vec<u8> {
     let mut out = Vec::new();
     encode_header(header, &mut out);
-    let mut block = records_block();
+    let mut group = EncodedRecords::default();
     for r in records {
-        encode_record(r, &mut block);
+        group.push(r);
     }
-    seal_records(&mut block);
-    out.extend_from_slice(&block);
-    encode_end(records.len() as u64, &mut out);
+    let mut blocks = BlockWriter::default();
+    blocks.add(&group, &mut out).expect("writing to memory cannot fail");
+    blocks.finish(&mut out).expect("writing to memory cannot fail");
     out
 }
 
@@ -365,16 +421,40 @@ mod tests {
 
     #[test]
     fn a_repeated_block_is_an_error() {
-        let mut block = records_block();
+        let mut group = EncodedRecords::default();
         for r in records(2) {
-            encode_record(&r, &mut block);
+            group.push(&r);
         }
-        seal_records(&mut block);
+        let mut blocks = Vec::new();
+        let mut w = BlockWriter::default();
+        w.add(&group, &mut blocks).unwrap();
+        w.finish(&mut blocks).unwrap();
+        let records_block = &blocks[..blocks.len() - BLOCK_HEAD - 8];
         let mut file = Vec::new();
         encode_header(&header(), &mut file);
-        file.extend_from_slice(&block);
-        file.extend_from_slice(&block);
+        file.extend_from_slice(records_block);
+        file.extend_from_slice(records_block);
         encode_end(2, &mut file);
         assert!(read_all(&file).unwrap_err().contains("blocks are missing or repeated"));
+    }
+
+    /// The file's bytes do not depend on how its reads were grouped.
+    #[test]
+    fn blocks_hold_a_fixed_number_of_reads_whatever_the_groups() {
+        let all = records(2 * BLOCK_READS + 17);
+        let whole = encode_file(&header(), &all);
+        for group_size in [1, 5, 1000, BLOCK_READS, BLOCK_READS + 3, all.len()] {
+            let mut file = Vec::new();
+            encode_header(&header(), &mut file);
+            let mut w = BlockWriter::default();
+            for chunk in all.chunks(group_size) {
+                let mut g = EncodedRecords::default();
+                chunk.iter().for_each(|r| g.push(r));
+                w.add(&g, &mut file).unwrap();
+            }
+            w.finish(&mut file).unwrap();
+            assert!(file == whole, "groups of {group_size}");
+        }
+        assert_eq!(read_all(&whole).unwrap(), all);
     }
 }

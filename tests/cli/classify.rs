@@ -105,6 +105,7 @@ fn output_is_the_same_for_any_thread_count() {
     let run = |threads: &str| {
         let out = dir.path().join(format!("t{threads}.kraken"));
         let rep = dir.path().join(format!("t{threads}.kreport"));
+        let cand = dir.path().join(format!("t{threads}.cand"));
         classify()
             .args(["-t", threads, "-1"])
             .arg(r1())
@@ -114,9 +115,11 @@ fn output_is_the_same_for_any_thread_count() {
             .arg(&out)
             .arg("-r")
             .arg(&rep)
+            .arg("--candidates-out")
+            .arg(&cand)
             .assert()
             .success();
-        (std::fs::read(out).unwrap(), std::fs::read(rep).unwrap())
+        (std::fs::read(out).unwrap(), std::fs::read(rep).unwrap(), std::fs::read(cand).unwrap())
     };
     assert!(run("1") == run("3"));
 }
