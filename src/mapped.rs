@@ -99,24 +99,43 @@ fn say(bytes: &[u8]) {
     }
 }
 
+/// Writes `bytes` to stderr with control bytes escaped as `\xNN` (a path: see `terminal`).
+fn say_escaped(bytes: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for chunk in bytes.split_inclusive(|&b| b < 0x20 || b == 0x7f) {
+        match chunk.split_last() {
+            Some((&b, head)) if b < 0x20 || b == 0x7f => {
+                say(head);
+                say(&[b'\\', b'x', HEX[(b >> 4) as usize], HEX[(b & 15) as usize]]);
+            }
+            _ => say(chunk),
+        }
+    }
+}
+
 extern "C" fn on_sigbus(_signal: libc::c_int, info: *mut libc::siginfo_t, _context: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
     let addr = unsafe { (*info).si_addr() } as usize;
-    say(b"kmerdb: error: ");
-    let mut named = false;
     // Never wait: the thread that holds the list may be the one interrupted.
-    if let Ok(regions) = REGIONS.try_lock()
-        && let Some(r) = regions.iter().find(|r| addr >= r.start && addr < r.start + r.len)
-    {
-        say(r.path.as_bytes());
-        say(match r.kind {
-            Kind::Index => b": the index changed while this run read it (it is memory-mapped; replace indexes by rename, as kmerdb does, not by copying over them or truncating them)",
-            Kind::Input => b": the file changed while this run read it (it is memory-mapped: do not rewrite an input while kmerdb reads it)",
-        });
-        named = true;
-    }
-    if !named {
-        say(b"a memory-mapped file changed or could not be read while this run read it (bus error)");
+    match REGIONS.try_lock() {
+        Ok(regions) => {
+            let Some(r) = regions.iter().find(|r| addr >= r.start && addr < r.start + r.len) else {
+                // Not a file kmerdb mapped: a bug. Let it end the process as SIGBUS does (with a
+                // core dump where enabled): the fault comes again once this returns.
+                // SAFETY: signal(2) is async-signal-safe.
+                unsafe { libc::signal(libc::SIGBUS, libc::SIG_DFL) };
+                return;
+            };
+            say(b"kmerdb: error: ");
+            say_escaped(r.path.as_bytes());
+            say(match r.kind {
+                Kind::Index => b": the index changed while this run read it (it is memory-mapped; replace indexes by rename, as kmerdb does, not by copying over them or truncating them)",
+                Kind::Input => b": the file changed while this run read it (it is memory-mapped: do not rewrite an input while kmerdb reads it)",
+            });
+        }
+        Err(_) => {
+            say(b"kmerdb: error: a memory-mapped file changed or could not be read while this run read it (bus error)")
+        }
     }
     let removed = crate::temp_files::remove_all_in_signal_handler();
     if removed > 0 {

@@ -42,11 +42,35 @@ pub struct MergeConfig {
 pub enum MergeError {
     #[error("{path}: {message}")]
     Input { path: String, message: String },
+    #[error("{path}: {source}")]
+    Candidates { path: String, source: crate::output::candidates::CandidatesError },
     #[error("{a} and {b} were not made with the same settings ({what}); merge parts of one run")]
     Mismatch { a: String, b: String, what: &'static str },
-    /// The files given are not the parts of one partitioned build, each once.
-    #[error("{0}")]
-    Parts(String),
+    /// Two files of different partitioned builds (or different splits of one collection).
+    #[error(
+        "{a} and {b} are not parts of one partitioned build (build ids {id_a:016x} and {id_b:016x}): merge takes the parts that `kmerdb build --partition I/N` made of one collection"
+    )]
+    OtherBuild { a: String, b: String, id_a: u64, id_b: u64 },
+    #[error(
+        "{a} and {b} were built with different taxonomies (checksums {sum_a:016x} and {sum_b:016x}): build every part with one taxonomy"
+    )]
+    OtherTaxonomy { a: String, b: String, sum_a: u64, sum_b: u64 },
+    /// One part given twice (`whole`: two whole indexes' files, each "part 1 of 1").
+    #[error("{a} and {b} are the same part: {}", if *.whole {
+        "each is a whole index, not a part: merge joins the parts of one partitioned build"
+    } else {
+        "give each part once"
+    })]
+    SamePart { a: String, b: String, whole: bool },
+    /// Parts of the build not given: `missing` lists the first few.
+    #[error("{} of the build {} missing: merge needs all {parts} parts (given: {given})",
+        if *.absent == 1 { format!("part {missing}") } else { format!("parts {missing}") },
+        if *.absent == 1 { "is" } else { "are" })]
+    MissingParts { missing: String, absent: usize, parts: u32, given: String },
+    #[error(
+        "target '{target}' is in both {a} and {b}: the parts overlap (a genome added to a part that another part holds?)"
+    )]
+    Overlap { target: String, a: String, b: String },
     #[error("read {number}: {a} has '{id_a}' but {b} has '{id_b}'; the parts must classify the same reads")]
     Reads { number: u64, a: String, b: String, id_a: String, id_b: String },
     #[error("{path}: {source}")]
@@ -58,7 +82,16 @@ pub enum MergeError {
 impl MergeError {
     /// Whether the files given were the wrong ones (exit code 2), not damaged or unreadable.
     pub fn is_usage(&self) -> bool {
-        matches!(self, MergeError::Parts(_) | MergeError::Mismatch { .. })
+        use MergeError::*;
+        matches!(
+            self,
+            Mismatch { .. }
+                | OtherBuild { .. }
+                | OtherTaxonomy { .. }
+                | SamePart { .. }
+                | MissingParts { .. }
+                | Overlap { .. }
+        )
     }
 }
 
@@ -85,7 +118,8 @@ fn open(path: &Path) -> Result<(PartReader, CandidatesHeader), MergeError> {
     let gz = file.fill_buf().map_err(|e| err(e.to_string()))?.starts_with(&[0x1f, 0x8b]);
     let reader: Box<dyn BufRead + Send> =
         if gz { Box::new(BufReader::new(flate2::bufread::MultiGzDecoder::new(file))) } else { Box::new(file) };
-    let (reader, header) = CandidatesReader::open(reader).map_err(err)?;
+    let (reader, header) = CandidatesReader::open(reader)
+        .map_err(|source| MergeError::Candidates { path: path.display().to_string(), source })?;
     // The joined tree assumes each part's taxonomy is a tree holding its targets' taxa.
     let tree = TaxonTree::new(header.taxa.clone()).map_err(|e| err(format!("its taxonomy is invalid: {e}")))?;
     if let Some((name, taxid)) = header.targets.iter().find(|(_, taxid)| !tree.contains(*taxid)) {
@@ -185,19 +219,15 @@ fn check_parts(parts: &[Part]) -> Result<(), MergeError> {
     for p in &parts[1..] {
         let c = p.header.collection;
         if (c.id, c.parts) != (c0.id, c0.parts) {
-            return Err(MergeError::Parts(format!(
-                "{} and {} are not parts of one partitioned build (build ids {:016x} and {:016x}): merge takes the parts that `kmerdb build --partition I/N` made of one collection",
-                of(first),
-                of(p),
-                c0.id,
-                c.id
-            )));
+            return Err(MergeError::OtherBuild { a: of(first), b: of(p), id_a: c0.id, id_b: c.id });
         }
         if c.taxonomy_checksum != c0.taxonomy_checksum {
-            return Err(MergeError::Parts(format!(
-                "{} and {} were built with different taxonomies (checksums {:016x} and {:016x}): build every part with one taxonomy",
-                first.path, p.path, c0.taxonomy_checksum, c.taxonomy_checksum
-            )));
+            return Err(MergeError::OtherTaxonomy {
+                a: first.path.clone(),
+                b: p.path.clone(),
+                sum_a: c0.taxonomy_checksum,
+                sum_b: c.taxonomy_checksum,
+            });
         }
     }
     let n = c0.parts;
@@ -211,12 +241,7 @@ fn check_parts(parts: &[Part]) -> Result<(), MergeError> {
     }
     numbered.sort_by_key(|(i, _)| *i);
     if let Some(w) = numbered.windows(2).find(|w| w[0].0 == w[1].0) {
-        let why = if n == 1 {
-            "each is a whole index, not a part: merge joins the parts of one partitioned build"
-        } else {
-            "give each part once"
-        };
-        return Err(MergeError::Parts(format!("{} and {} are the same part: {why}", of(w[0].1), of(w[1].1))));
+        return Err(MergeError::SamePart { a: of(w[0].1), b: of(w[1].1), whole: n == 1 });
     }
     let absent = n as usize - numbered.len();
     if absent > 0 {
@@ -234,13 +259,13 @@ fn check_parts(parts: &[Part]) -> Result<(), MergeError> {
         if absent > SHOWN {
             missing.push(format!("and {} more", absent - SHOWN));
         }
-        let list: Vec<String> = parts.iter().map(of).collect();
-        return Err(MergeError::Parts(format!(
-            "part {} of the build {} missing: merge needs all {n} parts (given: {})",
-            missing.join(", "),
-            if absent == 1 { "is" } else { "are" },
-            list.join(", ")
-        )));
+        let given: Vec<String> = parts.iter().map(of).collect();
+        return Err(MergeError::MissingParts {
+            missing: missing.join(", "),
+            absent,
+            parts: n,
+            given: given.join(", "),
+        });
     }
     Ok(())
 }
@@ -285,10 +310,7 @@ fn join_targets(parts: &mut [Part]) -> Result<(Vec<TaxId>, TaxonTree), MergeErro
     for p in parts.iter() {
         for (name, taxid) in &p.header.targets {
             if let Some((_, other)) = names.insert(name, (*taxid, &p.path)) {
-                return Err(MergeError::Parts(format!(
-                    "target '{name}' is in both {other} and {}: the parts overlap (a genome added to a part that another part holds?)",
-                    p.path
-                )));
+                return Err(MergeError::Overlap { target: name.clone(), a: other.to_string(), b: p.path.clone() });
             }
         }
     }
@@ -344,7 +366,8 @@ impl Reader {
         let mut ended = Vec::new();
         for (i, p) in self.parts.iter_mut().enumerate() {
             let targets = p.targets.len();
-            match p.reader.next_record().and_then(|rec| rec.map(|rec| check_record(rec, targets)).transpose()) {
+            let next = p.reader.next_record().map_err(|e| e.to_string());
+            match next.and_then(|rec| rec.map(|rec| check_record(rec, targets)).transpose()) {
                 Ok(Some(mut rec)) => {
                     for c in &mut rec.candidates {
                         c.0 = p.targets[c.0 as usize];
@@ -661,7 +684,7 @@ mod tests {
         let (mut header, records) = seed();
         header.collection = Collection { part: 2, parts: 33_554_434, id: 9, ..header.collection };
         let message = merge_error(&header, &records);
-        assert!(message.starts_with("part 1/33554434, 3/33554434, 4/33554434, 5/33554434, 6/33554434, and 33554428 more of the build are missing"), "{message}");
+        assert!(message.starts_with("parts 1/33554434, 3/33554434, 4/33554434, 5/33554434, 6/33554434, and 33554428 more of the build are missing"), "{message}");
         header.collection.parts = u32::MAX;
         assert!(merge_error(&header, &records).len() < 300);
     }

@@ -5,7 +5,7 @@
 //! its device and inode (so a symlink, a hard link, `./x` and `../dir/x` all name the same file);
 //! a file that does not exist yet by its folder's canonical path and its own name. Standard
 //! input and output (`-`) are known by what they are open on (`fstat`): `-o r1.fq < r1.fq` is
-//! refused like `-o r1.fq r1.fq`; stdout is compared with the inputs only. Existing files that are
+//! refused like `-o r1.fq r1.fq`, and `-r rep.txt > rep.txt` like two outputs in one file. Existing files that are
 //! not regular files (`/dev/null`, a named pipe, a terminal) are left out: writing to them replaces
 //! nothing, and several outputs may share one.
 
@@ -76,11 +76,12 @@ impl FilePlan {
         let stdout = |f: &Named| f.usage == Use::Writes && is_stdio(&f.path);
         for (i, out) in self.files.iter().enumerate().filter(|(_, f)| f.usage == Use::Writes) {
             let Some(id) = &ids[i] else { continue };
-            // Every input, and every output named before this one (stdout: inputs only).
+            // Every input, and every output named before this one (`-` and `-` are one stream, not
+            // a clash: what may share stdout is the configs' business).
             let clash = self.files.iter().enumerate().find(|&(j, other)| {
                 j != i
                     && ids[j].as_ref() == Some(id)
-                    && (other.usage == Use::Reads || (j < i && !stdout(out) && !stdout(other)))
+                    && (other.usage == Use::Reads || (j < i && !(stdout(out) && stdout(other))))
             });
             if let Some((_, other)) = clash {
                 let why = match other.usage {

@@ -80,31 +80,64 @@ pub struct Lock {
     _file: File,
     path: PathBuf,
     stamp: Stamp,
-    mode: u32,
 }
 
+/// What [`Lock::take`] found at a path.
+#[derive(Debug)]
+pub enum Taken {
+    Locked(Lock),
+    /// Nothing is there (or a folder, which other checks refuse).
+    Absent,
+    /// A regular file that cannot be locked (a file system without `flock`, a file the user may
+    /// replace but not open): it is replaced unlocked, as before locks. Says why.
+    Unlockable(String),
+}
+
+impl Taken {
+    pub fn lock(self) -> Option<Lock> {
+        match self {
+            Taken::Locked(lock) => Some(lock),
+            _ => None,
+        }
+    }
+}
+
+/// The refusal to replace a file that changed since the run locked it: another program rewrote
+/// or replaced it meanwhile.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "it changed while this run read it (another program rewrote or replaced it), so this run's result, made from the old file, was not written: run the command again"
+)]
+pub struct Changed;
+
 impl Lock {
-    /// Locks the file at `path`, waiting (with an info line) while another kmerdb run holds it;
-    /// `None` when nothing is there. Errors when `path` is a device, pipe or socket.
-    pub fn take(path: &Path) -> io::Result<Option<Lock>> {
+    /// Locks the file at `path`, waiting (with an info line) while another kmerdb run holds it.
+    /// Errors when `path` is a device, pipe or socket.
+    pub fn take(path: &Path) -> io::Result<Taken> {
         loop {
             match std::fs::metadata(path) {
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Taken::Absent),
                 Err(e) => return Err(e),
                 Ok(m) if !m.is_file() => {
                     return match special_kind(m.file_type()) {
                         Some(_) => Err(io::Error::new(io::ErrorKind::InvalidInput, refusal(path).unwrap_or_default())),
-                        None => Ok(None),
+                        None => Ok(Taken::Absent),
                     };
                 }
                 Ok(_) => {}
             }
-            let file = match File::open(path) {
+            // Read-write where allowed: NFS takes an exclusive lock only on a descriptor open for
+            // writing.
+            let opened = std::fs::OpenOptions::new().read(true).write(true).open(path).or_else(|e| match e.kind() {
+                io::ErrorKind::PermissionDenied => File::open(path),
+                _ => Err(e),
+            });
+            let file = match opened {
                 Ok(f) => f,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                // A file the user may replace but not read (mode 0200): replaced unlocked, as
-                // before locks.
-                Err(e) if e.kind() == io::ErrorKind::PermissionDenied => return Ok(None),
+                Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                    return Ok(Taken::Unlockable(format!("it cannot be opened ({e})")));
+                }
                 Err(e) => return Err(e),
             };
             use rustix::fs::{FlockOperation, flock};
@@ -114,19 +147,13 @@ impl Lock {
                     log::info!("{} is being replaced by another kmerdb run: waiting for it to finish", path.display());
                     flock(&file, FlockOperation::LockExclusive).map_err(io::Error::from)?;
                 }
-                // A file system without locks: the file is replaced unlocked, as before locks.
-                Err(e) => {
-                    log::debug!("cannot lock {} ({e}): replacing it without a lock", path.display());
-                    return Ok(None);
-                }
+                Err(e) => return Ok(Taken::Unlockable(format!("its file system refuses a lock ({e})"))),
             }
-            let locked = file.metadata()?;
-            let stamp = Stamp::of(&locked);
+            let stamp = Stamp::of(&file.metadata()?);
             // The path may name a newer file by now (the run that held the lock renamed one over
             // it): lock that one instead.
             if std::fs::metadata(path).is_ok_and(|now| Stamp::of(&now).same_file(&stamp)) {
-                let mode = locked.permissions().mode() & 0o7777;
-                return Ok(Some(Lock { _file: file, path: path.to_path_buf(), stamp, mode }));
+                return Ok(Taken::Locked(Lock { _file: file, path: path.to_path_buf(), stamp }));
             }
         }
     }
@@ -136,13 +163,11 @@ impl Lock {
         self.stamp
     }
 
-    /// An error unless the path still names the locked file, unchanged.
+    /// An error ([`Changed`]) unless the path still names the locked file, unchanged.
     fn check_unchanged(&self) -> io::Result<()> {
         match std::fs::metadata(&self.path) {
             Ok(now) if Stamp::of(&now) == self.stamp => Ok(()),
-            _ => Err(io::Error::other(
-                "it changed while this run read it (another program rewrote or replaced it), so this run's result, made from the old file, was not written: run the command again",
-            )),
+            _ => Err(io::Error::other(Changed)),
         }
     }
 }
@@ -156,20 +181,20 @@ pub(crate) fn replace(temp: tempfile::NamedTempFile, dest: &Path, held: Option<&
         return Err(io::Error::new(io::ErrorKind::InvalidInput, reason));
     }
     let taken;
-    let lock = match held {
-        Some(lock) => {
-            lock.check_unchanged()?;
-            Some(lock)
-        }
+    match held {
+        Some(lock) => lock.check_unchanged()?,
         // A symlink itself is replaced (as `mv` does); the file it points to is not locked.
-        None if symlink => None,
+        None if symlink => {}
         None => {
             taken = Lock::take(dest)?;
-            taken.as_ref()
+            if let Taken::Unlockable(why) = &taken {
+                log::debug!("cannot lock {}: {why}; replacing it without a lock", dest.display());
+            }
         }
-    };
-    if let Some(lock) = lock {
-        temp.as_file().set_permissions(std::fs::Permissions::from_mode(lock.mode))?;
+    }
+    // The mode of the file replaced (a symlink's target's), locked or not.
+    if let Some(m) = std::fs::metadata(dest).ok().filter(|m| m.is_file()) {
+        temp.as_file().set_permissions(std::fs::Permissions::from_mode(m.permissions().mode() & 0o7777))?;
     }
     // The lock (the old file's) is released after the rename, by the caller or when `taken`
     // drops: a run waiting for it then finds the new file at the path.
@@ -209,13 +234,28 @@ mod tests {
         assert!(Lock::take(&dest).is_err());
     }
 
+    /// The mode carries over when no lock can be taken too (a file the user cannot open).
+    #[test]
+    fn an_unlockable_files_mode_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("x.db");
+        std::fs::write(&dest, "old").unwrap();
+        let link = dir.path().join("link.db");
+        std::os::unix::fs::symlink(&dest, &link).unwrap();
+        std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(0o640)).unwrap();
+        // Through a symlink no lock is taken: the link is replaced, with its target's mode.
+        replace(temp_in(dir.path(), "new"), &link, None).unwrap();
+        assert_eq!(std::fs::metadata(&link).unwrap().permissions().mode() & 0o777, 0o640);
+        assert!(!std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    }
+
     /// A file rewritten in place (as `cp` does) after the run locked it is not replaced.
     #[test]
     fn a_file_changed_under_a_held_lock_is_not_replaced() {
         let dir = tempfile::tempdir().unwrap();
         let dest = dir.path().join("x.db");
         std::fs::write(&dest, "old").unwrap();
-        let lock = Lock::take(&dest).unwrap().unwrap();
+        let lock = Lock::take(&dest).unwrap().lock().unwrap();
         std::fs::write(&dest, "rewritten by someone else").unwrap();
         let err = replace(temp_in(dir.path(), "new"), &dest, Some(&lock)).unwrap_err();
         assert!(err.to_string().contains("changed while this run read it"), "{err}");
@@ -228,16 +268,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let dest = dir.path().join("x.db");
         std::fs::write(&dest, "first").unwrap();
-        let first = Lock::take(&dest).unwrap().unwrap();
+        let first = Lock::take(&dest).unwrap().lock().unwrap();
         let waiter = {
             let dest = dest.clone();
             std::thread::spawn(move || {
-                let lock = Lock::take(&dest).unwrap().unwrap();
+                let lock = Lock::take(&dest).unwrap().lock().unwrap();
                 let text = std::fs::read_to_string(&dest).unwrap();
                 (lock.stamp(), text)
             })
         };
-        std::thread::sleep(std::time::Duration::from_millis(200));
+        // Until the waiter is blocked on the lock: /proc/locks shows a blocked request as `->`.
+        let start = std::time::Instant::now();
+        while !std::fs::read_to_string("/proc/locks").unwrap().lines().any(|l| l.contains("->")) {
+            assert!(start.elapsed() < std::time::Duration::from_secs(20), "the second lock never waited");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         replace(temp_in(dir.path(), "second"), &dest, Some(&first)).unwrap();
         drop(first);
         let (stamp, text) = waiter.join().unwrap();

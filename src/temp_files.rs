@@ -138,9 +138,8 @@ pub fn remove_all_and_exit(code: i32, report: impl FnOnce(usize)) -> ! {
     };
     let removed = live.as_ref().map_or(0, |l| l.iter().filter(|(_, p)| std::fs::remove_file(p).is_ok()).count());
     report(removed);
-    use std::io::Write;
-    let _ = std::io::stderr().flush();
-    // SAFETY: `_exit` ends the process without running exit handlers; nothing is left to flush.
+    // SAFETY: `_exit` ends the process without running exit handlers; nothing is left to flush
+    // (stderr is not buffered, and flushing it would take its lock, which a busy thread may hold).
     unsafe { libc::_exit(code) }
 }
 

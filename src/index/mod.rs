@@ -418,9 +418,12 @@ fn check_header(path: &Path, h: &Header) -> Result<(), IndexError> {
     };
     if h.key_index != key_index {
         let k = h.key_index;
+        let seeds: Vec<String> = k.seeds.iter().map(|s| format!("{s:#x}")).collect();
         return Err(unsupported(format!(
-            "a key index of buckets of {} slots with {} hash functions (seeds {:?})",
-            k.bucket_slots, k.hash_functions, k.seeds
+            "a key index of buckets of {} slots with {} hash functions (seeds {})",
+            k.bucket_slots,
+            k.hash_functions,
+            seeds.join(", ")
         )));
     }
     let p = h.sketch;

@@ -114,13 +114,23 @@ pub fn update(config: &UpdateConfig) -> Result<UpdateSummary, BuildError> {
     let start = Instant::now();
     // Over its own index: locked before it is read, so that a second update of it waits for this
     // one and then reads its result, and a file rewritten meanwhile is not replaced.
-    let held = if crate::replacing::same_file(&config.old, &config.db) {
-        crate::replacing::Lock::take(&config.db)
-            .map_err(|source| crate::index::format::IndexError::Io { path: config.db.clone(), source })?
+    let in_place = crate::replacing::same_file(&config.old, &config.db);
+    let held = if in_place {
+        let taken = crate::replacing::Lock::take(&config.db)
+            .map_err(|source| crate::index::format::IndexError::Io { path: config.db.clone(), source })?;
+        if let crate::replacing::Taken::Unlockable(why) = &taken {
+            log::warn!(
+                "cannot lock {}: {why}; another update of it at the same time would not wait for this one",
+                config.db.display()
+            );
+        }
+        taken.lock()
     } else {
         None
     };
-    let old = Index::open(&config.old, Verify::All)?;
+    // In place, the index is read through the path that was locked: when -d and -o are two hard
+    // links, a waiting update finds the newer file at -o only.
+    let old = Index::open(if in_place { &config.db } else { &config.old }, Verify::All)?;
     let dropped = old.dropped()?;
     let removed = removed_targets(config, &old)?;
     check_taxonomy_use(config, old.header())?;

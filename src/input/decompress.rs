@@ -171,7 +171,7 @@ fn open_stream(source: &Source, mut r: Box<dyn Read + Send>, pool: &Pool, tuning
 }
 
 /// Reads a whole input, decompressed (tests and small files).
-pub fn read_all_for_tests(source: &Source, threads: usize) -> Result<(Compression, Vec<u8>), InputError> {
+pub fn read_all(source: &Source, threads: usize) -> Result<(Compression, Vec<u8>), InputError> {
     let mut decoded = open(source, &pool_of(threads))?;
     let mut out = Vec::new();
     decoded.reader.read_to_end(&mut out).map_err(|e| into_input_error(source, e))?;
@@ -1569,7 +1569,7 @@ mod tests {
         for (name, bytes, expected) in cases {
             let path = write(dir.path(), name, &bytes);
             for threads in [1, 2, 3] {
-                let (found, out) = read_all_for_tests(&Source::File(path.clone()), threads).unwrap();
+                let (found, out) = read_all(&Source::File(path.clone()), threads).unwrap();
                 assert_eq!(found, expected, "{name}");
                 assert!(out == text, "{name}, {threads} threads: {} bytes, {} expected", out.len(), text.len());
                 let (_, out) = read_tuned(&path, threads, small()).unwrap();
@@ -1580,7 +1580,7 @@ mod tests {
         let mut two = zstd::encode_all(&text[..100], 1).unwrap();
         two.extend(zstd::encode_all(&text[100..], 1).unwrap());
         let path = write(dir.path(), "two.zst", &two);
-        assert!(read_all_for_tests(&Source::File(path), 1).unwrap().1 == text);
+        assert!(read_all(&Source::File(path), 1).unwrap().1 == text);
     }
 
     #[test]
@@ -1592,7 +1592,7 @@ mod tests {
         d.reader.read_to_string(&mut s).unwrap();
         assert_eq!((d.compression, s.as_str()), (Compression::None, "@r\nACGT\n+\nIIII\n"));
         let empty = write(dir.path(), "e.fq", b"");
-        assert_eq!(read_all_for_tests(&Source::File(empty), 2).unwrap(), (Compression::None, vec![]));
+        assert_eq!(read_all(&Source::File(empty), 2).unwrap(), (Compression::None, vec![]));
         let missing = open(&Source::File(dir.path().join("nope.fq")), &pool_of(1)).unwrap_err();
         assert!(matches!(missing, InputError::NotFound(_)), "{missing}");
     }
@@ -1620,7 +1620,7 @@ mod tests {
         }
         let dir = tempfile::tempdir().unwrap();
         let path = write(dir.path(), "cat.fq.gz", &members);
-        let (c, out) = read_all_for_tests(&Source::File(path), 2).unwrap();
+        let (c, out) = read_all(&Source::File(path), 2).unwrap();
         assert_eq!(c, Compression::Gzip);
         assert!(out == expected);
     }
@@ -1645,7 +1645,7 @@ mod tests {
         }
         // Just the EOF block: empty.
         let path = write(dir.path(), "eof.gz", &BGZF_EOF);
-        assert_eq!(read_all_for_tests(&Source::File(path), 2).unwrap(), (Compression::Bgzf, vec![]));
+        assert_eq!(read_all(&Source::File(path), 2).unwrap(), (Compression::Bgzf, vec![]));
     }
 
     /// BGZF followed by members without a block size (`cat x.bgz y.gz`): the rest is decoded on
@@ -1687,7 +1687,7 @@ mod tests {
         }
         // A sync-flushed stream (plain pigz) is not taken for independent blocks.
         let path = write(dir.path(), "sync.fq.gz", &flushed(&text, 128 << 10, true));
-        let (c, out) = read_all_for_tests(&Source::File(path), 2).unwrap();
+        let (c, out) = read_all(&Source::File(path), 2).unwrap();
         assert_eq!(c, Compression::Gzip);
         assert!(out == text);
     }
@@ -1786,7 +1786,7 @@ mod tests {
         let at = second + (b.len() - second) / 2;
         b[at] ^= 0xff;
         let path = write(dir.path(), "second.fq.gz", &b);
-        let msg = read_all_for_tests(&Source::File(path), 1).unwrap_err().to_string();
+        let msg = read_all(&Source::File(path), 1).unwrap_err().to_string();
         assert!(msg.contains(&format!("gzip member 2 at byte {second}")), "{msg}");
         assert!(msg.contains("(is the compressed file truncated or corrupt?)"), "{msg}");
         // A BGZF block's CRC, named by block number and offset.
@@ -1795,7 +1795,7 @@ mod tests {
         let second_len = u16::from_le_bytes([b[first_len + 16], b[first_len + 17]]) as usize + 1;
         b[first_len + second_len - 8] ^= 1;
         let path = write(dir.path(), "crc.bgzf.gz", &b);
-        let msg = read_all_for_tests(&Source::File(path), 2).unwrap_err().to_string();
+        let msg = read_all(&Source::File(path), 2).unwrap_err().to_string();
         assert!(msg.contains(&format!("BGZF block 2 at byte {first_len}: CRC32 mismatch")), "{msg}");
     }
 
@@ -1803,7 +1803,7 @@ mod tests {
     #[test]
     fn stdin_is_detected_without_losing_bytes() {
         if let Ok(expected) = std::env::var("KMERDB_DECOMPRESS_STDIN_CHILD") {
-            let (c, out) = read_all_for_tests(&Source::Stdin, 2).unwrap();
+            let (c, out) = read_all(&Source::Stdin, 2).unwrap();
             assert_eq!(format!("{c:?} {}", crc32fast::hash(&out)), expected);
             return;
         }
@@ -1852,7 +1852,7 @@ mod tests {
         let bytes = flushed(&text, 64 << 10, false);
         let f = fifo.clone();
         let writer = std::thread::spawn(move || std::fs::write(f, bytes).unwrap());
-        let (c, out) = read_all_for_tests(&Source::File(fifo), 2).unwrap();
+        let (c, out) = read_all(&Source::File(fifo), 2).unwrap();
         writer.join().unwrap();
         assert_eq!(c, Compression::Gzip);
         assert!(out == text);

@@ -345,11 +345,20 @@ pub fn cr_only(head: &[u8]) -> bool {
     !head.contains(&b'\n') && head.windows(2).any(|w| w[0] == b'\r' && w[1] != b'\n')
 }
 
-/// The first 64 KiB of a file, decompressed (`None` for stdin, which cannot be read again, or a
-/// file that cannot be decoded): for explaining an error after needletail's.
+/// A regular file's path: one that can be opened again to explain an error (not stdin, a named
+/// pipe or `<(...)`, whose bytes are gone once read, and whose opening may wait for a writer).
+fn rereadable(source: &Source) -> Option<&Path> {
+    match source {
+        Source::File(path) if std::fs::metadata(path).is_ok_and(|m| m.is_file()) => Some(path),
+        _ => None,
+    }
+}
+
+/// The first 64 KiB of a regular file, decompressed (`None` for one that cannot be read again or
+/// decoded): for explaining an error after needletail's.
 fn decoded_head(source: &Source) -> Option<Vec<u8>> {
     use std::io::Read;
-    let Source::File(_) = source else { return None };
+    rereadable(source)?;
     let decoded = decompress::open(source, &decompress::pool_of(1)).ok()?;
     let mut head = Vec::new();
     decoded.reader.take(1 << 16).read_to_end(&mut head).ok()?;
@@ -360,13 +369,13 @@ fn decoded_head(source: &Source) -> Option<Vec<u8>> {
 /// nothing, which is an error of its own (the decoder's, naming the file), not an empty file.
 fn empty_or_damaged(source: &Source) -> InputError {
     let empty = InputError::Empty { file: source.clone() };
-    let Source::File(path) = source else { return empty };
+    let Some(path) = rereadable(source) else { return empty };
     let mut head = [0u8; 8];
     let n = std::fs::File::open(path).and_then(|mut f| std::io::Read::read(&mut f, &mut head)).unwrap_or(0);
     if decompress::detect(&head[..n]) == decompress::Compression::None {
         return empty;
     }
-    match decompress::read_all_for_tests(source, 1) {
+    match decompress::read_all(source, 1) {
         Err(e) => e,
         Ok(_) => empty,
     }

@@ -89,7 +89,6 @@ fn block_checksum(kind: u8, payload: &[u8]) -> u64 {
 /// Fills in the head of the block whose head starts at `at` and whose payload is the rest of `out`.
 fn seal(kind: u8, at: usize, out: &mut [u8]) {
     let payload = &out[at + BLOCK_HEAD..];
-    assert!(payload.len() < MAX_BLOCK as usize, "a block of records is far smaller than 1 GiB");
     let (len, sum) = ((payload.len() as u32).to_le_bytes(), block_checksum(kind, payload).to_le_bytes());
     out[at] = kind;
     out[at + 1..at + 5].copy_from_slice(&len);
@@ -105,9 +104,11 @@ pub fn encode_header(header: &CandidatesHeader, out: &mut Vec<u8>) {
     seal(HEADER, at, out);
 }
 
-/// Reads a block of records holds (the last block of a file fewer): fixed, so that a file's bytes
-/// do not depend on how the reads were grouped (threads, GPUs, batch sizes).
+/// Reads a block of records holds at most (the last block of a file fewer), and bytes past which a
+/// block ends early (reads with long hit lists): both fixed, so that a file's bytes depend on its
+/// records only, not on how the reads were grouped (threads, GPUs, batch sizes).
 pub const BLOCK_READS: usize = 4096;
+pub const BLOCK_BYTES: usize = 64 << 20;
 
 /// The encoded records of a group of reads, with where each ends, for a [`BlockWriter`].
 #[derive(Debug, Default)]
@@ -148,21 +149,27 @@ impl Default for BlockWriter {
 impl BlockWriter {
     /// Adds a group's records, writing every block they complete to `out`.
     pub fn add(&mut self, group: &EncodedRecords, out: &mut impl std::io::Write) -> std::io::Result<()> {
-        let mut start = 0;
-        let mut i = 0;
-        while i < group.ends.len() {
-            let take = (BLOCK_READS - self.in_block).min(group.ends.len() - i);
-            let end = group.ends[i + take - 1];
-            self.block.extend_from_slice(&group.bytes[start..end]);
-            (self.in_block, self.records, start, i) = (self.in_block + take, self.records + take as u64, end, i + take);
-            if self.in_block == BLOCK_READS {
+        // Records are copied in runs: `copied` is where the run not yet in the block starts.
+        let (mut copied, mut prev) = (0, 0);
+        let mut payload = self.block.len() - BLOCK_HEAD;
+        for &end in &group.ends {
+            let size = end - prev;
+            if self.in_block == BLOCK_READS || (self.in_block > 0 && payload + size > BLOCK_BYTES) {
+                self.block.extend_from_slice(&group.bytes[copied..prev]);
+                copied = prev;
                 self.write_block(out)?;
+                payload = 0;
             }
+            (self.in_block, self.records, payload, prev) = (self.in_block + 1, self.records + 1, payload + size, end);
         }
+        self.block.extend_from_slice(&group.bytes[copied..prev]);
         Ok(())
     }
 
     fn write_block(&mut self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        if self.block.len() - BLOCK_HEAD >= MAX_BLOCK as usize {
+            return Err(std::io::Error::other("one read's candidates record is larger than a block may hold (1 GiB)"));
+        }
         seal(RECORDS, 0, &mut self.block);
         out.write_all(&self.block)?;
         self.block.truncate(BLOCK_HEAD);
@@ -219,6 +226,31 @@ pub fn fix_checksums(file: &mut [u8]) {
     }
 }
 
+/// What is wrong with a candidates file (the caller names the file).
+#[derive(Debug, thiserror::Error)]
+pub enum CandidatesError {
+    #[error("not a kmerdb candidates file")]
+    NotCandidates,
+    #[error(
+        "candidates format {found} (this kmerdb reads {CANDIDATES_VERSION}): classify the reads again with this kmerdb"
+    )]
+    Version { found: u32 },
+    #[error("the file ends inside block {block}: it is truncated")]
+    EndsInside { block: u64 },
+    #[error("the file ends after block {block} without its end block: it is truncated")]
+    NoEnd { block: u64 },
+    #[error("block {block} is damaged: {what}")]
+    Damaged { block: u64, what: &'static str },
+    #[error(
+        "block {block} passed its checksum but its {what} does not decode ({detail}): it was written by another kmerdb version"
+    )]
+    Undecodable { block: u64, what: &'static str, detail: String },
+    #[error("its end block counts {said} reads but its blocks hold {held}: blocks are missing or repeated")]
+    Count { said: u64, held: u64 },
+    #[error("cannot read block {block}: {source}")]
+    Io { block: u64, source: std::io::Error },
+}
+
 /// Reads a candidates file block by block, each checked against its checksum before it is
 /// decoded. Errors are messages for a line naming the file (the caller adds its name).
 pub struct CandidatesReader<R: BufRead> {
@@ -234,29 +266,26 @@ pub struct CandidatesReader<R: BufRead> {
 
 impl<R: BufRead> CandidatesReader<R> {
     /// Checks the magic bytes and reads the header's block.
-    pub fn open(mut r: R) -> Result<(Self, CandidatesHeader), String> {
+    pub fn open(mut r: R) -> Result<(Self, CandidatesHeader), CandidatesError> {
         let mut magic = [0u8; FILE_MAGIC.len()];
         if r.read_exact(&mut magic).is_err() || &magic != FILE_MAGIC {
-            return Err("not a kmerdb candidates file".into());
+            return Err(CandidatesError::NotCandidates);
         }
         let mut reader = Self { r, blocks: 0, payload: Vec::new(), at: 0, records: 0, ended: false };
-        let kind = reader.next_block()?.ok_or("the file ends after its magic bytes: it is truncated")?;
+        let kind = reader.next_block()?.ok_or(CandidatesError::EndsInside { block: 1 })?;
         if kind != HEADER {
-            return Err("block 1 is not the header: the file is damaged".into());
+            return Err(CandidatesError::Damaged { block: 1, what: "it is not the header" });
         }
         let header: CandidatesHeader =
             bincode::serde::decode_from_slice(&reader.payload, config()).map(|(h, _)| h).map_err(|e| {
-                let e = crate::index::format::decode_error_text(&e);
-                format!("its header does not decode ({e}): it was written by another kmerdb version")
+                let detail = crate::index::format::decode_error_text(&e);
+                CandidatesError::Undecodable { block: 1, what: "header", detail }
             })?;
         if header.magic != CANDIDATES_MAGIC {
-            return Err("not a kmerdb candidates file".into());
+            return Err(CandidatesError::NotCandidates);
         }
         if header.version != CANDIDATES_VERSION {
-            return Err(format!(
-                "candidates format {} (this kmerdb reads {CANDIDATES_VERSION}): classify the reads again with this kmerdb",
-                header.version
-            ));
+            return Err(CandidatesError::Version { found: header.version });
         }
         reader.at = reader.payload.len();
         Ok((reader, header))
@@ -264,7 +293,7 @@ impl<R: BufRead> CandidatesReader<R> {
 
     /// The next record; `Ok(None)` after the end block, once the file has been checked to end there
     /// with the count it gives.
-    pub fn next_record(&mut self) -> Result<Option<ReadCandidates>, String> {
+    pub fn next_record(&mut self) -> Result<Option<ReadCandidates>, CandidatesError> {
         while self.at == self.payload.len() {
             if self.ended {
                 return Ok(None);
@@ -272,19 +301,14 @@ impl<R: BufRead> CandidatesReader<R> {
             match self.next_block()? {
                 Some(RECORDS) => self.at = 0,
                 Some(END) => return self.end().map(|()| None),
-                Some(_) => return Err(format!("block {} has an unknown kind: the file is damaged", self.blocks)),
-                None => {
-                    return Err(format!(
-                        "the file ends after block {} without its end block: it is truncated",
-                        self.blocks
-                    ));
-                }
+                Some(_) => return Err(CandidatesError::Damaged { block: self.blocks, what: "its kind is unknown" }),
+                None => return Err(CandidatesError::NoEnd { block: self.blocks }),
             }
         }
         let (record, used): (ReadCandidates, usize) =
             bincode::serde::decode_from_slice(&self.payload[self.at..], config()).map_err(|e| {
-                let e = crate::index::format::decode_error_text(&e);
-                format!("block {} passed its checksum but a record in it does not decode ({e})", self.blocks)
+                let detail = crate::index::format::decode_error_text(&e);
+                CandidatesError::Undecodable { block: self.blocks, what: "record", detail }
             })?;
         self.at += used;
         self.records += 1;
@@ -292,27 +316,24 @@ impl<R: BufRead> CandidatesReader<R> {
     }
 
     /// Checks the end block's count and that nothing follows it.
-    fn end(&mut self) -> Result<(), String> {
+    fn end(&mut self) -> Result<(), CandidatesError> {
         self.ended = true;
         let count = <[u8; 8]>::try_from(&self.payload[..])
             .map(u64::from_le_bytes)
-            .map_err(|_| format!("block {} (the end) is damaged", self.blocks))?;
+            .map_err(|_| CandidatesError::Damaged { block: self.blocks, what: "the end block is not 8 bytes" })?;
         if count != self.records {
-            return Err(format!(
-                "its end block counts {count} reads but its blocks hold {}: blocks are missing or repeated",
-                self.records
-            ));
+            return Err(CandidatesError::Count { said: count, held: self.records });
         }
         let next = self.blocks + 1;
         if !self.r.fill_buf().map_err(|e| io_error(next, e))?.is_empty() {
-            return Err(format!("data follows its end block (block {}): the file is damaged", self.blocks));
+            return Err(CandidatesError::Damaged { block: self.blocks, what: "data follows the end block" });
         }
         self.at = self.payload.len();
         Ok(())
     }
 
     /// Reads the next block into `payload`, checked; its kind, or `None` at a clean end of the file.
-    fn next_block(&mut self) -> Result<Option<u8>, String> {
+    fn next_block(&mut self) -> Result<Option<u8>, CandidatesError> {
         let n = self.blocks + 1;
         if self.r.fill_buf().map_err(|e| io_error(n, e))?.is_empty() {
             return Ok(None);
@@ -323,27 +344,27 @@ impl<R: BufRead> CandidatesReader<R> {
         let len = u32::from_le_bytes(head[1..5].try_into().expect("4 bytes"));
         let sum = u64::from_le_bytes(head[5..].try_into().expect("8 bytes"));
         if len >= MAX_BLOCK {
-            return Err(format!("block {n} claims {len} bytes: the file is damaged"));
+            return Err(CandidatesError::Damaged { block: n, what: "it claims more than 1 GiB" });
         }
         self.payload.clear();
         let got = (&mut self.r).take(len as u64).read_to_end(&mut self.payload);
         let got = got.map_err(|e| io_error(n, e))?;
         if got < len as usize {
-            return Err(format!("the file ends inside block {n}: it is truncated"));
+            return Err(CandidatesError::EndsInside { block: n });
         }
         if block_checksum(kind, &self.payload) != sum {
-            return Err(format!("block {n} is damaged: its checksum does not match"));
+            return Err(CandidatesError::Damaged { block: n, what: "its checksum does not match" });
         }
         self.blocks = n;
         Ok(Some(kind))
     }
 }
 
-/// A read error inside block `block`, as a message (decompression errors included).
-fn io_error(block: u64, e: std::io::Error) -> String {
+/// A read error inside block `block` (decompression errors included).
+fn io_error(block: u64, e: std::io::Error) -> CandidatesError {
     match e.kind() {
-        std::io::ErrorKind::UnexpectedEof => format!("the file ends inside block {block}: it is truncated"),
-        _ => format!("cannot read block {block}: {e}"),
+        std::io::ErrorKind::UnexpectedEof => CandidatesError::EndsInside { block },
+        _ => CandidatesError::Io { block, source: e },
     }
 }
 
@@ -380,9 +401,9 @@ mod tests {
     }
 
     fn read_all(bytes: &[u8]) -> Result<Vec<ReadCandidates>, String> {
-        let (mut r, _) = CandidatesReader::open(bytes)?;
+        let (mut r, _) = CandidatesReader::open(bytes).map_err(|e| e.to_string())?;
         let mut out = Vec::new();
-        while let Some(rec) = r.next_record()? {
+        while let Some(rec) = r.next_record().map_err(|e| e.to_string())? {
             out.push(rec);
         }
         Ok(out)
@@ -456,5 +477,30 @@ mod tests {
             assert!(file == whole, "groups of {group_size}");
         }
         assert_eq!(read_all(&whole).unwrap(), all);
+    }
+
+    /// Reads with long hit lists end blocks early, at the same records whatever the groups.
+    #[test]
+    fn large_records_end_blocks_by_bytes() {
+        let mut all = records(40);
+        for r in &mut all {
+            r.hits[0] = vec![(1, 1); 1 << 20]; // 8 MiB a record
+        }
+        let whole = encode_file(&header(), &all);
+        let (mut reader, _) = CandidatesReader::open(&whole[..]).unwrap();
+        while reader.next_record().unwrap().is_some() {}
+        assert!(reader.blocks > 1 + 40 / 8, "{} blocks", reader.blocks);
+        for group_size in [1, 3, 40] {
+            let mut file = Vec::new();
+            encode_header(&header(), &mut file);
+            let mut w = BlockWriter::default();
+            for chunk in all.chunks(group_size) {
+                let mut g = EncodedRecords::default();
+                chunk.iter().for_each(|r| g.push(r));
+                w.add(&g, &mut file).unwrap();
+            }
+            w.finish(&mut file).unwrap();
+            assert!(file == whole, "groups of {group_size}");
+        }
     }
 }

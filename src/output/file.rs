@@ -22,30 +22,15 @@ use std::io::IsTerminal;
 /// Buffer size for every output: large enough that per-line writes cost little.
 const BUFFER: usize = 1 << 17;
 
-/// Whether the process started with stdout closed (see [`guard_standard_streams`]).
+/// Whether the process started with stdout closed (see [`note_stdout_closed`]).
 static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// Called first thing by `main`: notes whether the process started with stdout closed (`>&-`), so
-/// that writing to it is an error ([`stdout_closed_error`]) instead of output that goes nowhere
-/// with exit 0.
-///
-/// Rust's runtime opens `/dev/null` read-write on any of descriptors 0 to 2 found closed before
-/// `main` (so that no file kmerdb opens takes their numbers), which hides the closing. A shell
-/// opens `> /dev/null` write-only; so stdout on `/dev/null` opened read-write is taken for a
-/// closed stdout (only `1<> /dev/null` looks the same).
-pub fn guard_standard_streams() {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(st) = rustix::fs::fstat(io::stdout()) else {
-        STDOUT_CLOSED.store(true, std::sync::atomic::Ordering::Relaxed);
-        return;
-    };
-    let char_device = rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::CharacterDevice;
-    let is_dev_null = char_device && std::fs::metadata("/dev/null").is_ok_and(|null| null.rdev() == st.st_rdev);
-    let read_write = rustix::fs::fcntl_getfl(io::stdout())
-        .is_ok_and(|flags| flags & rustix::fs::OFlags::RWMODE == rustix::fs::OFlags::RDWR);
-    if is_dev_null && read_write {
-        STDOUT_CLOSED.store(true, std::sync::atomic::Ordering::Relaxed);
-    }
+/// Notes that the process started with stdout closed (`>&-`): writing to it is then an error
+/// ([`stdout_closed_error`]) instead of output that goes nowhere with exit 0. Only the binary can
+/// tell: Rust's runtime opens `/dev/null` on descriptors 0 to 2 found closed before `main`, so
+/// `main` looks at descriptor 1 before that (see `kmerdb`'s `main.rs`).
+pub fn note_stdout_closed() {
+    STDOUT_CLOSED.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// An error if stdout was closed when the process started.

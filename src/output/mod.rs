@@ -31,7 +31,7 @@ mod profiles;
 mod reads;
 
 pub use abundance::write_abundance;
-pub use file::{Output, create_output, guard_standard_streams, stdout_closed_error};
+pub use file::{Output, create_output, note_stdout_closed, stdout_closed_error};
 pub use html::{RunSettings, SampleView, write_html};
 pub use kraken::{
     ReadResult, read_id, read_id_bytes, write_hit_list, write_kraken_line, write_kraken_line_with_hit_text,

@@ -18,10 +18,29 @@ use std::io::Write;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Whether descriptor 1 was closed when the process started (`>&-`). Rust's runtime opens
+/// `/dev/null` on closed descriptors 0 to 2 before `main` runs, so this is looked at earlier, by
+/// a constructor in `.init_array`, which the C runtime runs before Rust's.
+static STDOUT_WAS_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+#[used]
+#[unsafe(link_section = ".init_array")]
+static NOTE_CLOSED_STDOUT: extern "C" fn() = {
+    extern "C" fn note() {
+        // SAFETY: fcntl(F_GETFD) only asks whether descriptor 1 is open.
+        if unsafe { libc::fcntl(1, libc::F_GETFD) } == -1 {
+            STDOUT_WAS_CLOSED.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    note
+};
+
 fn main() {
     // Debug lines carry the time since the start, so that `-v` gives a run's timeline.
     let started = std::time::Instant::now();
-    kmerdb::output::guard_standard_streams();
+    if STDOUT_WAS_CLOSED.load(std::sync::atomic::Ordering::Relaxed) {
+        kmerdb::output::note_stdout_closed();
+    }
     let cli = Cli::parse();
     let level = match (cli.quiet, cli.verbose) {
         (true, _) => log::LevelFilter::Error,
@@ -110,7 +129,10 @@ fn remove_temp_files_on_signals() {
                 _ => "SIGHUP",
             };
             kmerdb::temp_files::remove_all_and_exit(128 + signal, |removed| {
-                eprintln!("kmerdb: interrupted ({name}); removed {removed} temporary files");
+                // Written past stderr's lock, which a thread writing a log line may hold.
+                let line = format!("kmerdb: interrupted ({name}); removed {removed} temporary files\n");
+                // SAFETY: write(2) on descriptor 2 with a live buffer.
+                unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
             });
         }
     });
