@@ -269,6 +269,19 @@ fn an_output_over_the_file_on_stdin_is_refused() {
         .output();
     assert_eq!(out.unwrap().status.code(), Some(2));
     assert!(s.snapshot() == before);
+    // Stdout redirected to a file that is also an output: the rename would unlink the lines.
+    let before = s.snapshot();
+    let report = std::fs::File::create(s.path("r.kreport")).unwrap();
+    let out = crate::kmerdb_process()
+        .current_dir(s.dir.path())
+        .args(["classify", "-d", "d.db", "in.fa", "-r", "r.kreport"])
+        .stdout(report)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("two outputs cannot share a file"));
+    std::fs::remove_file(s.path("r.kreport")).unwrap();
+    assert!(s.snapshot() == before);
     // Stdin from another file is fine.
     std::fs::copy(s.path("in.fa"), s.path("other.fa")).unwrap();
     let ok = crate::kmerdb_process()

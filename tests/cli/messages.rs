@@ -150,3 +150,33 @@ fn control_characters_are_escaped_for_humans() {
         .output();
     assert!(String::from_utf8_lossy(&out.unwrap().stdout).contains(EVIL));
 }
+
+/// Review of the truncation message: explaining an error opened the input again, and a named pipe
+/// (or `<(...)`) opened again waits for a writer that is gone: build hung where it had said
+/// "empty". Only regular files are opened again.
+#[test]
+fn an_error_in_a_piped_genome_does_not_hang() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let pipe = d.join("g.fa.bz2");
+    assert!(std::process::Command::new("mkfifo").arg(&pipe).status().unwrap().success());
+    let child = kmerdb_process()
+        .current_dir(d)
+        .args(["build", "-d", "y.db", "g.fa.bz2"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A bzip2 header and nothing else, then the writer is gone.
+    std::fs::OpenOptions::new().write(true).open(&pipe).unwrap().write_all(b"BZh9").unwrap();
+    let start = std::time::Instant::now();
+    let waited = std::thread::spawn(move || child.wait_with_output().unwrap());
+    while !waited.is_finished() {
+        assert!(start.elapsed() < std::time::Duration::from_secs(30), "build hangs on a piped genome's error");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = waited.join().unwrap();
+    let stderr = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("g.fa.bz2"), "{stderr}");
+}
