@@ -210,7 +210,9 @@ fn write_comparison<W: Write + ?Sized>(w: &mut W, samples: &[SampleView]) -> io:
     let shown = |c: &HashMap<&str, u64>| rows.iter().map(|r| c.get(r.0).copied().unwrap_or(0)).sum::<u64>();
     row(&format!("other {level}"), &|_, c| at_level(c) - shown(c))?;
     // Reads classified above the level: with these rows each column sums to the sample's reads.
-    row(&format!("classified above {level}"), &|s, c| s.classified - at_level(c))?;
+    // (Unless the taxonomy nests a level in itself, a species under a species: then its reads are
+    // counted in both clades, and none are left above.)
+    row(&format!("classified above {level}"), &|s, c| s.classified.saturating_sub(at_level(c)))?;
     row("unclassified", &|s, _| s.unclassified())?;
     writeln!(w, "</table>")
 }
@@ -276,6 +278,25 @@ mod tests {
         // The unclassified bar, and the settings (an empty one left out).
         assert!(html.contains(">unclassified</text>") && html.contains(">50.00% (4)</text>"), "{html}");
         assert!(html.contains("<tr><th>Index</th><td>a&lt;b&gt;.db</td></tr>") && !html.contains("Index made by"));
+    }
+
+    /// Fuzzing (merge_candidates_fixed): a taxonomy with a species under a species counts the
+    /// inner one's reads in both clades, more than the sample's classified reads, and "classified
+    /// above species" was their difference: an overflow.
+    #[test]
+    fn regression_a_level_nested_in_itself_does_not_overflow() {
+        let t = |taxid, parent, rank: &str, name: &str| Taxon { taxid, parent, rank: rank.into(), name: name.into() };
+        let tree = TaxonTree::new(vec![
+            t(1, 1, "no rank", "root"),
+            t(10, 1, "species", "Outer"),
+            t(11, 10, "species", "Inner"),
+        ])
+        .unwrap();
+        let a = SampleView::new("a", &tree, &HashMap::from([(11, 4)]), 1).unwrap();
+        let mut out = Vec::new();
+        write_html(&mut out, "run", &RunSettings::default(), &[a]).unwrap();
+        let html = String::from_utf8(out).unwrap();
+        assert!(html.contains("<tr><td>classified above species</td><td>0.00% (0)</td></tr>"), "{html}");
     }
 
     /// The comparison table: a row per taxon in any sample's top, a column per sample, then other
