@@ -689,6 +689,17 @@ mod tests {
         assert!(merge_error(&header, &records).len() < 300);
     }
 
+    /// Fuzzing (merge_candidates_fixed): a taxon named with a line break, written by `--use-names`,
+    /// split a Kraken line in two.
+    #[test]
+    fn regression_a_taxon_name_with_a_line_break_is_refused() {
+        let (mut header, records) = seed();
+        let last = header.taxa.len() - 1;
+        header.taxa[last].name.push_str("\nC\tr9\t1");
+        let message = merge_error(&header, &records);
+        assert!(message.contains("holds a tab or a line break"), "{message}");
+    }
+
     /// Fuzzing (merge_candidates): a target whose taxid is not in the part's taxonomy was merged,
     /// and the call on it failed late, as an output error blaming the Kraken file.
     #[test]

@@ -83,6 +83,13 @@ pub enum TaxonomyError {
         taxid: TaxId,
     },
 
+    /// A name or rank with a tab or a line break would break every tab-separated report.
+    #[error("taxid {taxid}'s name or rank holds a tab or a line break, which would break the tab-separated reports")]
+    UnprintableName {
+        /// The offending taxid.
+        taxid: TaxId,
+    },
+
     /// Taxid 0 is reserved for "unclassified" and cannot be a taxon.
     #[error("taxid 0 is reserved for unclassified and cannot be a taxon")]
     ReservedTaxid,

@@ -556,6 +556,15 @@ fn parse_names(path: &Path, keep: Option<&std::collections::HashSet<TaxId>>) -> 
         if class != b"scientific name" || keep.is_some_and(|k| !k.contains(&taxid)) {
             return Ok(());
         }
+        // A tab or a carriage return (a line break is the line's end) would break every
+        // tab-separated report that prints the name.
+        if name.iter().any(|&b| b == b'\t' || b == b'\r') {
+            return Err(TaxonomyError::malformed(
+                path,
+                line_no,
+                format!("the scientific name of taxid {taxid} holds a tab or a carriage return"),
+            ));
+        }
         let start = u32::try_from(buffer.len())
             .ok()
             .filter(|s| s.checked_add(name.len() as u32).is_some())

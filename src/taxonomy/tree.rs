@@ -84,6 +84,10 @@ impl TaxonTree {
             _ => return Err(TaxonomyError::MissingRoot),
         };
 
+        let breaks = |s: &str| s.bytes().any(|b| matches!(b, b'\t' | b'\n' | b'\r'));
+        if let Some(t) = taxa.iter().find(|t| breaks(&t.name) || breaks(&t.rank)) {
+            return Err(TaxonomyError::UnprintableName { taxid: t.taxid });
+        }
         let mut parents = Vec::with_capacity(taxa.len());
         let mut child_counts = vec![0u32; taxa.len()];
         for t in &taxa {
