@@ -469,6 +469,10 @@ fn parse_nodes(path: &Path) -> Result<Nodes, TaxonomyError> {
         }
         taxids.push(taxid);
         parents.push(number_field(path, line_no, "parent taxid", parent)?);
+        // As for names: a tab or a carriage return in a rank would break tab-separated outputs.
+        if rank.iter().any(|&b| b == b'\t' || b == b'\r') {
+            return Err(TaxonomyError::malformed(path, line_no, "the rank holds a tab or a carriage return"));
+        }
         rank_ids.push(ranks.id(rank).map_err(|reason| TaxonomyError::malformed(path, line_no, reason))?);
         Ok(())
     })?;
