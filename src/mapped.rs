@@ -58,6 +58,8 @@ impl Mapped {
 
 impl std::ops::Deref for Mapped {
     type Target = [u8];
+    // Inlined: every lookup in the index goes through it (`Index::shard_slots`).
+    #[inline]
     fn deref(&self) -> &[u8] {
         &self.map
     }

@@ -94,6 +94,10 @@ impl RankTable {
         } else if let Some(id) = self.ranks.iter().position(|r| r.as_bytes() == rank) {
             id
         } else {
+            // As for names: a tab or a carriage return in a rank would break tab-separated outputs.
+            if rank.iter().any(|&b| b == b'\t' || b == b'\r') {
+                return Err("the rank holds a tab or a carriage return");
+            }
             let text = std::str::from_utf8(rank).map_err(|_| "rank is not valid UTF-8")?;
             self.ranks.push(text.to_owned());
             self.ranks.len() - 1
@@ -192,13 +196,13 @@ impl NcbiTaxonomy {
     pub fn checksum(&self) -> u64 {
         let mut h = xxhash_rust::xxh3::Xxh3::new();
         h.update(b"kmerdb-ncbi-taxonomy-1");
-        let mut row = [0u8; 10];
-        for ((&taxid, &parent), &rank) in self.taxids.iter().zip(&self.parent_rows).zip(&self.rank_ids) {
-            row[..4].copy_from_slice(&taxid.to_le_bytes());
-            row[4..8].copy_from_slice(&self.taxids[parent as usize].to_le_bytes());
-            row[8..].copy_from_slice(&rank.to_le_bytes());
-            h.update(&row);
+        // Column by column, each array hashed whole (little-endian hosts only: see `index::format`).
+        let parents: Vec<TaxId> = self.parent_rows.iter().map(|&p| self.taxids[p as usize]).collect();
+        for column in [bytemuck::cast_slice::<TaxId, u8>(&self.taxids), bytemuck::cast_slice(&parents)] {
+            h.update(&(column.len() as u64).to_le_bytes());
+            h.update(column);
         }
+        h.update(bytemuck::cast_slice::<u16, u8>(&self.rank_ids));
         for rank in &self.ranks {
             h.update(&(rank.len() as u64).to_le_bytes());
             h.update(rank.as_bytes());
@@ -469,10 +473,6 @@ fn parse_nodes(path: &Path) -> Result<Nodes, TaxonomyError> {
         }
         taxids.push(taxid);
         parents.push(number_field(path, line_no, "parent taxid", parent)?);
-        // As for names: a tab or a carriage return in a rank would break tab-separated outputs.
-        if rank.iter().any(|&b| b == b'\t' || b == b'\r') {
-            return Err(TaxonomyError::malformed(path, line_no, "the rank holds a tab or a carriage return"));
-        }
         rank_ids.push(ranks.id(rank).map_err(|reason| TaxonomyError::malformed(path, line_no, reason))?);
         Ok(())
     })?;
