@@ -15,7 +15,7 @@
 use std::ffi::CString;
 use std::path::Path;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// What a mapped file is to the run, for the message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +34,10 @@ struct Region {
 
 static REGIONS: Mutex<Vec<Region>> = Mutex::new(Vec::new());
 static NEXT: AtomicU64 = AtomicU64::new(0);
+/// Set by the first fault's handler: threads that fault after it (every thread reading a cut index
+/// does, at once) wait for it to end the process, rather than find the list locked by it and
+/// print a second, vaguer message over the first.
+static HANDLING: AtomicBool = AtomicBool::new(false);
 
 /// A read-only map of a whole file, listed for the SIGBUS handler while it lives.
 pub struct Mapped {
@@ -118,6 +122,12 @@ fn say_escaped(bytes: &[u8]) {
 extern "C" fn on_sigbus(_signal: libc::c_int, info: *mut libc::siginfo_t, _context: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
     let addr = unsafe { (*info).si_addr() } as usize;
+    if HANDLING.swap(true, Ordering::SeqCst) {
+        loop {
+            // SAFETY: pause(2) is async-signal-safe; the first handler's _exit ends this thread.
+            unsafe { libc::pause() };
+        }
+    }
     // Never wait: the thread that holds the list may be the one interrupted.
     match REGIONS.try_lock() {
         Ok(regions) => {
@@ -126,6 +136,7 @@ extern "C" fn on_sigbus(_signal: libc::c_int, info: *mut libc::siginfo_t, _conte
                 // core dump where enabled): the fault comes again once this returns.
                 // SAFETY: signal(2) is async-signal-safe.
                 unsafe { libc::signal(libc::SIGBUS, libc::SIG_DFL) };
+                HANDLING.store(false, Ordering::SeqCst);
                 return;
             };
             say(b"kmerdb: error: ");
