@@ -401,4 +401,5 @@ def main():
     {'record': cmd_record, 'relatives': cmd_relatives, 'merge': cmd_merge, 'table': cmd_table}[a.cmd](a)
 
 
-main()
+if __name__ == '__main__':
+    main()
