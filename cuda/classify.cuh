@@ -22,7 +22,7 @@ struct DeviceIndex {
     u32 window_bits;
     u32 targets;
     u32 inline_single;
-    u32 _pad;
+    u32 nodes;  // taxonomy tree nodes: a clade feature's node must be below
 };
 
 // The slot value of `key` (bcht::lookup): candidate buckets in order, stopping at the key or at the
@@ -58,18 +58,21 @@ __device__ __forceinline__ u64 read_entry(const u32* words, u32 eb, u64 i) {
     return ((two >> shift) | ((u64)words[w + 2] << (64 - shift))) & mask;
 }
 
-// A decoded list: a single inline location, or `len` entries from `first` of the shard's stream.
+// A decoded list: a single inline location, or `len` entries from `first` of the shard's stream;
+// a clade feature's is empty, with its clade's node + 1 in `clade` (0 otherwise).
 struct List {
     const u32* words;
     u64 first;
     u32 len;
     bool single;
     u64 loc;
+    u32 clade;
 };
 
-// LocationList::decode, bounds checks included (a damaged index gives an empty list).
+// LocationList::decode, bounds checks included (a damaged index gives an empty list, and a clade
+// node past the tree no clade).
 __device__ __forceinline__ List decode_list(const DeviceIndex& ix, u32 shard, u32 value) {
-    List l = {(const u32*)ix.word_base[shard], 0, 0, false, 0};
+    List l = {(const u32*)ix.word_base[shard], 0, 0, false, 0, 0};
     if ((value & INLINE_FLAG) && ix.inline_single) {
         l.single = true;
         l.len = 1;
@@ -80,6 +83,13 @@ __device__ __forceinline__ List decode_list(const DeviceIndex& ix, u32 shard, u3
     const u64 entries = words >= PAD_WORDS ? ((words - PAD_WORDS) * 32) / ix.entry_bits : 0;
     if ((u64)value >= entries) return l;
     const u64 len = read_entry(l.words, ix.entry_bits, value);
+    if (len == 0) {
+        if ((u64)value + 1 < entries) {
+            const u64 node = read_entry(l.words, ix.entry_bits, (u64)value + 1);
+            if (node < ix.nodes) l.clade = (u32)node + 1;
+        }
+        return l;
+    }
     l.first = (u64)value + 1;
     l.len = ((u64)value + 1 + len > entries) ? 0 : (u32)len;
     return l;
@@ -121,10 +131,10 @@ struct Mates {
 
 // Per mate: its features (Sketcher::read_features: a short mate is one window at the reference
 // density, a long one is cut into windows), each feature's (shard, slot value) or NOT_FOUND, its
-// list length, and, with the tree enabled, the hit list's taxon: 1 + the LCA node of its targets,
-// or 0.
+// list length, its clade (node + 1 for a clade feature, else 0), and, with the tree enabled, the
+// hit list's taxon: 1 + the LCA node of its targets (a clade feature's clade), or 0.
 extern "C" __global__ void read_lookups(Mates mates, Sketching p, DeviceIndex ix, DeviceTree tree, u32* features,
-                                        u32* feature_count, u64* found, u64* lengths, u32* taxa) {
+                                        u32* feature_count, u64* found, u64* lengths, u32* clades, u32* taxa) {
     for (u64 m = blockIdx.x * (u64)blockDim.x + threadIdx.x; m < mates.count; m += (u64)gridDim.x * blockDim.x) {
         const u8* seq = mates.seq + mates.offset[m];
         const u64 len = mates.len[m];
@@ -148,13 +158,15 @@ extern "C" __global__ void read_lookups(Mates mates, Sketching p, DeviceIndex ix
         const u64 f0 = mates.feature_first[m], f1 = mates.feature_first[m + 1];
         for (u64 f = f0; f < f1; ++f) {
             u64 hit = NOT_FOUND, length = 0;
-            u32 taxon = 0;
+            u32 taxon = 0, clade = 0;
             u32 shard, value;
             if (f - f0 < n && index_lookup(ix, features[f], &shard, &value)) {
                 hit = ((u64)shard << 32) | value;
                 const List l = decode_list(ix, shard, value);
                 length = l.len;
-                if (tree.enabled) {
+                clade = l.clade;
+                taxon = l.clade;
+                if (tree.enabled && !l.clade) {
                     u32 node = NO_FEATURE;
                     for (u32 i = 0; i < l.len; ++i) {
                         const u32 target = (u32)(list_at(ix, l, i) >> ix.window_bits);
@@ -167,6 +179,7 @@ extern "C" __global__ void read_lookups(Mates mates, Sketching p, DeviceIndex ix
             }
             found[f] = hit;
             lengths[f] = length;
+            clades[f] = clade;
             if (tree.enabled) taxa[f] = taxon;
         }
     }
@@ -191,6 +204,38 @@ extern "C" __global__ void gather_locations(DeviceIndex ix, const u64* found, co
 struct Candidate {
     u32 target, hits, first_window, last_window;
 };
+
+#define MAX_CLADES 4  // src/gpu/classify.rs MAX_CLADES
+
+// Per read (a thread each): its clade features counted per clade (count_clades in
+// src/classify/candidates.rs), as (node, count) in node order at out[r * MAX_CLADES..], and how
+// many clades in count[r]; a read with more than MAX_CLADES clades gets 0xFFFFFFFF and is left to
+// the host. Read r's features are [read_feature[r], read_feature[r + 1]).
+extern "C" __global__ void read_clades(const u32* clades, const u64* read_feature, u64 reads, uint2* out,
+                                       u32* count) {
+    for (u64 r = blockIdx.x * (u64)blockDim.x + threadIdx.x; r < reads; r += (u64)gridDim.x * blockDim.x) {
+        uint2 mine[MAX_CLADES];
+        u32 n = 0;
+        bool over = false;
+        for (u64 f = read_feature[r]; f < read_feature[r + 1] && !over; ++f) {
+            const u32 c = clades[f];
+            if (!c) continue;
+            u32 at = 0;
+            while (at < n && mine[at].x < c - 1) ++at;
+            if (at < n && mine[at].x == c - 1) {
+                ++mine[at].y;
+            } else if (n == MAX_CLADES) {
+                over = true;
+            } else {
+                for (u32 q = n; q > at; --q) mine[q] = mine[q - 1];
+                mine[at] = make_uint2(c - 1, 1);
+                ++n;
+            }
+        }
+        for (u32 q = 0; q < n && !over; ++q) out[r * MAX_CLADES + q] = mine[q];
+        count[r] = over ? 0xFFFFFFFFu : n;
+    }
+}
 
 // Per read (one block each): sort its locations in shared memory and pick the top `max`
 // candidates (candidates.rs top_candidates). A read whose locations exceed the shared capacity

@@ -75,17 +75,25 @@ extern "C" __global__ void fill_lists(Table t, Remap m, const u32* slots, const 
     }
 }
 
-// Lists the keys that shard_stats dropped (state 2) as (key, slot, kept values), in no particular
-// order (the host sorts them): the index keeps their whole lists in its dropped section.
-extern "C" __global__ void list_dropped(const u8* state, const u32* keys, const u32* slots, const u32* counts, u64 n,
-                                        u32* out_keys, u32* out_slots, u32* out_counts, u64* found) {
+// Lists the keys over the location cap (clade features) as (key, slot, kept values, key index), in
+// no particular order (the host sorts them, names each one's clade and keeps its whole list for the
+// index's clade lists section).
+extern "C" __global__ void list_clades(const u32* keys, const u32* slots, const u32* counts, u64 n, u32 cap,
+                                       u32* out_keys, u32* out_slots, u32* out_counts, u32* out_index, u64* found) {
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
-        if (state[i] != 2) continue;
+        if (counts[i] <= cap) continue;
         const u64 j = atomicAdd(found, 1ull);
         out_keys[j] = keys[i];
         out_slots[j] = slots[i];
         out_counts[j] = counts[i];
+        out_index[j] = (u32)i;
     }
+}
+
+// clade[index[x]] = nodes[x] + 1: each clade feature's clade, 0 for the keys with lists.
+extern "C" __global__ void set_clades(const u32* index, const u32* nodes, u64 m, u32* clade) {
+    for (u64 x = blockIdx.x * (u64)blockDim.x + threadIdx.x; x < m; x += (u64)gridDim.x * blockDim.x)
+        clade[index[x]] = nodes[x] + 1;
 }
 
 #define BUCKET_SLOTS 16
@@ -121,8 +129,8 @@ __device__ __forceinline__ u64 candidate(const Shards& sh, u32 key, int j) {
     return sh.base[s] + (((u64)fmix32(key ^ BUCKET_SEEDS[j]) * sh.buckets[s]) >> 32);
 }
 
-// Per shard, with the location cap: [kept keys, kept locations, dropped keys, dropped locations].
-// Keys over the cap get state 2 (dropped), the others state 0 (to place).
+// Per shard, with the location cap: [keys, locations in lists, clade keys, clade keys' locations].
+// Every key gets state 0 (to place): a key over the cap is placed as a clade feature.
 extern "C" __global__ void shard_stats(const u32* keys, const u32* counts, u64 n, u32 cap, u32 shard_bits,
                                        u8* state, u64* stats) {
     __shared__ u64 local[64 * 4];
@@ -131,10 +139,11 @@ extern "C" __global__ void shard_stats(const u32* keys, const u32* counts, u64 n
     __syncthreads();
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
         const u32 s = shard_of_key(keys[i], shard_bits);
-        const bool kept = counts[i] <= cap;
-        state[i] = kept ? 0 : 2;
-        atomicAdd(&local[s * 4 + (kept ? 0 : 2)], 1ull);
-        atomicAdd(&local[s * 4 + (kept ? 1 : 3)], (u64)counts[i]);
+        const bool listed = counts[i] <= cap;
+        state[i] = 0;
+        atomicAdd(&local[s * 4], 1ull);
+        if (!listed) atomicAdd(&local[s * 4 + 2], 1ull);
+        atomicAdd(&local[s * 4 + (listed ? 1 : 3)], (u64)counts[i]);
     }
     __syncthreads();
     for (u32 i = threadIdx.x; i < shards * 4; i += blockDim.x)
@@ -215,16 +224,17 @@ extern "C" __global__ void assemble_order(const u64* slots, u64 n_slots, const u
     }
 }
 
-// Stream entries each slot's list takes: none for an empty slot or an inline single location, else
-// the length and the locations (src/index/locations.rs ListWriter::add).
-extern "C" __global__ void slot_entries(const u64* slots, u64 n_slots, const u32* counts, u32 inline_single,
-                                        u64* entries) {
+// Stream entries each slot's list takes: none for an empty slot or an inline single location, two
+// for a clade feature (a zero length and its node), else the length and the locations
+// (src/index/locations.rs ListWriter::add and add_clade).
+extern "C" __global__ void slot_entries(const u64* slots, u64 n_slots, const u32* counts, const u32* clade,
+                                        u32 inline_single, u64* entries) {
     for (u64 g = blockIdx.x * (u64)blockDim.x + threadIdx.x; g < n_slots; g += (u64)gridDim.x * blockDim.x) {
         const u64 s = slots[g];
         u64 e = 0;
         if ((u32)s != NO_FEATURE) {
             const u32 c = counts[s >> 32];
-            e = (c == 1 && inline_single) ? 0 : (u64)c + 1;
+            e = clade[s >> 32] ? 2 : (c == 1 && inline_single) ? 0 : (u64)c + 1;
         }
         entries[g] = e;
     }
@@ -253,16 +263,25 @@ __device__ __forceinline__ void put_bits(u32* words, u64 bit, u64 v, u32 bits) {
 }
 
 // Writes each slot's list, renumbered and sorted, into its shard's stream, and sets the slot's
-// value: the inline location, or the list's first entry within the shard. `scratch` has a place for
-// every entry (at the slot's global entry index). Sets *overflow if an entry index needs 32 bits.
-extern "C" __global__ void write_lists(Table t, Remap m, const u32* table_slots, const u32* counts, u64* slots,
-                                       u64 n_slots,
-                                       const u64* entry_start, Shards sh, Streams st, u64* scratch, u32* words,
-                                       u32* overflow) {
+// value: the inline location, or the list's first entry within the shard. A clade feature's list is
+// a zero length and its node. `scratch` has a place for every entry (at the slot's global entry
+// index). Sets *overflow if an entry index needs 32 bits.
+extern "C" __global__ void write_lists(Table t, Remap m, const u32* table_slots, const u32* counts, const u32* clade,
+                                       u64* slots, u64 n_slots, const u64* entry_start, Shards sh, Streams st,
+                                       u64* scratch, u32* words, u32* overflow) {
     for (u64 g = blockIdx.x * (u64)blockDim.x + threadIdx.x; g < n_slots; g += (u64)gridDim.x * blockDim.x) {
         const u64 s = slots[g];
         const u32 key = (u32)s;
         if (key == NO_FEATURE) continue;
+        if (clade[s >> 32]) {
+            const u32 shard = shard_of(sh, key);
+            const u64 e = entry_start[g] - st.first_entry[shard];
+            if (e >= INLINE_FLAG) atomicOr(overflow, 1u);
+            // The stream starts zeroed: the length, 0, needs no bits written.
+            put_bits(words + st.first_word[shard], (e + 1) * st.entry_bits, clade[s >> 32] - 1, st.entry_bits);
+            slots[g] = (u64)key | ((u64)(u32)e << 32);
+            continue;
+        }
         // An inline single has no entries of its own, so no scratch place either: it uses `one`.
         u64 one;
         u64* list = (counts[s >> 32] == 1 && st.inline_single) ? &one : scratch + entry_start[g];

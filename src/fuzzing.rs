@@ -485,9 +485,9 @@ pub fn use_index(index: &Index) {
     for target in index.targets() {
         assert!(tree.contains(target.taxid), "target {} has taxid {} outside the tree", target.name, target.taxid);
     }
-    if let Ok(dropped) = index.dropped() {
-        let listed: usize = dropped.iter().map(|(_, list)| list.len()).sum();
-        assert_eq!(listed, dropped.locations(), "the dropped lists cover the section");
+    if let Ok(lists) = index.clade_lists() {
+        let listed: usize = lists.iter().map(|(_, list)| list.len()).sum();
+        assert_eq!(listed, lists.locations(), "the clade lists cover the section");
     }
 
     let mut decoded = Vec::new();

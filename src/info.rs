@@ -136,8 +136,8 @@ pub fn render_text(info: &IndexInfo) -> String {
     let _ = writeln!(s, "targets          {} ({} bases, {} windows)", c.targets, c.bases, c.windows);
     let _ = writeln!(
         s,
-        "features         {} kept, {} dropped as overpopulated ({} locations)",
-        c.features, c.dropped_features, c.dropped_locations
+        "features         {}, of which {} clade features over the location cap ({} locations, kept for updates)",
+        c.features, c.clade_features, c.clade_locations
     );
     let _ = writeln!(s, "locations        {}", c.locations);
     if let Some(p) = &info.protein {

@@ -365,9 +365,9 @@ impl Reader {
         let first = records.len();
         let mut ended = Vec::new();
         for (i, p) in self.parts.iter_mut().enumerate() {
-            let targets = p.targets.len();
+            let (targets, taxa) = (p.targets.len(), &p.header.taxa);
             let next = p.reader.next_record().map_err(|e| e.to_string());
-            match next.and_then(|rec| rec.map(|rec| check_record(rec, targets)).transpose()) {
+            match next.and_then(|rec| rec.map(|rec| check_record(rec, targets, taxa)).transpose()) {
                 Ok(Some(mut rec)) => {
                     for c in &mut rec.candidates {
                         c.0 = p.targets[c.0 as usize];
@@ -469,7 +469,20 @@ impl Merger<'_> {
             first_window: 0,
             last_window: 0,
         }));
-        let taxid = decide(&s.candidates, self.params, self.target_taxa, self.tree);
+        // Clade features: each part's counts per clade, summed (a feature is in one part only).
+        s.clades.clear();
+        for r in read {
+            s.clades.extend_from_slice(&r.clades);
+        }
+        s.clades.sort_unstable();
+        s.clades.dedup_by(|b, a| {
+            let same = a.0 == b.0;
+            if same {
+                a.1 += b.1;
+            }
+            same
+        });
+        let taxid = decide(&s.candidates, &s.clades, self.params, self.target_taxa, self.tree);
         if self.lines.is_none() && self.params.confidence <= 0.0 {
             return Ok(taxid);
         }
@@ -500,6 +513,7 @@ impl Merger<'_> {
 struct Scratch {
     pooled: Vec<(u32, u32)>,
     candidates: Vec<Candidate>,
+    clades: Vec<(TaxId, u32)>,
     joined: Vec<(TaxId, u32)>,
 }
 
@@ -531,13 +545,18 @@ impl Counts {
 
 /// What merging assumes of a record beyond what decoding checks: its id is a read id (a header's
 /// first word, so one Kraken line stays one line), its candidates are among the file's
-/// `targets`, and a single read has no second mate's hits.
-fn check_record(rec: ReadCandidates, targets: usize) -> Result<ReadCandidates, String> {
+/// `targets`, its clades among its `taxa` (ordered by taxid, as a header holds them), and a single
+/// read has no second mate's hits.
+fn check_record(rec: ReadCandidates, targets: usize, taxa: &[Taxon]) -> Result<ReadCandidates, String> {
     if rec.id.bytes().any(|b| b.is_ascii_whitespace()) {
         return Err(format!("{:?} is not a read id: it holds whitespace", rec.id));
     }
     if let Some((target, _)) = rec.candidates.iter().find(|&&(t, _)| t as usize >= targets) {
         return Err(format!("'{}' has candidate target {target}, but the file lists {targets} targets", rec.id));
+    }
+    let known = |taxid: TaxId| taxa.binary_search_by_key(&taxid, |t| t.taxid).is_ok();
+    if let Some((clade, _)) = rec.clades.iter().find(|&&(c, _)| !known(c)) {
+        return Err(format!("'{}' has clade {clade}, which is not in the file's taxonomy", rec.id));
     }
     if rec.lengths.1.is_none() && !rec.hits[1].is_empty() {
         return Err(format!("'{}' is a single read but has hits on a second mate", rec.id));
@@ -723,6 +742,7 @@ mod tests {
             id: "r1".into(),
             lengths: (150, Some(150)),
             candidates: vec![],
+            clades: vec![],
             hits: [vec![(1, u32::MAX), (0, u32::MAX)], vec![(1, u32::MAX)]],
         };
         let dir = tempfile::tempdir().expect("temp dir");
@@ -766,8 +786,13 @@ mod tests {
     /// was passed on to the Kraken writer, whose debug assertion then failed.
     #[test]
     fn regression_single_read_with_second_mate_hits_is_an_input_error() {
-        let record =
-            ReadCandidates { id: "r1".into(), lengths: (150, None), candidates: vec![], hits: [vec![], vec![(1, 3)]] };
+        let record = ReadCandidates {
+            id: "r1".into(),
+            lengths: (150, None),
+            candidates: vec![],
+            clades: vec![],
+            hits: [vec![], vec![(1, 3)]],
+        };
         let message = record_error(&record);
         assert!(
             message.ends_with("part.cand: read 1: 'r1' is a single read but has hits on a second mate"),
@@ -783,6 +808,7 @@ mod tests {
             id: "r1".into(),
             lengths: (150, Some(150)),
             candidates: vec![(0, 5), (198, 3)],
+            clades: vec![],
             hits: Default::default(),
         };
         let message = record_error(&record);
@@ -800,6 +826,7 @@ mod tests {
             id: "p\n0".into(),
             lengths: (150, Some(150)),
             candidates: vec![],
+            clades: vec![],
             hits: Default::default(),
         };
         let message = record_error(&record);

@@ -337,10 +337,10 @@ fn gpu_index_bytes_equal_cpu_index_bytes() {
         // A cap of 2: many features dropped, whose whole lists the dropped section keeps.
         let knobs = Knobs { cap: 2, ..Knobs::default() };
         let s = build_in(&genomes, &cpu, GpuRequest::None, GpuBuildOptions::default(), None, knobs).unwrap();
-        assert!(s.counts.dropped_features > 1000, "{:?}", s.counts);
+        assert!(s.counts.clade_features > 1000, "{:?}", s.counts);
         build_in(&genomes, &gpu, GpuRequest::List(vec![0]), GpuBuildOptions::default(), None, knobs).unwrap();
         assert!(bytes(&cpu) == bytes(&gpu), "{}: GPU and CPU index bytes differ at cap 2", set.display());
-        println!("identical index bytes: {} (cap 2, {} features dropped)", set.display(), s.counts.dropped_features);
+        println!("identical index bytes: {} (cap 2, {} features dropped)", set.display(), s.counts.clade_features);
     }
 }
 
@@ -556,7 +556,19 @@ fn gpu_condense_equals_the_cpu_assembler() {
     }
     // Provisional target t becomes final target t / 2 when t % 3 != 0; the others are left out.
     let final_id: Vec<Option<u32>> = (0..targets).map(|t| (t % 3 != 0).then_some(t / 2)).collect();
-    let layout = LocationLayout::for_counts(targets as u64 / 2, windows as u64, cap);
+    // Final target f is strain 1000 + f of species 100 + f % 4, in genus 10 + f % 2: clade
+    // features name species, genera and the root.
+    let taxon =
+        |taxid, parent, rank: &str| kmerdb::taxonomy::Taxon { taxid, parent, rank: rank.into(), name: String::new() };
+    let mut taxa = vec![taxon(1, 1, "no rank"), taxon(10, 1, "genus"), taxon(11, 1, "genus")];
+    taxa.extend((0..4).map(|s| taxon(100 + s, 10 + s % 2, "species")));
+    let finals = targets / 2;
+    taxa.extend((0..finals).map(|f| taxon(1000 + f, 100 + f % 4, "strain")));
+    let infos: Vec<kmerdb::index::TargetInfo> = (0..finals)
+        .map(|f| kmerdb::index::TargetInfo { name: format!("t{f}"), taxid: 1000 + f, length: 1000, windows: 10 })
+        .collect();
+    let clades = kmerdb::indexing::condense::Clades::new(&infos, &taxa).unwrap();
+    let layout = LocationLayout::for_counts(finals as u64, windows as u64, cap, clades.nodes());
     let shard_bits = 6;
 
     let mut per_shard: Vec<Vec<(u32, u64)>> = vec![Vec::new(); 1 << shard_bits];
@@ -565,22 +577,22 @@ fn gpu_condense_equals_the_cpu_assembler() {
             per_shard[kmerdb::index::format::shard_of(k, shard_bits)].push((k, layout.pack(f, v as u32)));
         }
     }
-    let expected: Vec<_> = per_shard.into_iter().map(|p| condense_all(p, &layout, cap).unwrap()).collect();
+    let expected: Vec<_> = per_shard.into_iter().map(|p| condense_all(p, &layout, cap, &clades).unwrap()).collect();
 
     let mut t = BucketListTable::new(&g, TableConfig::new(keys.len() as u64, keys.len() as u64 * 3)).unwrap();
     t.insert_pairs(&keys, &values).unwrap();
     assert_eq!(t.status().unwrap().bits, 0);
-    let got = kmerdb::gpu::condense::condense(&t, &g, &final_id, &layout, cap, shard_bits).unwrap();
+    let got = kmerdb::gpu::condense::condense(&t, &g, &final_id, &layout, (cap, &clades), shard_bits).unwrap();
     assert_eq!(got.len(), expected.len());
-    let dropped: usize = expected.iter().map(|c| c.dropped.len()).sum();
-    assert!(dropped > 100, "lists over the cap: {dropped}");
+    let over: usize = expected.iter().map(|c| c.clade_lists.len()).sum();
+    assert!(over > 100, "lists over the cap: {over}");
     for (sh, (g, c)) in got.iter().zip(&expected).enumerate() {
         assert_eq!(format!("{:?}", g.stats), format!("{:?}", c.stats), "shard {sh}: stats differ");
         assert!(g.data.slots == c.data.slots, "shard {sh}: key index differs");
         assert!(g.data.words == c.data.words, "shard {sh}: list stream differs");
-        assert!(g.dropped == c.dropped, "shard {sh}: dropped lists differ");
+        assert!(g.clade_lists == c.clade_lists, "shard {sh}: clade lists differ");
     }
-    println!("GPU condense equals the CPU's: every shard, {dropped} dropped lists");
+    println!("GPU condense equals the CPU's: every shard, {over} clade features");
 }
 
 /// Classifies `reads` with the index `db` on `gpus`; returns the Kraken lines, the report and the

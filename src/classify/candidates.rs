@@ -12,6 +12,12 @@
 //!    the lowest common ancestor of the candidates with at least `(1 - hitdiff) * top` hits,
 //!    optionally lifted to `lowest_rank`.
 //!
+//! Clade features (over the location cap, stored as their targets' LCA: `index::locations`) have
+//! no locations; a read counts them per clade, as Kraken 2 counts its minimizers, and [`decide`]
+//! adds each clade's count to every candidate in it and ranks the clades beside the candidates. A
+//! read of a new strain whose features are all in the species' core genome is then called at the
+//! species, where MetaCache (which drops such features) leaves it unclassified.
+//!
 //! Where kmerdb departs from MetaCache's defaults, measured on the mock and on held-out strains
 //! (BENCHMARKS.md): `hitdiff` is a relative tolerance, 0 by default (only candidates tied with the
 //! best join the LCA; MetaCache joins every candidate within `hitmin` hits of the best, which sent
@@ -79,6 +85,8 @@ pub struct Call {
     pub hit_runs: [Vec<(TaxId, u32)>; 2],
     /// With `Classifier::keep_candidates`: the top candidates as (target, hits), best first.
     pub candidates: Vec<(u32, u32)>,
+    /// With `Classifier::keep_candidates`: the clade features' hits as (clade, count), by taxid.
+    pub clades: Vec<(TaxId, u32)>,
 }
 
 /// Per-thread classifier with reusable buffers.
@@ -93,6 +101,9 @@ pub struct Classifier<'a> {
     values: Vec<Option<(usize, u32)>>,
     locations: Vec<u64>,
     candidates: Vec<Candidate>,
+    /// The read's clade features' clades (tree nodes), then counted by taxid.
+    clade_nodes: Vec<u32>,
+    clades: Vec<(TaxId, u32)>,
     /// Target id → taxid, copied once for quick access.
     target_taxa: &'a [TaxId],
     /// Target id → node index in the taxonomy tree, for the hit list's LCAs.
@@ -115,6 +126,8 @@ impl<'a> Classifier<'a> {
             values: Vec::new(),
             locations: Vec::new(),
             candidates: Vec::new(),
+            clade_nodes: Vec::new(),
+            clades: Vec::new(),
             target_taxa,
             target_nodes: target_taxa
                 .iter()
@@ -199,6 +212,7 @@ impl<'a> Classifier<'a> {
         for mates in reads {
             let mut call = Call::default();
             self.locations.clear();
+            self.clade_nodes.clear();
             for m in 0..mates.len() {
                 let end = self.mate_ends[mate_index];
                 mate_index += 1;
@@ -206,6 +220,10 @@ impl<'a> Classifier<'a> {
                     let list = found.map(|(shard, value)| index.list(shard, value));
                     if let Some(list) = &list {
                         list.append_to(&mut self.locations);
+                        // A node past the tree comes only from a damaged index opened unverified.
+                        if let Some(node) = list.clade().filter(|&n| (n as usize) < tree.taxa().len()) {
+                            self.clade_nodes.push(node);
+                        }
                     }
                     if hit_list {
                         let taxon = list.map_or(0, |list| feature_taxon(&list, index, &self.target_nodes, tree));
@@ -225,10 +243,12 @@ impl<'a> Classifier<'a> {
                 self.params.max_candidates,
                 &mut self.candidates,
             );
-            call.taxid = decide(&self.candidates, self.params, self.target_taxa, tree);
+            count_clades(&mut self.clade_nodes, tree, &mut self.clades);
+            call.taxid = decide(&self.candidates, &self.clades, self.params, self.target_taxa, tree);
             call.taxid = self.with_protein(call.taxid, mates);
             if self.keep_candidates {
                 call.candidates = self.candidates.iter().map(|c| (c.target, c.hits)).collect();
+                call.clades = self.clades.clone();
             }
             calls.push(call);
         }
@@ -241,8 +261,22 @@ impl<'a> Classifier<'a> {
     }
 }
 
-/// The LCA of the taxa of a feature's targets, computed on tree node indices.
+/// A read's clade features' `nodes` (sorted here) counted per clade, as (taxid, count) in taxid
+/// order (tree nodes are numbered in taxid order).
+pub fn count_clades(nodes: &mut [u32], tree: &TaxonTree, out: &mut Vec<(TaxId, u32)>) {
+    out.clear();
+    nodes.sort_unstable();
+    for run in nodes.chunk_by(|a, b| a == b) {
+        out.push((tree.node_taxid(run[0]), run.len() as u32));
+    }
+}
+
+/// The LCA of the taxa of a feature's targets, computed on tree node indices; a clade feature's
+/// clade.
 fn feature_taxon(list: &LocationList, index: &Index, target_nodes: &[u32], tree: &TaxonTree) -> TaxId {
+    if let Some(node) = list.clade() {
+        return if (node as usize) < tree.taxa().len() { tree.node_taxid(node) } else { 0 };
+    }
     let layout = index.layout();
     let mut node: Option<u32> = None;
     for l in list.iter() {
@@ -368,12 +402,26 @@ pub fn with_protein(
 /// 0.0001.
 pub const DEFAULT_STRAIN_MARGIN: f64 = 0.1;
 
-/// The taxon of a read from its candidates (0 = unclassified): the LCA of the best and of those
-/// tied with it (within `hitdiff`); a call below species then also takes in the candidates of
-/// its species within `strain_margin` of the best, so that a strain is named only when the hits
-/// separate it from its siblings (strains of one species share most of their sequence, and a
-/// read's few hits rarely tell them apart).
-pub fn decide(candidates: &[Candidate], params: &ClassifyParams, target_taxa: &[TaxId], tree: &TaxonTree) -> TaxId {
+/// The taxon of a read from its candidates and its clade features' hits (0 = unclassified): the
+/// LCA of the best and of those tied with it (within `hitdiff`); a call below species then also
+/// takes in the candidates of its species within `strain_margin` of the best, so that a strain is
+/// named only when the hits separate it from its siblings (strains of one species share most of
+/// their sequence, and a read's few hits rarely tell them apart).
+///
+/// `clades` ((clade, count), one per clade) weigh in as Kraken 2 weighs a root-to-leaf path: a
+/// candidate scores its hits plus the counts of the clades that hold its taxon, and each clade is
+/// an entry of its own scoring its count plus those of the clades above it. Entries are then
+/// ranked as candidates are (the first of equal scores, candidates before clades, is the best).
+pub fn decide(
+    candidates: &[Candidate],
+    clades: &[(TaxId, u32)],
+    params: &ClassifyParams,
+    target_taxa: &[TaxId],
+    tree: &TaxonTree,
+) -> TaxId {
+    if !clades.is_empty() {
+        return decide_with_clades(candidates, clades, params, target_taxa, tree);
+    }
     let Some(top) = candidates.first() else { return 0 };
     if top.hits < params.hitmin {
         return 0;
@@ -398,10 +446,55 @@ pub fn decide(candidates: &[Candidate], params: &ClassifyParams, target_taxa: &[
             }
         }
     }
+    lift(taxon, params, tree)
+}
+
+fn lift(taxon: TaxId, params: &ClassifyParams, tree: &TaxonTree) -> TaxId {
     match &params.lowest_rank {
         Some(rank) => tree.ancestor_at_rank(taxon, rank).unwrap_or(taxon),
         None => taxon,
     }
+}
+
+/// [`decide`] for a read with clade features' hits.
+fn decide_with_clades(
+    candidates: &[Candidate],
+    clades: &[(TaxId, u32)],
+    params: &ClassifyParams,
+    target_taxa: &[TaxId],
+    tree: &TaxonTree,
+) -> TaxId {
+    let support =
+        |taxon: TaxId| -> u32 { clades.iter().filter(|&&(c, _)| tree.lca(c, taxon) == c).map(|&(_, n)| n).sum() };
+    let entries = || {
+        let listed = candidates.iter().map(|c| {
+            let taxon = target_taxa[c.target as usize];
+            (taxon, c.hits + support(taxon))
+        });
+        listed.chain(clades.iter().map(|&(c, _)| (c, support(c))))
+    };
+    let Some((top_taxon, top)) = entries().reduce(|best, e| if e.1 > best.1 { e } else { best }) else { return 0 };
+    if top < params.hitmin {
+        return 0;
+    }
+    let threshold = top as f64 * (1.0 - params.hitdiff) - 1e-9;
+    let mut taxon = top_taxon;
+    for (t, score) in entries() {
+        if score as f64 >= threshold {
+            taxon = tree.lca(taxon, t);
+        }
+    }
+    if params.strain_margin > 0.0
+        && let Some(species) = tree.ancestor_at_rank(taxon, "species").filter(|&s| s != taxon)
+    {
+        let close = top as f64 * (1.0 - params.strain_margin) - 1e-9;
+        for (t, score) in entries() {
+            if score as f64 >= close && tree.ancestor_at_rank(t, "species") == Some(species) {
+                taxon = tree.lca(taxon, t);
+            }
+        }
+    }
+    lift(taxon, params, tree)
 }
 
 #[cfg(test)]
@@ -446,17 +539,17 @@ mod tests {
     #[test]
     fn no_candidate_or_too_few_hits_is_unclassified() {
         let (tree, p) = (tree(), params(3, 0.0, None));
-        assert_eq!(decide(&[], &p, &TARGET_TAXA, &tree), 0);
-        assert_eq!(decide(&[candidate(0, 2)], &p, &TARGET_TAXA, &tree), 0);
-        assert_eq!(decide(&[candidate(0, 3)], &p, &TARGET_TAXA, &tree), 1000);
+        assert_eq!(decide(&[], &[], &p, &TARGET_TAXA, &tree), 0);
+        assert_eq!(decide(&[candidate(0, 2)], &[], &p, &TARGET_TAXA, &tree), 0);
+        assert_eq!(decide(&[candidate(0, 3)], &[], &p, &TARGET_TAXA, &tree), 1000);
     }
 
     #[test]
     fn only_candidates_tied_with_the_best_join_the_lca_by_default() {
         let (tree, p) = (tree(), params(3, 0.0, None));
-        assert_eq!(decide(&[candidate(0, 9), candidate(1, 8)], &p, &TARGET_TAXA, &tree), 1000);
-        assert_eq!(decide(&[candidate(0, 9), candidate(1, 9)], &p, &TARGET_TAXA, &tree), 10);
-        assert_eq!(decide(&[candidate(0, 9), candidate(2, 9)], &p, &TARGET_TAXA, &tree), 100);
+        assert_eq!(decide(&[candidate(0, 9), candidate(1, 8)], &[], &p, &TARGET_TAXA, &tree), 1000);
+        assert_eq!(decide(&[candidate(0, 9), candidate(1, 9)], &[], &p, &TARGET_TAXA, &tree), 10);
+        assert_eq!(decide(&[candidate(0, 9), candidate(2, 9)], &[], &p, &TARGET_TAXA, &tree), 100);
     }
 
     /// `hitdiff` is a share of the best count: with 0.2, a candidate with 8 of the best's 10 hits
@@ -465,15 +558,15 @@ mod tests {
     fn hitdiff_admits_candidates_within_its_share_of_the_best() {
         let tree = tree();
         let p = params(3, 0.2, None);
-        assert_eq!(decide(&[candidate(0, 10), candidate(1, 8)], &p, &TARGET_TAXA, &tree), 10);
-        assert_eq!(decide(&[candidate(0, 10), candidate(1, 7)], &p, &TARGET_TAXA, &tree), 1000);
+        assert_eq!(decide(&[candidate(0, 10), candidate(1, 8)], &[], &p, &TARGET_TAXA, &tree), 10);
+        assert_eq!(decide(&[candidate(0, 10), candidate(1, 7)], &[], &p, &TARGET_TAXA, &tree), 1000);
     }
 
     #[test]
     fn lowest_rank_lifts_calls_below_it_and_leaves_the_rest() {
         let (tree, p) = (tree(), params(3, 0.0, Some("species")));
-        assert_eq!(decide(&[candidate(0, 5)], &p, &TARGET_TAXA, &tree), 100);
-        assert_eq!(decide(&[candidate(0, 5), candidate(1, 5)], &p, &TARGET_TAXA, &tree), 10);
+        assert_eq!(decide(&[candidate(0, 5)], &[], &p, &TARGET_TAXA, &tree), 100);
+        assert_eq!(decide(&[candidate(0, 5), candidate(1, 5)], &[], &p, &TARGET_TAXA, &tree), 10);
     }
 
     /// A call stands when enough of the read's features fall in its clade; otherwise it moves up
@@ -498,7 +591,7 @@ mod tests {
     /// by hits, then by target id, and cut at `max`.
     #[test]
     fn top_candidates_take_each_targets_best_range_and_break_ties_by_target() {
-        let layout = LocationLayout::for_counts(4, 1000, 254);
+        let layout = LocationLayout::for_counts(4, 1000, 254, 6);
         let mut locations: Vec<u64> = [
             (3, 10),
             (3, 11),
@@ -541,7 +634,7 @@ mod tests {
         let taxa = [1000, 1001, 101, 100];
         let mut p = params(1, 0.0, None);
         p.strain_margin = 0.1;
-        let call = |c: &[Candidate]| decide(c, &p, &taxa, &tree);
+        let call = |c: &[Candidate]| decide(c, &[], &p, &taxa, &tree);
         assert_eq!(call(&[candidate(0, 10), candidate(1, 9)]), 100, "9 of 10 hits: within the margin");
         assert_eq!(call(&[candidate(0, 10), candidate(1, 8)]), 1000, "8 of 10: separated");
         assert_eq!(call(&[candidate(0, 10), candidate(2, 10)]), 10, "a tie across species: their LCA");
@@ -549,6 +642,6 @@ mod tests {
         assert_eq!(call(&[candidate(0, 10), candidate(2, 8), candidate(1, 9)]), 100, "the sibling third");
         assert_eq!(call(&[candidate(3, 10), candidate(0, 9)]), 100, "a species call stays");
         p.strain_margin = 0.0;
-        assert_eq!(decide(&[candidate(0, 10), candidate(1, 9)], &p, &taxa, &tree), 1000, "margin 0: as before");
+        assert_eq!(decide(&[candidate(0, 10), candidate(1, 9)], &[], &p, &taxa, &tree), 1000, "margin 0: as before");
     }
 }

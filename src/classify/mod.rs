@@ -484,12 +484,17 @@ struct FinishedBatch {
 /// One finishing thread's buffers.
 struct Scratch<'i> {
     classifier: Classifier<'i>,
-    /// A read's candidates and hit runs from the GPU's results.
+    /// A read's candidates, clade counts and hit runs from the GPU's results.
     #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
     candidates: Vec<Candidate>,
     #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
+    clades: Vec<(TaxId, u32)>,
+    #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
     runs: [Vec<(TaxId, u32)>; 2],
 }
+
+/// A read's top candidates as (target, hits) and its clade features' counts as (clade, count).
+type ReadFound<'a> = (&'a [(u32, u32)], &'a [(TaxId, u32)]);
 
 /// A finished group of reads: their taxids and counts, Kraken lines (or the error formatting
 /// them) and `--candidates-out` records.
@@ -829,7 +834,7 @@ impl Run<'_> {
                 || {
                     let mut classifier = Classifier::new(self.index, self.params, self.target_taxa);
                     classifier.keep_candidates = want.candidates;
-                    Scratch { classifier, candidates: Vec::new(), runs: [Vec::new(), Vec::new()] }
+                    Scratch { classifier, candidates: Vec::new(), clades: Vec::new(), runs: [Vec::new(), Vec::new()] }
                 },
                 |sc, g| {
                     let reads = g * group_reads..((g + 1) * group_reads).min(batch.len());
@@ -892,44 +897,50 @@ impl Run<'_> {
         // One read's result, as lines and candidates records.
         let tree = self.index.taxonomy();
         // `text`: the hit-list column formatted by the GPU, in place of `runs` (then empty).
-        let mut emit =
-            |r: usize, taxid: TaxId, cands: &[(u32, u32)], runs: [&[(TaxId, u32)]; 2], text: Option<&[u8]>| {
-                let taxid = candidates::with_confidence(taxid, runs, self.params.confidence, tree);
-                done.taxids.push(taxid);
-                let lengths = (batch.seq(r, 0).len(), paired.then(|| batch.seq(r, 1).len()));
-                if want.candidates {
-                    let record = output::candidates::ReadCandidates {
-                        id: batch.id(r).into_owned(),
-                        lengths: (lengths.0 as u32, lengths.1.map(|l| l as u32)),
-                        candidates: cands.to_vec(),
-                        hits: [runs[0].to_vec(), runs[1].to_vec()],
-                    };
-                    done.candidates.push(&record);
+        let mut emit = |r: usize,
+                        taxid: TaxId,
+                        (cands, clades): ReadFound<'_>,
+                        runs: [&[(TaxId, u32)]; 2],
+                        text: Option<&[u8]>| {
+            let taxid = candidates::with_confidence(taxid, runs, self.params.confidence, tree);
+            done.taxids.push(taxid);
+            let lengths = (batch.seq(r, 0).len(), paired.then(|| batch.seq(r, 1).len()));
+            if want.candidates {
+                let record = output::candidates::ReadCandidates {
+                    id: batch.id(r).into_owned(),
+                    lengths: (lengths.0 as u32, lengths.1.map(|l| l as u32)),
+                    candidates: cands.to_vec(),
+                    clades: clades.to_vec(),
+                    hits: [runs[0].to_vec(), runs[1].to_vec()],
+                };
+                done.candidates.push(&record);
+            }
+            if want.lines
+                && let Ok(lines) = &mut done.lines
+            {
+                let result = ReadResult { id: batch.id(r), taxid, lengths, hits: runs };
+                let written = match text {
+                    Some(text) => output::write_kraken_line_with_hit_text(lines, &result, text, names),
+                    None => output::write_kraken_line(lines, &result, names),
+                };
+                if let Err(e) = written {
+                    done.lines = Err(e);
                 }
-                if want.lines
-                    && let Ok(lines) = &mut done.lines
-                {
-                    let result = ReadResult { id: batch.id(r), taxid, lengths, hits: runs };
-                    let written = match text {
-                        Some(text) => output::write_kraken_line_with_hit_text(lines, &result, text, names),
-                        None => output::write_kraken_line(lines, &result, names),
-                    };
-                    if let Err(e) = written {
-                        done.lines = Err(e);
-                    }
-                }
-            };
+            }
+        };
         #[cfg(feature = "gpu")]
         if let Some(found) = found {
             for (j, mates) in group.iter().enumerate() {
                 let r = first + j;
-                if !found.candidates(r, &mut sc.candidates) {
-                    // More locations than the GPU's shared memory: the CPU's code.
+                if !found.candidates(r, &mut sc.candidates) || !found.clades(r, tree, &mut sc.clades) {
+                    // More locations than the GPU's shared memory, or more clades than it counts:
+                    // the CPU's code.
                     let call = sc.classifier.classify(mates, hit_list);
-                    emit(r, call.taxid, &call.candidates, [&call.hit_runs[0], &call.hit_runs[1]], None);
+                    let found = (&call.candidates[..], &call.clades[..]);
+                    emit(r, call.taxid, found, [&call.hit_runs[0], &call.hit_runs[1]], None);
                     continue;
                 }
-                let taxid = candidates::decide(&sc.candidates, self.params, self.target_taxa, tree);
+                let taxid = candidates::decide(&sc.candidates, &sc.clades, self.params, self.target_taxa, tree);
                 let taxid = match found.amino_kmers(r) {
                     Some(kmers) => sc.classifier.with_protein_kmers(taxid, kmers),
                     None => sc.classifier.with_protein(taxid, mates),
@@ -952,13 +963,15 @@ impl Run<'_> {
                         }
                     }
                 }
-                emit(r, taxid, &cands, [a, b], text);
+                let clades: &[(TaxId, u32)] = if want.candidates { &sc.clades } else { &[] };
+                emit(r, taxid, (&cands, clades), [a, b], text);
             }
             return done;
         }
         let _ = found;
         for (j, call) in sc.classifier.classify_group(group, hit_list).into_iter().enumerate() {
-            emit(first + j, call.taxid, &call.candidates, [&call.hit_runs[0], &call.hit_runs[1]], None);
+            let found = (&call.candidates[..], &call.clades[..]);
+            emit(first + j, call.taxid, found, [&call.hit_runs[0], &call.hit_runs[1]], None);
         }
         done
     }

@@ -35,7 +35,8 @@ pub(crate) struct IndexArgs<'a> {
     window_bits: u32,
     targets: u32,
     inline_single: u32,
-    _pad: u32,
+    /// Nodes of the index's taxonomy tree: a clade feature's node is below.
+    nodes: u32,
 }
 // SAFETY: plain old data with the layout of the CUDA struct (`DevAddr` is a `u64`).
 unsafe impl DeviceRepr for IndexArgs<'_> {}
@@ -126,6 +127,10 @@ pub struct GpuBatch {
     /// Per read: candidates found, or `u32::MAX` when the read is left to the CPU.
     cand_count: Vec<u32>,
     cands: Vec<DeviceCandidate>,
+    /// Per read: its clades (`read_clades`), or `u32::MAX` when it has more than [`MAX_CLADES`];
+    /// read `r`'s are `clades[r * MAX_CLADES..]`, each `count << 32 | node`.
+    clade_count: Vec<u32>,
+    clades: Vec<u64>,
     /// Per mate: features, and where its room starts in `taxa`.
     feature_count: Vec<u32>,
     feature_first: Vec<u64>,
@@ -186,6 +191,18 @@ impl GpuBatch {
         true
     }
 
+    /// Read `r`'s clade features counted per clade, as (taxid, count) in taxid order
+    /// (`candidates::count_clades`), into `out`; false when the read is left to the CPU.
+    pub fn clades(&self, r: usize, tree: &crate::taxonomy::TaxonTree, out: &mut Vec<(u32, u32)>) -> bool {
+        out.clear();
+        if self.clade_count[r] == u32::MAX {
+            return false;
+        }
+        let mine = &self.clades[r * MAX_CLADES..][..self.clade_count[r] as usize];
+        out.extend(mine.iter().map(|&w| (tree.node_taxid(w as u32), (w >> 32) as u32)));
+        true
+    }
+
     /// With hit lists: read `r`'s mates, each as its features' taxon nodes plus 1 (0: absent).
     pub fn feature_taxa(&self, r: usize) -> impl Iterator<Item = &[u32]> {
         (self.read_mates[r]..self.read_mates[r + 1]).map(|m| {
@@ -220,6 +237,11 @@ impl GpuResults {
     /// See [`GpuBatch::candidates`].
     pub fn candidates(&self, r: usize, out: &mut Vec<Candidate>) -> bool {
         self.parts[r / self.chunk].candidates(r % self.chunk, out)
+    }
+
+    /// See [`GpuBatch::clades`].
+    pub fn clades(&self, r: usize, tree: &crate::taxonomy::TaxonTree, out: &mut Vec<(u32, u32)>) -> bool {
+        self.parts[r / self.chunk].clades(r % self.chunk, tree, out)
     }
 
     /// See [`GpuBatch::feature_taxa`].
@@ -430,6 +452,7 @@ pub(crate) struct IndexTables {
     window_bits: u32,
     targets: u32,
     inline_single: u32,
+    nodes: u32,
 }
 
 impl IndexTables {
@@ -455,6 +478,7 @@ impl IndexTables {
             window_bits: layout.window_bits,
             targets: index.targets().len() as u32,
             inline_single: layout.inline_single() as u32,
+            nodes: index.taxonomy().taxa().len() as u32,
         })
     }
 
@@ -470,7 +494,7 @@ impl IndexTables {
             window_bits: self.window_bits,
             targets: self.targets,
             inline_single: self.inline_single,
-            _pad: 0,
+            nodes: self.nodes,
         }
     }
 }
@@ -505,6 +529,7 @@ struct Lookups {
     counts: CudaSlice<u32>,
     found: CudaSlice<u64>,
     lengths: CudaSlice<u64>,
+    clades: CudaSlice<u32>,
     taxa: CudaSlice<u32>,
 }
 
@@ -923,7 +948,7 @@ impl<'g> GpuClassifier<'g> {
         let clock = Instant::now();
         let n_features = *feature_first.last().unwrap();
         let lookups = self.look_up(&mates, n_features, hit_lists != HitLists::Off)?;
-        let (cands, cand_count) = self.candidates(&lookups, n_features, &feature_first, &read_mates, &range)?;
+        let found = self.candidates(&lookups, n_features, &feature_first, &read_mates, &range)?;
         let amino = self.protein.map(|p| crate::gpu::protein::amino_kmers(self.gpu, &mates, &p)).transpose()?;
         let text = match hit_lists {
             HitLists::Text => Some(hit_text(
@@ -943,8 +968,10 @@ impl<'g> GpuClassifier<'g> {
         let clock = Instant::now();
         // Into the vectors of a finished batch when there is one: memory already mapped.
         let mut out = self.recycled.lock().expect("no batch panicked").pop().unwrap_or_default();
-        download(s, &cands, &mut out.cands)?;
-        download(s, &cand_count, &mut out.cand_count)?;
+        download(s, &found.cands, &mut out.cands)?;
+        download(s, &found.cand_count, &mut out.cand_count)?;
+        download(s, &found.clades, &mut out.clades)?;
+        download(s, &found.clade_count, &mut out.clade_count)?;
         download(s, &lookups.counts, &mut out.feature_count)?;
         if hit_lists == HitLists::Taxa {
             download(s, &lookups.taxa, &mut out.taxa)?;
@@ -1016,6 +1043,7 @@ impl<'g> GpuClassifier<'g> {
             found: s.alloc_zeros::<u64>(nf)?,
             // One more length than features, always 0, so that the scan's last item is the total.
             lengths: s.alloc_zeros::<u64>(n_features as usize + 1)?,
+            clades: s.alloc_zeros::<u32>(nf)?,
             taxa: s.alloc_zeros::<u32>(if hit_list { nf } else { 1 })?,
         };
         let (margs, index, tree) = (mates.args(gpu), self.index.args(gpu), self.tree.args(gpu, hit_list));
@@ -1023,16 +1051,17 @@ impl<'g> GpuClassifier<'g> {
         let f = gpu.function("read_lookups")?;
         let mut b = s.launch_builder(&f);
         b.arg(&margs).arg(&sk).arg(&index).arg(&tree);
-        b.arg(&mut l.features).arg(&mut l.counts).arg(&mut l.found).arg(&mut l.lengths).arg(&mut l.taxa);
-        // SAFETY: mate m writes features, found, lengths and taxa within its room
+        b.arg(&mut l.features).arg(&mut l.counts).arg(&mut l.found).arg(&mut l.lengths).arg(&mut l.clades);
+        b.arg(&mut l.taxa);
+        // SAFETY: mate m writes features, found, lengths, clades and taxa within its room
         // [feature_first[m], feature_first[m + 1]), and counts[m]; `mates` holds the buffers
         // its arguments point to until the stream is synchronized.
         unsafe { b.launch(launch_config(gpu, mates.count)) }?;
         Ok(l)
     }
 
-    /// Gathers each read's locations and ranks its candidates (`read_candidates`): the
-    /// candidates, `max_candidates` a read, and how many each read has.
+    /// Gathers each read's locations and ranks its candidates (`read_candidates`), and counts its
+    /// clade features per clade (`read_clades`).
     fn candidates(
         &self,
         l: &Lookups,
@@ -1040,7 +1069,7 @@ impl<'g> GpuClassifier<'g> {
         feature_first: &[u64],
         read_mates: &[usize],
         range: &[u32],
-    ) -> Result<(CudaSlice<DeviceCandidate>, CudaSlice<u32>), GpuError> {
+    ) -> Result<ReadsFound, GpuError> {
         let (gpu, s) = (self.gpu, &self.gpu.stream);
         let n_reads = read_mates.len() as u64 - 1;
         let mut first = s.alloc_zeros::<u64>(n_features as usize + 1)?;
@@ -1080,9 +1109,30 @@ impl<'g> GpuClassifier<'g> {
         b.arg(&max).arg(&mut cands).arg(&mut cand_count);
         // SAFETY: read r writes max candidates from r * max and count[r].
         unsafe { b.launch(config) }?;
+
+        let mut clades = s.alloc_zeros::<u64>((n_reads as usize * MAX_CLADES).max(1))?;
+        let mut clade_count = s.alloc_zeros::<u32>(n_reads as usize)?;
+        let f = gpu.function("read_clades")?;
+        let mut b = s.launch_builder(&f);
+        b.arg(&l.clades).arg(&at_dev).arg(&n_reads).arg(&mut clades).arg(&mut clade_count);
+        // SAFETY: read r reads its features' clades [at[r], at[r + 1]) and writes at most
+        // MAX_CLADES pairs from r * MAX_CLADES, and clade_count[r].
+        unsafe { b.launch(launch_config(gpu, n_reads)) }?;
         // The kernels read these until they finish: wait before they are freed.
         s.synchronize()?;
         drop((first, at_dev, read_first_dev, locations, range_dev));
-        Ok((cands, cand_count))
+        Ok(ReadsFound { cands, cand_count, clades, clade_count })
     }
+}
+
+/// Must match `MAX_CLADES` in `cuda/classify.cuh`: the most clades a read's counts hold on the
+/// GPU (a read with more is classified by the host; reads of a species hit one or two).
+pub(crate) const MAX_CLADES: usize = 4;
+
+/// What the GPU found per read: its top candidates and its clade features' counts.
+struct ReadsFound {
+    cands: CudaSlice<DeviceCandidate>,
+    cand_count: CudaSlice<u32>,
+    clades: CudaSlice<u64>,
+    clade_count: CudaSlice<u32>,
 }

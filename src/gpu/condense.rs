@@ -1,8 +1,10 @@
 //! Stage 3 of the GPU build: the bucket-list table to each shard's key index and list stream, on
 //! the GPU, with the bytes of the CPU's `ShardAssembler` (its twin; `tests/gpu.rs` compares them).
 //!
-//! 1. `collect_keys` lists the keys with kept values; `shard_stats` applies the location cap and
-//!    counts each shard's keys, which sizes its BCHT exactly as `bcht::initial_buckets` does.
+//! 1. `collect_keys` lists the keys with kept values; `shard_stats` counts each shard's keys, which
+//!    sizes its BCHT exactly as `bcht::initial_buckets` does, and applies the location cap: the
+//!    keys over it (`list_clades`) are downloaded with their lists, the host names each one's clade
+//!    (`condense::Clades::lca`, the CPU's own function) and `set_clades` marks them.
 //! 2. Three rounds of `propose_count`, a scan, `propose_scatter` and `accept` run
 //!    `bcht::place_rounds` for every shard at once.
 //! 3. `assemble_order` lines up each shard's slots, then the keys the rounds left over (in key
@@ -19,10 +21,10 @@ use crate::gpu::address::DevAddr;
 use crate::gpu::table::{BucketListTable, DeviceKeys, KeyList, launch_config};
 use crate::gpu::{Gpu, GpuError};
 use crate::index::bcht::{self, BUCKET_SLOTS, EMPTY_SLOT, Slot};
-use crate::index::dropped::DroppedLists;
+use crate::index::clade_lists::CladeLists;
 use crate::index::locations::{LocationLayout, PAD_WORDS, ShardOverflow};
 use crate::index::write::ShardData;
-use crate::indexing::condense::{Condensed, ShardStats};
+use crate::indexing::condense::{Clades, Condensed, ShardStats};
 use crate::indexing::error::BuildError;
 use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 
@@ -121,13 +123,13 @@ pub fn condense(
     gpu: &Gpu,
     final_id: &[Option<u32>],
     layout: &LocationLayout,
-    cap: u32,
+    (cap, clades): (u32, &Clades),
     shard_bits: u32,
 ) -> Result<Vec<Condensed>, BuildError> {
-    let mut dev = condense_on_device(table, gpu, final_id, layout, cap, shard_bits)?;
+    let mut dev = condense_on_device(table, gpu, final_id, layout, (cap, clades), shard_bits)?;
     let s = &gpu.stream;
     let mut out = Vec::with_capacity(dev.places.len());
-    for ((place, stats), dropped) in dev.places.iter().zip(&dev.stats).zip(std::mem::take(&mut dev.dropped)) {
+    for ((place, stats), clade_lists) in dev.places.iter().zip(&dev.stats).zip(std::mem::take(&mut dev.clade_lists)) {
         let download = |range: std::ops::Range<usize>| -> Result<Vec<Slot>, GpuError> {
             if range.is_empty() {
                 return Ok(Vec::new());
@@ -138,11 +140,11 @@ pub fn condense(
         let mut slots = download(place.slots.clone())?;
         let left = download(place.left.clone())?;
         let words = s.clone_dtoh(&dev.words.slice(place.words.clone())).map_err(GpuError::from)?;
-        let shard = match finish_shard(&mut slots, &left, &words, layout, cap)? {
+        let shard = match finish_shard(&mut slots, &left, &words, layout)? {
             None => ShardData { slots, words },
             Some(rebuilt) => rebuilt,
         };
-        out.push(Condensed { data: shard, stats: *stats, dropped });
+        out.push(Condensed { data: shard, stats: *stats, clade_lists });
     }
     Ok(out)
 }
@@ -164,8 +166,8 @@ pub struct DeviceShards {
     /// Per shard of the index.
     pub places: Vec<ShardPlace>,
     pub stats: Vec<ShardStats>,
-    /// Per shard, the features over the cap with all their locations (downloaded).
-    pub dropped: Vec<DroppedLists>,
+    /// Per shard, the clade features (over the cap) with all their locations (downloaded).
+    pub clade_lists: Vec<CladeLists>,
 }
 
 /// Places a shard's leftover keys `left` in its `slots` (downloaded, in place): `None` when that
@@ -176,9 +178,8 @@ pub fn finish_shard(
     left: &[Slot],
     words: &[u32],
     layout: &LocationLayout,
-    cap: u32,
 ) -> Result<Option<ShardData>, BuildError> {
-    walk_in_place(slots, left, words, layout, cap).map_err(|_| shard_overflow())
+    walk_in_place(slots, left, words, layout).map_err(|_| shard_overflow())
 }
 
 /// Condenses the table into every shard's key index and stream, on the device, renumbering
@@ -188,7 +189,7 @@ pub fn condense_on_device(
     gpu: &Gpu,
     final_id: &[Option<u32>],
     layout: &LocationLayout,
-    cap: u32,
+    (cap, clades): (u32, &Clades),
     shard_bits: u32,
 ) -> Result<DeviceShards, BuildError> {
     assert!(shard_bits <= 6, "shard_stats counts at most 64 shards");
@@ -221,10 +222,10 @@ pub fn condense_on_device(
     let counted = s.clone_dtoh(&stats_dev).map_err(GpuError::from)?;
     let stats: Vec<ShardStats> = counted
         .chunks(4)
-        .map(|c| ShardStats { features: c[0], locations: c[1], dropped_features: c[2], dropped_locations: c[3] })
+        .map(|c| ShardStats { features: c[0], locations: c[1], clade_features: c[2], clade_locations: c[3] })
         .collect();
-    let dropped = dropped_lists(gpu, table, &keys, &state, &stats, layout, shard_bits)?;
-    lap("collect keys, apply the cap, download the dropped lists");
+    let (clade_lists, clade) = clade_feature_lists(gpu, table, &keys, (cap, clades), &stats, layout, shard_bits)?;
+    lap("collect keys, apply the cap, download the clade features' lists");
 
     // 2. The rounds.
     let buckets = stats.iter().map(|st| bcht::initial_buckets(st.features as usize) as u64).collect();
@@ -234,63 +235,73 @@ pub fn condense_on_device(
 
     // 3. The lists, in slot order then the leftover keys.
     let order = list_order(gpu, &keys, &state, slots, &tables, shard_bits)?;
-    let (order, words, places) = write_lists(gpu, table, &keys, order, &tables, shard_bits, layout)?;
+    let (order, words, places) = write_lists(gpu, table, (&keys, &clade), order, &tables, shard_bits, layout)?;
     lap("list streams");
-    Ok(DeviceShards { order, words, places, stats, dropped })
+    Ok(DeviceShards { order, words, places, stats, clade_lists })
 }
 
-/// The keys `shard_stats` dropped (state 2), each with all its kept values, per shard in
-/// ascending key order with each list sorted and unpacked: the index's dropped section, as
-/// `condense::condense_all` gives it on the CPU. Few keys are over the cap, so they are listed on
-/// the GPU (`list_dropped`), then downloaded with their lists (`fill_lists`) and sorted here.
-fn dropped_lists(
+/// The keys over the cap (clade features), each with all its kept values, per shard in ascending
+/// key order with each list sorted and unpacked: the index's clade lists section, as
+/// `condense::condense_all` gives it on the CPU; and on the device, each key's clade (node + 1, 0
+/// for the keys with lists), named here by the CPU's `Clades::lca`. Few keys are over the cap, so
+/// they are listed on the GPU (`list_clades`), then downloaded with their lists (`fill_lists`).
+fn clade_feature_lists(
     gpu: &Gpu,
     table: &BucketListTable,
     keys: &DeviceKeys,
-    state: &CudaSlice<u8>,
+    (cap, clades): (u32, &Clades),
     stats: &[ShardStats],
     layout: &LocationLayout,
     shard_bits: u32,
-) -> Result<Vec<DroppedLists>, BuildError> {
-    let mut per_shard = vec![DroppedLists::default(); stats.len()];
-    let n_dropped: u64 = stats.iter().map(|st| st.dropped_features).sum();
-    if n_dropped == 0 {
-        return Ok(per_shard);
-    }
+) -> Result<(Vec<CladeLists>, CudaSlice<u32>), BuildError> {
     let s = &gpu.stream;
-    let alloc = || s.alloc_zeros::<u32>(n_dropped as usize).map_err(GpuError::from);
-    let (mut out_keys, mut out_slots, mut out_counts) = (alloc()?, alloc()?, alloc()?);
+    let mut per_shard = vec![CladeLists::default(); stats.len()];
+    let mut clade = s.alloc_zeros::<u32>(keys.n.max(1) as usize).map_err(GpuError::from)?;
+    let n_clades: u64 = stats.iter().map(|st| st.clade_features).sum();
+    if n_clades == 0 {
+        return Ok((per_shard, clade));
+    }
+    let alloc = || s.alloc_zeros::<u32>(n_clades as usize).map_err(GpuError::from);
+    let (mut out_keys, mut out_slots, mut out_counts, mut out_index) = (alloc()?, alloc()?, alloc()?, alloc()?);
     let found = s.alloc_zeros::<u64>(1).map_err(GpuError::from)?;
     let n = keys.n;
     launch!(
         gpu,
-        "list_dropped",
+        "list_clades",
         launch_config(gpu, n),
-        state,
         &keys.keys,
         &keys.table_slots,
         &keys.counts,
         &n,
+        &cap,
         &mut out_keys,
         &mut out_slots,
         &mut out_counts,
+        &mut out_index,
         &found
     );
-    assert_eq!(s.clone_dtoh(&found).map_err(GpuError::from)?[0], n_dropped, "every dropped key is listed once");
+    assert_eq!(s.clone_dtoh(&found).map_err(GpuError::from)?[0], n_clades, "every clade key is listed once");
     let download = |v: &CudaSlice<u32>| s.clone_dtoh(v).map_err(GpuError::from);
-    let (k, sl, c) = (download(&out_keys)?, download(&out_slots)?, download(&out_counts)?);
-    let mut lists: Vec<KeyList> = (0..k.len()).map(|i| KeyList { key: k[i], slot: sl[i], count: c[i] }).collect();
-    lists.sort_unstable_by_key(|l| l.key);
+    let (k, sl, c, ix) = (download(&out_keys)?, download(&out_slots)?, download(&out_counts)?, download(&out_index)?);
+    let mut order: Vec<usize> = (0..k.len()).collect();
+    order.sort_unstable_by_key(|&i| k[i]);
+    let lists: Vec<KeyList> = order.iter().map(|&i| KeyList { key: k[i], slot: sl[i], count: c[i] }).collect();
     let values = table.fill(&lists, &keys.remap, false)?;
-    let mut at = 0;
+    let (mut at, mut nodes) = (0, Vec::with_capacity(lists.len()));
     for l in &lists {
         let mut list = values[at..at + l.count as usize].to_vec();
         at += l.count as usize;
         list.sort_unstable();
-        let unpacked = list.iter().map(|&v| layout.unpack(v)).map(|(t, w)| crate::index::dropped::location(t, w));
+        nodes.push(clades.lca(list.iter().copied(), layout));
+        let unpacked = list.iter().map(|&v| layout.unpack(v)).map(|(t, w)| crate::index::clade_lists::location(t, w));
         per_shard[crate::index::format::shard_of(l.key, shard_bits)].push(l.key, unpacked);
     }
-    Ok(per_shard)
+    let index: Vec<u32> = order.iter().map(|&i| ix[i]).collect();
+    let (index_dev, nodes_dev) =
+        (s.clone_htod(&index).map_err(GpuError::from)?, s.clone_htod(&nodes).map_err(GpuError::from)?);
+    let m = index.len() as u64;
+    launch!(gpu, "set_clades", launch_config(gpu, m), &index_dev, &nodes_dev, &m, &mut clade);
+    Ok((per_shard, clade))
 }
 
 /// Lists of varying lengths, one per item of `n`, placed back to back on the device in two
@@ -456,7 +467,7 @@ fn list_order(
 fn write_lists(
     gpu: &Gpu,
     table: &BucketListTable,
-    keys: &DeviceKeys,
+    (keys, clade): (&DeviceKeys, &CudaSlice<u32>),
     lists: ListOrder,
     tables: &ShardTables,
     shard_bits: u32,
@@ -468,7 +479,17 @@ fn write_lists(
     let total = start[n_shards];
     let inline_single = layout.inline_single() as u32;
     let mut entries = s.alloc_zeros::<u64>(total as usize + 1).map_err(GpuError::from)?;
-    launch!(gpu, "slot_entries", launch_config(gpu, total), &order, &total, &keys.counts, &inline_single, &mut entries);
+    launch!(
+        gpu,
+        "slot_entries",
+        launch_config(gpu, total),
+        &order,
+        &total,
+        &keys.counts,
+        clade,
+        &inline_single,
+        &mut entries
+    );
     let mut entry_start = s.alloc_zeros::<u64>(total as usize + 1).map_err(GpuError::from)?;
     exclusive_scan(gpu, &entries, total + 1, &mut entry_start)?;
     drop(entries);
@@ -507,6 +528,7 @@ fn write_lists(
         &margs,
         &keys.table_slots,
         &keys.counts,
+        clade,
         &mut order,
         &total,
         &entry_start,
@@ -543,7 +565,6 @@ fn walk_in_place(
     left: &[Slot],
     words: &[u32],
     layout: &LocationLayout,
-    cap: u32,
 ) -> Result<Option<ShardData>, ShardOverflow> {
     let mut undo = Vec::new();
     if bcht::place_stragglers_logged(slots, left, &mut undo) {
@@ -551,19 +572,14 @@ fn walk_in_place(
     }
     bcht::undo_walk(slots, &undo);
     let before = ShardData { slots: slots.to_vec(), words: words.to_vec() };
-    rebuild(&before, left, layout, cap).map(Some)
+    rebuild(&before, left, layout).map(Some)
 }
 
 /// [`walk_in_place`] on an owned shard (the unit tests').
 #[cfg(test)]
-fn walk_or_rebuild(
-    mut shard: ShardData,
-    left: &[Slot],
-    layout: &LocationLayout,
-    cap: u32,
-) -> Result<ShardData, ShardOverflow> {
+fn walk_or_rebuild(mut shard: ShardData, left: &[Slot], layout: &LocationLayout) -> Result<ShardData, ShardOverflow> {
     let words = shard.words.clone();
-    match walk_in_place(&mut shard.slots, left, &words, layout, cap)? {
+    match walk_in_place(&mut shard.slots, left, &words, layout)? {
         None => Ok(shard),
         Some(rebuilt) => Ok(rebuilt),
     }
@@ -575,15 +591,21 @@ fn shard_overflow() -> BuildError {
 
 /// A shard laid out again by the CPU's `ShardAssembler` from its keys and their lists (the rare
 /// shard whose leftover keys did not fit by cuckoo walks: the CPU grows its table and starts again).
-fn rebuild(shard: &ShardData, left: &[Slot], layout: &LocationLayout, cap: u32) -> Result<ShardData, ShardOverflow> {
+fn rebuild(shard: &ShardData, left: &[Slot], layout: &LocationLayout) -> Result<ShardData, ShardOverflow> {
     use crate::index::locations::LocationList;
     let mut entries: Vec<Slot> = shard.slots.iter().chain(left).filter(|s| s.key != bcht::EMPTY_KEY).copied().collect();
     entries.sort_unstable_by_key(|s| s.key);
-    let mut assembler = crate::indexing::condense::ShardAssembler::new(layout, cap);
+    let mut assembler = crate::indexing::condense::ShardAssembler::new(layout);
     let mut locs = Vec::new();
     for e in entries {
+        let list = LocationList::decode(e.value, &shard.words, layout);
+        if let Some(node) = list.clade() {
+            // The counts are not kept: only the bytes are.
+            assembler.add_clade(e.key, node, 0);
+            continue;
+        }
         locs.clear();
-        LocationList::decode(e.value, &shard.words, layout).append_to(&mut locs);
+        list.append_to(&mut locs);
         assembler.add(e.key, &locs);
     }
     Ok(assembler.finish()?.0)
@@ -598,8 +620,8 @@ mod tests {
     /// lists gives the CPU's bytes.
     #[test]
     fn rebuilding_a_shard_from_its_lists_gives_the_same_bytes() {
-        let layout = LocationLayout::for_counts(50, 1000, 254);
-        let mut assembler = ShardAssembler::new(&layout, 254);
+        let layout = LocationLayout::for_counts(50, 1000, 254, 60);
+        let mut assembler = ShardAssembler::new(&layout);
         let mut x = 12345u64;
         let mut next = || {
             x ^= x << 13;
@@ -612,10 +634,13 @@ mod tests {
                 (0..1 + next() % 4).map(|_| layout.pack((next() % 50) as u32, (next() % 1000) as u32)).collect();
             locs.sort_unstable();
             locs.dedup();
-            assembler.add(key, &locs);
+            match next() % 10 {
+                0 => assembler.add_clade(key, (next() % 60) as u32, 300),
+                _ => assembler.add(key, &locs),
+            }
         }
         let (shard, _) = assembler.finish().unwrap();
-        let again = rebuild(&shard, &[], &layout, 254).unwrap();
+        let again = rebuild(&shard, &[], &layout).unwrap();
         assert!(again == shard);
     }
 
@@ -626,7 +651,7 @@ mod tests {
     #[test]
     fn a_shard_whose_walk_fails_gets_the_cpu_bytes() {
         use crate::index::locations::ListWriter;
-        let layout = LocationLayout::for_counts(50, 1000, 254);
+        let layout = LocationLayout::for_counts(50, 1000, 254, 60);
         let mut x = 99u64;
         let mut next = move || {
             x ^= x << 13;
@@ -652,8 +677,8 @@ mod tests {
                 slot.value = writer.add(&lists[slot.value as usize]).unwrap();
             }
             let before = ShardData { slots, words: writer.finish() };
-            let got = walk_or_rebuild(before, &left, &layout, 254).unwrap();
-            let mut assembler = ShardAssembler::new(&layout, 254);
+            let got = walk_or_rebuild(before, &left, &layout).unwrap();
+            let mut assembler = ShardAssembler::new(&layout);
             for (k, l) in keys.iter().zip(&lists) {
                 assembler.add(*k, l);
             }

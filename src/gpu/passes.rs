@@ -31,7 +31,7 @@ use crate::gpu::build::{BATCH_BASES, SketchArgs, Staging};
 use crate::gpu::pinned::{HostBuffer, copy_async};
 use crate::gpu::table::{BucketListTable, TableConfig, launch_config};
 use crate::gpu::{Gpu, GpuError};
-use crate::index::dropped::DroppedLists;
+use crate::index::clade_lists::CladeLists;
 use crate::index::{IndexWriter, LocationLayout, ShardData};
 use crate::indexing::condense::ShardStats;
 use crate::indexing::error::BuildError;
@@ -103,8 +103,10 @@ pub struct ShardsToBuild<'a> {
     /// The provisional targets' final numbers (`None`: dropped).
     pub final_id: &'a [Option<u32>],
     pub layout: &'a LocationLayout,
-    /// The most locations a feature keeps.
+    /// The most locations a feature's list holds: a feature with more is a clade feature.
     pub cap: u32,
+    /// The index's tree, which names the clade features' clades.
+    pub clades: &'a crate::indexing::condense::Clades,
 }
 
 /// The GPU (of `gpus`) that owns `shard`.
@@ -577,7 +579,7 @@ impl<'g> PassBuild<'g> {
         pool: &rayon::ThreadPool,
         writer: &mut IndexWriter,
     ) -> Result<(ShardStats, PassReport), BuildError> {
-        let ShardsToBuild { counts, first_windows, final_id, layout, cap } = what;
+        let ShardsToBuild { counts, first_windows, final_id, layout, cap, clades } = what;
         let passes = self.plan(counts)?;
         let n = self.gpus.len();
         log::info!(
@@ -590,7 +592,7 @@ impl<'g> PassBuild<'g> {
             counts.iter().sum::<u64>()
         );
         let first: Vec<u32> = first_windows.iter().map(|&w| u32::try_from(w).expect("checked when read")).collect();
-        let job = PassJob { passes: &passes, counts, first: &first, final_id, layout, cap };
+        let job = PassJob { passes: &passes, counts, first: &first, final_id, layout, cap, clades };
         let mut report = PassReport { passes: passes.len(), shard_pairs: counts.to_vec(), ..Default::default() };
         let gpu_times: Vec<Mutex<(Duration, Duration)>> = (0..n).map(|_| Mutex::new(Default::default())).collect();
         let (waiting, finishing) = (Mutex::new(Duration::ZERO), Mutex::new(Duration::ZERO));
@@ -613,7 +615,7 @@ impl<'g> PassBuild<'g> {
             let finishing = &finishing;
             let finish = move |shard: Result<Downloaded, BuildError>| {
                 let t = Instant::now();
-                let done = shard?.finish(layout, cap);
+                let done = shard?.finish(layout);
                 *finishing.lock().expect("no finishing panicked") += t.elapsed();
                 done
             };
@@ -695,8 +697,14 @@ impl<'g> PassBuild<'g> {
         let table = self.select_insert(d, range.clone(), windows, staging, values)?;
         let select_insert = t.elapsed();
         let t = Instant::now();
-        let mut dev =
-            crate::gpu::condense::condense_on_device(&table, gpu, job.final_id, job.layout, job.cap, self.shard_bits)?;
+        let mut dev = crate::gpu::condense::condense_on_device(
+            &table,
+            gpu,
+            job.final_id,
+            job.layout,
+            (job.cap, job.clades),
+            self.shard_bits,
+        )?;
         drop(table);
         let s = &gpu.stream;
         for &shard in &wanted {
@@ -730,7 +738,7 @@ impl<'g> PassBuild<'g> {
                 left: place.left.len(),
                 words: place.words.len(),
                 stats: dev.stats[shard],
-                dropped: std::mem::take(&mut dev.dropped[shard]),
+                clade_lists: std::mem::take(&mut dev.clade_lists[shard]),
             })));
             if sent.is_err() {
                 return Ok(false);
@@ -984,7 +992,7 @@ struct DownloadedShard {
     left: usize,
     words: usize,
     stats: ShardStats,
-    dropped: DroppedLists,
+    clade_lists: CladeLists,
 }
 
 /// A shard ready to be written.
@@ -997,12 +1005,12 @@ struct Finished {
     rebuilt: Option<ShardData>,
     checksum: u64,
     stats: ShardStats,
-    dropped: DroppedLists,
+    clade_lists: CladeLists,
 }
 
 impl Downloaded {
     /// Waits for the copies, places the leftover keys in place and computes the checksum.
-    fn finish(self, layout: &LocationLayout, cap: u32) -> Result<Finished, BuildError> {
+    fn finish(self, layout: &LocationLayout) -> Result<Finished, BuildError> {
         let mut d = match self {
             Downloaded::Empty(shard) => {
                 let data = ShardData { slots: Vec::new(), words: vec![0; crate::index::locations::PAD_WORDS] };
@@ -1015,7 +1023,7 @@ impl Downloaded {
                     rebuilt: Some(data),
                     checksum,
                     stats: ShardStats::default(),
-                    dropped: DroppedLists::default(),
+                    clade_lists: CladeLists::default(),
                 });
             }
             Downloaded::Shard(d) => d,
@@ -1027,7 +1035,7 @@ impl Downloaded {
         let order: &mut [crate::index::bcht::Slot] = bytemuck::cast_slice_mut(&mut order[..d.slots + d.left]);
         let (slots, left) = order.split_at_mut(d.slots);
         let words = &words[..d.words];
-        let rebuilt = crate::gpu::condense::finish_shard(slots, left, words, layout, cap)?;
+        let rebuilt = crate::gpu::condense::finish_shard(slots, left, words, layout)?;
         let checksum = match &rebuilt {
             None => crate::index::format::shard_checksum(bytemuck::cast_slice(slots), bytemuck::cast_slice(words)),
             Some(r) => {
@@ -1042,7 +1050,7 @@ impl Downloaded {
             rebuilt,
             checksum,
             stats: d.stats,
-            dropped: d.dropped,
+            clade_lists: d.clade_lists,
         })
     }
 }
@@ -1107,7 +1115,7 @@ fn write_shard(
         (None, None) => unreachable!("a shard is rebuilt or in its buffer"),
     }
     *stats += f.stats;
-    writer.add_dropped(f.dropped);
+    writer.add_clade_lists(f.clade_lists);
     if let Some((gpu, buf)) = f.buf {
         // A GPU that has stopped takes no more buffers.
         let _ = pools[gpu].send(buf);
@@ -1156,6 +1164,7 @@ struct PassJob<'a> {
     final_id: &'a [Option<u32>],
     layout: &'a LocationLayout,
     cap: u32,
+    clades: &'a crate::indexing::condense::Clades,
 }
 
 /// Where the passes' time went: the GPUs' (summed over GPUs) and the host's.

@@ -1,15 +1,20 @@
-//! The dropped section: every feature left out of the index for having more locations than the
-//! cap, with all of its locations. Classification never reads it; `kmerdb update` does, because
-//! removing genomes can bring such a feature back under the cap (and adding genomes must keep it
-//! dropped), which only its whole list can tell.
+//! The clade lists section: every clade feature (one in more locations than the cap, which the
+//! key index stores as its targets' LCA, see `index::locations`) with all of its locations.
+//! Classification never reads it; `kmerdb update` does, because removing genomes can bring such a
+//! feature back under the cap and change its LCA, which only its whole list can tell.
 //!
 //! ```text
 //! u64          features
-//! per feature  feature u32, locations u32          (shard order, then ascending feature)
-//! u64 each     the locations, list after list       (each ascending: target << 32 | window)
+//! u64          locations
+//! zstd frame   per feature, in shard order then ascending feature:
+//!                feature (u32 LE), count (LEB128), then each location as LEB128 deltas from the
+//!                one before (the first from target 0, window 0): the target's, then the window's
+//!                (zigzag, as a list's next target starts its windows again)
 //! ```
-//! Locations are stored unpacked (not in the shard data's packed form) because an update may
-//! change the packing: more targets or longer ones take more bits.
+//! Locations are independent of the index's packing (an update may change it) and delta-coded:
+//! the strains of a species are numbered side by side and share windows, so most deltas are one
+//! byte, and the compressor takes the long runs of equal ones. A strain-dense collection's core
+//! genome is exactly what goes over the cap, so this section would otherwise be most of the index.
 
 use crate::sketch::Feature;
 
@@ -23,29 +28,33 @@ pub fn target_window(location: u64) -> (u32, u32) {
     ((location >> 32) as u32, location as u32)
 }
 
-/// Dropped features with their locations, in the order they were added.
+/// zstd's level for the section: the default, deterministic for a given library version.
+const ZSTD_LEVEL: i32 = 3;
+
+/// Clade features with their locations, in the order they were added.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DroppedLists {
+pub struct CladeLists {
     features: Vec<[u32; 2]>,
     locations: Vec<u64>,
 }
 
-impl DroppedLists {
+impl CladeLists {
     /// Adds `feature` with its ascending [`location`]s.
     pub fn push(&mut self, feature: Feature, locations: impl IntoIterator<Item = u64>) {
         let before = self.locations.len();
         self.locations.extend(locations);
         let count = self.locations.len() - before;
-        debug_assert!(self.locations[before..].is_sorted(), "a dropped list is sorted");
+        debug_assert!(self.locations[before..].is_sorted(), "a clade's list is sorted");
         self.features.push([feature, u32::try_from(count).expect("a feature has fewer than 2^32 locations")]);
     }
 
     /// Adds the lists of `other` after these.
-    pub fn append(&mut self, mut other: DroppedLists) {
+    pub fn append(&mut self, mut other: CladeLists) {
         self.features.append(&mut other.features);
         self.locations.append(&mut other.locations);
     }
 
+    /// Clade features.
     pub fn len(&self) -> usize {
         self.features.len()
     }
@@ -54,65 +63,151 @@ impl DroppedLists {
         self.features.is_empty()
     }
 
-    /// The section's bytes.
-    pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(8 + self.features.len() * 8 + self.locations.len() * 8);
-        out.extend_from_slice(&(self.features.len() as u64).to_le_bytes());
-        out.extend_from_slice(bytemuck::cast_slice(&self.features));
-        out.extend_from_slice(bytemuck::cast_slice(&self.locations));
-        out
-    }
-}
-
-/// The dropped section as stored, read in place.
-#[derive(Debug, Clone, Copy)]
-pub struct DroppedView<'a> {
-    features: &'a [[u32; 2]],
-    locations: &'a [u64],
-}
-
-impl<'a> DroppedView<'a> {
-    /// Reads the section from `bytes` (8-byte aligned), checking that its counts add up; the error
-    /// says what does not.
-    pub fn parse(bytes: &'a [u8]) -> Result<Self, String> {
-        let short = || format!("it has {} bytes, fewer than its counts need", bytes.len());
-        let head: [u8; 8] = bytes.get(..8).ok_or_else(short)?.try_into().expect("8 bytes");
-        let n = usize::try_from(u64::from_le_bytes(head)).map_err(|_| short())?;
-        let table_end = n.checked_mul(8).and_then(|b| b.checked_add(8)).ok_or_else(short)?;
-        let table = bytes.get(8..table_end).ok_or_else(short)?;
-        let features: &[[u32; 2]] = bytemuck::try_cast_slice(table).map_err(|e| format!("its feature table: {e}"))?;
-        let total: u64 = features.iter().map(|f| f[1] as u64).sum();
-        let rest = &bytes[table_end..];
-        if rest.len() as u64 != total * 8 {
-            return Err(format!("its lists hold {} bytes where its counts say {}", rest.len(), total * 8));
-        }
-        let locations: &[u64] = bytemuck::try_cast_slice(rest).map_err(|e| format!("its locations: {e}"))?;
-        Ok(Self { features, locations })
-    }
-
-    /// Dropped features.
-    pub fn len(&self) -> usize {
-        self.features.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.features.is_empty()
-    }
-
-    /// Locations of all dropped features.
+    /// Locations of all clade features.
     pub fn locations(&self) -> usize {
         self.locations.len()
     }
 
-    /// Each dropped feature with its [`location`]s, in stored order.
-    pub fn iter(&self) -> impl Iterator<Item = (Feature, &'a [u64])> + 'a {
-        let (features, locations) = (self.features, self.locations);
+    /// Each clade feature with its [`location`]s, in stored order.
+    pub fn iter(&self) -> impl Iterator<Item = (Feature, &[u64])> + '_ {
         let mut at = 0;
-        features.iter().map(move |&[feature, count]| {
-            let list = &locations[at..at + count as usize];
+        self.features.iter().map(move |&[feature, count]| {
+            let list = &self.locations[at..at + count as usize];
             at += count as usize;
             (feature, list)
         })
+    }
+
+    /// The section's bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut raw = Vec::with_capacity(self.features.len() * 8 + self.locations.len() * 2);
+        for (feature, list) in self.iter() {
+            raw.extend_from_slice(&feature.to_le_bytes());
+            leb128(&mut raw, list.len() as u64);
+            let mut before = (0u32, 0u32);
+            for &l in list {
+                let (t, w) = target_window(l);
+                leb128(&mut raw, (t - before.0) as u64);
+                leb128(&mut raw, zigzag(w as i64 - before.1 as i64));
+                before = (t, w);
+            }
+        }
+        let mut out = Vec::with_capacity(16 + raw.len() / 4);
+        out.extend_from_slice(&(self.features.len() as u64).to_le_bytes());
+        out.extend_from_slice(&(self.locations.len() as u64).to_le_bytes());
+        out.extend(zstd::bulk::compress(&raw, ZSTD_LEVEL).expect("zstd compresses any bytes in memory"));
+        out
+    }
+
+    /// Reads a section, checking that what it holds adds up; the error says what does not.
+    pub fn decode(bytes: &[u8]) -> Result<Self, String> {
+        let count = |at: usize| -> Result<u64, String> {
+            let b =
+                bytes.get(at..at + 8).ok_or_else(|| format!("it has {} bytes, fewer than its counts", bytes.len()))?;
+            Ok(u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        };
+        let (n_features, n_locations) = (count(0)?, count(8)?);
+        // A feature takes 5 to 14 bytes before its locations, a location 2 to 15: the counts
+        // bound what the frame may hold, and the frame's own size bounds the counts (zstd's blocks
+        // expand at most some 43,000 times), so a damaged count allocates nothing large.
+        let frame = &bytes[16..];
+        let room = n_features.saturating_mul(14).saturating_add(n_locations.saturating_mul(15));
+        let raw = decompress(frame, room.min((frame.len() as u64).saturating_mul(MAX_RATIO)))?;
+        if n_features > raw.len() as u64 / 5 || n_locations > raw.len() as u64 / 2 {
+            return Err(format!("its counts ({n_features} features, {n_locations} locations) exceed what it holds"));
+        }
+        let mut out = CladeLists {
+            features: Vec::with_capacity(n_features as usize),
+            locations: Vec::with_capacity(n_locations as usize),
+        };
+        let mut r = Reader { bytes: &raw, at: 0 };
+        while r.at < raw.len() {
+            let feature = r.u32()?;
+            let len = r.leb128()?;
+            if len == 0 || len > n_locations.saturating_sub(out.locations.len() as u64) {
+                return Err(format!("feature {feature:#010x} has {len} locations, which its counts do not allow"));
+            }
+            let mut before = (0u32, 0u32);
+            for _ in 0..len {
+                let t = u32::try_from(before.0 as u64 + r.leb128()?).map_err(|_| "a target past 2^32".to_string())?;
+                let w = before.1 as i64 + unzigzag(r.leb128()?);
+                let w = u32::try_from(w).map_err(|_| "a window outside 0..2^32".to_string())?;
+                let l = location(t, w);
+                if before != (0, 0) && l <= location(before.0, before.1) {
+                    return Err(format!("feature {feature:#010x}'s locations are not ascending"));
+                }
+                out.locations.push(l);
+                before = (t, w);
+            }
+            out.features.push([feature, len as u32]);
+        }
+        if (out.features.len() as u64, out.locations.len() as u64) != (n_features, n_locations) {
+            return Err(format!(
+                "it holds {} features and {} locations, its counts say {n_features} and {n_locations}",
+                out.features.len(),
+                out.locations.len()
+            ));
+        }
+        Ok(out)
+    }
+}
+
+/// More than zstd can expand a frame by (its largest block, 128 KiB, from a 3-byte header).
+const MAX_RATIO: u64 = 1 << 16;
+
+/// The frame's bytes, at most `limit` of them (read as they come: nothing is allocated for more).
+fn decompress(frame: &[u8], limit: u64) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let failed = |e: std::io::Error| format!("its lists cannot be decompressed: {e}");
+    let mut raw = Vec::new();
+    let mut decoder = zstd::stream::read::Decoder::new(frame).map_err(failed)?.single_frame();
+    (&mut decoder).take(limit).read_to_end(&mut raw).map_err(failed)?;
+    if raw.len() as u64 == limit && decoder.read(&mut [0u8]).map_err(failed)? > 0 {
+        return Err("its lists hold more than its counts allow".into());
+    }
+    Ok(raw)
+}
+
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+fn unzigzag(v: u64) -> i64 {
+    (v >> 1) as i64 ^ -((v & 1) as i64)
+}
+
+fn leb128(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// The decompressed lists, read in order.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Reader<'_> {
+    fn u32(&mut self) -> Result<u32, String> {
+        let b = self.bytes.get(self.at..self.at + 4).ok_or("its lists end inside a feature")?;
+        self.at += 4;
+        Ok(u32::from_le_bytes(b.try_into().expect("4 bytes")))
+    }
+
+    fn leb128(&mut self) -> Result<u64, String> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = *self.bytes.get(self.at).ok_or("its lists end inside a number")?;
+            self.at += 1;
+            v |= ((b & 0x7f) as u64) << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err("a number longer than 64 bits".into())
     }
 }
 
@@ -120,28 +215,39 @@ impl<'a> DroppedView<'a> {
 mod tests {
     use super::*;
 
-    /// What is pushed is what is read back, and a section whose counts do not add up is refused.
+    /// What is pushed is what is read back, runs of neighbouring strains cost about nothing, and a
+    /// section whose counts do not add up is refused.
     #[test]
-    fn lists_round_trip_and_bad_counts_are_refused() {
-        let mut lists = DroppedLists::default();
+    fn lists_round_trip_compactly_and_bad_counts_are_refused() {
+        let mut lists = CladeLists::default();
         lists.push(7, [location(0, 1), location(0, 5), location(3, 2)]);
-        let mut more = DroppedLists::default();
+        let mut more = CladeLists::default();
         more.push(2, [location(u32::MAX, u32::MAX)]);
+        more.push(9, (0..300).map(|t| location(t, 1000 + t % 2)));
         lists.append(more);
         let bytes = lists.encode();
-        let aligned: Vec<u64> = bytes.chunks(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
-        let view = DroppedView::parse(bytemuck::cast_slice(&aligned)).unwrap();
-        let read: Vec<(u32, Vec<u64>)> = view.iter().map(|(f, l)| (f, l.to_vec())).collect();
-        assert_eq!(read, [(7, vec![location(0, 1), location(0, 5), location(3, 2)]), (2, vec![u64::MAX])]);
-        assert_eq!((view.len(), view.locations()), (2, 4));
+        let read = CladeLists::decode(&bytes).unwrap();
+        assert_eq!(read, lists);
+        let got: Vec<(u32, Vec<u64>)> = read.iter().map(|(f, l)| (f, l.to_vec())).collect();
+        assert_eq!(got[0], (7, vec![location(0, 1), location(0, 5), location(3, 2)]));
+        assert_eq!(got[1], (2, vec![u64::MAX]));
+        assert_eq!((read.len(), read.locations()), (3, 304));
+        assert!(bytes.len() < 100, "300 neighbouring strains at one window: {} bytes", bytes.len());
         assert_eq!(target_window(location(3, 2)), (3, 2));
-        let empty = DroppedLists::default().encode();
-        assert!(DroppedView::parse(&empty).unwrap().is_empty());
-        let bytes: &[u8] = bytemuck::cast_slice(&aligned);
-        assert!(DroppedView::parse(&bytes[..bytes.len() - 8]).unwrap_err().contains("counts say"));
-        assert!(DroppedView::parse(&bytes[..12]).unwrap_err().contains("fewer than its counts need"));
-        let mut huge = aligned.clone();
-        huge[0] = u64::MAX;
-        assert!(DroppedView::parse(bytemuck::cast_slice(&huge)).is_err());
+        assert!(CladeLists::decode(&CladeLists::default().encode()).unwrap().is_empty());
+        let mut wrong = bytes.clone();
+        wrong[8] -= 1;
+        assert!(CladeLists::decode(&wrong).unwrap_err().contains("not allow"), "one location fewer in the counts");
+        let mut wrong = bytes.clone();
+        wrong[8] += 1;
+        assert!(CladeLists::decode(&wrong).unwrap_err().contains("counts say"), "one location more in the counts");
+        let mut wrong = bytes.clone();
+        wrong[0] = 2;
+        assert!(CladeLists::decode(&wrong).unwrap_err().contains("counts say"));
+        assert!(CladeLists::decode(&bytes[..12]).unwrap_err().contains("fewer than its counts"));
+        assert!(CladeLists::decode(&bytes[..bytes.len() - 1]).unwrap_err().contains("decompressed"));
+        let mut huge = bytes.clone();
+        huge[..8].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(CladeLists::decode(&huge).unwrap_err().contains("exceed"));
     }
 }

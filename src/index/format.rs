@@ -11,7 +11,7 @@
 //!               location words (see `index::locations`)
 //!   targets     bincode Vec<TargetInfo>, ordered by target id (= sequence name order)
 //!   taxonomy    bincode Vec<Taxon>: the lineages of the targets' taxa, ordered by taxid
-//!   dropped     the features over the location cap with all their locations (`index::dropped`)
+//!   clade lists the clade features' locations, compressed, for `kmerdb update` (`index::clade_lists`)
 //!   protein     the amino-acid k-mer table of `build --protein` (`protein`); empty without it
 //!   provenance  bincode [`Provenance`]: how and when the index was made
 //! ```
@@ -50,7 +50,10 @@ pub const MAGIC: [u8; 8] = *b"\x89KMERDB\n";
 /// Version 6: the protein section (empty unless built with `--protein`).
 /// Version 7: the header's [`Collection`]: which part of which partitioned build, and the
 /// taxonomy's checksum, which `kmerdb merge` checks its parts against.
-pub const FORMAT_VERSION: u32 = 7;
+/// Version 8: features over the location cap are kept as clade features (their targets' LCA in
+/// the key index, `index::locations`) instead of dropped, and the dropped section became the
+/// clade lists section, delta-coded and compressed.
+pub const FORMAT_VERSION: u32 = 8;
 pub const PREAMBLE_LEN: usize = 64;
 pub const SECTION_ALIGN: u64 = 4096;
 /// Alignment of each shard's block in the shard data: one bucket's cache line.
@@ -151,9 +154,10 @@ pub struct Counts {
     /// Distinct features kept in the index.
     pub features: u64,
     pub locations: u64,
-    /// Features with more locations than the cap, left out of the index whole.
-    pub dropped_features: u64,
-    pub dropped_locations: u64,
+    /// Features with more locations than the cap, kept as their targets' LCA (clade features;
+    /// counted in `features`, their locations not in `locations`).
+    pub clade_features: u64,
+    pub clade_locations: u64,
     pub buckets: u64,
 }
 
@@ -174,7 +178,7 @@ pub enum SectionKind {
     ShardData,
     Targets,
     Taxonomy,
-    Dropped,
+    CladeLists,
     Protein,
     Provenance,
 }
@@ -185,7 +189,7 @@ impl SectionKind {
         SectionKind::ShardData,
         SectionKind::Targets,
         SectionKind::Taxonomy,
-        SectionKind::Dropped,
+        SectionKind::CladeLists,
         SectionKind::Protein,
         SectionKind::Provenance,
     ];
@@ -196,7 +200,7 @@ impl SectionKind {
             SectionKind::ShardData => "shard data",
             SectionKind::Targets => "targets",
             SectionKind::Taxonomy => "taxonomy",
-            SectionKind::Dropped => "dropped",
+            SectionKind::CladeLists => "clade lists",
             SectionKind::Protein => "protein",
             SectionKind::Provenance => "provenance",
         }

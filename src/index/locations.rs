@@ -11,6 +11,12 @@
 //!
 //! A key slot's value is either the feature's only location, inline, marked by [`INLINE_FLAG`]
 //! (when entries fit in 31 bits), or the entry index where the feature's list starts.
+//!
+//! A feature in more locations than the cap is a *clade feature*: its "list" is a length of 0 (no
+//! real list is empty) followed by one entry, the tree node (index of the taxon in the index's
+//! taxonomy, ordered by taxid) of the lowest common ancestor of its targets' taxa. Classification
+//! counts it for that clade, as Kraken 2 counts every minimizer; its locations are kept only for
+//! `kmerdb update`, in the clade lists section (`index::clade_lists`).
 
 use serde::{Deserialize, Serialize};
 
@@ -31,10 +37,10 @@ pub struct LocationLayout {
 
 impl LocationLayout {
     /// The tightest layout for `targets` targets whose longest has `max_windows` windows, with
-    /// lists of up to `max_list` locations.
-    pub fn for_counts(targets: u64, max_windows: u64, max_list: u32) -> Self {
+    /// lists of up to `max_list` locations and clade features naming any of `taxa` tree nodes.
+    pub fn for_counts(targets: u64, max_windows: u64, max_list: u32, taxa: u64) -> Self {
         let (target_bits, window_bits) = (bits_for(targets), bits_for(max_windows));
-        let entry_bits = (target_bits + window_bits).max(bits_for(max_list as u64 + 1));
+        let entry_bits = (target_bits + window_bits).max(bits_for(max_list as u64 + 1)).max(bits_for(taxa));
         Self { target_bits, window_bits, entry_bits }
     }
 
@@ -109,6 +115,14 @@ impl ListWriter {
         Ok(start)
     }
 
+    /// Adds a clade feature whose targets' LCA is tree node `node`; returns its slot value.
+    pub fn add_clade(&mut self, node: u32) -> Result<u32, ShardOverflow> {
+        let start = u32::try_from(self.entries).ok().filter(|&o| o < INLINE_FLAG).ok_or(ShardOverflow)?;
+        self.push(0);
+        self.push(node as u64);
+        Ok(start)
+    }
+
     /// The stream's words, padded.
     pub fn finish(mut self) -> Vec<u32> {
         if self.pending_bits > 0 {
@@ -134,11 +148,19 @@ fn entry(words: &[u32], eb: u32, i: u64) -> u64 {
     }
 }
 
-/// The locations of one feature, borrowed from the index.
+/// The locations of one feature, borrowed from the index; a clade feature's list is empty and
+/// names its clade instead.
 #[derive(Debug, Clone, Copy)]
 pub enum LocationList<'a> {
     Single(u64),
-    Packed { words: &'a [u32], entry_bits: u32, first: u64, len: usize },
+    Packed {
+        words: &'a [u32],
+        entry_bits: u32,
+        first: u64,
+        len: usize,
+    },
+    /// A feature over the location cap: the tree node of its targets' LCA.
+    Clade(u32),
 }
 
 impl<'a> LocationList<'a> {
@@ -156,14 +178,33 @@ impl<'a> LocationList<'a> {
             return LocationList::Packed { words, entry_bits: eb, first: 0, len: 0 };
         }
         let len = entry(words, eb, value as u64);
+        if len == 0 {
+            // A clade feature; a node past the tree (a damaged index) is left to the reader, which
+            // checks it against its tree.
+            return match value as u64 + 1 < entries {
+                true => LocationList::Clade(entry(words, eb, value as u64 + 1).min(u32::MAX as u64) as u32),
+                false => LocationList::Packed { words, entry_bits: eb, first: 0, len: 0 },
+            };
+        }
         let len = if value as u64 + 1 + len > entries { 0 } else { len as usize };
         LocationList::Packed { words, entry_bits: eb, first: value as u64 + 1, len }
     }
 
+    /// The locations in the list (0 for a clade feature).
     pub fn len(&self) -> usize {
         match self {
             LocationList::Single(_) => 1,
             LocationList::Packed { len, .. } => *len,
+            LocationList::Clade(_) => 0,
+        }
+    }
+
+    /// The clade of a clade feature.
+    #[inline]
+    pub fn clade(&self) -> Option<u32> {
+        match *self {
+            LocationList::Clade(node) => Some(node),
+            _ => None,
         }
     }
 
@@ -176,6 +217,7 @@ impl<'a> LocationList<'a> {
         match *self {
             LocationList::Single(loc) => loc,
             LocationList::Packed { words, entry_bits, first, .. } => entry(words, entry_bits, first + i as u64),
+            LocationList::Clade(_) => panic!("a clade feature has no locations"),
         }
     }
 
@@ -197,6 +239,7 @@ impl<'a> LocationList<'a> {
                 }
             }
             LocationList::Packed { .. } => out.extend(self.iter()),
+            LocationList::Clade(_) => {}
         }
     }
 
@@ -216,17 +259,19 @@ mod tests {
         assert_eq!(bits_for(3), 2);
         assert_eq!(bits_for(256), 8);
         assert_eq!(bits_for(257), 9);
-        let l = LocationLayout::for_counts(101, 51_000, 254);
+        let l = LocationLayout::for_counts(101, 51_000, 254, 40);
         assert_eq!((l.target_bits, l.window_bits, l.entry_bits), (7, 16, 23));
         assert!(l.inline_single());
         // One short target: the list length needs more bits than a location.
-        assert_eq!(LocationLayout::for_counts(1, 2, 254).entry_bits, 8);
+        assert_eq!(LocationLayout::for_counts(1, 2, 254, 2).entry_bits, 8);
+        // Many taxa and few targets: the clade's node needs more.
+        assert_eq!(LocationLayout::for_counts(1, 2, 254, 1000).entry_bits, 10);
     }
 
     #[test]
     fn round_trip_at_every_width() {
         for (targets, windows) in [(2, 2), (100, 1000), (1 << 16, 1 << 15), (1 << 20, 1 << 20), (1 << 32, 1 << 32)] {
-            let layout = LocationLayout::for_counts(targets, windows, 254);
+            let layout = LocationLayout::for_counts(targets, windows, 254, 3);
             let mut w = ListWriter::new(layout);
             let lists: Vec<Vec<u64>> = (0..50u64)
                 .map(|f| {
@@ -240,7 +285,10 @@ mod tests {
                 })
                 .collect();
             let values: Vec<u32> = lists.iter().map(|l| w.add(l).unwrap()).collect();
+            let clade = w.add_clade(2).unwrap();
             let words = w.finish();
+            let list = LocationList::decode(clade, &words, &layout);
+            assert_eq!((list.clade(), list.len(), list.iter().count()), (Some(2), 0, 0));
             for (l, &v) in lists.iter().zip(&values) {
                 let list = LocationList::decode(v, &words, &layout);
                 let got: Vec<u64> = list.iter().collect();

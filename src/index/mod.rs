@@ -5,7 +5,7 @@
 //! - [`format`]: the file layout, header and errors; the one place that defines the bytes;
 //! - [`locations`]: how locations are packed and how a feature's list is stored;
 //! - [`bcht`]: each shard's static bucketed cuckoo key index, feature → list;
-//! - [`dropped`]: the features over the location cap, whole, for `kmerdb update`;
+//! - [`clade_lists`]: the clade features' locations, for `kmerdb update`;
 //! - [`write`]: the atomic writer; [`Index`] (here): the memory-mapped reader.
 //!
 //! Opening an index builds nothing: the key index and the location words are used in place from
@@ -18,7 +18,7 @@
 //! file. The fuzz targets `index_open` and `index_open_fixed` (`src/fuzzing.rs`) hold it to that.
 
 pub mod bcht;
-pub mod dropped;
+pub mod clade_lists;
 pub mod format;
 pub mod locations;
 pub mod write;
@@ -155,7 +155,7 @@ impl Index {
         index.check_protein(verify)?;
         if verify == Verify::All {
             index.verify_shards()?;
-            index.dropped()?;
+            index.clade_lists()?;
         }
         Ok(index)
     }
@@ -182,7 +182,7 @@ impl Index {
         for kind in [SectionKind::Shards, SectionKind::Targets, SectionKind::Taxonomy, SectionKind::Provenance] {
             self.verify_section(kind)?;
         }
-        self.dropped()?;
+        self.clade_lists()?;
         self.check_protein(Verify::All)?;
         self.verify_shards()
     }
@@ -214,22 +214,22 @@ impl Index {
         })
     }
 
-    /// The features dropped for having more locations than the cap, with all their locations,
-    /// checked against the section's checksum and the header's counts. Classification does not
-    /// need them, so opening an index does not read them.
-    pub fn dropped(&self) -> Result<dropped::DroppedView<'_>, IndexError> {
-        self.verify_section(SectionKind::Dropped)?;
+    /// The clade features (over the location cap) with all their locations, checked against the
+    /// section's checksum and the header's counts. Classification does not need them, so opening
+    /// an index does not read them.
+    pub fn clade_lists(&self) -> Result<clade_lists::CladeLists, IndexError> {
+        self.verify_section(SectionKind::CladeLists)?;
         let corrupt = |what: String| IndexError::Corrupt { path: self.path.clone(), what };
-        let view = dropped::DroppedView::parse(self.section_bytes(SectionKind::Dropped))
-            .map_err(|e| corrupt(format!("its dropped section is inconsistent: {e}")))?;
+        let view = clade_lists::CladeLists::decode(self.section_bytes(SectionKind::CladeLists))
+            .map_err(|e| corrupt(format!("its clade lists section is inconsistent: {e}")))?;
         let counts = &self.header.counts;
-        if (view.len() as u64, view.locations() as u64) != (counts.dropped_features, counts.dropped_locations) {
+        if (view.len() as u64, view.locations() as u64) != (counts.clade_features, counts.clade_locations) {
             return Err(corrupt(format!(
-                "its dropped section holds {} features and {} locations, its header says {} and {}",
+                "its clade lists section holds {} features and {} locations, its header says {} and {}",
                 view.len(),
                 view.locations(),
-                counts.dropped_features,
-                counts.dropped_locations
+                counts.clade_features,
+                counts.clade_locations
             )));
         }
         Ok(view)

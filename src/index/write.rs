@@ -9,7 +9,7 @@
 //! before it (`pwrite`), so a GPU build writes shards while it condenses later ones.
 
 use crate::index::bcht::Slot;
-use crate::index::dropped::DroppedLists;
+use crate::index::clade_lists::CladeLists;
 use crate::index::format::{
     FORMAT_VERSION, Header, IndexError, MAGIC, PREAMBLE_LEN, SectionEntry, SectionKind, ShardEntry, TargetInfo,
     align_up, bincode_config, shard_checksum, shard_data_checksum,
@@ -71,8 +71,8 @@ pub struct IndexWriter {
     entries: Vec<ShardEntry>,
     /// Bytes of shard data written (each block, with the padding before the next).
     data_len: u64,
-    /// The shards' dropped features so far, in shard order.
-    dropped: DroppedLists,
+    /// The shards' clade features' lists so far, in shard order.
+    clade_lists: CladeLists,
     /// The protein section's bytes (`protein::encode_table`), empty without one.
     protein: Vec<u8>,
 }
@@ -102,7 +102,7 @@ impl IndexWriter {
             data_at,
             entries: Vec::new(),
             data_len: 0,
-            dropped: DroppedLists::default(),
+            clade_lists: CladeLists::default(),
             protein: Vec::new(),
         })
     }
@@ -126,9 +126,9 @@ impl IndexWriter {
         self.protein = bytes;
     }
 
-    /// Adds the dropped features of the shard just written (see `index::dropped`).
-    pub fn add_dropped(&mut self, dropped: DroppedLists) {
-        self.dropped.append(dropped);
+    /// Adds the clade features' lists of the shard just written (see `index::clade_lists`).
+    pub fn add_clade_lists(&mut self, lists: CladeLists) {
+        self.clade_lists.append(lists);
     }
 
     /// Writes the next shard's block. `checksum` is [`shard_checksum`] of its bytes if the caller
@@ -154,7 +154,7 @@ impl IndexWriter {
         Ok(())
     }
 
-    /// Writes the shard table, the targets, the taxonomy, the dropped features, the protein
+    /// Writes the shard table, the targets, the taxonomy, the clade lists, the protein
     /// table, the provenance and `header` (its
     /// sections filled in here), renames the file into place and returns its size in bytes.
     pub fn finish(self, mut header: Header, targets: &[TargetInfo], taxa: &[Taxon]) -> Result<u64, IndexError> {
@@ -163,13 +163,13 @@ impl IndexWriter {
         assert_eq!(self.entries.len(), self.shard_count, "every shard is written before the index is finished");
         let targets_bytes = encode(&path, "targets", &targets)?;
         let taxa_bytes = encode(&path, "taxonomy", &taxa)?;
-        let dropped_bytes = self.dropped.encode();
+        let clade_bytes = self.clade_lists.encode();
         let provenance_bytes = encode(&path, "provenance", &header.provenance)?;
         let table: &[u8] = bytemuck::cast_slice(&self.entries);
         let targets_at = align_up(self.data_at + self.data_len);
         let taxonomy_at = align_up(targets_at + targets_bytes.len() as u64);
-        let dropped_at = align_up(taxonomy_at + taxa_bytes.len() as u64);
-        let protein_at = align_up(dropped_at + dropped_bytes.len() as u64);
+        let clade_lists_at = align_up(taxonomy_at + taxa_bytes.len() as u64);
+        let protein_at = align_up(clade_lists_at + clade_bytes.len() as u64);
         let provenance_at = align_up(protein_at + self.protein.len() as u64);
         let xxh3 = xxhash_rust::xxh3::xxh3_64;
         header.sections = vec![
@@ -198,10 +198,10 @@ impl IndexWriter {
                 checksum: xxh3(&taxa_bytes),
             },
             SectionEntry {
-                kind: SectionKind::Dropped,
-                offset: dropped_at,
-                len: dropped_bytes.len() as u64,
-                checksum: xxh3(&dropped_bytes),
+                kind: SectionKind::CladeLists,
+                offset: clade_lists_at,
+                len: clade_bytes.len() as u64,
+                checksum: xxh3(&clade_bytes),
             },
             SectionEntry {
                 kind: SectionKind::Protein,
@@ -228,7 +228,7 @@ impl IndexWriter {
             (table, self.table_at),
             (&targets_bytes[..], targets_at),
             (&taxa_bytes[..], taxonomy_at),
-            (&dropped_bytes[..], dropped_at),
+            (&clade_bytes[..], clade_lists_at),
             (&self.protein[..], protein_at),
             (&provenance_bytes[..], provenance_at),
             (&header_bytes[..], PREAMBLE_LEN as u64),
@@ -271,13 +271,13 @@ pub fn write_index(
     shards: &[ShardData],
     targets: &[TargetInfo],
     taxa: &[Taxon],
-    dropped: &DroppedLists,
+    clade_lists: &CladeLists,
 ) -> Result<u64, IndexError> {
     let mut w = IndexWriter::new(file, &header)?;
     for s in shards {
         w.add_shard(&s.slots, &s.words, None)?;
     }
-    w.add_dropped(dropped.clone());
+    w.add_clade_lists(clade_lists.clone());
     w.finish(header, targets, taxa)
 }
 
@@ -302,7 +302,7 @@ mod tests {
             max_locations_per_feature: 254,
             shard_bits,
             key_index: KeyIndexParams { bucket_slots: 16, hash_functions: 3, seeds: crate::index::bcht::BUCKET_SEEDS },
-            layout: LocationLayout::for_counts(10, 1000, 254),
+            layout: LocationLayout::for_counts(10, 1000, 254, 20),
             taxonomy: TaxonomySource::PerSequence,
             collection: crate::index::format::Collection::whole(0),
             counts: Counts::default(),
@@ -370,7 +370,7 @@ mod tests {
             let targets = vec![TargetInfo { name: "t".into(), taxid: 1, length: 10, windows: 1 }];
             let taxa = vec![Taxon { taxid: 1, parent: 1, rank: "no rank".into(), name: "root".into() }];
             let file = IndexFile::create(&path).unwrap();
-            write_index(file, h, &shards, &targets, &taxa, &DroppedLists::default()).unwrap();
+            write_index(file, h, &shards, &targets, &taxa, &CladeLists::default()).unwrap();
             Index::open(&path, Verify::All).unwrap()
         };
         let long: Vec<String> = (0..200).map(|i| format!("/a/long/path/to/genome_{i:04}.fna.gz")).collect();

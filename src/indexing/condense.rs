@@ -1,32 +1,86 @@
 //! Stage 3 of the CPU build: turn each shard's bin of (feature, target, window) triples into its
 //! key index and location lists (HashGraph-style: sort by feature, lay out lists contiguously).
 //!
-//! Overpopulated features: a feature with more locations than `max_locations_per_feature` is left
-//! out of the index whole (its locations are counted as dropped). This is MetaCache's optional
-//! policy, chosen because it is deterministic and unbiased: keeping "the first N" would keep
-//! whichever targets happen to sort first.
+//! Overpopulated features: a feature with more locations than `max_locations_per_feature` is kept
+//! as a *clade feature*: the key index stores the lowest common ancestor of its targets' taxa
+//! instead of its list (`index::locations`), and its whole list goes to the clade lists section
+//! for `kmerdb update`. In a strain-dense collection these are the species' core features: a list
+//! of every strain tells a read no more than the species does, and dropping them (MetaCache's
+//! option, and kmerdb's policy up to format 7) left reads of a new strain with few features.
+//! MetaCache's default, keeping "the first N", would keep whichever targets sort first.
 
+use crate::index::TargetInfo;
 use crate::index::bcht;
-use crate::index::dropped::{self, DroppedLists};
+use crate::index::clade_lists::{self, CladeLists};
 use crate::index::locations::{ListWriter, LocationLayout, ShardOverflow};
 use crate::index::write::ShardData;
 use crate::sketch::Feature;
+use crate::taxonomy::{Taxon, TaxonTree, TaxonomyError};
+
+/// What names a clade feature's clade: each final target's node in the index's taxonomy tree
+/// (nodes are the taxa in taxid order, as the index stores them), and the tree.
+#[derive(Debug, Clone)]
+pub struct Clades {
+    tree: TaxonTree,
+    target_nodes: Vec<u32>,
+}
+
+impl Clades {
+    /// For an index of `targets` (numbered) and `taxa` (its pruned taxonomy).
+    pub fn new(targets: &[TargetInfo], taxa: &[Taxon]) -> Result<Self, TaxonomyError> {
+        let tree = TaxonTree::new(taxa.to_vec())?;
+        let target_nodes = targets
+            .iter()
+            .map(|t| tree.node(t.taxid).ok_or(TaxonomyError::UnknownTaxid { taxid: t.taxid }))
+            .collect::<Result<_, _>>()?;
+        Ok(Self { tree, target_nodes })
+    }
+
+    /// The LCA node of the targets of packed `locations` (sorted: each target's run counts once).
+    pub fn lca(&self, locations: impl IntoIterator<Item = u64>, layout: &LocationLayout) -> u32 {
+        let mut node: Option<u32> = None;
+        let mut last = None;
+        for l in locations {
+            let target = layout.unpack(l).0;
+            if last != Some(target) {
+                last = Some(target);
+                let n = self.target_nodes[target as usize];
+                node = Some(node.map_or(n, |m| self.tree.lca_node(m, n)));
+            }
+        }
+        node.expect("a clade feature has locations")
+    }
+
+    /// Each final target's tree node.
+    pub fn target_nodes(&self) -> &[u32] {
+        &self.target_nodes
+    }
+
+    pub fn tree(&self) -> &TaxonTree {
+        &self.tree
+    }
+
+    /// Nodes of the tree (what a clade entry must be able to number).
+    pub fn nodes(&self) -> u64 {
+        self.tree.taxa().len() as u64
+    }
+}
 
 /// What condensing a shard counted.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ShardStats {
     pub features: u64,
     pub locations: u64,
-    pub dropped_features: u64,
-    pub dropped_locations: u64,
+    pub clade_features: u64,
+    pub clade_locations: u64,
 }
 
 impl std::ops::AddAssign for ShardStats {
     fn add_assign(&mut self, o: Self) {
         self.features += o.features;
         self.locations += o.locations;
-        self.dropped_features += o.dropped_features;
-        self.dropped_locations += o.dropped_locations;
+        self.clade_features += o.clade_features;
+        self.clade_locations += o.clade_locations;
     }
 }
 
@@ -36,39 +90,52 @@ impl std::ops::AddAssign for ShardStats {
 /// Lists are laid out in the key index's slot order (not key order), so that the GPU can write them
 /// as soon as the keys are placed, without sorting the keys (see [`finish`](Self::finish)).
 pub struct ShardAssembler {
-    cap: u32,
     layout: LocationLayout,
     keys: Vec<Feature>,
     /// Where each key's locations start in `locs` (one more entry than `keys`).
     starts: Vec<usize>,
     locs: Vec<u64>,
+    /// Each key's clade node, [`NOT_A_CLADE`] for a feature with a list.
+    clades: Vec<u32>,
     stats: ShardStats,
 }
 
+/// [`ShardAssembler`]'s mark of a key with a list.
+const NOT_A_CLADE: u32 = u32::MAX;
+
 impl ShardAssembler {
-    pub fn new(layout: &LocationLayout, cap: u32) -> Self {
-        Self { cap, layout: *layout, keys: Vec::new(), starts: vec![0], locs: Vec::new(), stats: ShardStats::default() }
-    }
-
-    /// Whether a feature with `count` locations is kept; if not, it is counted as dropped.
-    pub fn keeps(&mut self, count: usize) -> bool {
-        if count > self.cap as usize {
-            self.stats.dropped_features += 1;
-            self.stats.dropped_locations += count as u64;
-            return false;
+    pub fn new(layout: &LocationLayout) -> Self {
+        Self {
+            layout: *layout,
+            keys: Vec::new(),
+            starts: vec![0],
+            locs: Vec::new(),
+            clades: Vec::new(),
+            stats: ShardStats::default(),
         }
-        true
     }
 
-    /// Adds a kept feature (see [`keeps`](Self::keeps)), greater than the ones before, with its
-    /// sorted, packed locations.
+    /// Adds a feature, greater than the ones before, with its sorted, packed locations.
     pub fn add(&mut self, feature: Feature, locs: &[u64]) {
         debug_assert!(self.keys.last().is_none_or(|&k| k < feature));
         self.keys.push(feature);
         self.locs.extend_from_slice(locs);
         self.starts.push(self.locs.len());
+        self.clades.push(NOT_A_CLADE);
         self.stats.features += 1;
         self.stats.locations += locs.len() as u64;
+    }
+
+    /// Adds a clade feature, greater than the ones before, whose `locations` locations' targets
+    /// have their LCA at tree node `node`.
+    pub fn add_clade(&mut self, feature: Feature, node: u32, locations: usize) {
+        debug_assert!(self.keys.last().is_none_or(|&k| k < feature));
+        self.keys.push(feature);
+        self.starts.push(self.locs.len());
+        self.clades.push(node);
+        self.stats.features += 1;
+        self.stats.clade_features += 1;
+        self.stats.clade_locations += locations as u64;
     }
 
     /// Places the keys (`bcht`'s rounds, then its walk for the keys left over) and writes the
@@ -82,7 +149,10 @@ impl ShardAssembler {
             let mut lists = ListWriter::new(self.layout);
             for slot in slots.iter_mut().chain(left.iter_mut()).filter(|s| s.key != bcht::EMPTY_KEY) {
                 let i = slot.value as usize;
-                slot.value = lists.add(&self.locs[self.starts[i]..self.starts[i + 1]])?;
+                slot.value = match self.clades[i] {
+                    NOT_A_CLADE => lists.add(&self.locs[self.starts[i]..self.starts[i + 1]])?,
+                    node => lists.add_clade(node)?,
+                };
             }
             if bcht::place_stragglers(&mut slots, &left) {
                 return Ok((ShardData { slots, words: lists.finish() }, self.stats));
@@ -115,11 +185,11 @@ impl WindowMap {
     }
 }
 
-/// One shard laid out: its bytes, its counts and its dropped features, whole.
+/// One shard laid out: its bytes, its counts and its clade features' lists, whole.
 pub struct Condensed {
     pub data: ShardData,
     pub stats: ShardStats,
-    pub dropped: DroppedLists,
+    pub clade_lists: CladeLists,
 }
 
 /// Condenses one shard from its bin.
@@ -128,39 +198,42 @@ pub fn condense_bin(
     windows: &WindowMap,
     layout: &LocationLayout,
     cap: u32,
+    clades: &Clades,
 ) -> Result<Condensed, ShardOverflow> {
     let mut located: Vec<(Feature, u64)> = Vec::with_capacity(bin.iter().map(Vec::len).sum());
     for chunk in bin {
         located.extend(chunk.iter().filter_map(|p| windows.locate(p.window, layout).map(|loc| (p.feature, loc))));
     }
-    condense_all(located, layout, cap)
+    condense_all(located, layout, cap, clades)
 }
 
-/// Condenses one shard from (feature, packed final location) pairs in any order; the features
-/// over the cap come back whole, unpacked.
+/// Condenses one shard from (feature, packed final location) pairs in any order; the clade
+/// features' lists come back whole, unpacked.
 pub fn condense_all(
     mut located: Vec<(Feature, u64)>,
     layout: &LocationLayout,
     cap: u32,
+    clades: &Clades,
 ) -> Result<Condensed, ShardOverflow> {
     // Sorting by (feature, location) groups features and orders each list.
     located.sort_unstable();
-    let mut shard = ShardAssembler::new(layout, cap);
-    let mut dropped = DroppedLists::default();
+    let mut shard = ShardAssembler::new(layout);
+    let mut clade_lists = CladeLists::default();
     let mut locs = Vec::new();
     for group in located.chunk_by(|a, b| a.0 == b.0) {
-        if shard.keeps(group.len()) {
+        let (feature, packed) = (group[0].0, group.iter().map(|&(_, loc)| loc));
+        if group.len() <= cap as usize {
             locs.clear();
-            locs.extend(group.iter().map(|&(_, loc)| loc));
-            shard.add(group[0].0, &locs);
+            locs.extend(packed);
+            shard.add(feature, &locs);
         } else {
-            let unpacked = group.iter().map(|&(_, loc)| layout.unpack(loc)).map(|(t, w)| dropped::location(t, w));
-            dropped.push(group[0].0, unpacked);
+            shard.add_clade(feature, clades.lca(packed.clone(), layout), group.len());
+            clade_lists.push(feature, packed.map(|l| layout.unpack(l)).map(|(t, w)| clade_lists::location(t, w)));
         }
     }
     drop(located);
     let (data, stats) = shard.finish()?;
-    Ok(Condensed { data, stats, dropped })
+    Ok(Condensed { data, stats, clade_lists })
 }
 
 #[cfg(test)]
@@ -168,10 +241,28 @@ mod tests {
     use super::*;
     use crate::index::locations::LocationList;
 
+    /// Final targets 0, 1, 2 of taxa 1000 and 1001 (strains of species 100) and 200 (a species of
+    /// another genus).
+    fn clades() -> Clades {
+        let taxon = |taxid, parent, rank: &str| Taxon { taxid, parent, rank: rank.into(), name: String::new() };
+        let taxa = [
+            taxon(1, 1, "no rank"),
+            taxon(10, 1, "genus"),
+            taxon(20, 1, "genus"),
+            taxon(100, 10, "species"),
+            taxon(200, 20, "species"),
+            taxon(1000, 100, "strain"),
+            taxon(1001, 100, "strain"),
+        ];
+        let target = |name: &str, taxid| TargetInfo { name: name.into(), taxid, length: 1000, windows: 10 };
+        Clades::new(&[target("a", 1000), target("b", 1001), target("c", 200)], &taxa).unwrap()
+    }
+
     #[test]
     fn lists_are_sorted_capped_and_renumbered() {
         use crate::indexing::sketching::{Pair, RawTarget};
-        let layout = LocationLayout::for_counts(4, 100, 254);
+        let clades = clades();
+        let layout = LocationLayout::for_counts(4, 100, 254, clades.nodes());
         // Provisional targets 0..4 with 10 windows each: global windows 0-9, 10-19, 20-29, 30-39.
         let raw: Vec<RawTarget> = (0..4)
             .map(|i| RawTarget {
@@ -192,22 +283,32 @@ mod tests {
             vec![p(7, 0, 3), p(5, 2, 1), p(7, 2, 9)],
             vec![p(5, 1, 4), p(9, 0, 1), p(9, 2, 1), p(9, 3, 1), p(7, 3, 0)],
         ];
-        let Condensed { data: shard, stats, dropped } = condense_bin(bin, &windows, &layout, 2).unwrap();
-        assert_eq!((stats.features, stats.locations, stats.dropped_features, stats.dropped_locations), (1, 1, 2, 6));
-        // The dropped features keep every location, renumbered and sorted, unpacked.
-        let mut expected = DroppedLists::default();
-        let l = dropped::location;
+        let Condensed { data: shard, stats, clade_lists } = condense_bin(bin, &windows, &layout, 2, &clades).unwrap();
+        assert_eq!((stats.features, stats.locations, stats.clade_features, stats.clade_locations), (3, 1, 2, 6));
+        // The clade features keep every location, renumbered and sorted, unpacked, for updates.
+        let mut expected = CladeLists::default();
+        let l = clade_lists::location;
         expected.push(7, [l(0, 9), l(1, 3), l(2, 0)]);
         expected.push(9, [l(0, 1), l(1, 1), l(2, 1)]);
-        assert_eq!(dropped, expected);
+        assert_eq!(clade_lists, expected);
         let value = bcht::lookup(&shard.slots, 5).unwrap();
         let list = LocationList::decode(value, &shard.words, &layout);
         assert_eq!(list.iter().map(|l| layout.unpack(l)).collect::<Vec<_>>(), vec![(0, 1)]);
-        assert_eq!(bcht::lookup(&shard.slots, 7), None);
-        assert_eq!(bcht::lookup(&shard.slots, 9), None);
+        // Over the cap: both features name their targets' LCA, the root (strains of species 100
+        // and a species of another genus), and hold no locations.
+        let root = clades.tree().node(1).unwrap();
+        for f in [7, 9] {
+            let list = LocationList::decode(bcht::lookup(&shard.slots, f).unwrap(), &shard.words, &layout);
+            assert_eq!((list.clade(), list.len()), (Some(root), 0));
+        }
+        // Two strains of one species: their species.
+        let bin = vec![vec![p(7, 0, 3), p(7, 2, 9), p(7, 2, 5)]];
+        let shard = condense_bin(bin, &windows, &layout, 2, &clades).unwrap().data;
+        let list = LocationList::decode(bcht::lookup(&shard.slots, 7).unwrap(), &shard.words, &layout);
+        assert_eq!(list.clade(), clades.tree().node(100));
 
         let bin = vec![vec![p(7, 0, 3), p(7, 2, 9), p(7, 3, 0)]];
-        let shard = condense_bin(bin, &windows, &layout, 254).unwrap().data;
+        let shard = condense_bin(bin, &windows, &layout, 254, &clades).unwrap().data;
         let list = LocationList::decode(bcht::lookup(&shard.slots, 7).unwrap(), &shard.words, &layout);
         assert_eq!(list.iter().map(|l| layout.unpack(l)).collect::<Vec<_>>(), vec![(0, 9), (1, 3), (2, 0)]);
     }

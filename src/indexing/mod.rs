@@ -252,13 +252,15 @@ fn build_in_pool(
     targets::warn_featureless(&raw_targets, &resolved.final_id, &config.sources, config.sketch.k);
     phase("taxa");
     let max_windows = resolved.targets.iter().map(|t| t.windows).max().unwrap_or(1);
-    let layout =
-        LocationLayout::for_counts(resolved.targets.len() as u64, max_windows, config.max_locations_per_feature);
+    let clades = condense::Clades::new(&resolved.targets, &resolved.taxa)?;
+    let cap = config.max_locations_per_feature;
+    let layout = LocationLayout::for_counts(resolved.targets.len() as u64, max_windows, cap, clades.nodes());
     let job = LayOut {
         config,
         collection,
         raw_targets: &raw_targets,
         resolved: &resolved,
+        clades: &clades,
         layout,
         shard_bits,
         progress: &progress,
@@ -387,6 +389,8 @@ struct LayOut<'a> {
     collection: Collection,
     raw_targets: &'a [sketching::RawTarget],
     resolved: &'a targets::Resolved,
+    /// The clade of each feature over the cap is named in this tree.
+    clades: &'a condense::Clades,
     layout: LocationLayout,
     shard_bits: u32,
     #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
@@ -395,7 +399,7 @@ struct LayOut<'a> {
 }
 
 impl LayOut<'_> {
-    /// Stage 3: every shard condensed (sorted, overpopulated features dropped, location lists and
+    /// Stage 3: every shard condensed (sorted, overpopulated features made clade features, lists and
     /// key index laid out) and written into `out` in shard order: on the CPU, shards on every
     /// thread of the pool at once while the one before is written; on the GPUs in passes (with
     /// the passes' summary). Returns the writer, with the shards' counts.
@@ -433,14 +437,14 @@ impl LayOut<'_> {
         let mut writer = self.writer(out)?;
         let mut stats = condense::ShardStats::default();
         let condense = |bin| {
-            condense::condense_bin(bin, &windows, &self.layout, cap)
+            condense::condense_bin(bin, &windows, &self.layout, cap, self.clades)
                 .map_err(|source| BuildError::from(IndexError::ShardOverflow { path: self.config.db.clone(), source }))
         };
         // This thread is one of the pool's: it condenses, and a thread of its own writes.
         let mut condensed = pipeline::in_order_windows(self.pool, bins, condense);
         let mut write = |shard: condense::Condensed| {
             writer.add_shard(&shard.data.slots, &shard.data.words, None)?;
-            writer.add_dropped(shard.dropped);
+            writer.add_clade_lists(shard.clade_lists);
             stats += shard.stats;
             Ok(())
         };
@@ -465,6 +469,7 @@ impl LayOut<'_> {
             final_id: &self.resolved.final_id,
             layout: &self.layout,
             cap: self.config.max_locations_per_feature,
+            clades: self.clades,
         };
         let (stats, report) = pb.build_shards(what, self.pool, &mut writer)?;
         let placed = pb.placement();
@@ -524,8 +529,8 @@ pub(crate) fn counts_of(
         windows: targets.iter().map(|t| t.windows).sum(),
         features: stats.features,
         locations: stats.locations,
-        dropped_features: stats.dropped_features,
-        dropped_locations: stats.dropped_locations,
+        clade_features: stats.clade_features,
+        clade_locations: stats.clade_locations,
         buckets,
     }
 }

@@ -91,15 +91,17 @@ pub fn warn_featureless(raw: &[RawTarget], final_id: &[Option<u32>], sources: &[
     );
 }
 
-/// An error if the index would have no features: no read could ever be classified against it.
+/// An error if the index would have no features with locations: no read could be classified
+/// against it, or (every feature a clade feature, over the cap) only by features that every
+/// sequence shares.
 pub fn check_not_empty(stats: &crate::indexing::condense::ShardStats, k: u32, cap: u32) -> Result<(), BuildError> {
-    if stats.features > 0 {
+    if stats.features > stats.clade_features {
         return Ok(());
     }
-    let reason = if stats.dropped_features > 0 {
+    let reason = if stats.clade_features > 0 {
         format!(
-            "all {} features are in more than --max-locations-per-feature ({cap}) locations, so none would be looked up (is -k {k} too short to tell the sequences apart?)",
-            stats.dropped_features
+            "all {} features are in more than --max-locations-per-feature ({cap}) locations, so none would tell a sequence from another (is -k {k} too short to tell the sequences apart?)",
+            stats.clade_features
         )
     } else {
         format!(

@@ -16,10 +16,10 @@
 //! 4. the shards are written in order, beside the output, which is renamed into place at the end
 //!    (the output may be the old index: a failure leaves it as it was).
 
-use crate::index::dropped::{DroppedView, target_window};
+use crate::index::clade_lists::{CladeLists, target_window};
 use crate::index::format::{Counts, Header, Provenance, TaxonomySource};
 use crate::index::{Index, IndexFile, IndexWriter, LocationLayout, TargetInfo, Verify, bcht};
-use crate::indexing::condense::{self, Condensed, ShardStats, WindowMap};
+use crate::indexing::condense::{self, Clades, Condensed, ShardStats, WindowMap};
 use crate::indexing::error::BuildError;
 use crate::indexing::sketching::{self, RawTarget};
 use crate::indexing::targets::{self, Named, SYNTHETIC_TAXID_BASE};
@@ -131,7 +131,7 @@ pub fn update(config: &UpdateConfig) -> Result<UpdateSummary, BuildError> {
     // In place, the index is read through the path that was locked: when -d and -o are two hard
     // links, a waiting update finds the newer file at -o only.
     let old = Index::open(if in_place { &config.db } else { &config.old }, Verify::All)?;
-    let dropped = old.dropped()?;
+    let clade_lists = old.clade_lists()?;
     let removed = removed_targets(config, &old)?;
     check_taxonomy_use(config, old.header())?;
     crate::indexing::check_output(&config.db)?;
@@ -151,9 +151,18 @@ pub fn update(config: &UpdateConfig) -> Result<UpdateSummary, BuildError> {
         let new = Renumbered::new(config, &old, &removed, &raw, taxonomy.as_ref(), &seqid_map)?;
         targets::warn_featureless(&raw, &new.final_id, &config.add, header.sketch.k);
         let taxa = new.taxa(&old, taxonomy)?;
-        let shards = Shards { old: &old, dropped: by_shard(&dropped, header.shard_bits), new: &new, raw: &raw };
+        let clades = Clades::new(&new.targets, &taxa)?;
+        let layout = new.layout(header.max_locations_per_feature, &clades);
+        let shards = Shards {
+            old: &old,
+            clade_lists: by_shard(&clade_lists, header.shard_bits),
+            new: &new,
+            raw: &raw,
+            clades: &clades,
+            layout,
+        };
         let mut template = header.clone();
-        template.layout = new.layout;
+        template.layout = layout;
         // The part stays the part it was (it still merges with the others); the taxonomy's
         // checksum is the one given, as a fresh build with it would record.
         if let Some(t) = &taxonomy_checksum {
@@ -247,7 +256,6 @@ struct Renumbered {
     old_to_new: Vec<Option<u32>>,
     /// Final id of each added sequence (`None`: left out, no taxid), by provisional id.
     final_id: Vec<Option<u32>>,
-    layout: LocationLayout,
     added: usize,
     without_taxid: Vec<String>,
 }
@@ -309,11 +317,14 @@ impl Renumbered {
                 Origin::Added(i) => final_id[i] = id,
             }
         }
-        let max_windows = targets.iter().map(|t| t.windows).max().unwrap_or(1);
-        let cap = old.header().max_locations_per_feature;
-        let layout = LocationLayout::for_counts(targets.len() as u64, max_windows, cap);
         let added = final_id.iter().flatten().count();
-        Ok(Self { targets, old_to_new, final_id, layout, added, without_taxid })
+        Ok(Self { targets, old_to_new, final_id, added, without_taxid })
+    }
+
+    /// The layout a build of these targets would choose, with `clades` for their taxa.
+    fn layout(&self, cap: u32, clades: &Clades) -> LocationLayout {
+        let max_windows = self.targets.iter().map(|t| t.windows).max().unwrap_or(1);
+        LocationLayout::for_counts(self.targets.len() as u64, max_windows, cap, clades.nodes())
     }
 
     /// The new index's taxa, as a build of its targets would prune them: from the taxonomy given
@@ -364,10 +375,10 @@ fn old_taxid(
     }
 }
 
-/// The dropped features of each shard, in stored order (shard order, then feature).
-fn by_shard<'a>(dropped: &DroppedView<'a>, shard_bits: u32) -> Vec<Vec<(Feature, &'a [u64])>> {
+/// The clade features of each shard with their lists, in stored order (shard order, then feature).
+fn by_shard(clade_lists: &CladeLists, shard_bits: u32) -> Vec<Vec<(Feature, &[u64])>> {
     let mut shards = vec![Vec::new(); 1 << shard_bits];
-    for (feature, list) in dropped.iter() {
+    for (feature, list) in clade_lists.iter() {
         shards[crate::index::format::shard_of(feature, shard_bits)].push((feature, list));
     }
     shards
@@ -376,10 +387,13 @@ fn by_shard<'a>(dropped: &DroppedView<'a>, shard_bits: u32) -> Vec<Vec<(Feature,
 /// Stage 3 of an update: each shard's locations gathered and condensed.
 struct Shards<'a> {
     old: &'a Index,
-    dropped: Vec<Vec<(Feature, &'a [u64])>>,
+    clade_lists: Vec<Vec<(Feature, &'a [u64])>>,
     new: &'a Renumbered,
     /// The added sequences as read (their provisional ids and first windows).
     raw: &'a [RawTarget],
+    /// The updated index's tree, for the clade features' LCAs, and its layout.
+    clades: &'a Clades,
+    layout: LocationLayout,
 }
 
 impl Shards<'_> {
@@ -418,7 +432,7 @@ impl Shards<'_> {
         let condense = |(shard, bin): (usize, sketching::Bin)| {
             let located = self.locations(shard, bin, &windows);
             let cap = self.old.header().max_locations_per_feature;
-            condense::condense_all(located, &self.new.layout, cap).map_err(|source| {
+            condense::condense_all(located, &self.layout, cap, self.clades).map_err(|source| {
                 BuildError::from(crate::index::IndexError::ShardOverflow { path: path.clone(), source })
             })
         };
@@ -427,7 +441,7 @@ impl Shards<'_> {
         let mut stats = ShardStats::default();
         let mut write = |shard: Condensed| {
             writer.add_shard(&shard.data.slots, &shard.data.words, None)?;
-            writer.add_dropped(shard.dropped);
+            writer.add_clade_lists(shard.clade_lists);
             stats += shard.stats;
             Ok(())
         };
@@ -441,7 +455,7 @@ impl Shards<'_> {
     /// of the targets that stay, and the added genomes' from `bin`.
     fn locations(&self, shard: usize, bin: sketching::Bin, windows: &WindowMap) -> Vec<(Feature, u64)> {
         let (old, new) = (self.old, self.new);
-        let (old_layout, layout) = (old.layout(), &new.layout);
+        let (old_layout, layout) = (old.layout(), &self.layout);
         let renumber = |target: u32, window: u32| new.old_to_new[target as usize].map(|t| layout.pack(t, window));
         let mut located = Vec::new();
         for slot in old.shard_slots(shard).iter().filter(|s| s.key != bcht::EMPTY_KEY) {
@@ -450,7 +464,7 @@ impl Shards<'_> {
                 located.extend(renumber(t, w).map(|l| (slot.key, l)));
             }
         }
-        for &(feature, list) in &self.dropped[shard] {
+        for &(feature, list) in &self.clade_lists[shard] {
             let renumbered = list.iter().filter_map(|&l| {
                 let (t, w) = target_window(l);
                 renumber(t, w)

@@ -60,7 +60,7 @@ pub(super) fn lay_out(
     log::debug!("update on GPU {}: {} passes for {} locations", gpu.ordinal, passes.len(), counts.iter().sum::<u64>());
     let final_id: Vec<Option<u32>> = shards.new.old_to_new.iter().chain(&shards.new.final_id).copied().collect();
     let header = shards.old.header();
-    let (cap, shard_bits, layout) = (header.max_locations_per_feature, header.shard_bits, &shards.new.layout);
+    let (cap, shard_bits, layout) = (header.max_locations_per_feature, header.shard_bits, &shards.layout);
     let mut bins: Vec<Option<Bin>> = bins.into_iter().map(Some).collect();
     let mut passes = passes.into_iter();
     let mut gather = || -> Result<Option<Gathered>, BuildError> {
@@ -83,14 +83,14 @@ pub(super) fn lay_out(
             let bug = "the table is sized for every value it gets: this is a bug, please report it";
             return Err(table.full(&status, bug).into());
         }
-        let all = crate::gpu::condense::condense(&table, gpu, &final_id, layout, cap, shard_bits)?;
+        let all = crate::gpu::condense::condense(&table, gpu, &final_id, layout, (cap, shards.clades), shard_bits)?;
         Ok(all.into_iter().skip(range.start).take(range.len()).collect())
     };
     let (mut writer, mut stats) = (writer, ShardStats::default());
     let write = |pass: Vec<Condensed>| -> Result<(), BuildError> {
         for shard in pass {
             writer.add_shard(&shard.data.slots, &shard.data.words, None)?;
-            writer.add_dropped(shard.dropped);
+            writer.add_clade_lists(shard.clade_lists);
             stats += shard.stats;
         }
         Ok(())
@@ -127,9 +127,9 @@ impl Shards<'_> {
 
     /// How many pairs [`Shards::host_pairs`] gives for shard `shard`.
     fn host_count(&self, shard: usize, bin: &Bin) -> u64 {
-        let dropped: u64 = self.dropped[shard].iter().map(|(_, list)| list.len() as u64).sum();
+        let clades: u64 = self.clade_lists[shard].iter().map(|(_, list)| list.len() as u64).sum();
         let added: u64 = bin.iter().map(|chunk| chunk.len() as u64).sum();
-        dropped + added
+        clades + added
     }
 
     /// The host's pairs of the shards of `pass` (`counts` of each, in pass order), each shard's
@@ -162,7 +162,7 @@ impl Shards<'_> {
             values[at] = value;
             at += 1;
         };
-        for &(feature, list) in &self.dropped[shard] {
+        for &(feature, list) in &self.clade_lists[shard] {
             list.iter().for_each(|&l| push(feature, l));
         }
         let first_added = old.targets().len() as u64;

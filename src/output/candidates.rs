@@ -30,8 +30,8 @@ pub const CANDIDATES_MAGIC: &str = "kmerdb-candidates";
 /// decoded, so that another file is refused, not decoded into nonsense sizes.
 pub const FILE_MAGIC: &[u8; 18] = b"KMERDB-CANDIDATES\n";
 /// Version 2: the header records the strain margin. Version 3: blocks with checksums, and the
-/// header's [`Collection`].
-pub const CANDIDATES_VERSION: u32 = 3;
+/// header's [`Collection`]. Version 4: each read's clade features' hits.
+pub const CANDIDATES_VERSION: u32 = 4;
 
 /// A block's kind, length and checksum, before its payload.
 pub const BLOCK_HEAD: usize = 13;
@@ -67,6 +67,8 @@ pub struct ReadCandidates {
     pub lengths: (u32, Option<u32>),
     /// (target id in this partition, hits), best first, at most `max_candidates`.
     pub candidates: Vec<(u32, u32)>,
+    /// The clade features' hits in this partition, (clade's taxid, count) in taxid order.
+    pub clades: Vec<(TaxId, u32)>,
     /// Per mate, the taxa of its features' locations in this partition, as (taxid, count) runs
     /// (0: the feature is not in this partition).
     pub hits: [Vec<(TaxId, u32)>; 2],
@@ -395,6 +397,7 @@ mod tests {
                 id: format!("r{i}"),
                 lengths: (150, Some(150)),
                 candidates: vec![(0, i as u32)],
+                clades: if i % 3 == 0 { vec![(1, 2)] } else { vec![] },
                 hits: [vec![(1, 3)], vec![]],
             })
             .collect()

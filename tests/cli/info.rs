@@ -21,7 +21,7 @@ fn text_and_json_describe_the_index() {
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let sections: Vec<&str> =
         json["sections"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
-    assert_eq!(sections, ["shards", "shard data", "targets", "taxonomy", "dropped", "protein", "provenance"]);
+    assert_eq!(sections, ["shards", "shard data", "targets", "taxonomy", "clade lists", "protein", "provenance"]);
     assert_eq!(json["provenance"]["command_line"][1], "build");
     for s in json["sections"].as_array().unwrap() {
         assert_eq!(s["offset"].as_u64().unwrap() % 4096, 0, "sections are 4 KiB-aligned");

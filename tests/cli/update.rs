@@ -71,7 +71,7 @@ fn list(dir: &Path, name: &str, lines: &[String]) -> PathBuf {
 /// Random splits of the bundled genomes into an index and genomes to add: adding them gives the
 /// full build's contents, removing them from the full build gives the part's, and adding then
 /// removing gives the part back. With and without a taxonomy, with a cap of 2 so that many
-/// features are dropped and come back.
+/// features become clade features, come back under the cap and change clades.
 #[test]
 fn adding_and_removing_equal_a_fresh_build() {
     let tax = data().join("taxonomy");

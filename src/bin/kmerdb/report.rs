@@ -123,8 +123,8 @@ pub fn build(s: &BuildSummary) {
 /// What an index holds, as the build and the update summaries say it.
 fn describe_counts(c: &kmerdb::index::format::Counts) -> String {
     format!(
-        "{} targets, {} bases, {} features, {} locations, {} overpopulated features dropped ({} locations)",
-        c.targets, c.bases, c.features, c.locations, c.dropped_features, c.dropped_locations
+        "{} targets, {} bases, {} features, {} locations, {} clade features over the location cap ({} locations)",
+        c.targets, c.bases, c.features, c.locations, c.clade_features, c.clade_locations
     )
 }
 
