@@ -41,6 +41,23 @@ for gpus in 0 none; do
 done
 cmp /tmp/classify-0.txt /tmp/classify-none.txt && cmp /tmp/classify-0.kreport /tmp/classify-none.kreport \
     && echo "data/ reads: GPU and CPU classify outputs identical" || { echo "data/ reads: classify outputs DIFFER"; status=1; }
+# A strain-dense collection (bench/strain_dense.py, made here: one species in 300 strains), whose
+# core features are clade features: the GPU's index and calls equal the CPU's.
+step "strain-dense collection: GPU build and classify equal the CPU's"
+sd=$(mktemp -d)
+python3 bench/strain_dense.py make dense "$sd" >/dev/null
+for gpus in 0 none; do
+    $B/kmerdb build -q --gpus $gpus -d "$sd/$gpus.db" --taxonomy "$sd/taxonomy" --seqid2taxid "$sd/refs/seqid2taxid.map" "$sd/refs" || status=1
+done
+for gpus in 0 none; do
+    $B/kmerdb classify --gpus $gpus -d "$sd/none.db" -1 "$sd/reads/held_out_R1.fq" -2 "$sd/reads/held_out_R2.fq" \
+        -o "$sd/$gpus.kraken" -r "$sd/$gpus.kreport" --candidates-out "$sd/$gpus.cand" 2>&1 | grep -E "classified|error" || status=1
+done
+$B/kmerdb info "$sd/none.db" | grep -E "^(features|size)"
+for f in db kraken kreport cand; do
+    cmp "$sd/0.$f" "$sd/none.$f" && echo "strain-dense: GPU and CPU .$f identical" || { echo "strain-dense: .$f DIFFER"; status=1; }
+done
+rm -rf "$sd"
 # A GPU that is not there: a non-zero exit and a message naming it.
 if out=$($B/kmerdb build -q --gpus 7 data/genomes -d /tmp/x.db 2>&1); then
     echo "--gpus 7 succeeded"; status=1
