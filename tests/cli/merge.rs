@@ -36,7 +36,7 @@ fn classify_mock(db: &Path, outputs: &[&str], dir: &Path) {
 
 /// The test: the parts of `../shared/data/refs`, merged, give exactly the outputs of one
 /// index of all of it (per-read lines with hit lists, kreport, abundances). The location cap is
-/// set above any feature's count: a cap applies per part, so with the default (254) a feature
+/// set above any feature's count: a cap applies per part, so with the default (64) a feature
 /// with more locations in all than in any part can be a clade feature of one index and a list in the parts,
 /// which changes hit lists (calls and reports stayed the same on this data).
 #[test]
