@@ -410,8 +410,12 @@ pub const DEFAULT_STRAIN_MARGIN: f64 = 0.1;
 ///
 /// `clades` ((clade, count), one per clade) weigh in as Kraken 2 weighs a root-to-leaf path: a
 /// candidate scores its hits plus the counts of the clades that hold its taxon, and each clade is
-/// an entry of its own scoring its count plus those of the clades above it. Entries are then
-/// ranked as candidates are (the first of equal scores, candidates before clades, is the best).
+/// an entry of its own scoring its count plus those of the clades above it. The best entry is the
+/// first of the highest score among those that stand on their own: a candidate with at least
+/// `hitmin` hits of its own, a clade whose score reaches `hitmin`. So clade features never carry a
+/// call below their clade by themselves: a read of a species the index lacks, with a few hits on a
+/// sibling and more on their genus's clade features, is called at the genus, not as the sibling.
+/// Every entry within `hitdiff` of the best then joins the LCA, as candidates do.
 pub fn decide(
     candidates: &[Candidate],
     clades: &[(TaxId, u32)],
@@ -473,10 +477,10 @@ fn decide_with_clades(
         });
         listed.chain(clades.iter().map(|&(c, _)| (c, support(c))))
     };
-    let Some((top_taxon, top)) = entries().reduce(|best, e| if e.1 > best.1 { e } else { best }) else { return 0 };
-    if top < params.hitmin {
-        return 0;
-    }
+    // Entries that may be the best: candidates by their own hits, clades by their score.
+    let own = candidates.iter().map(|c| c.hits).chain(clades.iter().map(|&(c, _)| support(c)));
+    let standing = entries().zip(own).filter(|&(_, own)| own >= params.hitmin).map(|(e, _)| e);
+    let Some((top_taxon, top)) = standing.reduce(|best, e| if e.1 > best.1 { e } else { best }) else { return 0 };
     let threshold = top as f64 * (1.0 - params.hitdiff) - 1e-9;
     let mut taxon = top_taxon;
     for (t, score) in entries() {
@@ -644,4 +648,32 @@ mod tests {
         p.strain_margin = 0.0;
         assert_eq!(decide(&[candidate(0, 10), candidate(1, 9)], &[], &p, &taxa, &tree), 1000, "margin 0: as before");
     }
+
+    /// Clade features: a clade alone is called when its count reaches `hitmin`; it adds to the
+    /// candidates below it; a candidate needs `hitmin` hits of its own to carry the call below the
+    /// clades; sibling clades are ranked as candidates are.
+    #[test]
+    fn clade_features_add_to_their_candidates_and_never_carry_a_call_alone() {
+        let tree = tree();
+        let taxa = [1000, 1001, 101, 100];
+        let mut p = params(3, 0.0, None);
+        let call = |c: &[Candidate], clades: &[(TaxId, u32)], p: &ClassifyParams| decide(c, clades, p, &taxa, &tree);
+        assert_eq!(call(&[], &[(100, 5)], &p), 100, "a species' core features alone");
+        assert_eq!(call(&[], &[(100, 2)], &p), 0, "too few");
+        assert_eq!(call(&[], &[(10, 1), (100, 2)], &p), 100, "the genus's count adds to its species");
+        assert_eq!(call(&[candidate(0, 4)], &[(100, 10)], &p), 1000, "4 + 10 for the strain");
+        assert_eq!(call(&[candidate(2, 2)], &[(10, 6)], &p), 10, "2 hits of its own: the genus");
+        assert_eq!(call(&[candidate(2, 3)], &[(10, 6)], &p), 101, "3 of its own: the species");
+        assert_eq!(call(&[], &[(100, 5), (101, 4)], &p), 100, "sibling clades: the best");
+        assert_eq!(call(&[], &[(100, 5), (101, 5)], &p), 10, "tied sibling clades: their LCA");
+        // The strain margin counts the species' clade as a sibling of the strain.
+        p.strain_margin = 0.1;
+        assert_eq!(call(&[candidate(0, 1)], &[(100, 20)], &p), 100, "1 of its own is not a strain call");
+        assert_eq!(call(&[candidate(0, 6), candidate(1, 1)], &[(100, 20)], &p), 1000, "26 against 21 and 20");
+        assert_eq!(call(&[candidate(0, 3), candidate(1, 1)], &[(100, 20)], &p), 100, "23 against 21: within 10%");
+        assert_eq!(call(&[candidate(0, 3), candidate(1, 3)], &[(100, 20)], &p), 100, "two strains tied");
+        p.lowest_rank = Some("species".into());
+        assert_eq!(call(&[candidate(0, 4)], &[(100, 10)], &p), 100, "lifted to the lowest rank");
+    }
+
 }
