@@ -58,21 +58,46 @@ __device__ __forceinline__ u64 read_entry(const u32* words, u32 eb, u64 i) {
     return ((two >> shift) | ((u64)words[w + 2] << (64 - shift))) & mask;
 }
 
-// A decoded list: a single inline location, or `len` entries from `first` of the shard's stream;
-// a clade feature's is empty, with its clade's node + 1 in `clade` (0 otherwise).
+// 64 bits of a stream from bit `bit` (at least 64 bits before the end of the padded words):
+// src/index/locations.rs bits_at.
+__device__ __forceinline__ u64 bits_at(const u32* words, u64 bit) {
+    const u64 w = bit >> 5;
+    const u32 shift = (u32)(bit & 31);
+    const u64 lo = (u64)words[w] | ((u64)words[w + 1] << 32);
+    return shift == 0 ? lo : (lo >> shift) | ((u64)words[w + 2] << (64 - shift));
+}
+
+// One gamma code at *bit, if it is whole before `end` and below 2^32 (locations.rs read_gamma).
+__device__ __forceinline__ bool read_gamma(const u32* words, u64* bit, u64 end, u64* x) {
+    if (*bit >= end) return false;
+    const u64 window = bits_at(words, *bit);
+    if (window == 0) return false;
+    const u64 z = (u64)(__ffsll((long long)window) - 1);
+    if (z > 31 || *bit + 2 * z + 1 > end) return false;
+    // A code is at most 63 bits: it is all in the window.
+    *x = (1ull << z) | ((window >> (z + 1)) & ((1ull << z) - 1));
+    *bit += 2 * z + 1;
+    return true;
+}
+
+// A decoded list (LocationList::decode): a single inline location, `len` entries from entry
+// `first`, or (delta) `len` locations, `loc` then gamma codes from bit `first` to `end`; a clade
+// feature's is empty, with its clade's node + 1 in `clade` (0 otherwise).
 struct List {
     const u32* words;
     u64 first;
-    u32 len;
-    bool single;
+    u64 end;
     u64 loc;
+    u32 len;
     u32 clade;
+    bool single;
+    bool delta;
 };
 
 // LocationList::decode, bounds checks included (a damaged index gives an empty list, and a clade
 // node past the tree no clade).
 __device__ __forceinline__ List decode_list(const DeviceIndex& ix, u32 shard, u32 value) {
-    List l = {(const u32*)ix.word_base[shard], 0, 0, false, 0, 0};
+    List l = {(const u32*)ix.word_base[shard], 0, 0, 0, 0, 0, false, false};
     if ((value & INLINE_FLAG) && ix.inline_single) {
         l.single = true;
         l.len = 1;
@@ -80,23 +105,63 @@ __device__ __forceinline__ List decode_list(const DeviceIndex& ix, u32 shard, u3
         return l;
     }
     const u64 words = ix.shard_words[shard];
-    const u64 entries = words >= PAD_WORDS ? ((words - PAD_WORDS) * 32) / ix.entry_bits : 0;
-    if ((u64)value >= entries) return l;
-    const u64 len = read_entry(l.words, ix.entry_bits, value);
+    const u64 real_bits = words >= PAD_WORDS ? (words - PAD_WORDS) * 32 : 0;
+    const u64 entries = real_bits / ix.entry_bits;
+    if ((u64)value + 1 >= entries) return l;
+    const u64 head = read_entry(l.words, ix.entry_bits, value);
+    const u64 second = read_entry(l.words, ix.entry_bits, (u64)value + 1);
+    const u64 len = (head >> 1) < 0xFFFFFFFFull ? (head >> 1) : 0xFFFFFFFFull;
     if (len == 0) {
-        if ((u64)value + 1 < entries) {
-            const u64 node = read_entry(l.words, ix.entry_bits, (u64)value + 1);
-            if (node < ix.nodes) l.clade = (u32)node + 1;
-        }
+        if (!(head & 1) && second < ix.nodes) l.clade = (u32)second + 1;
         return l;
     }
-    l.first = (u64)value + 1;
-    l.len = ((u64)value + 1 + len > entries) ? 0 : (u32)len;
+    if (!(head & 1)) {
+        if ((u64)value + 1 + len > entries) return l;
+        l.first = (u64)value + 1;
+        l.len = (u32)len;
+        return l;
+    }
+    l.delta = true;
+    l.loc = second;
+    l.first = ((u64)value + 2) * ix.entry_bits;
+    l.end = real_bits;
+    l.len = (u32)len;
     return l;
 }
 
-__device__ __forceinline__ u64 list_at(const DeviceIndex& ix, const List& l, u32 i) {
-    return l.single ? l.loc : read_entry(l.words, ix.entry_bits, l.first + i);
+// Where a walk through a list is: the locations' iterator (locations.rs Locations).
+struct Cursor {
+    u64 bit;
+    u32 i, t, w;
+};
+
+// The list's next location; those a damaged stream cannot give read as NOT_FOUND.
+__device__ __forceinline__ u64 list_next(const DeviceIndex& ix, const List& l, Cursor& c) {
+    const u32 i = c.i++;
+    if (l.single) return l.loc;
+    if (!l.delta) return read_entry(l.words, ix.entry_bits, l.first + i);
+    const u32 wb = ix.window_bits;
+    const u64 mask = (1ull << wb) - 1;
+    if (i == 0) {
+        c.t = (u32)(l.loc >> wb);
+        c.w = (u32)(l.loc & mask);
+        c.bit = l.first;
+        return l.loc;
+    }
+    u64 a, b;
+    if (!read_gamma(l.words, &c.bit, l.end, &a) || !read_gamma(l.words, &c.bit, l.end, &b)) {
+        c.bit = l.end;  // the rest is unreadable too
+        return 0xFFFFFFFFFFFFFFFFull;
+    }
+    const u32 dt = a == 1 ? 1 : a == 2 ? 0 : (u32)(a - 1);
+    if (dt == 0) {
+        c.w = c.w + (u32)(b - 1) + 1;
+    } else {
+        const u64 z = b - 1;
+        c.w = c.w + (u32)((long long)(z >> 1) ^ -(long long)(z & 1));
+    }
+    c.t += dt;
+    return ((u64)c.t << wb) | ((u64)c.w & mask);
 }
 
 // The taxonomy for the hit lists: each target's tree node, and the tree's parents and depths.
@@ -168,9 +233,12 @@ extern "C" __global__ void read_lookups(Mates mates, Sketching p, DeviceIndex ix
                 taxon = l.clade;
                 if (tree.enabled && !l.clade) {
                     u32 node = NO_FEATURE;
+                    Cursor c = {0, 0, 0, 0};
                     for (u32 i = 0; i < l.len; ++i) {
-                        const u32 target = (u32)(list_at(ix, l, i) >> ix.window_bits);
-                        if (target >= tree.targets) continue;
+                        const u64 loc = list_next(ix, l, c);
+                        const u64 target64 = loc >> ix.window_bits;
+                        if (target64 >= tree.targets) continue;
+                        const u32 target = (u32)target64;
                         const u32 t = tree.target_nodes[target];
                         node = node == NO_FEATURE ? t : (node == t ? t : lca_node(tree, node, t));
                     }
@@ -194,8 +262,9 @@ extern "C" __global__ void gather_locations(DeviceIndex ix, const u64* found, co
         if (hit == NOT_FOUND) continue;
         const List l = decode_list(ix, (u32)(hit >> 32), (u32)hit);
         u64* out = locations + first[f];
+        Cursor c = {0, 0, 0, 0};
         for (u32 i = 0; i < l.len; ++i) {
-            const u64 loc = list_at(ix, l, i);
+            const u64 loc = list_next(ix, l, c);
             out[i] = (loc >> ix.window_bits) < ix.targets ? loc : NOT_FOUND;
         }
     }

@@ -224,67 +224,83 @@ extern "C" __global__ void assemble_order(const u64* slots, u64 n_slots, const u
     }
 }
 
-// Stream entries each slot's list takes: none for an empty slot or an inline single location, two
-// for a clade feature (a zero length and its node), else the length and the locations
-// (src/index/locations.rs ListWriter::add and add_clade).
-extern "C" __global__ void slot_entries(const u64* slots, u64 n_slots, const u32* counts, const u32* clade,
-                                        u32 inline_single, u64* entries) {
+// Scratch room each slot's list needs to be sorted in: its locations, none for an empty slot, a
+// clade feature or an inline single location.
+extern "C" __global__ void slot_room(const u64* slots, u64 n_slots, const u32* counts, const u32* clade,
+                                     u32 inline_single, u64* room) {
     for (u64 g = blockIdx.x * (u64)blockDim.x + threadIdx.x; g < n_slots; g += (u64)gridDim.x * blockDim.x) {
         const u64 s = slots[g];
-        u64 e = 0;
-        if ((u32)s != NO_FEATURE) {
+        u64 r = 0;
+        if ((u32)s != NO_FEATURE && !clade[s >> 32]) {
             const u32 c = counts[s >> 32];
-            e = clade[s >> 32] ? 2 : (c == 1 && inline_single) ? 0 : (u64)c + 1;
+            r = (c == 1 && inline_single) ? 0 : c;
         }
-        entries[g] = e;
+        room[g] = r;
     }
 }
 
-// Where each shard's stream starts: the global entry index of its first slot, and its first word.
-struct Streams {
-    const u64* first_entry;
-    const u64* first_word;
-    u32 entry_bits;
-    u32 inline_single;
-};
+#define MAX_CODE 0xFFFFFFFFull  // src/index/locations.rs MAX_CODE
 
-// ORs the low `bits` of v into a stream at bit `bit` (entries never overlap, so the order of the
-// atomics does not matter).
-__device__ __forceinline__ void put_bits(u32* words, u64 bit, u64 v, u32 bits) {
-    while (bits > 0) {
-        const u32 shift = (u32)(bit & 31);
-        const u32 take = min(32u - shift, bits);
-        const u32 piece = (u32)(v & ((take == 32) ? 0xFFFFFFFFull : ((1ull << take) - 1)));
-        if (piece) atomicOr(&words[bit >> 5], piece << shift);
-        v >>= take;
-        bit += take;
-        bits -= take;
+// The two gamma codes of location b after a (locations.rs delta_codes).
+__device__ __forceinline__ void delta_codes(u64 a, u64 b, u32 wb, u64* x, u64* y) {
+    const u64 mask = (1ull << wb) - 1;
+    const u32 ta = (u32)(a >> wb), wa = (u32)(a & mask), tb = (u32)(b >> wb), wbb = (u32)(b & mask);
+    const u64 dt = (u32)(tb - ta);
+    *x = dt == 0 ? 2 : dt == 1 ? 1 : dt + 1;
+    if (dt == 0) {
+        *y = (u64)(u32)(wbb - wa - 1) + 1;
+    } else {
+        const long long d = (long long)wbb - (long long)wa;
+        *y = (u64)((d << 1) ^ (d >> 63)) + 1;
     }
 }
 
-// Writes each slot's list, renumbered and sorted, into its shard's stream, and sets the slot's
-// value: the inline location, or the list's first entry within the shard. A clade feature's list is
-// a zero length and its node. `scratch` has a place for every entry (at the slot's global entry
-// index). Sets *overflow if an entry index needs 32 bits.
-extern "C" __global__ void write_lists(Table t, Remap m, const u32* table_slots, const u32* counts, const u32* clade,
-                                       u64* slots, u64 n_slots, const u64* entry_start, Shards sh, Streams st,
-                                       u64* scratch, u32* words, u32* overflow) {
+__device__ __forceinline__ u32 gamma_len(u64 x) { return 2 * (63 - __clzll((long long)x)) + 1; }
+
+__device__ __forceinline__ u64 gamma_code(u64 x) {
+    const u32 z = 63 - __clzll((long long)x);
+    return (1ull << z) | ((x & ((1ull << z) - 1)) << (z + 1));
+}
+
+// The bits of a sorted list's delta codes, or ~0 when a code is too large (locations.rs delta_bits).
+__device__ __forceinline__ u64 delta_bits(const u64* list, u64 len, u32 wb) {
+    u64 bits = 0;
+    for (u64 x = 1; x < len; ++x) {
+        u64 a, b;
+        delta_codes(list[x - 1], list[x], wb, &a, &b);
+        if (a > MAX_CODE || b > MAX_CODE) return ~0ull;
+        bits += gamma_len(a) + gamma_len(b);
+    }
+    return bits;
+}
+
+// Whether a list of `len` locations whose codes take `bits` is delta-coded (locations.rs use_delta).
+__device__ __forceinline__ bool use_delta(u64 bits, u64 len, u32 eb) {
+    return bits != ~0ull && 2 * bits < (len - 1) * eb;
+}
+
+// Sorts each slot's kept values, renumbered and packed, into its scratch room, and counts the
+// stream entries its list takes (ListWriter::add and add_clade): none for an empty slot or an inline
+// single location, two for a clade feature (a zero head and its node), else the head, the first
+// location and the rest, fixed or delta-coded, whichever is shorter.
+extern "C" __global__ void sort_lists(Table t, Remap m, const u32* table_slots, const u32* counts, const u32* clade,
+                                      const u64* slots, u64 n_slots, const u64* room_start, u32 inline_single,
+                                      u32 entry_bits, u32 window_bits, u64* scratch, u64* entries) {
     for (u64 g = blockIdx.x * (u64)blockDim.x + threadIdx.x; g < n_slots; g += (u64)gridDim.x * blockDim.x) {
         const u64 s = slots[g];
-        const u32 key = (u32)s;
-        if (key == NO_FEATURE) continue;
-        if (clade[s >> 32]) {
-            const u32 shard = shard_of(sh, key);
-            const u64 e = entry_start[g] - st.first_entry[shard];
-            if (e >= INLINE_FLAG) atomicOr(overflow, 1u);
-            // The stream starts zeroed: the length, 0, needs no bits written.
-            put_bits(words + st.first_word[shard], (e + 1) * st.entry_bits, clade[s >> 32] - 1, st.entry_bits);
-            slots[g] = (u64)key | ((u64)(u32)e << 32);
+        if ((u32)s == NO_FEATURE) {
+            entries[g] = 0;
             continue;
         }
-        // An inline single has no entries of its own, so no scratch place either: it uses `one`.
-        u64 one;
-        u64* list = (counts[s >> 32] == 1 && st.inline_single) ? &one : scratch + entry_start[g];
+        if (clade[s >> 32]) {
+            entries[g] = 2;
+            continue;
+        }
+        if (counts[s >> 32] == 1 && inline_single) {
+            entries[g] = 0;
+            continue;
+        }
+        u64* list = scratch + room_start[g];
         u64 len = 0;
         for_each_value(t, table_slots[s >> 32], [&](u64 v) {
             u64 packed;
@@ -296,23 +312,88 @@ extern "C" __global__ void write_lists(Table t, Remap m, const u32* table_slots,
             }
             list[j] = packed;
         });
-        u32 value;
-        if (len == 1 && st.inline_single) {
-            value = INLINE_FLAG | (u32)list[0];
-        } else {
-            const u32 shard = shard_of(sh, key);
-            const u64 e = entry_start[g] - st.first_entry[shard];
+        const u64 bits = delta_bits(list, len, window_bits);
+        entries[g] = use_delta(bits, len, entry_bits) ? 2 + (bits + entry_bits - 1) / entry_bits : 1 + len;
+    }
+}
+
+// Where each shard's stream starts: the global entry index of its first slot, and its first word.
+struct Streams {
+    const u64* first_entry;
+    const u64* first_word;
+    u32 entry_bits;
+    u32 inline_single;
+};
+
+// ORs the low `bits` (at most 64) of v into a stream at bit `bit` (lists never overlap, so the
+// order of the atomics does not matter).
+__device__ __forceinline__ void put_bits(u32* words, u64 bit, u64 v, u32 bits) {
+    while (bits > 0) {
+        const u32 shift = (u32)(bit & 31);
+        const u32 take = min(32u - shift, bits);
+        const u32 piece = (u32)(v & ((take == 32) ? 0xFFFFFFFFull : ((1ull << take) - 1)));
+        if (piece) atomicOr(&words[bit >> 5], piece << shift);
+        v = take == 64 ? 0 : v >> take;
+        bit += take;
+        bits -= take;
+    }
+}
+
+// Writes each slot's list from its sorted scratch room into its shard's stream (ListWriter::add),
+// and sets the slot's value: the inline location, or the list's first entry within the shard. A
+// clade feature's list is a zero head and its node. Sets *overflow if an entry index needs 32 bits.
+extern "C" __global__ void write_lists(Table t, Remap m, const u32* table_slots, const u32* counts, const u32* clade,
+                                       u64* slots, u64 n_slots, const u64* room_start, const u64* entry_start,
+                                       Shards sh, Streams st, u32 window_bits, const u64* scratch, u32* words,
+                                       u32* overflow) {
+    for (u64 g = blockIdx.x * (u64)blockDim.x + threadIdx.x; g < n_slots; g += (u64)gridDim.x * blockDim.x) {
+        const u64 s = slots[g];
+        const u32 key = (u32)s;
+        if (key == NO_FEATURE) continue;
+        const u32 eb = st.entry_bits;
+        const u32 shard = shard_of(sh, key);
+        const u64 e = entry_start[g] - st.first_entry[shard];
+        u32* w = words + st.first_word[shard];
+        if (clade[s >> 32]) {
             if (e >= INLINE_FLAG) atomicOr(overflow, 1u);
-            value = (u32)e;
-            u32* w = words + st.first_word[shard];
-            u64 bit = e * st.entry_bits;
-            put_bits(w, bit, len, st.entry_bits);
-            for (u64 x = 0; x < len; ++x) {
-                bit += st.entry_bits;
-                put_bits(w, bit, list[x], st.entry_bits);
-            }
+            // The stream starts zeroed: the head, 0, needs no bits written.
+            put_bits(w, (e + 1) * eb, clade[s >> 32] - 1, eb);
+            slots[g] = (u64)key | ((u64)(u32)e << 32);
+            continue;
         }
-        slots[g] = (u64)key | ((u64)value << 32);
+        if (counts[s >> 32] == 1 && st.inline_single) {
+            u64 loc = 0;
+            for_each_value(t, table_slots[s >> 32], [&](u64 v) {
+                u64 packed;
+                if (remap_value(m, v, &packed)) loc = packed;
+            });
+            slots[g] = (u64)key | ((u64)(INLINE_FLAG | (u32)loc) << 32);
+            continue;
+        }
+        if (e >= INLINE_FLAG) atomicOr(overflow, 1u);
+        const u64* list = scratch + room_start[g];
+        const u64 len = counts[s >> 32];
+        const u64 bits = delta_bits(list, len, window_bits);
+        const bool delta = use_delta(bits, len, eb);
+        u64 bit = e * eb;
+        put_bits(w, bit, (len << 1) | (delta ? 1 : 0), eb);
+        bit += eb;
+        put_bits(w, bit, list[0], eb);
+        bit += eb;
+        for (u64 x = 1; x < len; ++x) {
+            if (!delta) {
+                put_bits(w, bit, list[x], eb);
+                bit += eb;
+                continue;
+            }
+            u64 a, b;
+            delta_codes(list[x - 1], list[x], window_bits, &a, &b);
+            put_bits(w, bit, gamma_code(a), gamma_len(a));
+            bit += gamma_len(a);
+            put_bits(w, bit, gamma_code(b), gamma_len(b));
+            bit += gamma_len(b);
+        }
+        slots[g] = (u64)key | ((u64)(u32)e << 32);
     }
 }
 

@@ -23,8 +23,9 @@ extern "C" __global__ void expand_old_lists(DeviceIndex ix, u32 shard, u64 n, co
         const u64 w = slots[i];
         if ((u32)w == NO_FEATURE) continue;
         const List l = decode_list(ix, shard, (u32)(w >> 32));
+        Cursor c = {0, 0, 0, 0};
         for (u32 k = 0; k < l.len; ++k) {
-            const u64 loc = list_at(ix, l, k);
+            const u64 loc = list_next(ix, l, c);
             keys[first[i] + k] = (u32)w;
             values[first[i] + k] = ((loc >> ix.window_bits) << 32) | (loc & window_mask);
         }

@@ -675,5 +675,4 @@ mod tests {
         p.lowest_rank = Some("species".into());
         assert_eq!(call(&[candidate(0, 4)], &[(100, 10)], &p), 100, "lifted to the lowest rank");
     }
-
 }

@@ -478,16 +478,44 @@ fn write_lists(
     let ListOrder { mut order, start } = lists;
     let total = start[n_shards];
     let inline_single = layout.inline_single() as u32;
-    let mut entries = s.alloc_zeros::<u64>(total as usize + 1).map_err(GpuError::from)?;
+    // Each list sorted in a room of its own, then its entries counted (fixed or delta-coded, which
+    // depends on the sorted list), then written.
+    let mut room = s.alloc_zeros::<u64>(total as usize + 1).map_err(GpuError::from)?;
     launch!(
         gpu,
-        "slot_entries",
+        "slot_room",
         launch_config(gpu, total),
         &order,
         &total,
         &keys.counts,
         clade,
         &inline_single,
+        &mut room
+    );
+    let mut room_start = s.alloc_zeros::<u64>(total as usize + 1).map_err(GpuError::from)?;
+    exclusive_scan(gpu, &room, total + 1, &mut room_start)?;
+    drop(room);
+    let rooms = s.clone_dtoh(&room_start.slice(total as usize..)).map_err(GpuError::from)?[0];
+    let mut scratch = s.alloc_zeros::<u64>(rooms.max(1) as usize).map_err(GpuError::from)?;
+    let mut entries = s.alloc_zeros::<u64>(total as usize + 1).map_err(GpuError::from)?;
+    let (targs, margs) = (table.args(), keys.remap.args(gpu));
+    let (entry_bits, window_bits) = (layout.entry_bits, layout.window_bits);
+    launch!(
+        gpu,
+        "sort_lists",
+        launch_config(gpu, total),
+        &targs,
+        &margs,
+        &keys.table_slots,
+        &keys.counts,
+        clade,
+        &order,
+        &total,
+        &room_start,
+        &inline_single,
+        &entry_bits,
+        &window_bits,
+        &mut scratch,
         &mut entries
     );
     let mut entry_start = s.alloc_zeros::<u64>(total as usize + 1).map_err(GpuError::from)?;
@@ -506,10 +534,8 @@ fn write_lists(
         let entries = first_entry[sh + 1] - first_entry[sh];
         first_word.push(first_word[sh] + (entries * eb).div_ceil(32) + PAD_WORDS as u64);
     }
-    let total_entries = first_entry[n_shards];
     let total_words = first_word[n_shards];
     let first_word_dev = s.clone_htod(&first_word).map_err(GpuError::from)?;
-    let mut scratch = s.alloc_zeros::<u64>(total_entries.max(1) as usize).map_err(GpuError::from)?;
     let mut words = s.alloc_zeros::<u32>(total_words.max(1) as usize).map_err(GpuError::from)?;
     let mut overflow = s.alloc_zeros::<u32>(1).map_err(GpuError::from)?;
     let sh = tables.args(gpu, shard_bits);
@@ -519,7 +545,6 @@ fn write_lists(
         entry_bits: layout.entry_bits,
         inline_single,
     };
-    let (targs, margs) = (table.args(), keys.remap.args(gpu));
     launch!(
         gpu,
         "write_lists",
@@ -531,10 +556,12 @@ fn write_lists(
         clade,
         &mut order,
         &total,
+        &room_start,
         &entry_start,
         &sh,
         &st,
-        &mut scratch,
+        &window_bits,
+        &scratch,
         &mut words,
         &mut overflow
     );

@@ -6,13 +6,24 @@
 //!
 //! A shard's lists are one little-endian bit stream of `entry_bits`-wide entries, packed LSB first
 //! into 32-bit words, with [`PAD_WORDS`] zero words at the end so that any entry can be read with
-//! a fixed number of word reads. A list is its length as one entry, then its locations ascending.
-//! `entry_bits` is the location width, or wider where the location cap needs it for the length.
+//! a fixed number of word reads. A list starts at an entry: a head entry, `length << 1 | delta`,
+//! then its first location as an entry, then the others ascending in one of two codes:
+//! - fixed (`delta` 0): one entry each;
+//! - delta (`delta` 1): from the next entry on, a bit stream of Elias gamma codes, two per
+//!   location, of the differences from the location before: the target's plus one, then, within
+//!   the same target, the window's (less one, as windows ascend) plus one, else the zigzag of the
+//!   window's change plus one; padded with zeros to a whole entry.
+//!
+//! The writer takes the delta form where it is less than half the fixed one (`use_delta`). The strains of a species are numbered side by
+//! side and share windows, so a feature's locations mostly differ by one target and a few windows:
+//! two or three bits each instead of a whole entry. Every code is below 2^32 (else the list is
+//! fixed), so a code is read with two 64-bit reads. `entry_bits` is the location width, or wider
+//! where the location cap needs it for the head or the taxonomy for a clade's node.
 //!
 //! A key slot's value is either the feature's only location, inline, marked by [`INLINE_FLAG`]
 //! (when entries fit in 31 bits), or the entry index where the feature's list starts.
 //!
-//! A feature in more locations than the cap is a *clade feature*: its "list" is a length of 0 (no
+//! A feature in more locations than the cap is a *clade feature*: its "list" is a head of 0 (no
 //! real list is empty) followed by one entry, the tree node (index of the taxon in the index's
 //! taxonomy, ordered by taxid) of the lowest common ancestor of its targets' taxa. Classification
 //! counts it for that clade, as Kraken 2 counts every minimizer; its locations are kept only for
@@ -40,7 +51,8 @@ impl LocationLayout {
     /// lists of up to `max_list` locations and clade features naming any of `taxa` tree nodes.
     pub fn for_counts(targets: u64, max_windows: u64, max_list: u32, taxa: u64) -> Self {
         let (target_bits, window_bits) = (bits_for(targets), bits_for(max_windows));
-        let entry_bits = (target_bits + window_bits).max(bits_for(max_list as u64 + 1)).max(bits_for(taxa));
+        let head = bits_for((max_list as u64 + 1) * 2);
+        let entry_bits = (target_bits + window_bits).max(head).max(bits_for(taxa));
         Self { target_bits, window_bits, entry_bits }
     }
 
@@ -90,15 +102,20 @@ impl ListWriter {
         Self { layout, words: Vec::new(), pending: 0, pending_bits: 0, entries: 0 }
     }
 
-    fn push(&mut self, value: u64) {
-        debug_assert!(self.layout.entry_bits == 64 || value >> self.layout.entry_bits == 0);
+    /// Appends the low `bits` (at most 64) of `value`.
+    fn push_bits(&mut self, value: u64, bits: u32) {
+        debug_assert!(bits == 64 || value >> bits == 0);
         self.pending |= (value as u128) << self.pending_bits;
-        self.pending_bits += self.layout.entry_bits;
+        self.pending_bits += bits;
         while self.pending_bits >= 32 {
             self.words.push(self.pending as u32);
             self.pending >>= 32;
             self.pending_bits -= 32;
         }
+    }
+
+    fn push(&mut self, value: u64) {
+        self.push_bits(value, self.layout.entry_bits);
         self.entries += 1;
     }
 
@@ -108,9 +125,26 @@ impl ListWriter {
             return Ok(INLINE_FLAG | locs[0] as u32);
         }
         let start = u32::try_from(self.entries).ok().filter(|&o| o < INLINE_FLAG).ok_or(ShardOverflow)?;
-        self.push(locs.len() as u64);
-        for &loc in locs {
-            self.push(loc);
+        let eb = self.layout.entry_bits as u64;
+        let delta = delta_bits(locs, &self.layout).filter(|&bits| use_delta(bits, locs.len() as u64, eb));
+        self.push((locs.len() as u64) << 1 | delta.is_some() as u64);
+        self.push(locs[0]);
+        match delta {
+            None => {
+                for &loc in &locs[1..] {
+                    self.push(loc);
+                }
+            }
+            Some(bits) => {
+                for pair in locs.windows(2) {
+                    let (a, b) = delta_codes(self.layout.unpack(pair[0]), self.layout.unpack(pair[1]));
+                    self.push_bits(gamma(a), gamma_len(a));
+                    self.push_bits(gamma(b), gamma_len(b));
+                }
+                let entries = bits.div_ceil(eb);
+                self.push_bits(0, (entries * eb - bits) as u32);
+                self.entries += entries;
+            }
         }
         Ok(start)
     }
@@ -133,6 +167,72 @@ impl ListWriter {
     }
 }
 
+/// The two gamma codes (each at least 1) of location `b` after `a`: the target's difference (1 for
+/// the next target, the commonest, 2 for the same target, else the difference plus one), then
+/// within one target the window's less one (windows ascend), else its zigzag, plus one.
+#[inline]
+fn delta_codes(a: (u32, u32), b: (u32, u32)) -> (u64, u64) {
+    let dt = b.0.wrapping_sub(a.0) as u64;
+    let t_code = match dt {
+        0 => 2,
+        1 => 1,
+        d => d + 1,
+    };
+    let dw = if dt == 0 {
+        b.1.wrapping_sub(a.1).wrapping_sub(1) as u64
+    } else {
+        let d = b.1 as i64 - a.1 as i64;
+        ((d << 1) ^ (d >> 63)) as u64
+    };
+    (t_code, dw + 1)
+}
+
+/// Whether a list of `len` locations whose delta codes take `bits` is delta-coded: when that
+/// takes less than half the fixed entries. A delta list decodes a few times slower, and real
+/// strains' lists (windows shifted by rearrangements) rarely save more; lists of strains that share
+/// their windows save three quarters.
+#[inline]
+fn use_delta(bits: u64, len: u64, eb: u64) -> bool {
+    2 * bits < (len - 1) * eb
+}
+
+/// Largest code the delta form holds: a code is read as its zeros, then as many more bits.
+pub(crate) const MAX_CODE: u64 = (1 << 32) - 1;
+
+/// Bits of the delta codes of sorted `locs` after the first, `None` if a code is too large.
+fn delta_bits(locs: &[u64], layout: &LocationLayout) -> Option<u64> {
+    let mut bits = 0;
+    for pair in locs.windows(2) {
+        let (a, b) = delta_codes(layout.unpack(pair[0]), layout.unpack(pair[1]));
+        if a > MAX_CODE || b > MAX_CODE {
+            return None;
+        }
+        bits += (gamma_len(a) + gamma_len(b)) as u64;
+    }
+    Some(bits)
+}
+
+/// Elias gamma, LSB first: `z` zeros, a one, then the low `z` bits of `x` (`z` = its top bit).
+#[inline]
+fn gamma(x: u64) -> u64 {
+    let z = 63 - x.leading_zeros();
+    1 << z | (x & ((1 << z) - 1)) << (z + 1)
+}
+
+#[inline]
+fn gamma_len(x: u64) -> u32 {
+    2 * (63 - x.leading_zeros()) + 1
+}
+
+/// 64 bits of `words` from bit `bit` (which the caller keeps at least 64 bits before the end of
+/// the padded words).
+#[inline]
+fn bits_at(words: &[u32], bit: u64) -> u64 {
+    let (w, shift) = ((bit / 32) as usize, (bit % 32) as u32);
+    let three = words[w] as u128 | (words[w + 1] as u128) << 32 | (words[w + 2] as u128) << 64;
+    (three >> shift) as u64
+}
+
 /// Reads entry `i` of a stream of `eb`-bit entries.
 #[inline]
 fn entry(words: &[u32], eb: u32, i: u64) -> u64 {
@@ -153,15 +253,28 @@ fn entry(words: &[u32], eb: u32, i: u64) -> u64 {
 #[derive(Debug, Clone, Copy)]
 pub enum LocationList<'a> {
     Single(u64),
+    /// `len` locations, one entry each, from entry `first`.
     Packed {
         words: &'a [u32],
         entry_bits: u32,
         first: u64,
         len: usize,
     },
+    /// `len` locations: `first_loc`, then delta codes from bit `bit`, which end by bit `end`.
+    Delta {
+        words: &'a [u32],
+        window_bits: u32,
+        first_loc: u64,
+        bit: u64,
+        end: u64,
+        len: usize,
+    },
     /// A feature over the location cap: the tree node of its targets' LCA.
     Clade(u32),
 }
+
+/// What a location that cannot be decoded (a damaged stream) reads as: a target past any index's.
+pub const UNREADABLE: u64 = u64::MAX;
 
 impl<'a> LocationList<'a> {
     /// Decodes a slot value. `words` is the shard's stream.
@@ -171,30 +284,42 @@ impl<'a> LocationList<'a> {
             return LocationList::Single((value & !INLINE_FLAG) as u64);
         }
         let eb = layout.entry_bits;
-        // Bounds are checked once here so that reading entries cannot fail: a damaged index
-        // opened without verification gives an empty list, not a crash.
-        let entries = (words.len().saturating_sub(PAD_WORDS) as u64 * 32) / eb as u64;
-        if value as u64 >= entries {
-            return LocationList::Packed { words, entry_bits: eb, first: 0, len: 0 };
+        // Bounds are checked here and as codes are read, so that reading cannot fail: a damaged
+        // index opened without verification gives empty lists or unreadable locations, not a crash.
+        let real_bits = words.len().saturating_sub(PAD_WORDS) as u64 * 32;
+        let entries = real_bits / eb as u64;
+        let empty = LocationList::Packed { words, entry_bits: eb, first: 0, len: 0 };
+        if value as u64 + 1 >= entries {
+            return empty;
         }
-        let len = entry(words, eb, value as u64);
-        if len == 0 {
+        let head = entry(words, eb, value as u64);
+        let (len, delta) = ((head >> 1).min(u32::MAX as u64) as usize, head & 1 == 1);
+        match (len, delta) {
+            // The common case first: a fixed list, whose second entry is its first location.
+            (len, false) if len > 0 => match value as u64 + 1 + len as u64 > entries {
+                true => empty,
+                false => LocationList::Packed { words, entry_bits: eb, first: value as u64 + 1, len },
+            },
             // A clade feature; a node past the tree (a damaged index) is left to the reader, which
             // checks it against its tree.
-            return match value as u64 + 1 < entries {
-                true => LocationList::Clade(entry(words, eb, value as u64 + 1).min(u32::MAX as u64) as u32),
-                false => LocationList::Packed { words, entry_bits: eb, first: 0, len: 0 },
-            };
+            (0, false) => LocationList::Clade(entry(words, eb, value as u64 + 1).min(u32::MAX as u64) as u32),
+            (0, true) => empty,
+            (len, _) => LocationList::Delta {
+                words,
+                window_bits: layout.window_bits,
+                first_loc: entry(words, eb, value as u64 + 1),
+                bit: (value as u64 + 2) * eb as u64,
+                end: real_bits,
+                len,
+            },
         }
-        let len = if value as u64 + 1 + len > entries { 0 } else { len as usize };
-        LocationList::Packed { words, entry_bits: eb, first: value as u64 + 1, len }
     }
 
     /// The locations in the list (0 for a clade feature).
     pub fn len(&self) -> usize {
         match self {
             LocationList::Single(_) => 1,
-            LocationList::Packed { len, .. } => *len,
+            LocationList::Packed { len, .. } | LocationList::Delta { len, .. } => *len,
             LocationList::Clade(_) => 0,
         }
     }
@@ -212,16 +337,7 @@ impl<'a> LocationList<'a> {
         self.len() == 0
     }
 
-    #[inline]
-    pub fn get(&self, i: usize) -> u64 {
-        match *self {
-            LocationList::Single(loc) => loc,
-            LocationList::Packed { words, entry_bits, first, .. } => entry(words, entry_bits, first + i as u64),
-            LocationList::Clade(_) => panic!("a clade feature has no locations"),
-        }
-    }
-
-    /// Appends every location to `out`, decoding the stream sequentially (the classifier's hot path).
+    /// Appends every location to `out` (the classifier's hot path).
     #[inline]
     pub fn append_to(&self, out: &mut Vec<u64>) {
         match *self {
@@ -238,13 +354,106 @@ impl<'a> LocationList<'a> {
                     bit += eb;
                 }
             }
-            LocationList::Packed { .. } => out.extend(self.iter()),
+            LocationList::Delta { words, window_bits, first_loc, mut bit, end, len } => {
+                out.reserve(len);
+                out.push(first_loc);
+                let mask = (1u64 << window_bits) - 1;
+                let (mut t, mut w) = ((first_loc >> window_bits) as u32, (first_loc & mask) as u32);
+                for k in 1..len {
+                    let Some((a, b)) = read_gamma(words, &mut bit, end).zip(read_gamma(words, &mut bit, end)) else {
+                        out.extend(std::iter::repeat_n(UNREADABLE, len - k));
+                        return;
+                    };
+                    (t, w) = apply_delta((t, w), a, b);
+                    out.push((t as u64) << window_bits | (w as u64 & mask));
+                }
+            }
             LocationList::Clade(_) => {}
+            _ => out.extend(self.iter()),
         }
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
-        (0..self.len()).map(move |i| self.get(i))
+    /// The locations, in order; those a damaged stream cannot give read as [`UNREADABLE`].
+    pub fn iter(&self) -> Locations<'a> {
+        Locations { list: *self, i: 0, prev: (0, 0) }
+    }
+}
+
+/// The locations of a [`LocationList`], decoded one after the other.
+pub struct Locations<'a> {
+    list: LocationList<'a>,
+    i: usize,
+    /// The last (target, window) of a delta list.
+    prev: (u32, u32),
+}
+
+/// The (target, window) after `prev` whose delta codes are `a` and `b` (see [`delta_codes`]).
+#[inline]
+fn apply_delta((t, w): (u32, u32), a: u64, b: u64) -> (u32, u32) {
+    let dt = match a {
+        1 => 1,
+        2 => 0,
+        a => (a - 1) as u32,
+    };
+    let w = match dt {
+        0 => w.wrapping_add((b - 1) as u32).wrapping_add(1),
+        _ => {
+            let z = b - 1;
+            w.wrapping_add(((z >> 1) as i64 ^ -((z & 1) as i64)) as u32)
+        }
+    };
+    (t.wrapping_add(dt), w)
+}
+
+/// One gamma code at `*bit` of `words`, if it is whole before `end` and at most [`MAX_CODE`].
+#[inline]
+fn read_gamma(words: &[u32], bit: &mut u64, end: u64) -> Option<u64> {
+    if *bit >= end {
+        return None;
+    }
+    let window = bits_at(words, *bit);
+    let z = window.trailing_zeros() as u64;
+    if z > 31 || *bit + 2 * z + 1 > end {
+        return None;
+    }
+    // A code is at most 63 bits: it is all in the window.
+    let x = 1 << z | ((window >> (z + 1)) & ((1 << z) - 1));
+    *bit += 2 * z + 1;
+    Some(x)
+}
+
+impl Iterator for Locations<'_> {
+    type Item = u64;
+
+    #[inline]
+    fn next(&mut self) -> Option<u64> {
+        if self.i >= self.list.len() {
+            return None;
+        }
+        self.i += 1;
+        match &mut self.list {
+            LocationList::Single(loc) => Some(*loc),
+            LocationList::Packed { words, entry_bits, first, .. } => {
+                Some(entry(words, *entry_bits, *first + self.i as u64 - 1))
+            }
+            LocationList::Delta { words, window_bits, first_loc, bit, end, .. } => {
+                let wb = *window_bits;
+                let mask = (1u64 << wb) - 1;
+                if self.i == 1 {
+                    self.prev = ((*first_loc >> wb) as u32, (*first_loc & mask) as u32);
+                    return Some(*first_loc);
+                }
+                let codes = read_gamma(words, bit, *end).zip(read_gamma(words, bit, *end));
+                let Some((a, b)) = codes else {
+                    // The rest is unreadable too.
+                    *bit = *end;
+                    return Some(UNREADABLE);
+                };
+                self.prev = apply_delta(self.prev, a, b);
+                Some((self.prev.0 as u64) << wb | (self.prev.1 as u64 & mask))
+            }
+            LocationList::Clade(_) => None,
+        }
     }
 }
 
@@ -262,8 +471,8 @@ mod tests {
         let l = LocationLayout::for_counts(101, 51_000, 254, 40);
         assert_eq!((l.target_bits, l.window_bits, l.entry_bits), (7, 16, 23));
         assert!(l.inline_single());
-        // One short target: the list length needs more bits than a location.
-        assert_eq!(LocationLayout::for_counts(1, 2, 254, 2).entry_bits, 8);
+        // One short target: the list's head needs more bits than a location.
+        assert_eq!(LocationLayout::for_counts(1, 2, 254, 2).entry_bits, 9);
         // Many taxa and few targets: the clade's node needs more.
         assert_eq!(LocationLayout::for_counts(1, 2, 254, 1000).entry_bits, 10);
     }
@@ -273,29 +482,79 @@ mod tests {
         for (targets, windows) in [(2, 2), (100, 1000), (1 << 16, 1 << 15), (1 << 20, 1 << 20), (1 << 32, 1 << 32)] {
             let layout = LocationLayout::for_counts(targets, windows, 254, 3);
             let mut w = ListWriter::new(layout);
-            let lists: Vec<Vec<u64>> = (0..50u64)
+            // Scattered lists (fixed), strain-like runs of neighbouring targets at nearby windows
+            // (delta), and the extremes: the last target and window, a window going back by all.
+            let mut lists: Vec<Vec<u64>> = (0..50u64)
                 .map(|f| {
+                    let strains = f % 2 == 0;
                     (0..f % 7 + 1)
-                        .map(|i| {
-                            layout.pack(((targets - 1) - (f * 31 + i) % targets) as u32, ((f * 7 + i) % windows) as u32)
+                        .map(|i| match strains {
+                            true => layout.pack(((f + i) % targets) as u32, ((f * 5 + i % 3) % windows) as u32),
+                            false => layout
+                                .pack(((targets - 1) - (f * 31 + i) % targets) as u32, ((f * 7 + i) % windows) as u32),
                         })
                         .collect::<std::collections::BTreeSet<_>>()
                         .into_iter()
                         .collect()
                 })
                 .collect();
+            let (t, w_) = ((targets - 1) as u32, (windows - 1) as u32);
+            lists.push(vec![layout.pack(t - 1, w_), layout.pack(t, 0)]);
+            lists.push(vec![layout.pack(0, 0), layout.pack(t, w_)]);
+            lists.push(vec![layout.pack(0, 0), layout.pack(0, w_), layout.pack(1, 0), layout.pack(1, 1)]);
             let values: Vec<u32> = lists.iter().map(|l| w.add(l).unwrap()).collect();
             let clade = w.add_clade(2).unwrap();
             let words = w.finish();
             let list = LocationList::decode(clade, &words, &layout);
             assert_eq!((list.clade(), list.len(), list.iter().count()), (Some(2), 0, 0));
+            let mut deltas = 0;
             for (l, &v) in lists.iter().zip(&values) {
                 let list = LocationList::decode(v, &words, &layout);
+                deltas += matches!(list, LocationList::Delta { .. }) as usize;
                 let got: Vec<u64> = list.iter().collect();
                 assert_eq!(&got, l, "layout {layout:?}");
                 let mut appended = Vec::new();
                 list.append_to(&mut appended);
                 assert_eq!(&appended, l);
+            }
+            assert!(deltas >= 10, "layout {layout:?}: {deltas} delta lists");
+        }
+    }
+
+    /// Strain-like lists cost a few bits a location: 300 neighbouring targets at one window take
+    /// about 600 bits and a few entries, not 300 entries.
+    #[test]
+    fn neighbouring_strains_cost_two_bits_each() {
+        let layout = LocationLayout::for_counts(1000, 10_000, 400, 10);
+        let mut w = ListWriter::new(layout);
+        let list: Vec<u64> = (0..300).map(|t| layout.pack(t, 77)).collect();
+        let v = w.add(&list).unwrap();
+        let words = w.finish();
+        assert!(words.len() * 32 < 800, "{} words", words.len());
+        assert!(LocationList::decode(v, &words, &layout).iter().eq(list.iter().copied()));
+    }
+
+    /// Damaged streams: every list decodes to its length in locations, some unreadable, and never
+    /// reads outside the words.
+    #[test]
+    fn damaged_streams_decode_without_reading_outside() {
+        let layout = LocationLayout::for_counts(64, 4096, 254, 10);
+        let mut x = 7u64;
+        for round in 0..300 {
+            let words: Vec<u32> = (0..round % 40)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u32 & if round % 3 == 0 { 0x0101_0101 } else { u32::MAX }
+                })
+                .collect();
+            for value in 0..words.len() as u32 * 2 {
+                let list = LocationList::decode(value, &words, &layout);
+                assert_eq!(list.iter().count(), list.len());
+                let mut out = Vec::new();
+                list.append_to(&mut out);
+                assert!(out.iter().copied().eq(list.iter()));
             }
         }
     }
@@ -308,7 +567,7 @@ mod tests {
         let loc = layout.pack(0xffff, 0xffff);
         let v = w.add(&[loc]).unwrap();
         let words = w.finish();
-        assert_eq!(words, vec![1, u32::MAX, 0, 0]);
-        assert_eq!(LocationList::decode(v, &words, &layout).get(0), loc);
+        assert_eq!(words, vec![2, u32::MAX, 0, 0]);
+        assert_eq!(LocationList::decode(v, &words, &layout).iter().next(), Some(loc));
     }
 }
