@@ -52,7 +52,8 @@ pub const MAGIC: [u8; 8] = *b"\x89KMERDB\n";
 /// taxonomy's checksum, which `kmerdb merge` checks its parts against.
 /// Version 8: features over the location cap are kept as clade features (their targets' LCA in
 /// the key index, `index::locations`) instead of dropped, and the dropped section became the
-/// clade lists section, delta-coded and compressed.
+/// clade lists section, delta-coded and compressed; a location list starts with a head (its length
+/// and whether the rest is delta-coded) and may be a run of gamma-coded differences.
 pub const FORMAT_VERSION: u32 = 8;
 pub const PREAMBLE_LEN: usize = 64;
 pub const SECTION_ALIGN: u64 = 4096;
