@@ -8,7 +8,8 @@
 #   large  40 species x 5 strains x 3 Mbp + one species of 300 strains of 1 Mbp (900 Mbp), about an
 #          hour on 2 cores (Kraken 2's build is most of it)
 # Writes under bench/work/strain-dense-SET/ (collection, reads and Kraken 2's database are made once);
-# prints the table and keeps it in results/table.md. Settings: bench/lib.sh (BENCH_THREADS, BENCH_NICE).
+# prints the table and keeps it in results/table.md. Settings: bench/lib.sh (BENCH_THREADS, BENCH_NICE),
+# BENCH_RUNS (3): classify runs of each tool on each read set, interleaved; the table gives medians.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source bench/lib.sh
@@ -30,9 +31,13 @@ bases=$(zcat "$W"/refs/*.fna.gz | grep -v '>' | tr -d '\n' | wc -c)
 
 kraken2_db "$W/refs" "$W/kraken2_db"
 kmerdb_build "$W/kmerdb.db" "$R/kmerdb.build.timev" "$R/kmerdb.build.log" "$W/refs/seqid2taxid.map" "$W/refs"
-for set in held_out indexed; do
-  classify_kraken2 "$W/kraken2_db" "$set" "$W/reads/${set}_R1.fq" "$W/reads/${set}_R2.fq" "$R"
-  kmerdb_classify "$W/kmerdb.db" "$set" "$W/reads/${set}_R1.fq" "$W/reads/${set}_R2.fq" "$R"
+rm -f "$R"/*.timev.*
+for ((run = 1; run <= ${BENCH_RUNS:-3}; run++)); do
+  for set in held_out indexed; do
+    classify_kraken2 "$W/kraken2_db" "$set" "$W/reads/${set}_R1.fq" "$W/reads/${set}_R2.fq" "$R"
+    kmerdb_classify "$W/kmerdb.db" "$set" "$W/reads/${set}_R1.fq" "$W/reads/${set}_R2.fq" "$R"
+    for tool in kraken2 kmerdb; do mv "$R/$tool.$set.timev" "$R/$tool.$set.timev.$run"; done
+  done
 done
 "$KMERDB" info "$W/kmerdb.db" >"$R/kmerdb.info.txt"
 
@@ -40,7 +45,13 @@ python3 - "$W" "$R" "$bases" "$(kraken2_index_bytes "$W/kraken2_db")" "$(kraken2
   "$(bytes "$W/kmerdb.db")" >"$R/table.md" <<'PY'
 import sys
 sys.path.insert(0, 'bench')
+import glob, statistics
 from benchlib import parse_timev, run_score
+
+def median_timev(prefix):
+    """Median wall and peak memory of the runs' /usr/bin/time -v files."""
+    runs = [parse_timev(p) for p in sorted(glob.glob(prefix + '.*'))]
+    return statistics.median(w for w, _ in runs), statistics.median(r for _, r in runs), len(runs)
 W, R, bases, k2_bytes, k2_build, db_bytes = sys.argv[1:7]
 bases = int(bases)
 nodes = f'{W}/taxonomy/nodes.dmp.gz'
@@ -71,13 +82,14 @@ for tool, size, bw, brss in (('Kraken 2', int(k2_bytes), k2_wall, k2_rss), ('kme
         with open(f'{R}/{key}.{s}.kraken') as f, open(calls, 'w') as out:
             out.writelines(l for l in f if l.split('\t')[1].removesuffix('/1') in ids)
         sc = run_score(truth, nodes, calls)
-        wall, rss = parse_timev(f'{R}/{key}.{s}.timev')
+        wall, rss, runs = median_timev(f'{R}/{key}.{s}.timev')
         sp, ge = sc['ranks']['species'], sc['ranks']['genus']
         pairs = sum(1 for _ in open(f'{W}/reads/{s}.truth.tsv')) - 1
         print(f"| {tool} | {size / 1e6:.1f} MB | {size / bases:.3f} | {bw:.1f} | {brss / 1024:.0f} | {name} ({sc['reads']:,}) "
               f"| {100 * sp['correct'] / sp['reads']:.1f}% | {sp['f1']:.4f} | {ge['f1']:.4f} | {wall:.2f} "
               f"| {pairs / wall:,.0f} | {rss / 1024:.0f} |")
-print('\n"at species": reads whose call is the true species or below it (score.py\'s correct at species).')
-print('Build and classify times are wall clock of single runs on a shared machine; Kraken 2\'s build is its `--build` step.')
+print(f'\nClassify times and peak memory: medians of {runs} runs, the tools interleaved.')
+print('"at species": reads whose call is the true species or below it (score.py\'s correct at species).')
+print('Build times are single runs on a shared machine; Kraken 2\'s build is its `--build` step.')
 PY
 cat "$R/table.md"

@@ -99,14 +99,19 @@ impl CladeLists {
         out
     }
 
-    /// Reads a section, checking that what it holds adds up; the error says what does not.
-    pub fn decode(bytes: &[u8]) -> Result<Self, String> {
+    /// The (features, locations) a section says it holds, read without decompressing it.
+    pub fn counts(bytes: &[u8]) -> Result<(u64, u64), String> {
         let count = |at: usize| -> Result<u64, String> {
             let b =
                 bytes.get(at..at + 8).ok_or_else(|| format!("it has {} bytes, fewer than its counts", bytes.len()))?;
             Ok(u64::from_le_bytes(b.try_into().expect("8 bytes")))
         };
-        let (n_features, n_locations) = (count(0)?, count(8)?);
+        Ok((count(0)?, count(8)?))
+    }
+
+    /// Reads a section, checking that what it holds adds up; the error says what does not.
+    pub fn decode(bytes: &[u8]) -> Result<Self, String> {
+        let (n_features, n_locations) = Self::counts(bytes)?;
         // A feature takes 5 to 14 bytes before its locations, a location 2 to 15: the counts
         // bound what the frame may hold, and the frame's own size bounds the counts (zstd's blocks
         // expand at most some 43,000 times), so a damaged count allocates nothing large.

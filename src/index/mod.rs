@@ -155,7 +155,9 @@ impl Index {
         index.check_protein(verify)?;
         if verify == Verify::All {
             index.verify_shards()?;
-            index.clade_lists()?;
+            // Its checksum and counts only: decompressing it would cost classify, which never
+            // reads it, a second or more on a large index (`update` decodes it whole).
+            index.check_clade_lists()?;
         }
         Ok(index)
     }
@@ -182,7 +184,7 @@ impl Index {
         for kind in [SectionKind::Shards, SectionKind::Targets, SectionKind::Taxonomy, SectionKind::Provenance] {
             self.verify_section(kind)?;
         }
-        self.clade_lists()?;
+        self.check_clade_lists()?;
         self.check_protein(Verify::All)?;
         self.verify_shards()
     }
@@ -214,25 +216,40 @@ impl Index {
         })
     }
 
-    /// The clade features (over the location cap) with all their locations, checked against the
-    /// section's checksum and the header's counts. Classification does not need them, so opening
-    /// an index does not read them.
-    pub fn clade_lists(&self) -> Result<clade_lists::CladeLists, IndexError> {
+    /// The clade lists section's checksum, and its counts against the header's.
+    fn check_clade_lists(&self) -> Result<(), IndexError> {
         self.verify_section(SectionKind::CladeLists)?;
-        let corrupt = |what: String| IndexError::Corrupt { path: self.path.clone(), what };
-        let view = clade_lists::CladeLists::decode(self.section_bytes(SectionKind::CladeLists))
-            .map_err(|e| corrupt(format!("its clade lists section is inconsistent: {e}")))?;
+        let (features, locations) =
+            clade_lists::CladeLists::counts(self.section_bytes(SectionKind::CladeLists)).map_err(|e| {
+                IndexError::Corrupt { path: self.path.clone(), what: format!("its clade lists section: {e}") }
+            })?;
+        self.check_clade_counts(features, locations)
+    }
+
+    fn check_clade_counts(&self, features: u64, locations: u64) -> Result<(), IndexError> {
         let counts = &self.header.counts;
-        if (view.len() as u64, view.locations() as u64) != (counts.clade_features, counts.clade_locations) {
-            return Err(corrupt(format!(
-                "its clade lists section holds {} features and {} locations, its header says {} and {}",
-                view.len(),
-                view.locations(),
-                counts.clade_features,
-                counts.clade_locations
-            )));
+        if (features, locations) != (counts.clade_features, counts.clade_locations) {
+            return Err(IndexError::Corrupt {
+                path: self.path.clone(),
+                what: format!(
+                    "its clade lists section holds {features} features and {locations} locations, its header says {} and {}",
+                    counts.clade_features, counts.clade_locations
+                ),
+            });
         }
-        Ok(view)
+        Ok(())
+    }
+
+    /// The clade features (over the location cap) with all their locations, checked against the
+    /// section's checksum and the header's counts. Classification does not need them: opening an
+    /// index checks only the section's checksum and counts.
+    pub fn clade_lists(&self) -> Result<clade_lists::CladeLists, IndexError> {
+        self.check_clade_lists()?;
+        let corrupt = |what: String| IndexError::Corrupt { path: self.path.clone(), what };
+        let lists = clade_lists::CladeLists::decode(self.section_bytes(SectionKind::CladeLists))
+            .map_err(|e| corrupt(format!("its clade lists section is inconsistent: {e}")))?;
+        // What it holds is what it says it holds (`decode` checks that), which is the header's.
+        Ok(lists)
     }
 
     /// Checks every shard's block against its checksum, shards in parallel, and the shard data
@@ -635,6 +652,24 @@ mod tests {
                 Err(e @ IndexError::Unsupported { .. }) => assert!(e.to_string().contains(expected), "{e}"),
                 other => panic!("expected an unsupported index, got {:?}", other.err()),
             }
+        }
+    }
+
+    /// Fuzzing (index_open_fixed, after format 8): opening with `Verify::All` checks the clade
+    /// lists' checksum and counts, not their code (classify never reads them, and decoding a large
+    /// index's took a second), so `verify_all` must check the same; `update`, which decodes them,
+    /// finds a frame that does not decode and says so.
+    #[test]
+    fn regression_clade_lists_are_decoded_by_update_only() {
+        let mut bytes = seed();
+        let range = section(&bytes, SectionKind::CladeLists);
+        let last = range.end - 1;
+        bytes[last] ^= 0xff;
+        let index = open_fixed(&bytes, Verify::All).expect("checksum and counts hold");
+        index.verify_all().expect("verify_all checks what opening checks");
+        match index.clade_lists() {
+            Err(e @ IndexError::Corrupt { .. }) => assert!(e.to_string().contains("clade lists"), "{e}"),
+            other => panic!("a frame that does not decode was accepted: {:?}", other.map(|l| l.len())),
         }
     }
 }
