@@ -393,6 +393,16 @@ pub struct GpuClassifier<'g> {
     protein: Option<crate::protein::ProteinParams>,
 }
 
+impl Drop for GpuClassifier<'_> {
+    /// The index's device buffers are freed by whichever thread drops the classifier (the run's
+    /// main thread, which never made the GPU's context current): bind it first, else every free
+    /// fails with an invalid context and the memory stays allocated until the process ends
+    /// (compute-sanitizer counted 9 such frees a classification).
+    fn drop(&mut self) {
+        let _ = self.gpu.ctx.bind_to_thread();
+    }
+}
+
 /// A batch's mates on the device: the bases back to back, and per mate where its bases start, its
 /// length and where its room for features starts; `count` mates.
 pub(crate) struct DeviceMates {
