@@ -334,13 +334,13 @@ fn gpu_index_bytes_equal_cpu_index_bytes() {
             );
             println!("identical index bytes: {} (group {group})", set.display());
         }
-        // A cap of 2: many features dropped, whose whole lists the dropped section keeps.
+        // A cap of 2: many clade features, whose whole lists the clade lists section keeps.
         let knobs = Knobs { cap: 2, ..Knobs::default() };
         let s = build_in(&genomes, &cpu, GpuRequest::None, GpuBuildOptions::default(), None, knobs).unwrap();
         assert!(s.counts.clade_features > 1000, "{:?}", s.counts);
         build_in(&genomes, &gpu, GpuRequest::List(vec![0]), GpuBuildOptions::default(), None, knobs).unwrap();
         assert!(bytes(&cpu) == bytes(&gpu), "{}: GPU and CPU index bytes differ at cap 2", set.display());
-        println!("identical index bytes: {} (cap 2, {} features dropped)", set.display(), s.counts.clade_features);
+        println!("identical index bytes: {} (cap 2, {} clade features)", set.display(), s.counts.clade_features);
     }
 }
 

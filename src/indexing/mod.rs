@@ -4,7 +4,7 @@
 //! 1. [`sketching`]: read FASTA files in parallel and sketch every window into per-shard bins of
 //!    (feature, target, window) triples (the NCBI taxonomy loads on another thread meanwhile);
 //! 2. [`targets`]: order targets by name, give them taxa, prune the taxonomy;
-//! 3. [`condense`]: per shard, in parallel, sort the triples, drop overpopulated features, lay out
+//! 3. [`condense`]: per shard, in parallel, sort the triples, make overpopulated features clade features, lay out
 //!    location lists and the key index; a writing thread meanwhile writes the shards done so far
 //!    into the index file, in shard order (`pipeline::run_here`).
 //!

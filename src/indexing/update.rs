@@ -4,14 +4,15 @@
 //!
 //! Only the added genomes are read. The old index holds everything a build keeps after
 //! sketching: every location of every feature (the kept features' in its shards, the
-//! overpopulated ones' in its dropped section) and every target's name, taxid and size. So:
+//! clade features' in its clade lists section) and every target's name, taxid and size. So:
 //! 1. the added genomes are sketched as a build sketches them;
 //! 2. the old targets that stay and the added ones are numbered together in name order
 //!    (`targets::number`), as a build of them all would number them;
-//! 3. per shard, the old locations (renumbered, removed targets left out), the dropped
+//! 3. per shard, the old locations (renumbered, removed targets left out), the clade
 //!    features' locations and the added pairs are condensed as a build condenses
-//!    (`condense::condense_all`): a feature a removal brings under the cap comes back, one an
-//!    addition takes over it is dropped. With a GPU (`--gpus`), the GPU build's condense does
+//!    (`condense::condense_all`): a feature a removal brings under the cap gets its list back,
+//!    one an addition takes over it becomes a clade feature, and a clade moves with its targets
+//!    (the LCA of those that stay). With a GPU (`--gpus`), the GPU build's condense does
 //!    this stage in passes (`update_on_gpu.rs`), with the same bytes;
 //! 4. the shards are written in order, beside the output, which is renamed into place at the end
 //!    (the output may be the old index: a failure leaves it as it was).

@@ -7,7 +7,7 @@
 //! removal costs nothing on the GPU. The shards are cut into passes that fit the GPU's memory, as
 //! the build's are (`gpu::passes::plan_passes`). In a pass the old shards' blocks are copied to
 //! the GPU as they are stored and expanded there into pairs (`cuda/update.cuh`; the host's twin
-//! is the CPU update's `Shards::locations`), the host gathers the dropped features' and the
+//! is the CPU update's `Shards::locations`), the host gathers the clade features' and the
 //! added genomes' pairs on every core, the GPU inserts them all into a bucket-list table sized
 //! for them and condenses it, and the host writes the shards in order; gathering, the GPU and
 //! writing work on three passes at once.
@@ -151,7 +151,7 @@ impl Shards<'_> {
 
     /// Shard `shard`'s pairs that the host gathers into `keys` and `values` (exactly
     /// [`Shards::host_count`] long), as the GPU condense takes them: (feature, provisional target
-    /// << 32 | window), the dropped features' by their old target ids, the added sequences' after
+    /// << 32 | window), the clade features' by their old target ids, the added sequences' after
     /// the old targets. Removed and left-out targets are in it; the condense's renumbering leaves
     /// them out.
     fn host_pairs(&self, shard: usize, bin: Bin, keys: &mut [Feature], values: &mut [u64]) {
