@@ -423,51 +423,6 @@ pub fn decide(
     target_taxa: &[TaxId],
     tree: &TaxonTree,
 ) -> TaxId {
-    if !clades.is_empty() {
-        return decide_with_clades(candidates, clades, params, target_taxa, tree);
-    }
-    let Some(top) = candidates.first() else { return 0 };
-    if top.hits < params.hitmin {
-        return 0;
-    }
-    // Candidates with at least (1 - hitdiff) x the best count join; a tiny epsilon keeps exact
-    // ties in despite floating-point rounding.
-    let threshold = top.hits as f64 * (1.0 - params.hitdiff) - 1e-9;
-    let mut taxon = target_taxa[top.target as usize];
-    for c in &candidates[1..] {
-        if c.hits as f64 >= threshold {
-            taxon = tree.lca(taxon, target_taxa[c.target as usize]);
-        }
-    }
-    if params.strain_margin > 0.0 {
-        if let Some(species) = tree.ancestor_at_rank(taxon, "species").filter(|&s| s != taxon) {
-            let close = top.hits as f64 * (1.0 - params.strain_margin) - 1e-9;
-            for c in candidates[1..].iter().filter(|c| c.hits as f64 >= close) {
-                let other = target_taxa[c.target as usize];
-                if tree.ancestor_at_rank(other, "species") == Some(species) {
-                    taxon = tree.lca(taxon, other);
-                }
-            }
-        }
-    }
-    lift(taxon, params, tree)
-}
-
-fn lift(taxon: TaxId, params: &ClassifyParams, tree: &TaxonTree) -> TaxId {
-    match &params.lowest_rank {
-        Some(rank) => tree.ancestor_at_rank(taxon, rank).unwrap_or(taxon),
-        None => taxon,
-    }
-}
-
-/// [`decide`] for a read with clade features' hits.
-fn decide_with_clades(
-    candidates: &[Candidate],
-    clades: &[(TaxId, u32)],
-    params: &ClassifyParams,
-    target_taxa: &[TaxId],
-    tree: &TaxonTree,
-) -> TaxId {
     let support =
         |taxon: TaxId| -> u32 { clades.iter().filter(|&&(c, _)| tree.lca(c, taxon) == c).map(|&(_, n)| n).sum() };
     let entries = || {
@@ -498,7 +453,10 @@ fn decide_with_clades(
             }
         }
     }
-    lift(taxon, params, tree)
+    match &params.lowest_rank {
+        Some(rank) => tree.ancestor_at_rank(taxon, rank).unwrap_or(taxon),
+        None => taxon,
+    }
 }
 
 #[cfg(test)]

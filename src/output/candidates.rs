@@ -462,22 +462,27 @@ mod tests {
         assert!(read_all(&file).unwrap_err().contains("blocks are missing or repeated"));
     }
 
+    /// A file of `all`, written as the classifier's threads write it: in groups of `group_size`.
+    fn encode_in_groups(all: &[ReadCandidates], group_size: usize) -> Vec<u8> {
+        let mut file = Vec::new();
+        encode_header(&header(), &mut file);
+        let mut w = BlockWriter::default();
+        for chunk in all.chunks(group_size) {
+            let mut g = EncodedRecords::default();
+            chunk.iter().for_each(|r| g.push(r));
+            w.add(&g, &mut file).unwrap();
+        }
+        w.finish(&mut file).unwrap();
+        file
+    }
+
     /// The file's bytes do not depend on how its reads were grouped.
     #[test]
     fn blocks_hold_a_fixed_number_of_reads_whatever_the_groups() {
         let all = records(2 * BLOCK_READS + 17);
         let whole = encode_file(&header(), &all);
         for group_size in [1, 5, 1000, BLOCK_READS, BLOCK_READS + 3, all.len()] {
-            let mut file = Vec::new();
-            encode_header(&header(), &mut file);
-            let mut w = BlockWriter::default();
-            for chunk in all.chunks(group_size) {
-                let mut g = EncodedRecords::default();
-                chunk.iter().for_each(|r| g.push(r));
-                w.add(&g, &mut file).unwrap();
-            }
-            w.finish(&mut file).unwrap();
-            assert!(file == whole, "groups of {group_size}");
+            assert!(encode_in_groups(&all, group_size) == whole, "groups of {group_size}");
         }
         assert_eq!(read_all(&whole).unwrap(), all);
     }
@@ -494,16 +499,7 @@ mod tests {
         while reader.next_record().unwrap().is_some() {}
         assert!(reader.blocks > 1 + 40 / 8, "{} blocks", reader.blocks);
         for group_size in [1, 3, 40] {
-            let mut file = Vec::new();
-            encode_header(&header(), &mut file);
-            let mut w = BlockWriter::default();
-            for chunk in all.chunks(group_size) {
-                let mut g = EncodedRecords::default();
-                chunk.iter().for_each(|r| g.push(r));
-                w.add(&g, &mut file).unwrap();
-            }
-            w.finish(&mut file).unwrap();
-            assert!(file == whole, "groups of {group_size}");
+            assert!(encode_in_groups(&all, group_size) == whole, "groups of {group_size}");
         }
     }
 }
