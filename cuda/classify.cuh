@@ -10,13 +10,14 @@
 #include "sketch.cuh"
 #include "condense.cuh"
 
-// The index in device memory, shard by shard: each shard's buckets ((key, value) words) and stream
-// may be on this GPU or, with several GPUs, on another one, read through peer access.
+// The index in device memory, shard by shard: each shard's packed key index and stream may be on
+// this GPU or, with several GPUs, on another one, read through peer access.
 struct DeviceIndex {
-    const u64* slot_base;    // per shard: address of its first slot
+    const u64* slot_base;    // per shard: address of its key index (its block's first word)
     const u64* word_base;    // per shard: address of its stream's first word
     const u64* buckets;
     const u64* shard_words;
+    const u64* key_code;     // per shard: tag bits | value bits << 32 (its ShardEntry's)
     u32 shard_bits;
     u32 entry_bits;
     u32 window_bits;
@@ -25,23 +26,63 @@ struct DeviceIndex {
     u32 nodes;  // taxonomy tree nodes: a clade feature's node must be below
 };
 
-// The slot value of `key` (bcht::lookup): candidate buckets in order, stopping at the key or at the
-// first empty slot. Sets *shard.
+// The `bits` (at most 34) of a key index at bit `bit`; two words past it are readable (the
+// stream's padding follows the key index): src/index/packed_keys.rs field.
+__device__ __forceinline__ u64 key_field(const u32* words, u64 bit, u32 bits) {
+    const u64 w = bit >> 5;
+    const u32 shift = (u32)(bit & 31);
+    u64 v = ((u64)words[w] | ((u64)words[w + 1] << 32)) >> shift;
+    if (shift + bits > 64) v |= (u64)words[w + 2] << (64 - shift);
+    return v & ((1ull << bits) - 1);
+}
+
+// A slot value as the key index packs it, back to the slot value (packed_keys.rs unpack_value).
+__device__ __forceinline__ u32 unpack_value(u64 field, u32 vb) {
+    const u64 flag = 1ull << (vb - 1);
+    return (field & flag) ? (INLINE_FLAG | (u32)(field & ~flag)) : (u32)field;
+}
+
+// One shard's key index (packed_keys.rs KeyCode and PackedKeys).
+struct ShardKeys {
+    const u32* words;
+    u64 buckets;
+    u64 bucket_bits;  // a bucket's bits, whole words
+    u32 tb, vb;
+};
+
+__device__ __forceinline__ ShardKeys shard_keys(const DeviceIndex& ix, u32 sh) {
+    const u64 code = ix.key_code[sh];
+    const u32 tb = (u32)code, vb = (u32)(code >> 32);
+    return {(const u32*)ix.slot_base[sh], ix.buckets[sh], (16 * (u64)(tb + vb) + 31) / 32 * 32, tb, vb};
+}
+
+// Slot s of bucket b: its tag (0 for an empty slot) and, if occupied, its value.
+__device__ __forceinline__ u64 slot_tag(const ShardKeys& k, u64 b, u32 s) {
+    return key_field(k.words, b * k.bucket_bits + (u64)s * k.tb, k.tb);
+}
+
+__device__ __forceinline__ u32 slot_value(const ShardKeys& k, u64 b, u32 s) {
+    return unpack_value(key_field(k.words, b * k.bucket_bits + 16 * (u64)k.tb + (u64)s * k.vb, k.vb), k.vb);
+}
+
+// The slot value of `key` (PackedKeys::lookup): candidate buckets in order, stopping at the key's
+// tag or at the first empty slot. Sets *shard.
 __device__ __forceinline__ bool index_lookup(const DeviceIndex& ix, u32 key, u32* shard, u32* value) {
     const u32 sh = shard_of_key(key, ix.shard_bits);
     *shard = sh;
-    const u64 nb = ix.buckets[sh];
-    if (nb == 0) return false;
-    const u64* base = (const u64*)ix.slot_base[sh];
+    const ShardKeys k = shard_keys(ix, sh);
+    if (k.buckets == 0) return false;
     for (int j = 0; j < 3; ++j) {
-        const u64 b = ((u64)fmix32(key ^ BUCKET_SEEDS[j]) * nb) >> 32;
-        for (int s = 0; s < BUCKET_SLOTS; ++s) {
-            const u64 w = base[b * BUCKET_SLOTS + s];
-            if ((u32)w == key) {
-                *value = (u32)(w >> 32);
+        const u32 h = permute(key, j, ix.shard_bits);
+        const u64 b = mod_buckets(h, k.buckets);
+        const u64 tag = (((u64)h / k.buckets) << 2) | (u64)(j + 1);
+        for (u32 s = 0; s < BUCKET_SLOTS; ++s) {
+            const u64 t = slot_tag(k, b, s);
+            if (t == tag) {
+                *value = slot_value(k, b, s);
                 return true;
             }
-            if ((u32)w == NO_FEATURE) return false;
+            if (t == 0) return false;
         }
     }
     return false;
@@ -377,7 +418,7 @@ extern "C" __global__ void read_candidates(const u64* locations, const u64* read
 }
 
 // The host builds these arguments as Rust structs, which assert the same sizes.
-static_assert(sizeof(DeviceIndex) == 56, "struct DeviceIndex must match IndexArgs in src/gpu/classify.rs");
+static_assert(sizeof(DeviceIndex) == 64, "struct DeviceIndex must match IndexArgs in src/gpu/classify.rs");
 static_assert(sizeof(DeviceTree) == 32, "struct DeviceTree must match TreeArgs in src/gpu/classify.rs");
 static_assert(sizeof(Mates) == 40, "struct Mates must match MatesArgs in src/gpu/classify.rs");
 static_assert(sizeof(Candidate) == 16, "struct Candidate must match DeviceCandidate in src/gpu/classify.rs");

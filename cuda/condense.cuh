@@ -101,15 +101,53 @@ extern "C" __global__ void set_clades(const u32* index, const u32* nodes, u64 m,
 #define INLINE_FLAG 0x80000000u
 #define PAD_WORDS 2  // src/index/locations.rs PAD_WORDS
 
-// Must match src/index/bcht.rs: fmix32 and BUCKET_SEEDS.
+// Must match src/index/bcht.rs: BUCKET_SEEDS and MIX.
 __device__ __constant__ u32 BUCKET_SEEDS[3] = {0x9e3779b9u, 0x85ebca6bu, 0xc2b2ae35u};
+#define MIX0 0x85ebca6bu
+#define MIX1 0xc2b2ae35u
 
-__device__ __forceinline__ u32 fmix32(u32 h) {
-    h ^= h >> 16;
-    h *= 0x85ebca6bu;
-    h ^= h >> 13;
-    h *= 0xc2b2ae35u;
-    return h ^ (h >> 16);
+// The j-th hash of `key`: a permutation of its shard's local keys, the bits above its shard bits
+// (src/index/bcht.rs KeyHash::permute).
+__device__ __forceinline__ u32 permute(u32 key, int j, u32 shard_bits) {
+    const u32 d = 32 - shard_bits, mask = 0xFFFFFFFFu >> shard_bits;
+    const u32 s1 = (d + 1) / 2, s2 = (d + 2) / 3;  // div_ceil(2), div_ceil(3)
+    u32 h = ((key >> shard_bits) ^ BUCKET_SEEDS[j]) & mask;
+    h ^= h >> s1;
+    h = (h * MIX0) & mask;
+    h ^= h >> s2;
+    h = (h * MIX1) & mask;
+    return h ^ (h >> s1);
+}
+
+// The inverse of odd m modulo 2^32 (bcht.rs inverse).
+__device__ __forceinline__ u32 inverse_odd(u32 m) {
+    u32 x = m;
+    for (int i = 0; i < 5; ++i) x *= 2u - m * x;
+    return x;
+}
+
+// y ^ (y >> s) undone within d bits.
+__device__ __forceinline__ u32 unshift(u32 y, u32 s, u32 d) {
+    u32 x = y;
+    for (u32 i = 0; i < (d + s - 1) / s; ++i) x = y ^ (x >> s);
+    return x;
+}
+
+// The local key whose j-th hash is h (bcht.rs KeyHash::unpermute).
+__device__ __forceinline__ u32 unpermute(u32 h, int j, u32 shard_bits) {
+    const u32 d = 32 - shard_bits, mask = 0xFFFFFFFFu >> shard_bits;
+    const u32 s1 = (d + 1) / 2, s2 = (d + 2) / 3;  // div_ceil(2), div_ceil(3)
+    u32 x = unshift(h & mask, s1, d);
+    x = (x * inverse_odd(MIX1)) & mask;
+    x = unshift(x, s2, d);
+    x = (x * inverse_odd(MIX0)) & mask;
+    x = unshift(x, s1, d);
+    return (x ^ BUCKET_SEEDS[j]) & mask;
+}
+
+// h modulo n (a shard's buckets): in 32 bits where n allows, a quarter of the instructions.
+__device__ __forceinline__ u64 mod_buckets(u32 h, u64 n) {
+    return n <= 0xFFFFFFFFull ? (u64)(h % (u32)n) : (u64)h % n;
 }
 
 // The shards' tables, one after the other: shard s has buckets [base[s], base[s] + buckets[s]).
@@ -123,10 +161,11 @@ __device__ __forceinline__ u32 shard_of(const Shards& sh, u32 key) {
     return shard_of_key(key, sh.shard_bits);
 }
 
-// Global bucket of the j-th candidate of `key` (src/index/bcht.rs bucket_of, offset by the shard).
+// Global bucket of the j-th candidate of `key` (src/index/bcht.rs KeyHash::bucket, offset by the
+// shard).
 __device__ __forceinline__ u64 candidate(const Shards& sh, u32 key, int j) {
     const u32 s = shard_of(sh, key);
-    return sh.base[s] + (((u64)fmix32(key ^ BUCKET_SEEDS[j]) * sh.buckets[s]) >> 32);
+    return sh.base[s] + mod_buckets(permute(key, j, sh.shard_bits), sh.buckets[s]);
 }
 
 // Per shard, with the location cap: [keys, locations in lists, clade keys, clade keys' locations].

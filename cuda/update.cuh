@@ -7,27 +7,34 @@
 
 // The length of the list of each of shard `shard`'s n slots (0 for an empty slot).
 extern "C" __global__ void old_list_lengths(DeviceIndex ix, u32 shard, u64 n, u64* lens) {
-    const u64* slots = (const u64*)ix.slot_base[shard];
+    const ShardKeys k = shard_keys(ix, shard);
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
-        const u64 w = slots[i];
-        lens[i] = (u32)w == NO_FEATURE ? 0 : decode_list(ix, shard, (u32)(w >> 32)).len;
+        const u64 b = i / BUCKET_SLOTS;
+        const u32 s = (u32)(i % BUCKET_SLOTS);
+        lens[i] = slot_tag(k, b, s) == 0 ? 0 : decode_list(ix, shard, slot_value(k, b, s)).len;
     }
 }
 
-// Slot i's locations as pairs from first[i] on: its key, and target << 32 | window.
+// Slot i's locations as pairs from first[i] on: its key (named by its bucket and tag, PackedKeys::slots),
+// and target << 32 | window.
 extern "C" __global__ void expand_old_lists(DeviceIndex ix, u32 shard, u64 n, const u64* first, u32* keys,
                                             u64* values) {
-    const u64* slots = (const u64*)ix.slot_base[shard];
+    const ShardKeys k = shard_keys(ix, shard);
     const u64 window_mask = (1ull << ix.window_bits) - 1;
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
-        const u64 w = slots[i];
-        if ((u32)w == NO_FEATURE) continue;
-        const List l = decode_list(ix, shard, (u32)(w >> 32));
+        const u64 b = i / BUCKET_SLOTS;
+        const u32 s = (u32)(i % BUCKET_SLOTS);
+        const u64 tag = slot_tag(k, b, s);
+        if (tag == 0) continue;
+        const int j = (int)(tag & 3) - 1;
+        const u32 h = (u32)((tag >> 2) * k.buckets + b);
+        const u32 key = (unpermute(h, j, ix.shard_bits) << ix.shard_bits) | shard;
+        const List l = decode_list(ix, shard, slot_value(k, b, s));
         Cursor c = {0, 0, 0, 0};
-        for (u32 k = 0; k < l.len; ++k) {
+        for (u32 x = 0; x < l.len; ++x) {
             const u64 loc = list_next(ix, l, c);
-            keys[first[i] + k] = (u32)w;
-            values[first[i] + k] = ((loc >> ix.window_bits) << 32) | (loc & window_mask);
+            keys[first[i] + x] = key;
+            values[first[i] + x] = ((loc >> ix.window_bits) << 32) | (loc & window_mask);
         }
     }
 }

@@ -492,8 +492,7 @@ pub fn use_index(index: &Index) {
 
     let mut decoded = Vec::new();
     let stored = (0..index.shard_count())
-        .flat_map(|shard| index.shard_slots(shard).iter().map(move |slot| (shard, slot)))
-        .filter(|(_, slot)| slot.key != crate::index::bcht::EMPTY_KEY);
+        .flat_map(|shard| index.shard_keys(shard).slots().map(move |slot| (shard, slot)).collect::<Vec<_>>());
     for (shard, slot) in stored.take(4096) {
         index.prefetch(slot.key);
         index.prefetch_list(shard, slot.value);

@@ -15,6 +15,10 @@ pub struct IndexInfo {
     /// Stored in its own section (see `index::format`), so shown beside the header.
     pub provenance: crate::index::format::Provenance,
     pub key_index_load_factor: f64,
+    /// Bytes of the shards' key indexes and of their location lists (the shard data, less the
+    /// padding between blocks).
+    pub key_index_bytes: u64,
+    pub list_bytes: u64,
     pub bytes_per_reference_base: f64,
     pub sections: Vec<SectionInfo>,
     /// The amino-acid table of `build --protein`, if there is one.
@@ -55,6 +59,8 @@ pub fn describe(index: &Index, verified: bool) -> IndexInfo {
         header: h.clone(),
         provenance: h.provenance.clone(),
         key_index_load_factor: if slots == 0 { 0.0 } else { h.counts.features as f64 / slots as f64 },
+        key_index_bytes: (0..index.shard_count()).map(|s| index.shard_entry(s).key_bytes()).sum(),
+        list_bytes: (0..index.shard_count()).map(|s| index.shard_entry(s).words * 4).sum(),
         bytes_per_reference_base: index.file_size() as f64 / h.counts.bases.max(1) as f64,
         sections: SectionKind::ALL
             .iter()
@@ -149,8 +155,13 @@ pub fn render_text(info: &IndexInfo) -> String {
     }
     let _ = writeln!(
         s,
-        "key index        {} buckets of {} slots, load factor {:.3}",
-        c.buckets, h.key_index.bucket_slots, info.key_index_load_factor
+        "key index        {} buckets of {} slots, load factor {:.3}, {} ({:.1} bits a feature); lists {}",
+        c.buckets,
+        h.key_index.bucket_slots,
+        info.key_index_load_factor,
+        human_bytes(info.key_index_bytes),
+        info.key_index_bytes as f64 * 8.0 / c.features.max(1) as f64,
+        human_bytes(info.list_bytes)
     );
     let _ = writeln!(
         s,
@@ -194,7 +205,7 @@ mod tests {
         let info = describe(&index, false);
         assert!(info.key_index_load_factor < 1e-9, "load factor {}", info.key_index_load_factor);
         assert!(
-            render_text(&info).contains("key index        1152921504606846977 buckets of 16 slots, load factor 0.000")
+            render_text(&info).contains("key index        1152921504606846977 buckets of 16 slots, load factor 0.000,")
         );
     }
 }

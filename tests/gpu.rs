@@ -577,7 +577,10 @@ fn gpu_condense_equals_the_cpu_assembler() {
             per_shard[kmerdb::index::format::shard_of(k, shard_bits)].push((k, layout.pack(f, v as u32)));
         }
     }
-    let expected: Vec<_> = per_shard.into_iter().map(|p| condense_all(p, &layout, cap, &clades).unwrap()).collect();
+    let expected: Vec<_> = per_shard
+        .into_iter()
+        .map(|p| condense_all(p, &layout, kmerdb::index::bcht::KeyHash::new(shard_bits), cap, &clades).unwrap())
+        .collect();
 
     let mut t = BucketListTable::new(&g, TableConfig::new(keys.len() as u64, keys.len() as u64 * 3)).unwrap();
     t.insert_pairs(&keys, &values).unwrap();

@@ -30,6 +30,7 @@ pub(crate) struct IndexArgs<'a> {
     word_base: DevAddr<'a>,
     buckets: DevAddr<'a>,
     shard_words: DevAddr<'a>,
+    key_code: DevAddr<'a>,
     shard_bits: u32,
     entry_bits: u32,
     window_bits: u32,
@@ -41,7 +42,7 @@ pub(crate) struct IndexArgs<'a> {
 // SAFETY: plain old data with the layout of the CUDA struct (`DevAddr` is a `u64`).
 unsafe impl DeviceRepr for IndexArgs<'_> {}
 // Kernels read it as `struct DeviceIndex` (cuda/classify.cuh), which asserts the same size.
-const _: () = assert!(std::mem::size_of::<IndexArgs>() == 56);
+const _: () = assert!(std::mem::size_of::<IndexArgs>() == 64);
 
 /// Kernel view of the taxonomy; must match `struct DeviceTree` in `cuda/classify.cuh`. It borrows
 /// the tree's arrays ([`DeviceTree::args`]).
@@ -457,6 +458,8 @@ pub(crate) struct IndexTables {
     word_base: CudaSlice<u64>,
     buckets: CudaSlice<u64>,
     shard_words: CudaSlice<u64>,
+    /// Per shard: its slots' tag bits, and value bits in the high half.
+    key_code: CudaSlice<u64>,
     shard_bits: u32,
     entry_bits: u32,
     window_bits: u32,
@@ -467,7 +470,8 @@ pub(crate) struct IndexTables {
 
 impl IndexTables {
     /// Uploads the per-shard tables of `index` (in this order): the device address of each
-    /// shard's first slot and of its stream's first word, its buckets and its words.
+    /// shard's key index and of its stream's first word, its buckets and its words; the widths of
+    /// its slots come from the index.
     pub(crate) fn upload(
         gpu: &Gpu,
         index: &Index,
@@ -478,11 +482,16 @@ impl IndexTables {
     ) -> Result<Self, GpuError> {
         let s = &gpu.stream;
         let layout = index.layout();
+        let key_code: Vec<u64> = (0..index.shard_count())
+            .map(|sh| index.shard_entry(sh))
+            .map(|e| e.tag_bits as u64 | (e.value_bits as u64) << 32)
+            .collect();
         Ok(Self {
             slot_base: s.clone_htod(slot_base)?,
             word_base: s.clone_htod(word_base)?,
             buckets: s.clone_htod(buckets)?,
             shard_words: s.clone_htod(shard_words)?,
+            key_code: s.clone_htod(&key_code)?,
             shard_bits: index.header().shard_bits,
             entry_bits: layout.entry_bits,
             window_bits: layout.window_bits,
@@ -499,6 +508,7 @@ impl IndexTables {
             word_base: DevAddr::of(gpu, &self.word_base),
             buckets: DevAddr::of(gpu, &self.buckets),
             shard_words: DevAddr::of(gpu, &self.shard_words),
+            key_code: DevAddr::of(gpu, &self.key_code),
             shard_bits: self.shard_bits,
             entry_bits: self.entry_bits,
             window_bits: self.window_bits,
@@ -743,7 +753,7 @@ impl DeviceShards {
             let dev = upload_pinned(gpu, bytes)?;
             for sh in mine {
                 slot_base[sh] = DevAddr::at(gpu, &dev, (starts[sh] - starts[lo]) as usize).raw();
-                word_base[sh] = slot_base[sh] + buckets[sh] * 128;
+                word_base[sh] = slot_base[sh] + entries[sh].key_bytes();
             }
             buffers.push(dev);
         }

@@ -20,7 +20,7 @@
 use crate::gpu::address::DevAddr;
 use crate::gpu::table::{BucketListTable, DeviceKeys, KeyList, launch_config};
 use crate::gpu::{Gpu, GpuError};
-use crate::index::bcht::{self, BUCKET_SLOTS, EMPTY_SLOT, Slot};
+use crate::index::bcht::{self, BUCKET_SLOTS, EMPTY_SLOT, KeyHash, Slot};
 use crate::index::clade_lists::CladeLists;
 use crate::index::locations::{LocationLayout, PAD_WORDS, ShardOverflow};
 use crate::index::write::ShardData;
@@ -140,7 +140,7 @@ pub fn condense(
         let mut slots = download(place.slots.clone())?;
         let left = download(place.left.clone())?;
         let words = s.clone_dtoh(&dev.words.slice(place.words.clone())).map_err(GpuError::from)?;
-        let shard = match finish_shard(&mut slots, &left, &words, layout)? {
+        let shard = match finish_shard(&mut slots, &left, &words, layout, KeyHash::new(shard_bits))? {
             None => ShardData { slots, words },
             Some(rebuilt) => rebuilt,
         };
@@ -178,8 +178,9 @@ pub fn finish_shard(
     left: &[Slot],
     words: &[u32],
     layout: &LocationLayout,
+    hash: KeyHash,
 ) -> Result<Option<ShardData>, BuildError> {
-    walk_in_place(slots, left, words, layout).map_err(|_| shard_overflow())
+    walk_in_place(slots, left, words, layout, hash).map_err(|_| shard_overflow())
 }
 
 /// Condenses the table into every shard's key index and stream, on the device, renumbering
@@ -592,21 +593,22 @@ fn walk_in_place(
     left: &[Slot],
     words: &[u32],
     layout: &LocationLayout,
+    hash: KeyHash,
 ) -> Result<Option<ShardData>, ShardOverflow> {
     let mut undo = Vec::new();
-    if bcht::place_stragglers_logged(slots, left, &mut undo) {
+    if bcht::place_stragglers_logged(slots, left, hash, &mut undo) {
         return Ok(None);
     }
     bcht::undo_walk(slots, &undo);
     let before = ShardData { slots: slots.to_vec(), words: words.to_vec() };
-    rebuild(&before, left, layout).map(Some)
+    rebuild(&before, left, layout, hash).map(Some)
 }
 
 /// [`walk_in_place`] on an owned shard (the unit tests').
 #[cfg(test)]
 fn walk_or_rebuild(mut shard: ShardData, left: &[Slot], layout: &LocationLayout) -> Result<ShardData, ShardOverflow> {
     let words = shard.words.clone();
-    match walk_in_place(&mut shard.slots, left, &words, layout)? {
+    match walk_in_place(&mut shard.slots, left, &words, layout, tests::H)? {
         None => Ok(shard),
         Some(rebuilt) => Ok(rebuilt),
     }
@@ -618,11 +620,16 @@ fn shard_overflow() -> BuildError {
 
 /// A shard laid out again by the CPU's `ShardAssembler` from its keys and their lists (the rare
 /// shard whose leftover keys did not fit by cuckoo walks: the CPU grows its table and starts again).
-fn rebuild(shard: &ShardData, left: &[Slot], layout: &LocationLayout) -> Result<ShardData, ShardOverflow> {
+fn rebuild(
+    shard: &ShardData,
+    left: &[Slot],
+    layout: &LocationLayout,
+    hash: KeyHash,
+) -> Result<ShardData, ShardOverflow> {
     use crate::index::locations::LocationList;
     let mut entries: Vec<Slot> = shard.slots.iter().chain(left).filter(|s| s.key != bcht::EMPTY_KEY).copied().collect();
     entries.sort_unstable_by_key(|s| s.key);
-    let mut assembler = crate::indexing::condense::ShardAssembler::new(layout);
+    let mut assembler = crate::indexing::condense::ShardAssembler::new(layout, hash);
     let mut locs = Vec::new();
     for e in entries {
         let list = LocationList::decode(e.value, &shard.words, layout);
@@ -643,12 +650,15 @@ mod tests {
     use super::*;
     use crate::indexing::condense::ShardAssembler;
 
+    /// One shard.
+    pub(super) const H: KeyHash = KeyHash::new(0);
+
     /// The fallback for a shard whose walk fails: laying a shard out again from its own slots and
     /// lists gives the CPU's bytes.
     #[test]
     fn rebuilding_a_shard_from_its_lists_gives_the_same_bytes() {
         let layout = LocationLayout::for_counts(50, 1000, 254, 60);
-        let mut assembler = ShardAssembler::new(&layout);
+        let mut assembler = ShardAssembler::new(&layout, H);
         let mut x = 12345u64;
         let mut next = || {
             x ^= x << 13;
@@ -667,7 +677,7 @@ mod tests {
             }
         }
         let (shard, _) = assembler.finish().unwrap();
-        let again = rebuild(&shard, &[], &layout).unwrap();
+        let again = rebuild(&shard, &[], &layout, H).unwrap();
         assert!(again == shard);
     }
 
@@ -693,8 +703,8 @@ mod tests {
             let mut keys: Vec<u32> = (0..7300).map(|_| (next() % (u32::MAX as u64)) as u32).collect();
             keys.sort_unstable();
             keys.dedup();
-            let (mut slots, mut left) = bcht::place_rounds(&keys, bcht::initial_buckets(keys.len()));
-            if bcht::place_stragglers(&mut slots.clone(), &left) {
+            let (mut slots, mut left) = bcht::place_rounds(&keys, bcht::initial_buckets(keys.len()), H);
+            if bcht::place_stragglers(&mut slots.clone(), &left, H) {
                 continue;
             }
             let lists: Vec<Vec<u64>> =
@@ -705,7 +715,7 @@ mod tests {
             }
             let before = ShardData { slots, words: writer.finish() };
             let got = walk_or_rebuild(before, &left, &layout).unwrap();
-            let mut assembler = ShardAssembler::new(&layout);
+            let mut assembler = ShardAssembler::new(&layout, H);
             for (k, l) in keys.iter().zip(&lists) {
                 assembler.add(*k, l);
             }

@@ -31,8 +31,10 @@ use crate::gpu::build::{BATCH_BASES, SketchArgs, Staging};
 use crate::gpu::pinned::{HostBuffer, copy_async};
 use crate::gpu::table::{BucketListTable, TableConfig, launch_config};
 use crate::gpu::{Gpu, GpuError};
+use crate::index::bcht::KeyHash;
 use crate::index::clade_lists::CladeLists;
-use crate::index::{IndexWriter, LocationLayout, ShardData};
+use crate::index::packed_keys::{self, KeyCode};
+use crate::index::{IndexWriter, LocationLayout};
 use crate::indexing::condense::ShardStats;
 use crate::indexing::error::BuildError;
 use crate::indexing::sketching::Pending;
@@ -613,9 +615,10 @@ impl<'g> PassBuild<'g> {
             let mut arrivals = InShardOrder { queues: arrivals, next: 0, total: counts.len(), waiting: &waiting };
             let next = move |wait: bool| arrivals.next(wait);
             let finishing = &finishing;
+            let hash = KeyHash::new(self.shard_bits);
             let finish = move |shard: Result<Downloaded, BuildError>| {
                 let t = Instant::now();
-                let done = shard?.finish(layout);
+                let done = shard?.finish(layout, hash);
                 *finishing.lock().expect("no finishing panicked") += t.elapsed();
                 done
             };
@@ -995,33 +998,37 @@ struct DownloadedShard {
     clade_lists: CladeLists,
 }
 
-/// A shard ready to be written.
+/// A shard ready to be written: its key index packed, its words in its buffer or rebuilt.
 struct Finished {
     shard: usize,
-    /// The buffer it came in (and its GPU), where the slots and words are unless it was rebuilt.
+    /// The buffer it came in (and its GPU), where the words are unless it was rebuilt.
     buf: Option<(usize, ShardBuffer)>,
-    slots: usize,
+    keys: (Vec<u32>, KeyCode),
     words: usize,
-    rebuilt: Option<ShardData>,
+    rebuilt_words: Option<Vec<u32>>,
     checksum: u64,
     stats: ShardStats,
     clade_lists: CladeLists,
 }
 
 impl Downloaded {
-    /// Waits for the copies, places the leftover keys in place and computes the checksum.
-    fn finish(self, layout: &LocationLayout) -> Result<Finished, BuildError> {
+    /// Waits for the copies, places the leftover keys in place, packs the key index and computes
+    /// the checksum.
+    fn finish(self, layout: &LocationLayout, hash: KeyHash) -> Result<Finished, BuildError> {
+        let checksum = |keys: &[u32], words: &[u32]| {
+            crate::index::format::shard_checksum(bytemuck::cast_slice(keys), bytemuck::cast_slice(words))
+        };
         let mut d = match self {
             Downloaded::Empty(shard) => {
-                let data = ShardData { slots: Vec::new(), words: vec![0; crate::index::locations::PAD_WORDS] };
-                let checksum = crate::index::format::shard_checksum(&[], bytemuck::cast_slice(&data.words));
+                let words = vec![0; crate::index::locations::PAD_WORDS];
+                let keys = packed_keys::pack(&[], hash);
                 return Ok(Finished {
                     shard,
                     buf: None,
-                    slots: 0,
+                    checksum: checksum(&keys.0, &words),
+                    keys,
                     words: 0,
-                    rebuilt: Some(data),
-                    checksum,
+                    rebuilt_words: Some(words),
                     stats: ShardStats::default(),
                     clade_lists: CladeLists::default(),
                 });
@@ -1035,20 +1042,18 @@ impl Downloaded {
         let order: &mut [crate::index::bcht::Slot] = bytemuck::cast_slice_mut(&mut order[..d.slots + d.left]);
         let (slots, left) = order.split_at_mut(d.slots);
         let words = &words[..d.words];
-        let rebuilt = crate::gpu::condense::finish_shard(slots, left, words, layout)?;
-        let checksum = match &rebuilt {
-            None => crate::index::format::shard_checksum(bytemuck::cast_slice(slots), bytemuck::cast_slice(words)),
-            Some(r) => {
-                crate::index::format::shard_checksum(bytemuck::cast_slice(&r.slots), bytemuck::cast_slice(&r.words))
-            }
+        let rebuilt = crate::gpu::condense::finish_shard(slots, left, words, layout, hash)?;
+        let (keys, rebuilt_words) = match rebuilt {
+            None => (packed_keys::pack(slots, hash), None),
+            Some(r) => (packed_keys::pack(&r.slots, hash), Some(r.words)),
         };
         Ok(Finished {
             shard: d.shard,
+            checksum: checksum(&keys.0, rebuilt_words.as_deref().unwrap_or(words)),
             buf: Some((d.gpu, d.buf)),
-            slots: d.slots,
+            keys,
             words: d.words,
-            rebuilt,
-            checksum,
+            rebuilt_words,
             stats: d.stats,
             clade_lists: d.clade_lists,
         })
@@ -1102,15 +1107,13 @@ fn write_shard(
     stats: &mut ShardStats,
 ) -> Result<(), BuildError> {
     assert_eq!(f.shard, writer.shards_written(), "shards reach the writer in shard order");
-    match (&f.rebuilt, &f.buf) {
-        (Some(data), _) => writer.add_shard(&data.slots, &data.words, Some(f.checksum))?,
+    let keys = (&f.keys.0[..], f.keys.1);
+    match (&f.rebuilt_words, &f.buf) {
+        (Some(words), _) => writer.add_packed_shard(keys, words, Some(f.checksum))?,
         (None, Some((_, buf))) => {
             // SAFETY: the copies finished before `finish`; nothing writes the buffer now.
-            let (order, words) = unsafe {
-                (buf.order.as_ref().expect("ensured").as_slice(), buf.words.as_ref().expect("ensured").as_slice())
-            };
-            let slots: &[crate::index::bcht::Slot] = bytemuck::cast_slice(&order[..f.slots]);
-            writer.add_shard(slots, &words[..f.words], Some(f.checksum))?;
+            let words = unsafe { buf.words.as_ref().expect("ensured").as_slice() };
+            writer.add_packed_shard(keys, &words[..f.words], Some(f.checksum))?;
         }
         (None, None) => unreachable!("a shard is rebuilt or in its buffer"),
     }

@@ -7,7 +7,7 @@
 //! 4 KiB-aligned sections, in this order, each with its xxh3-64 checksum in the header:
 //!   shards      per shard a [`ShardEntry`]: offset in the shard data, buckets, words, checksum
 //!   shard data  per shard, in shard order, one block at a 128-byte boundary (zeros between):
-//!               its key index (16 slots of (feature u32, value u32) per bucket), then its
+//!               its key index (buckets of 16 packed slots, `index::packed_keys`), then its
 //!               location words (see `index::locations`)
 //!   targets     bincode Vec<TargetInfo>, ordered by target id (= sequence name order)
 //!   taxonomy    bincode Vec<Taxon>: the lineages of the targets' taxa, ordered by taxid
@@ -23,7 +23,7 @@
 //! later shards. Each shard has its own xxh3-64 checksum (of its key index bytes, then its words'
 //! bytes), so verifying runs on every core; the shard data section's checksum is the xxh3-64 of
 //! the shards' checksums, in order, as little-endian u64s. Blocks start at 128-byte boundaries, a
-//! bucket's cache line, so that a bucket is one line in memory and on the GPU.
+//! cache line, so that a bucket spans as few lines as its size allows, in memory and on the GPU.
 //! Features are split into `1 << shard_bits` shards by their low bits ([`shard_of`]). Not by their
 //! top bits (format version 1): a sketch keeps each window's smallest hash values, so features
 //! crowd the bottom of the hash range and top-bit shards are lopsided (about 10 of 64 shards held
@@ -54,10 +54,12 @@ pub const MAGIC: [u8; 8] = *b"\x89KMERDB\n";
 /// the key index, `index::locations`) instead of dropped, and the dropped section became the
 /// clade lists section, delta-coded and compressed; a location list starts with a head (its length
 /// and whether the rest is delta-coded) and may be a run of gamma-coded differences.
-pub const FORMAT_VERSION: u32 = 8;
+/// Version 9: key index slots packed (`index::packed_keys`): a key's quotient under a permuting hash
+/// instead of the key, a value as wide as the shard needs; the shard table records both widths.
+pub const FORMAT_VERSION: u32 = 9;
 pub const PREAMBLE_LEN: usize = 64;
 pub const SECTION_ALIGN: u64 = 4096;
-/// Alignment of each shard's block in the shard data: one bucket's cache line.
+/// Alignment of each shard's block in the shard data: a cache line.
 pub const SHARD_ALIGN: u64 = 128;
 /// Features are split into 2^6 = 64 shards.
 pub const DEFAULT_SHARD_BITS: u32 = 6;
@@ -239,23 +241,37 @@ impl TargetInfo {
 pub struct ShardEntry {
     /// Bytes from the start of the shard data section (a multiple of [`SHARD_ALIGN`]).
     pub offset: u64,
-    /// Buckets of the key index (16 slots, 128 bytes each), at `offset`.
+    /// Buckets of the key index, at `offset`.
     pub buckets: u64,
-    /// Location words (4 bytes each), right after the buckets.
+    /// Location words (4 bytes each), right after the key index.
     pub words: u64,
     /// xxh3-64 of the key index bytes followed by the words' bytes.
     pub checksum: u64,
+    /// Width of a slot's tag (`index::packed_keys::tag_bits` of the buckets: checked at open).
+    pub tag_bits: u32,
+    /// Width of a slot's value.
+    pub value_bits: u32,
 }
 
 impl ShardEntry {
+    /// Bytes of one bucket (`packed_keys::KeyCode::bucket_words`).
+    pub fn bucket_bytes(&self) -> u64 {
+        (16 * (self.tag_bits as u64 + self.value_bits as u64)).div_ceil(32) * 4
+    }
+
+    /// Bytes of the key index.
+    pub fn key_bytes(&self) -> u64 {
+        self.buckets * self.bucket_bytes()
+    }
+
     /// Bytes of the key index and the words (the block without its padding).
     pub fn len(&self) -> u64 {
-        self.buckets * 128 + self.words * 4
+        self.key_bytes() + self.words * 4
     }
 
     /// [`Self::len`], or `None` where a damaged entry's sizes overflow.
     pub fn len_checked(&self) -> Option<u64> {
-        self.buckets.checked_mul(128)?.checked_add(self.words.checked_mul(4)?)
+        self.buckets.checked_mul(self.bucket_bytes())?.checked_add(self.words.checked_mul(4)?)
     }
 
     pub fn is_empty(&self) -> bool {

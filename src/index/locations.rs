@@ -77,7 +77,7 @@ impl LocationLayout {
 }
 
 /// Bits needed to number `n` things 0..n (at least 1).
-fn bits_for(n: u64) -> u32 {
+pub(crate) fn bits_for(n: u64) -> u32 {
     (64 - n.saturating_sub(1).leading_zeros()).max(1)
 }
 

@@ -4,7 +4,8 @@
 //! its locations (target, window). Its parts:
 //! - [`format`]: the file layout, header and errors; the one place that defines the bytes;
 //! - [`locations`]: how locations are packed and how a feature's list is stored;
-//! - [`bcht`]: each shard's static bucketed cuckoo key index, feature → list;
+//! - [`bcht`]: each shard's static bucketed cuckoo key index, feature → list, as it is built;
+//! - [`packed_keys`]: the key index as it is stored, each slot in the bits it needs;
 //! - [`clade_lists`]: the clade features' locations, for `kmerdb update`;
 //! - [`write`]: the atomic writer; [`Index`] (here): the memory-mapped reader.
 //!
@@ -21,6 +22,7 @@ pub mod bcht;
 pub mod clade_lists;
 pub mod format;
 pub mod locations;
+pub mod packed_keys;
 pub mod write;
 
 pub use format::{Header, IndexError, SectionKind, TargetInfo};
@@ -30,8 +32,8 @@ pub use write::{IndexFile, IndexWriter, ShardData, write_index};
 use crate::mapped::Mapped;
 use crate::sketch::Feature;
 use crate::taxonomy::{Taxon, TaxonTree};
-use bcht::Slot;
 use format::{FORMAT_VERSION, MAGIC, PREAMBLE_LEN, SHARD_ALIGN, SectionEntry, ShardEntry, bincode_config};
+use packed_keys::{KeyCode, PackedKeys};
 use std::path::{Path, PathBuf};
 
 /// How much of the file to check against its checksums when opening.
@@ -54,6 +56,8 @@ pub struct Index {
     taxonomy: TaxonTree,
     /// Absolute offset of the shard data section.
     data_at: usize,
+    /// How the shards' keys hash (from the header's shard bits).
+    key_hash: bcht::KeyHash,
 }
 
 impl Index {
@@ -136,6 +140,7 @@ impl Index {
             taxonomy: TaxonTree::new(vec![Taxon { taxid: 1, parent: 1, rank: "no rank".into(), name: "root".into() }])
                 .expect("a lone root is a valid tree"),
             data_at: 0,
+            key_hash: bcht::KeyHash::new(0),
         };
         for kind in [SectionKind::Shards, SectionKind::Targets, SectionKind::Taxonomy, SectionKind::Provenance] {
             index.verify_section(kind)?;
@@ -147,6 +152,7 @@ impl Index {
         index.taxonomy = TaxonTree::new(taxa)
             .map_err(|e| IndexError::Corrupt { path: p(), what: format!("its taxonomy is invalid: {e}") })?;
         index.data_at = index.entry(SectionKind::ShardData).offset as usize;
+        index.key_hash = bcht::KeyHash::new(index.header.shard_bits);
         if let Some(t) = index.targets.iter().find(|t| !index.taxonomy.contains(t.taxid)) {
             let what = format!("target '{}' has taxid {}, which is not in its taxonomy", t.name, t.taxid);
             return Err(IndexError::Corrupt { path: p(), what });
@@ -261,10 +267,7 @@ impl Index {
             return Err(bad("shard table's checksums".into()));
         }
         (0..self.shards.len()).into_par_iter().try_for_each(|s| {
-            let (slots, words) = (self.shard_slots(s), self.shard_words(s));
-            if format::shard_checksum(bytemuck::cast_slice(slots), bytemuck::cast_slice(words))
-                != self.shards[s].checksum
-            {
+            if format::shard_checksum(bytemuck::cast_slice(self.shard_block(s)), &[]) != self.shards[s].checksum {
                 return Err(bad(format!("shard {s}")));
             }
             Ok(())
@@ -285,8 +288,20 @@ impl Index {
         }
         let mut next = 0u64;
         for (i, s) in self.shards.iter().enumerate() {
-            let len = s.buckets.checked_mul(128).zip(s.words.checked_mul(4)).and_then(|(b, w)| b.checked_add(w));
-            if s.offset != next || s.offset % SHARD_ALIGN != 0 || len.and_then(|l| l.checked_add(s.offset)).is_none() {
+            // The fields a lookup reads must be the ones the builder wrote, and the stream's
+            // padding must follow the key index (`packed_keys`).
+            let widths = s.tag_bits == packed_keys::tag_bits(self.key_hash, s.buckets)
+                && (2..=32).contains(&s.value_bits)
+                && s.words >= locations::PAD_WORDS as u64;
+            if !widths {
+                return Err(corrupt(format!(
+                    "the shard table is inconsistent at shard {i}: slots this reader cannot read"
+                )));
+            }
+            if s.offset != next
+                || s.offset % SHARD_ALIGN != 0
+                || s.len_checked().and_then(|l| l.checked_add(s.offset)).is_none()
+            {
                 return Err(corrupt(format!("the shard table is inconsistent at shard {i}")));
             }
             next = s.next_offset();
@@ -340,48 +355,50 @@ impl Index {
         self.section_bytes(SectionKind::ShardData)
     }
 
-    /// A shard's key index, whole buckets of 16 slots.
-    pub fn shard_slots(&self, shard: usize) -> &[Slot] {
+    /// A shard's block (key index and words) as words.
+    fn shard_block(&self, shard: usize) -> &[u32] {
         let s = &self.shards[shard];
         let at = self.data_at + s.offset as usize;
-        bytemuck::cast_slice(&self.mmap[at..at + s.buckets as usize * 128])
+        bytemuck::cast_slice(&self.mmap[at..at + s.len() as usize])
+    }
+
+    /// A shard's key index, read in place.
+    #[inline]
+    pub fn shard_keys(&self, shard: usize) -> PackedKeys<'_> {
+        let s = &self.shards[shard];
+        let code = KeyCode { hash: self.key_hash, buckets: s.buckets, tag_bits: s.tag_bits, value_bits: s.value_bits };
+        PackedKeys::new(self.shard_block(shard), code, shard)
     }
 
     /// A shard's location words.
     pub fn shard_words(&self, shard: usize) -> &[u32] {
         let s = &self.shards[shard];
-        let at = self.data_at + (s.offset + s.buckets * 128) as usize;
-        bytemuck::cast_slice(&self.mmap[at..at + s.words as usize * 4])
+        &self.shard_block(shard)[(s.key_bytes() / 4) as usize..]
     }
 
     /// Asks the CPU to start loading the first bucket `feature` would be looked up in, so that
     /// many lookups can wait for memory at once.
     #[inline]
     pub fn prefetch(&self, feature: Feature) {
-        let slots = self.shard_slots(self.shard_of(feature));
-        let buckets = slots.len() / bcht::BUCKET_SLOTS;
-        if buckets == 0 {
+        let Some(first) = self.shard_keys(self.shard_of(feature)).first_bucket(feature) else {
             return;
+        };
+        // The tags a lookup scans start the bucket: one or two cache lines.
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: prefetching is a hint that never faults; the address is inside the mapped index.
+        unsafe {
+            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+            _mm_prefetch::<_MM_HINT_T0>((first as *const u32).cast());
         }
-        // A bucket is 128 bytes: two cache lines.
-        let first = bcht::bucket_of(feature, 0, buckets) * bcht::BUCKET_SLOTS;
-        for slot in [&slots[first], &slots[first + bcht::BUCKET_SLOTS / 2]] {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: prefetching is a hint that never faults; the address is inside the mapped index.
-            unsafe {
-                use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-                _mm_prefetch::<_MM_HINT_T0>((slot as *const bcht::Slot).cast());
-            }
-            #[cfg(not(target_arch = "x86_64"))]
-            let _ = slot;
-        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = first;
     }
 
     /// Where `feature`'s list is: its shard and slot value, if the index holds it.
     #[inline]
     pub fn lookup_value(&self, feature: Feature) -> Option<(usize, u32)> {
         let shard = self.shard_of(feature);
-        bcht::lookup(self.shard_slots(shard), feature).map(|v| (shard, v))
+        self.shard_keys(shard).lookup(feature).map(|v| (shard, v))
     }
 
     /// The list a slot value points to.
@@ -414,7 +431,7 @@ impl Index {
     #[inline]
     pub fn lookup(&self, feature: Feature) -> Option<LocationList<'_>> {
         let shard = self.shard_of(feature);
-        let value = bcht::lookup(self.shard_slots(shard), feature)?;
+        let value = self.shard_keys(shard).lookup(feature)?;
         Some(LocationList::decode(value, self.shard_words(shard), &self.header.layout))
     }
 }
@@ -447,8 +464,8 @@ fn check_header(path: &Path, h: &Header) -> Result<(), IndexError> {
     if let Err(e) = crate::sketch::SketchParams::new(p.k, p.window, Some(p.stride), p.sketch_size, p.hash_seed) {
         return Err(corrupt(format!("its sketch parameters are invalid: {e}")));
     }
-    if h.shard_bits > 32 {
-        return Err(corrupt(format!("{} shard bits, but features have 32", h.shard_bits)));
+    if h.shard_bits > 31 {
+        return Err(corrupt(format!("{} shard bits, but features have 32 and a shard's keys need one", h.shard_bits)));
     }
     let l = h.layout;
     if l.target_bits == 0 || l.target_bits > 32 || l.window_bits == 0 || l.window_bits > 32 {
@@ -597,7 +614,7 @@ mod tests {
     #[test]
     fn regression_too_many_shard_bits_is_corrupt() {
         let message = corrupt(open_fixed(&with_header(&seed(), |h| h.shard_bits = 64), Verify::Metadata));
-        assert!(message.ends_with("64 shard bits, but features have 32"), "{message}");
+        assert!(message.ends_with("64 shard bits, but features have 32 and a shard's keys need one"), "{message}");
     }
 
     /// Review: a section at an offset that is not a multiple of 4 (here 4 KiB + 2) made casting
@@ -634,6 +651,8 @@ mod tests {
         let range = section(&bytes, SectionKind::Shards);
         let mut table: Vec<ShardEntry> = bytemuck::pod_collect_to_vec(&bytes[range.clone()]);
         table[0].buckets += 1 << 57;
+        // With the tag width those buckets have, so that the sizes are what is checked.
+        table[0].tag_bits = packed_keys::tag_bits(bcht::KeyHash::new(6), table[0].buckets);
         bytes[range].copy_from_slice(bytemuck::cast_slice(&table));
         let message = corrupt(open_fixed(&bytes, Verify::All));
         assert!(message.contains("the shard table"), "{message}");

@@ -8,17 +8,19 @@
 //! (`temp_files`). [`IndexWriter`] places each shard at an offset that depends only on the shards
 //! before it (`pwrite`), so a GPU build writes shards while it condenses later ones.
 
-use crate::index::bcht::Slot;
+use crate::index::bcht::{KeyHash, Slot};
 use crate::index::clade_lists::CladeLists;
 use crate::index::format::{
     FORMAT_VERSION, Header, IndexError, MAGIC, PREAMBLE_LEN, SectionEntry, SectionKind, ShardEntry, TargetInfo,
     align_up, bincode_config, shard_checksum, shard_data_checksum,
 };
+use crate::index::packed_keys::{self, KeyCode};
 use crate::taxonomy::Taxon;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-/// One shard as built: its key index and its location words.
+/// One shard as built: its key index (whole keys and values, `index::bcht`; the writer packs it)
+/// and its location words.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ShardData {
     pub slots: Vec<Slot>,
@@ -65,6 +67,8 @@ pub struct IndexWriter {
     file: IndexFile,
     header_len: u64,
     shard_count: usize,
+    /// The shards' key hash, which packing needs.
+    hash: KeyHash,
     /// Absolute offsets of the shard table and of the shard data.
     table_at: u64,
     data_at: u64,
@@ -98,6 +102,7 @@ impl IndexWriter {
             file,
             header_len,
             shard_count,
+            hash: KeyHash::new(template.shard_bits),
             table_at,
             data_at,
             entries: Vec::new(),
@@ -131,19 +136,35 @@ impl IndexWriter {
         self.clade_lists.append(lists);
     }
 
-    /// Writes the next shard's block. `checksum` is [`shard_checksum`] of its bytes if the caller
-    /// has it (computed on other threads); otherwise it is computed here.
-    pub fn add_shard(&mut self, slots: &[Slot], words: &[u32], checksum: Option<u64>) -> Result<(), IndexError> {
-        assert!(self.entries.len() < self.shard_count, "more shards than the header says");
+    /// Writes the next shard's block from its slots as built (packed here) and its words.
+    pub fn add_shard(&mut self, slots: &[Slot], words: &[u32]) -> Result<(), IndexError> {
         assert!(slots.len() % crate::index::bcht::BUCKET_SLOTS == 0, "whole buckets");
-        let (slot_bytes, word_bytes): (&[u8], &[u8]) = (bytemuck::cast_slice(slots), bytemuck::cast_slice(words));
+        let (keys, code) = packed_keys::pack(slots, self.hash);
+        self.add_packed_shard((&keys, code), words, None)
+    }
+
+    /// Writes the next shard's block from its packed key index (`packed_keys::pack`) and its
+    /// words. `checksum` is [`shard_checksum`] of their bytes if the caller has it (computed on
+    /// other threads); otherwise it is computed here.
+    pub fn add_packed_shard(
+        &mut self,
+        (keys, code): (&[u32], KeyCode),
+        words: &[u32],
+        checksum: Option<u64>,
+    ) -> Result<(), IndexError> {
+        assert!(self.entries.len() < self.shard_count, "more shards than the header says");
+        assert!(words.len() >= crate::index::locations::PAD_WORDS, "a stream ends in its padding");
+        let (slot_bytes, word_bytes): (&[u8], &[u8]) = (bytemuck::cast_slice(keys), bytemuck::cast_slice(words));
         let entry = ShardEntry {
             offset: self.data_len,
-            buckets: (slots.len() / crate::index::bcht::BUCKET_SLOTS) as u64,
+            buckets: code.buckets,
             words: words.len() as u64,
             checksum: checksum.unwrap_or_else(|| shard_checksum(slot_bytes, word_bytes)),
+            tag_bits: code.tag_bits,
+            value_bits: code.value_bits,
         };
         debug_assert_eq!(entry.checksum, shard_checksum(slot_bytes, word_bytes));
+        debug_assert_eq!(entry.key_bytes(), slot_bytes.len() as u64);
         let at = self.data_at + entry.offset;
         let file = self.file.temp.as_file();
         file.write_all_at(slot_bytes, at).map_err(self.io())?;
@@ -275,7 +296,7 @@ pub fn write_index(
 ) -> Result<u64, IndexError> {
     let mut w = IndexWriter::new(file, &header)?;
     for s in shards {
-        w.add_shard(&s.slots, &s.words, None)?;
+        w.add_shard(&s.slots, &s.words)?;
     }
     w.add_clade_lists(clade_lists.clone());
     w.finish(header, targets, taxa)
@@ -311,6 +332,13 @@ mod tests {
         }
     }
 
+    /// Shard `s` of `1 << shard_bits` as built: `keys` of its keys, `words` words.
+    fn shard(shard_bits: u32, s: u32, keys: u32, words: u32) -> ShardData {
+        let entries: Vec<Slot> = (0..keys).map(|i| Slot { key: (1000 + i) << shard_bits | s, value: i }).collect();
+        let slots = crate::index::bcht::build(&entries, KeyHash::new(shard_bits));
+        ShardData { slots, words: (0..words).map(|w| w ^ s).collect() }
+    }
+
     /// Shards of odd sizes (empty ones too), written one by one, read back in place: each block
     /// at a 128-byte boundary, every shard's checksum verified, a flipped byte found in its shard.
     #[test]
@@ -318,15 +346,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.db");
         let h = header(3);
-        let shards: Vec<ShardData> = (0..8u32)
-            .map(|s| ShardData {
-                slots: (0..(s % 3) * 16).map(|i| Slot { key: s * 1000 + i, value: i }).collect(),
-                words: (0..s * 7 % 5).map(|w| w ^ s).collect(),
-            })
-            .collect();
+        let shards: Vec<ShardData> = (0..8u32).map(|s| shard(3, s, (s % 3) * 16, 2 + s * 7 % 5)).collect();
         let mut w = IndexWriter::new(IndexFile::create(&path).unwrap(), &h).unwrap();
         for s in &shards {
-            w.add_shard(&s.slots, &s.words, None).unwrap();
+            w.add_shard(&s.slots, &s.words).unwrap();
         }
         let counts = Counts { targets: 1, ..Default::default() };
         let mut final_header = h.clone();
@@ -340,7 +363,9 @@ mod tests {
         let index = Index::open(&path, Verify::All).unwrap();
         assert_eq!(index.header().counts.targets, 1);
         for (i, s) in shards.iter().enumerate() {
-            assert_eq!(index.shard_slots(i), &s.slots[..], "shard {i}");
+            let stored: Vec<Slot> =
+                s.slots.iter().copied().filter(|s| s.key != crate::index::bcht::EMPTY_KEY).collect();
+            assert_eq!(index.shard_keys(i).slots().collect::<Vec<_>>(), stored, "shard {i}");
             assert_eq!(index.shard_words(i), &s.words[..], "shard {i}");
             assert_eq!(index.shard_entry(i).offset % SHARD_ALIGN, 0);
         }
@@ -348,7 +373,7 @@ mod tests {
         let mut bytes = std::fs::read(&path).unwrap();
         let data_at = index.header().section(SectionKind::ShardData).unwrap().offset;
         let e = *index.shard_entry(4);
-        bytes[(data_at + e.offset + e.buckets * 128) as usize] ^= 1;
+        bytes[(data_at + e.offset + e.key_bytes()) as usize] ^= 1;
         drop(index);
         std::fs::write(&path, &bytes).unwrap();
         assert!(Index::open(&path, Verify::Metadata).is_ok());
@@ -366,7 +391,7 @@ mod tests {
             let path = dir.path().join(name);
             let mut h = header(2);
             h.provenance.command_line = command_line;
-            let shards = vec![ShardData { slots: vec![Slot { key: 5, value: 1 }; 16], words: vec![7; 3] }; 4];
+            let shards: Vec<ShardData> = (0..4).map(|s| shard(2, s, 20, 3)).collect();
             let targets = vec![TargetInfo { name: "t".into(), taxid: 1, length: 10, windows: 1 }];
             let taxa = vec![Taxon { taxid: 1, parent: 1, rank: "no rank".into(), name: "root".into() }];
             let file = IndexFile::create(&path).unwrap();

@@ -91,6 +91,7 @@ impl std::ops::AddAssign for ShardStats {
 /// as soon as the keys are placed, without sorting the keys (see [`finish`](Self::finish)).
 pub struct ShardAssembler {
     layout: LocationLayout,
+    hash: bcht::KeyHash,
     keys: Vec<Feature>,
     /// Where each key's locations start in `locs` (one more entry than `keys`).
     starts: Vec<usize>,
@@ -104,9 +105,10 @@ pub struct ShardAssembler {
 const NOT_A_CLADE: u32 = u32::MAX;
 
 impl ShardAssembler {
-    pub fn new(layout: &LocationLayout) -> Self {
+    pub fn new(layout: &LocationLayout, hash: bcht::KeyHash) -> Self {
         Self {
             layout: *layout,
+            hash,
             keys: Vec::new(),
             starts: vec![0],
             locs: Vec::new(),
@@ -145,7 +147,7 @@ impl ShardAssembler {
     pub fn finish(self) -> Result<(ShardData, ShardStats), ShardOverflow> {
         let mut n_buckets = bcht::initial_buckets(self.keys.len());
         loop {
-            let (mut slots, mut left) = bcht::place_rounds(&self.keys, n_buckets);
+            let (mut slots, mut left) = bcht::place_rounds(&self.keys, n_buckets, self.hash);
             let mut lists = ListWriter::new(self.layout);
             for slot in slots.iter_mut().chain(left.iter_mut()).filter(|s| s.key != bcht::EMPTY_KEY) {
                 let i = slot.value as usize;
@@ -154,7 +156,7 @@ impl ShardAssembler {
                     node => lists.add_clade(node)?,
                 };
             }
-            if bcht::place_stragglers(&mut slots, &left) {
+            if bcht::place_stragglers(&mut slots, &left, self.hash) {
                 return Ok((ShardData { slots, words: lists.finish() }, self.stats));
             }
             n_buckets = bcht::grown_buckets(n_buckets);
@@ -197,6 +199,7 @@ pub fn condense_bin(
     bin: crate::indexing::sketching::Bin,
     windows: &WindowMap,
     layout: &LocationLayout,
+    hash: bcht::KeyHash,
     cap: u32,
     clades: &Clades,
 ) -> Result<Condensed, ShardOverflow> {
@@ -204,7 +207,7 @@ pub fn condense_bin(
     for chunk in bin {
         located.extend(chunk.iter().filter_map(|p| windows.locate(p.window, layout).map(|loc| (p.feature, loc))));
     }
-    condense_all(located, layout, cap, clades)
+    condense_all(located, layout, hash, cap, clades)
 }
 
 /// Condenses one shard from (feature, packed final location) pairs in any order; the clade
@@ -212,12 +215,13 @@ pub fn condense_bin(
 pub fn condense_all(
     mut located: Vec<(Feature, u64)>,
     layout: &LocationLayout,
+    hash: bcht::KeyHash,
     cap: u32,
     clades: &Clades,
 ) -> Result<Condensed, ShardOverflow> {
     // Sorting by (feature, location) groups features and orders each list.
     located.sort_unstable();
-    let mut shard = ShardAssembler::new(layout);
+    let mut shard = ShardAssembler::new(layout, hash);
     let mut clade_lists = CladeLists::default();
     let mut locs = Vec::new();
     for group in located.chunk_by(|a, b| a.0 == b.0) {
@@ -238,6 +242,8 @@ pub fn condense_all(
 
 #[cfg(test)]
 mod tests {
+    /// One shard.
+    const H: crate::index::bcht::KeyHash = crate::index::bcht::KeyHash::new(0);
     use super::*;
     use crate::index::locations::LocationList;
 
@@ -283,7 +289,8 @@ mod tests {
             vec![p(7, 0, 3), p(5, 2, 1), p(7, 2, 9)],
             vec![p(5, 1, 4), p(9, 0, 1), p(9, 2, 1), p(9, 3, 1), p(7, 3, 0)],
         ];
-        let Condensed { data: shard, stats, clade_lists } = condense_bin(bin, &windows, &layout, 2, &clades).unwrap();
+        let Condensed { data: shard, stats, clade_lists } =
+            condense_bin(bin, &windows, &layout, H, 2, &clades).unwrap();
         assert_eq!((stats.features, stats.locations, stats.clade_features, stats.clade_locations), (3, 1, 2, 6));
         // The clade features keep every location, renumbered and sorted, unpacked, for updates.
         let mut expected = CladeLists::default();
@@ -291,25 +298,25 @@ mod tests {
         expected.push(7, [l(0, 9), l(1, 3), l(2, 0)]);
         expected.push(9, [l(0, 1), l(1, 1), l(2, 1)]);
         assert_eq!(clade_lists, expected);
-        let value = bcht::lookup(&shard.slots, 5).unwrap();
+        let value = bcht::lookup(&shard.slots, 5, H).unwrap();
         let list = LocationList::decode(value, &shard.words, &layout);
         assert_eq!(list.iter().map(|l| layout.unpack(l)).collect::<Vec<_>>(), vec![(0, 1)]);
         // Over the cap: both features name their targets' LCA, the root (strains of species 100
         // and a species of another genus), and hold no locations.
         let root = clades.tree().node(1).unwrap();
         for f in [7, 9] {
-            let list = LocationList::decode(bcht::lookup(&shard.slots, f).unwrap(), &shard.words, &layout);
+            let list = LocationList::decode(bcht::lookup(&shard.slots, f, H).unwrap(), &shard.words, &layout);
             assert_eq!((list.clade(), list.len()), (Some(root), 0));
         }
         // Two strains of one species: their species.
         let bin = vec![vec![p(7, 0, 3), p(7, 2, 9), p(7, 2, 5)]];
-        let shard = condense_bin(bin, &windows, &layout, 2, &clades).unwrap().data;
-        let list = LocationList::decode(bcht::lookup(&shard.slots, 7).unwrap(), &shard.words, &layout);
+        let shard = condense_bin(bin, &windows, &layout, H, 2, &clades).unwrap().data;
+        let list = LocationList::decode(bcht::lookup(&shard.slots, 7, H).unwrap(), &shard.words, &layout);
         assert_eq!(list.clade(), clades.tree().node(100));
 
         let bin = vec![vec![p(7, 0, 3), p(7, 2, 9), p(7, 3, 0)]];
-        let shard = condense_bin(bin, &windows, &layout, 254, &clades).unwrap().data;
-        let list = LocationList::decode(bcht::lookup(&shard.slots, 7).unwrap(), &shard.words, &layout);
+        let shard = condense_bin(bin, &windows, &layout, H, 254, &clades).unwrap().data;
+        let list = LocationList::decode(bcht::lookup(&shard.slots, 7, H).unwrap(), &shard.words, &layout);
         assert_eq!(list.iter().map(|l| layout.unpack(l)).collect::<Vec<_>>(), vec![(0, 9), (1, 3), (2, 0)]);
     }
 }

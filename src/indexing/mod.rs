@@ -437,13 +437,13 @@ impl LayOut<'_> {
         let mut writer = self.writer(out)?;
         let mut stats = condense::ShardStats::default();
         let condense = |bin| {
-            condense::condense_bin(bin, &windows, &self.layout, cap, self.clades)
+            condense::condense_bin(bin, &windows, &self.layout, bcht::KeyHash::new(self.shard_bits), cap, self.clades)
                 .map_err(|source| BuildError::from(IndexError::ShardOverflow { path: self.config.db.clone(), source }))
         };
         // This thread is one of the pool's: it condenses, and a thread of its own writes.
         let mut condensed = pipeline::in_order_windows(self.pool, bins, condense);
         let mut write = |shard: condense::Condensed| {
-            writer.add_shard(&shard.data.slots, &shard.data.words, None)?;
+            writer.add_shard(&shard.data.slots, &shard.data.words)?;
             writer.add_clade_lists(shard.clade_lists);
             stats += shard.stats;
             Ok(())

@@ -433,15 +433,20 @@ impl Shards<'_> {
         let condense = |(shard, bin): (usize, sketching::Bin)| {
             let located = self.locations(shard, bin, &windows);
             let cap = self.old.header().max_locations_per_feature;
-            condense::condense_all(located, &self.layout, cap, self.clades).map_err(|source| {
-                BuildError::from(crate::index::IndexError::ShardOverflow { path: path.clone(), source })
-            })
+            condense::condense_all(
+                located,
+                &self.layout,
+                bcht::KeyHash::new(self.old.header().shard_bits),
+                cap,
+                self.clades,
+            )
+            .map_err(|source| BuildError::from(crate::index::IndexError::ShardOverflow { path: path.clone(), source }))
         };
         let items: Vec<(usize, sketching::Bin)> = bins.into_iter().enumerate().collect();
         let mut condensed = crate::pipeline::in_order_windows(pool, items, condense);
         let mut stats = ShardStats::default();
         let mut write = |shard: Condensed| {
-            writer.add_shard(&shard.data.slots, &shard.data.words, None)?;
+            writer.add_shard(&shard.data.slots, &shard.data.words)?;
             writer.add_clade_lists(shard.clade_lists);
             stats += shard.stats;
             Ok(())
@@ -459,7 +464,7 @@ impl Shards<'_> {
         let (old_layout, layout) = (old.layout(), &self.layout);
         let renumber = |target: u32, window: u32| new.old_to_new[target as usize].map(|t| layout.pack(t, window));
         let mut located = Vec::new();
-        for slot in old.shard_slots(shard).iter().filter(|s| s.key != bcht::EMPTY_KEY) {
+        for slot in old.shard_keys(shard).slots() {
             for l in old.list(shard, slot.value).iter() {
                 let (t, w) = old_layout.unpack(l);
                 located.extend(renumber(t, w).map(|l| (slot.key, l)));

@@ -89,7 +89,7 @@ pub(super) fn lay_out(
     let (mut writer, mut stats) = (writer, ShardStats::default());
     let write = |pass: Vec<Condensed>| -> Result<(), BuildError> {
         for shard in pass {
-            writer.add_shard(&shard.data.slots, &shard.data.words, None)?;
+            writer.add_shard(&shard.data.slots, &shard.data.words)?;
             writer.add_clade_lists(shard.clade_lists);
             stats += shard.stats;
         }
@@ -120,8 +120,7 @@ impl Shards<'_> {
     /// [`Shards::host_count`].
     fn pair_count(&self, shard: usize, bin: &Bin) -> u64 {
         let old = self.old;
-        let kept = old.shard_slots(shard).iter().filter(|s| s.key != bcht::EMPTY_KEY);
-        let stored: u64 = kept.map(|slot| old.list(shard, slot.value).len() as u64).sum();
+        let stored: u64 = old.shard_keys(shard).slots().map(|slot| old.list(shard, slot.value).len() as u64).sum();
         stored + self.host_count(shard, bin)
     }
 
@@ -200,7 +199,7 @@ fn expand_old_shards(
     let (mut slot_base, mut word_base) = (vec![0u64; entries.len()], vec![0u64; entries.len()]);
     for sh in pass.clone() {
         slot_base[sh] = DevAddr::at(gpu, &blocks, (entries[sh].offset - start) as usize).raw();
-        word_base[sh] = slot_base[sh] + entries[sh].buckets * 128;
+        word_base[sh] = slot_base[sh] + entries[sh].key_bytes();
     }
     let buckets: Vec<u64> = entries.iter().map(|e| e.buckets).collect();
     let words: Vec<u64> = entries.iter().map(|e| e.words).collect();
