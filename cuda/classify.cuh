@@ -56,13 +56,14 @@ __device__ __forceinline__ ShardKeys shard_keys(const DeviceIndex& ix, u32 sh) {
     return {(const u32*)ix.slot_base[sh], ix.buckets[sh], (16 * (u64)(tb + vb) + 31) / 32 * 32, tb, vb};
 }
 
-// Slot s of bucket b: its tag (0 for an empty slot) and, if occupied, its value.
+// Slot s of bucket b: its tag (0 for an empty slot) and, if occupied, its value, which follows the
+// tag (packed_keys.rs: slot after slot, each its tag then its value).
 __device__ __forceinline__ u64 slot_tag(const ShardKeys& k, u64 b, u32 s) {
-    return key_field(k.words, b * k.bucket_bits + (u64)s * k.tb, k.tb);
+    return key_field(k.words, b * k.bucket_bits + (u64)s * (k.tb + k.vb), k.tb);
 }
 
 __device__ __forceinline__ u32 slot_value(const ShardKeys& k, u64 b, u32 s) {
-    return unpack_value(key_field(k.words, b * k.bucket_bits + 16 * (u64)k.tb + (u64)s * k.vb, k.vb), k.vb);
+    return unpack_value(key_field(k.words, b * k.bucket_bits + (u64)s * (k.tb + k.vb) + k.tb, k.vb), k.vb);
 }
 
 // The slot value of `key` (PackedKeys::lookup): candidate buckets in order, stopping at the key's

@@ -56,8 +56,10 @@ pub struct Index {
     taxonomy: TaxonTree,
     /// Absolute offset of the shard data section.
     data_at: usize,
-    /// How the shards' keys hash (from the header's shard bits).
-    key_hash: bcht::KeyHash,
+    /// How each shard's key index is packed (from the shard table, checked at open).
+    key_codes: Vec<KeyCode>,
+    /// Where each shard's block lies in the file (from the shard table, checked at open).
+    blocks: Vec<std::ops::Range<usize>>,
 }
 
 impl Index {
@@ -140,7 +142,8 @@ impl Index {
             taxonomy: TaxonTree::new(vec![Taxon { taxid: 1, parent: 1, rank: "no rank".into(), name: "root".into() }])
                 .expect("a lone root is a valid tree"),
             data_at: 0,
-            key_hash: bcht::KeyHash::new(0),
+            key_codes: Vec::new(),
+            blocks: Vec::new(),
         };
         for kind in [SectionKind::Shards, SectionKind::Targets, SectionKind::Taxonomy, SectionKind::Provenance] {
             index.verify_section(kind)?;
@@ -152,12 +155,17 @@ impl Index {
         index.taxonomy = TaxonTree::new(taxa)
             .map_err(|e| IndexError::Corrupt { path: p(), what: format!("its taxonomy is invalid: {e}") })?;
         index.data_at = index.entry(SectionKind::ShardData).offset as usize;
-        index.key_hash = bcht::KeyHash::new(index.header.shard_bits);
         if let Some(t) = index.targets.iter().find(|t| !index.taxonomy.contains(t.taxid)) {
             let what = format!("target '{}' has taxid {}, which is not in its taxonomy", t.name, t.taxid);
             return Err(IndexError::Corrupt { path: p(), what });
         }
         index.check_shard_table()?;
+        let hash = bcht::KeyHash::new(index.header.shard_bits);
+        index.key_codes =
+            index.shards.iter().map(|s| KeyCode::with_widths(hash, s.buckets, s.tag_bits, s.value_bits)).collect();
+        let data_at = index.data_at;
+        index.blocks =
+            index.shards.iter().map(|s| data_at + s.offset as usize..data_at + (s.offset + s.len()) as usize).collect();
         index.check_protein(verify)?;
         if verify == Verify::All {
             index.verify_shards()?;
@@ -290,7 +298,8 @@ impl Index {
         for (i, s) in self.shards.iter().enumerate() {
             // The fields a lookup reads must be the ones the builder wrote, and the stream's
             // padding must follow the key index (`packed_keys`).
-            let widths = s.tag_bits == packed_keys::tag_bits(self.key_hash, s.buckets)
+            let hash = bcht::KeyHash::new(self.header.shard_bits);
+            let widths = s.tag_bits == packed_keys::tag_bits(hash, s.buckets)
                 && (2..=32).contains(&s.value_bits)
                 && s.words >= locations::PAD_WORDS as u64;
             if !widths {
@@ -356,18 +365,15 @@ impl Index {
     }
 
     /// A shard's block (key index and words) as words.
+    #[inline]
     fn shard_block(&self, shard: usize) -> &[u32] {
-        let s = &self.shards[shard];
-        let at = self.data_at + s.offset as usize;
-        bytemuck::cast_slice(&self.mmap[at..at + s.len() as usize])
+        bytemuck::cast_slice(&self.mmap[self.blocks[shard].clone()])
     }
 
     /// A shard's key index, read in place.
     #[inline]
     pub fn shard_keys(&self, shard: usize) -> PackedKeys<'_> {
-        let s = &self.shards[shard];
-        let code = KeyCode { hash: self.key_hash, buckets: s.buckets, tag_bits: s.tag_bits, value_bits: s.value_bits };
-        PackedKeys::new(self.shard_block(shard), code, shard)
+        PackedKeys::new(self.shard_block(shard), self.key_codes[shard], shard)
     }
 
     /// A shard's location words.
@@ -378,20 +384,22 @@ impl Index {
 
     /// Asks the CPU to start loading the first bucket `feature` would be looked up in, so that
     /// many lookups can wait for memory at once.
-    #[inline]
+    #[inline(always)]
     pub fn prefetch(&self, feature: Feature) {
-        let Some(first) = self.shard_keys(self.shard_of(feature)).first_bucket(feature) else {
+        let Some(ends) = self.shard_keys(self.shard_of(feature)).first_bucket(feature) else {
             return;
         };
-        // The tags a lookup scans start the bucket: one or two cache lines.
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: prefetching is a hint that never faults; the address is inside the mapped index.
-        unsafe {
-            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-            _mm_prefetch::<_MM_HINT_T0>((first as *const u32).cast());
+        // Tags first, values last: the bucket's one or two cache lines.
+        for word in ends {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: prefetching is a hint that never faults; the address is inside the mapped index.
+            unsafe {
+                use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+                _mm_prefetch::<_MM_HINT_T0>((word as *const u32).cast());
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = word;
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = first;
     }
 
     /// Where `feature`'s list is: its shard and slot value, if the index holds it.
