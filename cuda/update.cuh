@@ -26,7 +26,8 @@ extern "C" __global__ void expand_old_lists(DeviceIndex ix, u32 shard, u64 n, co
         const u32 s = (u32)(i % BUCKET_SLOTS);
         const u64 tag = slot_tag(k, b, s);
         if (tag == 0) continue;
-        const int j = (int)(tag & 3) - 1;
+        // A tag with hash bits 0 comes only from a damaged index (packed_keys.rs KeyCode::key).
+        const int j = (int)((tag & 3) ? (tag & 3) : 1) - 1;
         const u32 h = (u32)((tag >> 2) * k.buckets + b);
         const u32 key = (unpermute(h, j, ix.shard_bits) << ix.shard_bits) | shard;
         const List l = decode_list(ix, shard, slot_value(k, b, s));

@@ -85,8 +85,10 @@ impl KeyCode {
 
     /// The key whose tag in `bucket` is `tag` (not 0).
     pub fn key(&self, bucket: u64, tag: u64, shard: usize) -> Feature {
-        let j = (tag & 3) as usize - 1;
-        let h = (tag >> 2) * self.buckets + bucket;
+        // A tag whose hash bits are 0 is in no index this writer made (only a damaged one): it
+        // names some key rather than none.
+        let j = (tag & 3).max(1) as usize - 1;
+        let h = (tag >> 2).wrapping_mul(self.buckets).wrapping_add(bucket);
         self.hash.key_of(self.hash.unpermute(h as u32, j), shard)
     }
 }
@@ -336,6 +338,14 @@ mod tests {
         }
         let code = KeyCode::new(hash, 6000, 24);
         assert_eq!(code.bucket_words(), 20);
+    }
+
+    /// Fuzzing (index_open): a damaged tag whose hash bits are 0 underflowed the hash's index.
+    #[test]
+    fn regression_a_tag_with_no_hash_names_a_key_without_panicking() {
+        let code = KeyCode::new(KeyHash::new(6), 1 << 40, 24);
+        let _ = code.key(3, 4, 5);
+        let _ = code.key(u64::MAX, u64::MAX >> 30, 5);
     }
 
     /// The multiplication gives the division's quotient and remainder, for every bucket count a
