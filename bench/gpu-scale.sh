@@ -42,7 +42,7 @@ for gpus in 0 all none; do
             -1 "$T/r1.fq" -2 "$T/r2.fq" -o "$T/out.$gpus.kraken" -r "$T/out.$gpus.kreport"
     done
 done
-$B/kmerdb classify --gpus all -d "$T/gpu.db" -1 "$T/r1.fq" -2 "$T/r2.fq" -r /dev/null 2>&1 | grep -E "classified on|index loaded"
+$B/kmerdb classify -vv --gpus all -d "$T/gpu.db" -1 "$T/r1.fq" -2 "$T/r2.fq" -r /dev/null 2>&1 | grep -E "device choice|classified on|index loaded"
 for f in kraken kreport; do
     cmp "$T/out.0.$f" "$T/out.none.$f" && cmp "$T/out.all.$f" "$T/out.none.$f" \
         && echo "classify .$f: GPU, default and CPU identical" || { echo "classify .$f DIFFER"; status=1; }

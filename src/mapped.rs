@@ -47,6 +47,24 @@ pub struct Mapped {
 
 impl Mapped {
     /// Maps `file` (at `path`, for messages).
+    /// The share of the mapping's pages in memory (`mincore`), 0 to 1; 1 where it cannot be told.
+    pub fn resident_fraction(&self) -> f64 {
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as usize;
+        let pages = self.map.len().div_ceil(page);
+        if pages == 0 {
+            return 1.0;
+        }
+        let mut flags = vec![0u8; pages];
+        // SAFETY: the range is this mapping (page-aligned, as mmap returns it), and `flags` has a
+        // byte for each of its pages.
+        let r = unsafe { libc::mincore(self.map.as_ptr() as *mut libc::c_void, self.map.len(), flags.as_mut_ptr()) };
+        if r != 0 {
+            return 1.0;
+        }
+        flags.iter().filter(|&&f| f & 1 != 0).count() as f64 / pages as f64
+    }
+
     pub fn map(file: &std::fs::File, path: &Path, kind: Kind) -> std::io::Result<Self> {
         // SAFETY: read-only, and never written by kmerdb while mapped (it replaces files by
         // rename). Another program that truncates or rewrites the file meanwhile gives wrong bytes

@@ -12,6 +12,8 @@
 //! Every output is written under a temporary name and renamed only when the sample is complete.
 
 pub mod candidates;
+#[cfg(feature = "gpu")]
+pub mod device_choice;
 pub mod plan;
 pub mod reads;
 pub mod samples;
@@ -405,25 +407,10 @@ fn read_ahead(on_gpus: bool) -> usize {
     if on_gpus { 32 } else { crate::input::records::BLOCKS_AHEAD }
 }
 
-/// Rates the device choice of `--gpus all` is judged with, measured (BENCHMARKS.md): the CPU
-/// path classifies about 10 M bases a second per thread; a GPU classifies about 600 M bases a
-/// second end to end, after starting (about 0.3 s), copying the index (1.5 GB/s) and, the first
-/// time on a machine, compiling its kernels (about 4.5 s).
-#[cfg(feature = "gpu")]
-const CPU_BASES_PER_THREAD: f64 = 10e6;
-#[cfg(feature = "gpu")]
-const GPU_BASES_PER_SECOND: f64 = 600e6;
-#[cfg(feature = "gpu")]
-const GPU_START_SECONDS: f64 = 0.3;
-#[cfg(feature = "gpu")]
-const INDEX_COPY_BYTES_PER_SECOND: f64 = 1.5e9;
-#[cfg(feature = "gpu")]
-const KERNEL_COMPILE_SECONDS: f64 = 4.5;
-
-/// Under `--gpus all`, the reason to classify on the CPU when it would finish before the GPUs:
-/// judged from the reads' size (FASTQ holds about 2 bytes a base; a compressed file about 4 times
-/// its size), the index's size and the rates above. `None` (the GPUs) for stdin and pipes, whose
-/// size is not known.
+/// Under `--gpus all`, the reason to classify on the CPU when it would finish before the GPUs
+/// (`device_choice`): judged from the reads' size (FASTQ holds about 2 bytes a base; a compressed
+/// file about 4 times its size), the index and this machine's rates. `None` (the GPUs) for stdin
+/// and pipes, whose size is not known.
 #[cfg(feature = "gpu")]
 fn cpu_is_faster(config: &ClassifyConfig, index: &Index) -> Option<String> {
     let mut bytes = 0u64;
@@ -439,19 +426,33 @@ fn cpu_is_faster(config: &ClassifyConfig, index: &Index) -> Option<String> {
             bytes += if compressed { size * 4 } else { size };
         }
     }
-    let bases = bytes as f64 / 2.0;
-    let cpu = bases / (CPU_BASES_PER_THREAD * config.threads as f64);
-    let compile = if crate::gpu::kernels::cached() { 0.0 } else { KERNEL_COMPILE_SECONDS };
-    let gpu = GPU_START_SECONDS
-        + index.file_size() as f64 / INDEX_COPY_BYTES_PER_SECOND
-        + compile
-        + bases / GPU_BASES_PER_SECOND;
-    (cpu < gpu).then(|| {
+    let shape = device_choice::RunShape {
+        bases: bytes as f64 / 2.0,
+        threads: config.threads,
+        index_bytes: index.file_size(),
+        resident: index.resident_fraction(),
+        kernels_cached: crate::gpu::kernels::cached(),
+    };
+    let upload = device_choice::upload_rate();
+    let e = device_choice::estimate(&shape, upload);
+    log::debug!(
+        "device choice: {:.0} M bases, {} threads, index {} ({:.0}% in memory), copy {:.1} GB/s: CPU about {:.2} s, GPU {:.2} s",
+        shape.bases / 1e6,
+        shape.threads,
+        crate::resources::human_bytes(shape.index_bytes),
+        shape.resident * 100.0,
+        upload / 1e9,
+        e.cpu,
+        e.gpu
+    );
+    (e.cpu < e.gpu).then(|| {
         format!(
-            "about {:.0} M bases to classify: {} threads take about {cpu:.2} s, less than the GPU would with its start ({gpu:.2} s{}); classifying on the CPU (--gpus 0 uses the GPU anyway)",
-            bases / 1e6,
+            "about {:.0} M bases to classify: {} threads take about {:.2} s, less than the GPU would with its start ({:.2} s{}); classifying on the CPU (--gpus 0 uses the GPU anyway)",
+            shape.bases / 1e6,
             config.threads,
-            if compile > 0.0 { ", compiling its kernels the first time" } else { "" }
+            e.cpu,
+            e.gpu,
+            if shape.kernels_cached { "" } else { ", compiling its kernels the first time" }
         )
     })
 }

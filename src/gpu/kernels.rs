@@ -129,7 +129,7 @@ pub fn compile_source(source: &str, name: &str, arch: &str) -> Result<Vec<u8>, G
 
 /// Where compiled kernels are cached: `$KMERDB_CACHE_DIR`, else `$XDG_CACHE_HOME/kmerdb`, else
 /// `~/.cache/kmerdb`.
-fn cache_dir() -> Option<PathBuf> {
+pub(crate) fn cache_dir() -> Option<PathBuf> {
     if let Some(d) = std::env::var_os("KMERDB_CACHE_DIR") {
         return Some(d.into());
     }

@@ -333,6 +333,12 @@ impl Index {
         self.mmap.len() as u64
     }
 
+    /// The share of the index's pages in memory (the page cache), 0 to 1: what a run can read
+    /// without the disk.
+    pub fn resident_fraction(&self) -> f64 {
+        self.mmap.resident_fraction()
+    }
+
     pub fn targets(&self) -> &[TargetInfo] {
         &self.targets
     }
