@@ -353,7 +353,11 @@ extern "C" __global__ void read_clades(const u32* clades, const u64* read_featur
 // gets count 0xFFFFFFFF: the host classifies it (the same function, on the CPU).
 extern "C" __global__ void read_candidates(const u64* locations, const u64* read_first, const u32* range, u64 reads,
                                            u32 capacity, u32 window_bits, u32 max, Candidate* out, u32* count) {
+    // `capacity` locations (a power of two), then as many keys: a run's best range, kept at the
+    // run's first location (src/gpu/classify.rs SHARED_LOCATIONS).
     extern __shared__ u64 sorted[];
+    u32* best = (u32*)(sorted + capacity);
+    const u64 wmask = (1ull << window_bits) - 1;
     for (u64 r = blockIdx.x; r < reads; r += gridDim.x) {
         const u64 first = read_first[r];
         const u64 n = read_first[r + 1] - first;
@@ -363,7 +367,10 @@ extern "C" __global__ void read_candidates(const u64* locations, const u64* read
         }
         u32 size = 1;
         while (size < n) size <<= 1;
-        for (u32 i = threadIdx.x; i < size; i += blockDim.x) sorted[i] = i < n ? locations[first + i] : NOT_FOUND;
+        for (u32 i = threadIdx.x; i < size; i += blockDim.x) {
+            sorted[i] = i < n ? locations[first + i] : NOT_FOUND;
+            best[i] = 0;
+        }
         for (u32 k = 2; k <= size; k <<= 1) {
             for (u32 j = k / 2; j > 0; j >>= 1) {
                 __syncthreads();
@@ -379,40 +386,67 @@ extern "C" __global__ void read_candidates(const u64* locations, const u64* read
             }
         }
         __syncthreads();
-        if (threadIdx.x == 0) {
+        // Every location ends a window range of its target's run (the runs of one target each, in
+        // target order): its run's start and the range's first location by binary search (targets
+        // ascend; windows ascend within a run), and the run keeps its best range, most hits then
+        // the earliest end, by an atomicMax at its first location. top_candidates
+        // (src/classify/candidates.rs) walks each run instead: one thread took as long as the rest of
+        // the classification on a strain-rich index, whose reads have hundreds of locations.
+        for (u64 hi = threadIdx.x; hi < n; hi += blockDim.x) {
+            const u64 v = sorted[hi];
+            if (v == NOT_FOUND) continue;
+            const u64 target = v >> window_bits;
+            u64 lo = 0, h = hi;
+            while (lo < h) {
+                const u64 mid = (lo + h) / 2;
+                if ((sorted[mid] >> window_bits) < target) lo = mid + 1; else h = mid;
+            }
+            const u64 start = lo;
+            const u32 whi = (u32)(v & wmask);
+            h = hi;
+            while (lo < h) {
+                const u64 mid = (lo + h) / 2;
+                if (whi - (u32)(sorted[mid] & wmask) >= range[r]) lo = mid + 1; else h = mid;
+            }
+            const u32 hits = (u32)(hi - lo + 1);
+            atomicMax(&best[start], (hits << 16) | (0xFFFFu - (u32)(hi - start)));
+        }
+        __syncthreads();
+        // The runs in target order, by the first warp: each lane looks at one location for a run's
+        // start, and lane 0 puts those runs' best into the sorted top list: more hits first, then
+        // the lower target (targets come in ascending order, so an equal count goes after those
+        // already there).
+        if (threadIdx.x < 32) {
+            const u32 lane = threadIdx.x;
             Candidate* top = out + r * max;
             u32 kept = 0;
-            const u64 wmask = (1ull << window_bits) - 1;
-            u64 at = 0;
-            while (at < n && sorted[at] != NOT_FOUND) {
-                const u32 target = (u32)(sorted[at] >> window_bits);
-                u64 end = at;
-                while (end < n && sorted[end] != NOT_FOUND && (u32)(sorted[end] >> window_bits) == target) ++end;
-                u32 best = 0, bfirst = 0, blast = 0;
-                u64 lo = at;
-                for (u64 hi = at; hi < end; ++hi) {
-                    const u32 whi = (u32)(sorted[hi] & wmask);
-                    while (whi - (u32)(sorted[lo] & wmask) >= range[r]) ++lo;
-                    const u32 hits = (u32)(hi - lo + 1);
-                    if (hits > best) {
-                        best = hits;
-                        bfirst = (u32)(sorted[lo] & wmask);
-                        blast = whi;
+            for (u64 base = 0; base < n; base += 32) {
+                const u64 i = base + lane;
+                const bool starts = i < n && sorted[i] != NOT_FOUND &&
+                                    (i == 0 || (sorted[i] >> window_bits) != (sorted[i - 1] >> window_bits));
+                u32 starts_mask = __ballot_sync(0xFFFFFFFFu, starts);
+                if (lane == 0) {
+                    while (starts_mask) {
+                        const u64 s = base + (u64)(__ffs(starts_mask) - 1);
+                        starts_mask &= starts_mask - 1;
+                        const u32 key = best[s];
+                        const u32 hits = key >> 16;
+                        const u64 hi = s + (0xFFFFu - (key & 0xFFFFu));
+                        const u32 target = (u32)(sorted[s] >> window_bits);
+                        const Candidate c = {target, hits, (u32)(sorted[hi + 1 - hits] & wmask), (u32)(sorted[hi] & wmask)};
+                        u32 pos = 0;
+                        while (pos < kept && top[pos].hits >= hits) ++pos;
+                        if (pos < max) {
+                            const u32 last = kept < max ? kept : max - 1;
+                            for (u32 q = last; q > pos; --q) top[q] = top[q - 1];
+                            top[pos] = c;
+                            if (kept < max) ++kept;
+                        }
                     }
                 }
-                // Into the sorted top list: more hits first, then the lower target (targets come
-                // in ascending order, so an equal count goes after those already there).
-                u32 pos = 0;
-                while (pos < kept && top[pos].hits >= best) ++pos;
-                if (pos < max) {
-                    const u32 last = kept < max ? kept : max - 1;
-                    for (u32 q = last; q > pos; --q) top[q] = top[q - 1];
-                    top[pos] = Candidate{target, best, bfirst, blast};
-                    if (kept < max) ++kept;
-                }
-                at = end;
+                __syncwarp();
             }
-            count[r] = kept;
+            if (lane == 0) count[r] = kept;
         }
         __syncthreads();
     }

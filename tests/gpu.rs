@@ -967,6 +967,76 @@ fn multi_gpu_index_bytes_equal_cpu_index_bytes() {
     }
 }
 
+/// Several GPUs: an index larger than one GPU's memory (here a limit on each GPU's free memory,
+/// `KMERDB_GPU_MEMORY_LIMIT`) is spread over two, each holding half its shards: `--gpus 0` says how
+/// many GPUs would hold it, `--gpus 0,1` and the default give the CPU's outputs.
+#[test]
+#[ignore = "needs 2 or more GPUs"]
+fn multi_gpu_index_larger_than_one_gpu_is_spread_over_two() {
+    let count = kmerdb::gpu::device::device_count();
+    assert!(count >= 2, "this test needs 2 or more GPUs, found {count}");
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("data.db");
+    let run = |args: &[&str], limit: Option<u64>| {
+        let mut c = std::process::Command::new(kmerdb_bin());
+        c.args(args);
+        if let Some(l) = limit {
+            c.env("KMERDB_GPU_MEMORY_LIMIT", l.to_string());
+        }
+        c.output().unwrap()
+    };
+    let built = run(
+        &[
+            "build",
+            "-q",
+            "--gpus",
+            "none",
+            "data/genomes",
+            "--taxonomy",
+            "data/taxonomy",
+            "--seqid2taxid",
+            "data/seqid2taxid.map",
+            "-d",
+            db.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    // A GPU needs the index's share and 2 GiB for batches: room for half the index, not all of it.
+    let size = std::fs::metadata(&db).unwrap().len();
+    let limit = (2u64 << 30) + size * 3 / 4;
+    let classify = |gpus: &str, name: &str| {
+        let out = dir.path().join(name);
+        let args = [
+            "classify",
+            "-v",
+            "--gpus",
+            gpus,
+            "-d",
+            db.to_str().unwrap(),
+            "-1",
+            "data/reads/sample_R1.fq.gz",
+            "-2",
+            "data/reads/sample_R2.fq.gz",
+            "-o",
+            out.to_str().unwrap(),
+        ];
+        let o = run(&args, Some(limit));
+        (o.status.success(), String::from_utf8_lossy(&o.stderr).into_owned(), std::fs::read(&out).unwrap_or_default())
+    };
+    let (ok, _, cpu) = classify("none", "cpu.kraken");
+    assert!(ok && !cpu.is_empty());
+    let (ok, err, _) = classify("0", "one.kraken");
+    assert!(!ok && err.contains("would fit on 2 GPUs"), "one GPU under the limit: {err}");
+    let (ok, err, two) = classify("0,1", "two.kraken");
+    assert!(ok, "{err}");
+    assert!(err.contains("classified on GPUs 0,1"), "{err}");
+    assert!(two == cpu, "2 GPUs holding half the index each: outputs differ from the CPU's");
+    let (ok, err, default) = classify("all", "all.kraken");
+    assert!(ok && default == cpu, "the default under the limit: {err}");
+    println!("an index of {size} bytes over 2 GPUs of {limit} bytes each: the CPU's outputs");
+}
+
 /// Several GPUs: an index built on any number of GPUs loads on any other number, and on the CPU.
 /// The shards spread over the GPUs (each reading the others' through peer access), each GPU
 /// classifying its share of every batch; the outputs are the CPU's, from the CPU's index.
