@@ -151,22 +151,28 @@ __device__ __forceinline__ List decode_list(const DeviceIndex& ix, u32 shard, u3
     const u64 entries = real_bits / ix.entry_bits;
     if ((u64)value + 1 >= entries) return l;
     const u64 head = read_entry(l.words, ix.entry_bits, value);
-    const u64 second = read_entry(l.words, ix.entry_bits, (u64)value + 1);
-    const u64 len = (head >> 1) < 0xFFFFFFFFull ? (head >> 1) : 0xFFFFFFFFull;
-    if (len == 0) {
-        if (!(head & 1) && second < ix.nodes) l.clade = (u32)second + 1;
-        return l;
-    }
-    if (!(head & 1)) {
-        if ((u64)value + 1 + len > entries) return l;
-        l.first = (u64)value + 1;
+    if (head & 1) {
+        // A delta list: the length's gamma code after the flag, then the first location; a length
+        // longer than the stream could hold (two codes of a bit or more a location) is damage.
+        u64 bit = (u64)value * ix.entry_bits + 1, len;
+        if (!read_gamma(l.words, &bit, real_bits, &len)) return l;
+        if (bit + ix.entry_bits > real_bits || len > (real_bits - bit - ix.entry_bits) / 2 + 1) return l;
+        const u64 mask = ix.entry_bits == 64 ? ~0ull : ((1ull << ix.entry_bits) - 1);
+        l.delta = true;
+        l.loc = bits_at(l.words, bit) & mask;
+        l.first = bit + ix.entry_bits;
+        l.end = real_bits;
         l.len = (u32)len;
         return l;
     }
-    l.delta = true;
-    l.loc = second;
-    l.first = ((u64)value + 2) * ix.entry_bits;
-    l.end = real_bits;
+    const u64 second = read_entry(l.words, ix.entry_bits, (u64)value + 1);
+    const u64 len = (head >> 1) < 0xFFFFFFFFull ? (head >> 1) : 0xFFFFFFFFull;
+    if (len == 0) {
+        if (second < ix.nodes) l.clade = (u32)second + 1;
+        return l;
+    }
+    if ((u64)value + 1 + len > entries) return l;
+    l.first = (u64)value + 1;
     l.len = (u32)len;
     return l;
 }

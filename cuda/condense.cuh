@@ -352,7 +352,11 @@ extern "C" __global__ void sort_lists(Table t, Remap m, const u32* table_slots, 
             list[j] = packed;
         });
         const u64 bits = delta_bits(list, len, window_bits);
-        entries[g] = use_delta(bits, len, entry_bits) ? 2 + (bits + entry_bits - 1) / entry_bits : 1 + len;
+        // Delta: a flag bit, the length's gamma code, the first location and the codes, to whole
+        // entries; fixed: a head entry and an entry each.
+        entries[g] = use_delta(bits, len, entry_bits)
+                         ? (1 + gamma_len(len) + entry_bits + bits + entry_bits - 1) / entry_bits
+                         : 1 + len;
     }
 }
 
@@ -415,8 +419,16 @@ extern "C" __global__ void write_lists(Table t, Remap m, const u32* table_slots,
         const u64 bits = delta_bits(list, len, window_bits);
         const bool delta = use_delta(bits, len, eb);
         u64 bit = e * eb;
-        put_bits(w, bit, (len << 1) | (delta ? 1 : 0), eb);
-        bit += eb;
+        if (delta) {
+            // The flag, the length's gamma code (locations.rs ListWriter::add).
+            put_bits(w, bit, 1, 1);
+            bit += 1;
+            put_bits(w, bit, gamma_code(len), gamma_len(len));
+            bit += gamma_len(len);
+        } else {
+            put_bits(w, bit, len << 1, eb);
+            bit += eb;
+        }
         put_bits(w, bit, list[0], eb);
         bit += eb;
         for (u64 x = 1; x < len; ++x) {

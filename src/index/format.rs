@@ -55,7 +55,8 @@ pub const MAGIC: [u8; 8] = *b"\x89KMERDB\n";
 /// clade lists section, delta-coded and compressed; a location list starts with a head (its length
 /// and whether the rest is delta-coded) and may be a run of gamma-coded differences.
 /// Version 9: key index slots packed (`index::packed_keys`): a key's quotient under a permuting hash
-/// instead of the key, a value as wide as the shard needs; the shard table records both widths.
+/// instead of the key, a value as wide as the shard needs; the shard table records both widths. A
+/// delta-coded list's length is a gamma code after its flag bit, not a whole head entry.
 pub const FORMAT_VERSION: u32 = 9;
 pub const PREAMBLE_LEN: usize = 64;
 pub const SECTION_ALIGN: u64 = 4096;

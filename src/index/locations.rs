@@ -6,13 +6,14 @@
 //!
 //! A shard's lists are one little-endian bit stream of `entry_bits`-wide entries, packed LSB first
 //! into 32-bit words, with [`PAD_WORDS`] zero words at the end so that any entry can be read with
-//! a fixed number of word reads. A list starts at an entry: a head entry, `length << 1 | delta`,
-//! then its first location as an entry, then the others ascending in one of two codes:
-//! - fixed (`delta` 0): one entry each;
-//! - delta (`delta` 1): from the next entry on, a bit stream of Elias gamma codes, two per
-//!   location, of the differences from the location before: the target's plus one, then, within
-//!   the same target, the window's (less one, as windows ascend) plus one, else the zigzag of the
-//!   window's change plus one; padded with zeros to a whole entry.
+//! a fixed number of word reads. A list starts at an entry, in one of two codes, told apart by its
+//! first bit:
+//! - fixed (0): a head entry, `length << 1`, then each location ascending as an entry;
+//! - delta (1): the length's Elias gamma code, the first location (`entry_bits` bits), then a bit
+//!   stream of gamma codes, two per location, of the differences from the location before: the
+//!   target's plus one, then, within the same target, the window's (less one, as windows ascend)
+//!   plus one, else the zigzag of the window's change plus one; padded with zeros to a whole entry.
+//!   (Up to the first format 9 the length took a whole head entry: a fifth of a strain-rich index.)
 //!
 //! The writer takes the delta form where it is less than half the fixed one (`use_delta`). The strains of a species are numbered side by
 //! side and share windows, so a feature's locations mostly differ by one target and a few windows:
@@ -127,22 +128,28 @@ impl ListWriter {
         let start = u32::try_from(self.entries).ok().filter(|&o| o < INLINE_FLAG).ok_or(ShardOverflow)?;
         let eb = self.layout.entry_bits as u64;
         let delta = delta_bits(locs, &self.layout).filter(|&bits| use_delta(bits, locs.len() as u64, eb));
-        self.push((locs.len() as u64) << 1 | delta.is_some() as u64);
-        self.push(locs[0]);
+        let len = locs.len() as u64;
         match delta {
             None => {
-                for &loc in &locs[1..] {
+                self.push(len << 1);
+                for &loc in locs {
                     self.push(loc);
                 }
             }
             Some(bits) => {
+                // A one bit, the length's gamma code, the first location, the codes, zeros to the
+                // next entry.
+                let total = 1 + gamma_len(len) as u64 + eb + bits;
+                self.push_bits(1, 1);
+                self.push_bits(gamma(len), gamma_len(len));
+                self.push_bits(locs[0], eb as u32);
                 for pair in locs.windows(2) {
                     let (a, b) = delta_codes(self.layout.unpack(pair[0]), self.layout.unpack(pair[1]));
                     self.push_bits(gamma(a), gamma_len(a));
                     self.push_bits(gamma(b), gamma_len(b));
                 }
-                let entries = bits.div_ceil(eb);
-                self.push_bits(0, (entries * eb - bits) as u32);
+                let entries = total.div_ceil(eb);
+                self.push_bits(0, (entries * eb - total) as u32);
                 self.entries += entries;
             }
         }
@@ -293,24 +300,34 @@ impl<'a> LocationList<'a> {
             return empty;
         }
         let head = entry(words, eb, value as u64);
-        let (len, delta) = ((head >> 1).min(u32::MAX as u64) as usize, head & 1 == 1);
-        match (len, delta) {
-            // The common case first: a fixed list, whose second entry is its first location.
-            (len, false) if len > 0 => match value as u64 + 1 + len as u64 > entries {
-                true => empty,
-                false => LocationList::Packed { words, entry_bits: eb, first: value as u64 + 1, len },
-            },
-            // A clade feature; a node past the tree (a damaged index) is left to the reader, which
-            // checks it against its tree.
-            (0, false) => LocationList::Clade(entry(words, eb, value as u64 + 1).min(u32::MAX as u64) as u32),
-            (0, true) => empty,
-            (len, _) => LocationList::Delta {
+        if head & 1 == 1 {
+            // A delta list: the length's gamma code after the flag, then the first location.
+            let mut bit = value as u64 * eb as u64 + 1;
+            let Some(len) = read_gamma(words, &mut bit, real_bits) else { return empty };
+            // Each location after the first takes two codes of a bit or more: a longer length is
+            // a damaged stream's (and would have a reader count to 2^32).
+            if bit + eb as u64 > real_bits || len > (real_bits - bit - eb as u64) / 2 + 1 {
+                return empty;
+            }
+            let mask = if eb == 64 { u64::MAX } else { (1u64 << eb) - 1 };
+            let first_loc = bits_at(words, bit) & mask;
+            return LocationList::Delta {
                 words,
                 window_bits: layout.window_bits,
-                first_loc: entry(words, eb, value as u64 + 1),
-                bit: (value as u64 + 2) * eb as u64,
+                first_loc,
+                bit: bit + eb as u64,
                 end: real_bits,
-                len,
+                len: len as usize,
+            };
+        }
+        match (head >> 1).min(u32::MAX as u64) as usize {
+            // A clade feature; a node past the tree (a damaged index) is left to the reader, which
+            // checks it against its tree.
+            0 => LocationList::Clade(entry(words, eb, value as u64 + 1).min(u32::MAX as u64) as u32),
+            // A fixed list, whose second entry is its first location.
+            len => match value as u64 + 1 + len as u64 > entries {
+                true => empty,
+                false => LocationList::Packed { words, entry_bits: eb, first: value as u64 + 1, len },
             },
         }
     }
