@@ -167,22 +167,10 @@ fn put(words: &mut [u32], bit: u64, v: u64, bits: u32) {
 fn bits57(bytes: &[u8], bit: u64) -> u64 {
     let at = (bit >> 3) as usize;
     debug_assert!(at + 8 <= bytes.len());
-    // SAFETY: the callers' slices hold 8 bytes from any field's first byte (see above); lookup
-    // slices one bucket and its 8 bytes after once, and its fields lie within the bucket.
+    // SAFETY: callers pass `PackedKeys::bucket`'s slice, a bucket and the 8 bytes after it, and
+    // a field's first byte lies within the bucket.
     let eight: [u8; 8] = unsafe { bytes.get_unchecked(at..at + 8) }.try_into().expect("8 bytes");
     u64::from_le_bytes(eight) >> (bit & 7)
-}
-
-/// The `bits` (at most 34) at bit `bit` of `words`, which hold at least two words past it.
-#[inline]
-fn field(words: &[u32], bit: u64, bits: u32) -> u64 {
-    let (w, shift) = ((bit / 32) as usize, (bit % 32) as u32);
-    let two = words[w] as u64 | (words[w + 1] as u64) << 32;
-    let v = match shift + bits <= 64 {
-        true => two >> shift,
-        false => two >> shift | (words[w + 2] as u64) << (64 - shift),
-    };
-    v & ((1u64 << bits) - 1)
 }
 
 /// A shard's stored key index, read in place.
@@ -213,15 +201,12 @@ impl<'a> PackedKeys<'a> {
         if c.buckets == 0 {
             return None;
         }
-        let (tb, vb, bw) = (c.tag_bits as u64, c.value_bits, c.bucket_words());
+        let (tb, vb) = (c.tag_bits as u64, c.value_bits);
         let (tag_mask, value_mask) = ((1u64 << tb) - 1, (1u64 << vb) - 1);
-        let bytes: &[u8] = bytemuck::cast_slice(self.words);
         for j in 0..HASH_FUNCTIONS {
             let (b, tag) = c.place(key, j);
-            let mut at = b * bw * 32;
-            // One bounds check a bucket: its words and the two after them (`new`'s caller's).
-            let bucket = &bytes[(at / 8) as usize..((at / 32 + bw + PAD_WORDS as u64) * 4) as usize];
-            at %= 8;
+            let bucket = self.bucket(b);
+            let mut at = 0;
             for _ in 0..BUCKET_SLOTS {
                 let t = bits57(bucket, at) & tag_mask;
                 if t == tag {
@@ -251,17 +236,27 @@ impl<'a> PackedKeys<'a> {
     pub fn slots(&self) -> impl Iterator<Item = Slot> + '_ {
         let c = self.code;
         let (tb, vb) = (c.tag_bits as u64, c.value_bits);
+        let (tag_mask, value_mask) = ((1u64 << tb) - 1, (1u64 << vb) - 1);
         (0..c.buckets).flat_map(move |b| {
-            let start = b * c.bucket_words() * 32;
+            let bucket = self.bucket(b);
             (0..BUCKET_SLOTS as u64).map_while(move |i| {
-                let at = start + i * (tb + vb as u64);
-                let tag = field(self.words, at, tb as u32);
+                let at = i * (tb + vb as u64);
+                let tag = bits57(bucket, at) & tag_mask;
                 (tag != 0).then(|| Slot {
                     key: c.key(b, tag, self.shard),
-                    value: unpack_value(field(self.words, at + tb, vb), vb),
+                    value: unpack_value(bits57(bucket, at + tb) & value_mask, vb),
                 })
             })
         })
+    }
+
+    /// Bucket `b`'s bytes and the 8 after them (the next bucket's, or the stream's padding), by one
+    /// bounds check: what `bits57` may read of any of its fields.
+    #[inline]
+    fn bucket(&self, b: u64) -> &'a [u8] {
+        let (b, bw) = (b as usize, self.code.bucket_words() as usize);
+        let bytes: &'a [u8] = bytemuck::cast_slice(self.words);
+        &bytes[b * bw * 4..(b * bw + bw + PAD_WORDS) * 4]
     }
 }
 
