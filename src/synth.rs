@@ -2,6 +2,8 @@
 //! genomes, each with strain-like copies that differ by point mutations, so that features are
 //! shared between strains as in real collections. Deterministic for a seed.
 
+pub mod scale;
+
 use std::io::Write;
 
 /// Shape of a synthetic collection.
@@ -22,23 +24,31 @@ impl SynthSpec {
 }
 
 /// A small, fast, deterministic generator (splitmix64).
-struct Mix(u64);
+pub(crate) struct Mix(pub(crate) u64);
 
 impl Mix {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         crate::sketch::fmix64(self.0)
     }
 }
 
 /// Calls `f(name, sequence)` for every strain of every species, species after species.
-pub fn generate(spec: &SynthSpec, f: impl FnMut(&str, &[u8])) {
-    generate_species(spec, 0..spec.species, 1, f)
+pub fn generate(spec: &SynthSpec, mut f: impl FnMut(&str, &[u8])) {
+    generate_species(spec, 0..spec.species, 1, spec.strains, |_, _, name, seq| f(name, seq))
 }
 
 /// [`generate`] for the species `range` that are `first + k * step` (each species depends on the
-/// seed and its number only, so parts can be made in parallel).
-fn generate_species(spec: &SynthSpec, range: std::ops::Range<usize>, step: usize, mut f: impl FnMut(&str, &[u8])) {
+/// seed and its number only, so parts can be made in parallel), `strains` of each: more than
+/// `spec.strains` makes strains the collection leaves out (the ones before are the same either
+/// way). `f(species, strain, name, sequence)`.
+pub(crate) fn generate_species(
+    spec: &SynthSpec,
+    range: std::ops::Range<usize>,
+    step: usize,
+    strains: usize,
+    mut f: impl FnMut(usize, usize, &str, &[u8]),
+) {
     const BASES: &[u8; 4] = b"ACGT";
     let mut seq = vec![0u8; spec.genome_len];
     for sp in range.step_by(step) {
@@ -51,7 +61,7 @@ fn generate_species(spec: &SynthSpec, range: std::ops::Range<usize>, step: usize
             }
         }
         let mut strain = seq.clone();
-        for st in 0..spec.strains {
+        for st in 0..strains {
             if st > 0 {
                 strain.copy_from_slice(&seq);
                 let mutations = (spec.genome_len as f64 * spec.divergence) as usize;
@@ -61,9 +71,14 @@ fn generate_species(spec: &SynthSpec, range: std::ops::Range<usize>, step: usize
                     strain[at] = BASES[((r & 3) as usize + 1 + (strain[at] as usize & 1)) % 4];
                 }
             }
-            f(&format!("synth_s{sp}_st{st}"), &strain);
+            f(sp, st, &strain_name(sp, st), &strain);
         }
     }
+}
+
+/// A strain's sequence id in the FASTA files.
+pub fn strain_name(species: usize, strain: usize) -> String {
+    format!("synth_s{species}_st{strain}")
 }
 
 /// Writes the collection as FASTA files, species dealt to `files` round-robin, one thread per file.
@@ -76,7 +91,7 @@ pub fn write_fasta_files(spec: &SynthSpec, files: &[std::path::PathBuf]) -> std:
                 scope.spawn(move || -> std::io::Result<()> {
                     let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
                     let mut result = Ok(());
-                    generate_species(spec, i..spec.species, files.len(), |name, seq| {
+                    generate_species(spec, i..spec.species, files.len(), spec.strains, |_, _, name, seq| {
                         if result.is_ok() {
                             result = write_record(&mut out, name, seq);
                         }
@@ -90,7 +105,7 @@ pub fn write_fasta_files(spec: &SynthSpec, files: &[std::path::PathBuf]) -> std:
     })
 }
 
-fn write_record(out: &mut impl Write, name: &str, seq: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_record(out: &mut impl Write, name: &str, seq: &[u8]) -> std::io::Result<()> {
     writeln!(out, ">{name}")?;
     for line in seq.chunks(80) {
         out.write_all(line)?;

@@ -74,6 +74,21 @@ struct Args {
     /// folder, as synthNN.fna (for `bench/gpu-update.sh`).
     #[arg(long)]
     synth_data: Option<std::path::PathBuf>,
+    /// Only write the classify benchmark at users' scale into this folder (needs no GPU): the
+    /// end-to-end builds' collection (--e2e-gbp, --e2e-files) in genomes/, its taxonomy, and
+    /// --pairs-m million pairs of its strains, of strains it leaves out and of unrelated species,
+    /// with their truth (`kmerdb::synth::scale`; `bench/gpu-scale.sh` runs it).
+    #[arg(long)]
+    scale_data: Option<std::path::PathBuf>,
+    /// --scale-data: share of the pairs from strains the collection leaves out.
+    #[arg(long, default_value_t = 0.2)]
+    left_out_share: f64,
+    /// --scale-data: share of the pairs from species nothing indexed is related to.
+    #[arg(long, default_value_t = 0.05)]
+    unindexed_share: f64,
+    /// --scale-data: the pairs' mean substitution rate.
+    #[arg(long, default_value_t = 0.005)]
+    error_rate: f64,
     /// The limits, then only the device-side scaling runs on 1, 2, 4, ... GPUs.
     #[arg(long)]
     scaling: bool,
@@ -126,6 +141,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Needs no GPU.
         let files: Vec<std::path::PathBuf> = (0..a.e2e_files).map(|i| dir.join(format!("synth{i:02}.fna"))).collect();
         kmerdb::synth::write_fasta_files(&e2e_spec(a.e2e_gbp), &files)?;
+        return Ok(());
+    }
+    if let Some(dir) = &a.scale_data {
+        // Needs no GPU.
+        let plan = kmerdb::synth::scale::ReadPlan {
+            pairs: (a.pairs_m * 1e6).round() as usize,
+            left_out_share: a.left_out_share,
+            unindexed_share: a.unindexed_share,
+            error_rate: a.error_rate,
+            read_len: 150,
+            seed: 0x5ca1e,
+        };
+        let t = Instant::now();
+        let w = kmerdb::synth::scale::write(&e2e_spec(a.e2e_gbp), &plan, dir, a.e2e_files)?;
+        println!(
+            "scale data: {:.2} Gbp of genomes, {} pairs of indexed strains, {} of left-out strains, {} of unrelated species, written in {:.1} s",
+            w.genome_bases as f64 / 1e9,
+            w.pairs[0],
+            w.pairs[1],
+            w.pairs[2],
+            t.elapsed().as_secs_f64()
+        );
         return Ok(());
     }
     let gpu = Gpu::open(0)?;
