@@ -244,10 +244,12 @@ struct Mates {
 
 // Per mate: its features (Sketcher::read_features: a short mate is one window at the reference
 // density, a long one is cut into windows), each feature's (shard, slot value) or NOT_FOUND, its
-// list length, its clade (node + 1 for a clade feature, else 0), and, with the tree enabled, the
-// hit list's taxon: 1 + the LCA node of its targets (a clade feature's clade), or 0.
-extern "C" __global__ void read_lookups(Mates mates, Sketching p, DeviceIndex ix, DeviceTree tree, u32* features,
-                                        u32* feature_count, u64* found, u64* lengths, u32* clades, u32* taxa) {
+// list length, and its clade (node + 1 for a clade feature, else 0). The hit lists' taxa come
+// from gather_locations, a thread a feature: here a thread walked each of its mate's lists in
+// turn for their LCA, and a warp waited on its longest (a quarter of the lanes busy, four times
+// the lookups' time on a strain-rich index).
+extern "C" __global__ void read_lookups(Mates mates, Sketching p, DeviceIndex ix, u32* features, u32* feature_count,
+                                        u64* found, u64* lengths, u32* clades) {
     for (u64 m = blockIdx.x * (u64)blockDim.x + threadIdx.x; m < mates.count; m += (u64)gridDim.x * blockDim.x) {
         const u8* seq = mates.seq + mates.offset[m];
         const u64 len = mates.len[m];
@@ -271,50 +273,44 @@ extern "C" __global__ void read_lookups(Mates mates, Sketching p, DeviceIndex ix
         const u64 f0 = mates.feature_first[m], f1 = mates.feature_first[m + 1];
         for (u64 f = f0; f < f1; ++f) {
             u64 hit = NOT_FOUND, length = 0;
-            u32 taxon = 0, clade = 0;
+            u32 clade = 0;
             u32 shard, value;
             if (f - f0 < n && index_lookup(ix, features[f], &shard, &value)) {
                 hit = ((u64)shard << 32) | value;
                 const List l = decode_list(ix, shard, value);
                 length = l.len;
                 clade = l.clade;
-                taxon = l.clade;
-                if (tree.enabled && !l.clade) {
-                    u32 node = NO_FEATURE;
-                    Cursor c = {0, 0, 0, 0};
-                    for (u32 i = 0; i < l.len; ++i) {
-                        const u64 loc = list_next(ix, l, c);
-                        const u64 target64 = loc >> ix.window_bits;
-                        if (target64 >= tree.targets) continue;
-                        const u32 target = (u32)target64;
-                        const u32 t = tree.target_nodes[target];
-                        node = node == NO_FEATURE ? t : (node == t ? t : lca_node(tree, node, t));
-                    }
-                    taxon = node == NO_FEATURE ? 0 : node + 1;
-                }
             }
             found[f] = hit;
             lengths[f] = length;
             clades[f] = clade;
-            if (tree.enabled) taxa[f] = taxon;
         }
     }
 }
 
 // Per feature slot: its list's locations at locations[first[f]..]; locations of targets the index
-// does not have (a damaged index) become NOT_FOUND, which sorts last and is skipped.
-extern "C" __global__ void gather_locations(DeviceIndex ix, const u64* found, const u64* first, u64 n,
-                                            u64* locations) {
+// does not have (a damaged index) become NOT_FOUND, which sorts last and is skipped. With the tree
+// enabled, also the hit list's taxon: 1 + the LCA node of its targets (a clade feature's clade),
+// or 0 (not found).
+extern "C" __global__ void gather_locations(DeviceIndex ix, DeviceTree tree, const u64* found, const u64* first,
+                                            u64 n, u64* locations, u32* taxa) {
     for (u64 f = blockIdx.x * (u64)blockDim.x + threadIdx.x; f < n; f += (u64)gridDim.x * blockDim.x) {
         const u64 hit = found[f];
         if (hit == NOT_FOUND) continue;
         const List l = decode_list(ix, (u32)(hit >> 32), (u32)hit);
         u64* out = locations + first[f];
         Cursor c = {0, 0, 0, 0};
+        u32 node = NO_FEATURE;
         for (u32 i = 0; i < l.len; ++i) {
             const u64 loc = list_next(ix, l, c);
-            out[i] = (loc >> ix.window_bits) < ix.targets ? loc : NOT_FOUND;
+            const u64 target64 = loc >> ix.window_bits;
+            out[i] = target64 < ix.targets ? loc : NOT_FOUND;
+            if (tree.enabled && target64 < tree.targets) {
+                const u32 t = tree.target_nodes[(u32)target64];
+                node = node == NO_FEATURE ? t : (node == t ? t : lca_node(tree, node, t));
+            }
         }
+        if (tree.enabled) taxa[f] = l.clade ? l.clade : (node == NO_FEATURE ? 0 : node + 1);
     }
 }
 
@@ -356,13 +352,20 @@ extern "C" __global__ void read_clades(const u32* clades, const u64* read_featur
 
 // Per read (one block each): sort its locations in shared memory and pick the top `max`
 // candidates (candidates.rs top_candidates). A read whose locations exceed the shared capacity
-// gets count 0xFFFFFFFF: the host classifies it (the same function, on the CPU).
-extern "C" __global__ void read_candidates(const u64* locations, const u64* read_first, const u32* range, u64 reads,
-                                           u32 capacity, u32 window_bits, u32 max, Candidate* out, u32* count) {
+// gets count 0xFFFFFFFF: the host classifies it (the same function, on the CPU). Locations are
+// sorted as `T`: u32 where every location of the index fits below 0xFFFFFFFF (the sort is bound
+// by shared memory's traffic, which that halves), else u64; NOT_FOUND becomes T's largest value,
+// which sorts last as before.
+template <typename T>
+__device__ __forceinline__ void candidates_of_reads(const u64* locations, const u64* read_first, const u32* range,
+                                                    u64 reads, u32 capacity, u32 window_bits, u32 max,
+                                                    Candidate* out, u32* count) {
     // `capacity` locations (a power of two), then as many keys: a run's best range, kept at the
     // run's first location (src/gpu/classify.rs SHARED_LOCATIONS).
-    extern __shared__ u64 sorted[];
+    extern __shared__ u64 shared_words[];
+    T* sorted = (T*)shared_words;
     u32* best = (u32*)(sorted + capacity);
+    const T none = (T)NOT_FOUND;
     const u64 wmask = (1ull << window_bits) - 1;
     for (u64 r = blockIdx.x; r < reads; r += gridDim.x) {
         const u64 first = read_first[r];
@@ -374,7 +377,7 @@ extern "C" __global__ void read_candidates(const u64* locations, const u64* read
         u32 size = 1;
         while (size < n) size <<= 1;
         for (u32 i = threadIdx.x; i < size; i += blockDim.x) {
-            sorted[i] = i < n ? locations[first + i] : NOT_FOUND;
+            sorted[i] = i < n ? (T)locations[first + i] : none;
             best[i] = 0;
         }
         for (u32 k = 2; k <= size; k <<= 1) {
@@ -383,7 +386,7 @@ extern "C" __global__ void read_candidates(const u64* locations, const u64* read
                 for (u32 q = threadIdx.x; q < size / 2; q += blockDim.x) {
                     const u32 a = 2 * q - (q & (j - 1));
                     const u32 b = a + j;
-                    const u64 x = sorted[a], y = sorted[b];
+                    const T x = sorted[a], y = sorted[b];
                     if ((x > y) == ((a & k) == 0)) {
                         sorted[a] = y;
                         sorted[b] = x;
@@ -400,12 +403,12 @@ extern "C" __global__ void read_candidates(const u64* locations, const u64* read
         // the classification on a strain-rich index, whose reads have hundreds of locations.
         for (u64 hi = threadIdx.x; hi < n; hi += blockDim.x) {
             const u64 v = sorted[hi];
-            if (v == NOT_FOUND) continue;
+            if (v == none) continue;
             const u64 target = v >> window_bits;
             u64 lo = 0, h = hi;
             while (lo < h) {
                 const u64 mid = (lo + h) / 2;
-                if ((sorted[mid] >> window_bits) < target) lo = mid + 1; else h = mid;
+                if (((u64)sorted[mid] >> window_bits) < target) lo = mid + 1; else h = mid;
             }
             const u64 start = lo;
             const u32 whi = (u32)(v & wmask);
@@ -418,44 +421,51 @@ extern "C" __global__ void read_candidates(const u64* locations, const u64* read
             atomicMax(&best[start], (hits << 16) | (0xFFFFu - (u32)(hi - start)));
         }
         __syncthreads();
-        // The runs in target order, by the first warp: each lane looks at one location for a run's
-        // start, and lane 0 puts those runs' best into the sorted top list: more hits first, then
-        // the lower target (targets come in ascending order, so an equal count goes after those
-        // already there).
+        // The top list, by the first warp in `max` rounds: each round takes the best run left
+        // (most hits, then the lowest target, which is the earliest run: top_candidates'
+        // insertion order) by a warp's maximum over the run starts (every run start has a
+        // non-zero best, at least one hit; every other location a zero one), and clears it. Lane
+        // 0 inserting run by run into a list in global memory waited on a dependent load per list
+        // place, and ranking every run against the others kept a lane or two of a warp busy: a
+        // read of a strain-rich index hits hundreds of one-hit runs.
         if (threadIdx.x < 32) {
             const u32 lane = threadIdx.x;
             Candidate* top = out + r * max;
-            u32 kept = 0;
-            for (u64 base = 0; base < n; base += 32) {
-                const u64 i = base + lane;
-                const bool starts = i < n && sorted[i] != NOT_FOUND &&
-                                    (i == 0 || (sorted[i] >> window_bits) != (sorted[i - 1] >> window_bits));
-                u32 starts_mask = __ballot_sync(0xFFFFFFFFu, starts);
+            u32 placed = 0;
+            for (; placed < max; ++placed) {
+                u32 pick = 0;
+                for (u64 s = lane; s < n; s += 32) {
+                    const u32 key = best[s];
+                    if (key) pick = umax(pick, (key & 0xFFFF0000u) | (0xFFFFu - (u32)s));
+                }
+                for (u32 o = 16; o > 0; o >>= 1) pick = umax(pick, __shfl_xor_sync(0xFFFFFFFFu, pick, o));
+                if (!pick) break;  // the same in every lane
                 if (lane == 0) {
-                    while (starts_mask) {
-                        const u64 s = base + (u64)(__ffs(starts_mask) - 1);
-                        starts_mask &= starts_mask - 1;
-                        const u32 key = best[s];
-                        const u32 hits = key >> 16;
-                        const u64 hi = s + (0xFFFFu - (key & 0xFFFFu));
-                        const u32 target = (u32)(sorted[s] >> window_bits);
-                        const Candidate c = {target, hits, (u32)(sorted[hi + 1 - hits] & wmask), (u32)(sorted[hi] & wmask)};
-                        u32 pos = 0;
-                        while (pos < kept && top[pos].hits >= hits) ++pos;
-                        if (pos < max) {
-                            const u32 last = kept < max ? kept : max - 1;
-                            for (u32 q = last; q > pos; --q) top[q] = top[q - 1];
-                            top[pos] = c;
-                            if (kept < max) ++kept;
-                        }
-                    }
+                    const u64 start = 0xFFFFu - (pick & 0xFFFFu);
+                    const u32 key = best[start];
+                    const u32 hits = key >> 16;
+                    const u64 hi = start + (0xFFFFu - (key & 0xFFFFu));
+                    top[placed] = {(u32)((u64)sorted[start] >> window_bits), hits, (u32)(sorted[hi + 1 - hits] & wmask),
+                                   (u32)(sorted[hi] & wmask)};
+                    best[start] = 0;
                 }
                 __syncwarp();
             }
-            if (lane == 0) count[r] = kept;
+            if (lane == 0) count[r] = placed;
         }
         __syncthreads();
     }
+}
+
+extern "C" __global__ void read_candidates(const u64* locations, const u64* read_first, const u32* range, u64 reads,
+                                           u32 capacity, u32 window_bits, u32 max, Candidate* out, u32* count) {
+    candidates_of_reads<u64>(locations, read_first, range, reads, capacity, window_bits, max, out, count);
+}
+
+extern "C" __global__ void read_candidates32(const u64* locations, const u64* read_first, const u32* range,
+                                             u64 reads, u32 capacity, u32 window_bits, u32 max, Candidate* out,
+                                             u32* count) {
+    candidates_of_reads<u32>(locations, read_first, range, reads, capacity, window_bits, max, out, count);
 }
 
 // The host builds these arguments as Rust structs, which assert the same sizes.

@@ -935,6 +935,12 @@ fn gpu_classify_awkward_reads() {
         let cpu = classify_with(&db, layout.clone(), GpuRequest::None);
         let gpu = classify_with(&db, layout.clone(), GpuRequest::List(vec![0]));
         assert_same_outputs(&format!("awkward reads, location cap {cap}"), &cpu, &gpu);
+        // The same with the locations sorted as 64-bit keys, as on an index whose locations
+        // outgrow 32 bits (this one's fit, so the 32-bit kernel ran above).
+        kmerdb::gpu::classify::twins::wide_location_keys(true);
+        let wide = classify_with(&db, layout.clone(), GpuRequest::List(vec![0]));
+        kmerdb::gpu::classify::twins::wide_location_keys(false);
+        assert_same_outputs(&format!("awkward reads, location cap {cap}, 64-bit keys"), &cpu, &wide);
     }
 }
 

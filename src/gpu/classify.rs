@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 
 /// Locations a block sorts in shared memory: a power of two, as the bitonic sort pads to one (6144
 /// was allowed before, and a read of 4097 to 6144 locations sorted 8192 slots, past its room),
-/// each with a 4-byte key of `read_candidates`: 48 KiB, the most a kernel gets without opting in.
+/// each as an 8-byte key (`read_candidates`) or a 4-byte one (`read_candidates32`) with a 4-byte
+/// best range: 48 KiB, the most a kernel gets without opting in, or 32 KiB.
 const SHARED_LOCATIONS: u32 = 4096;
 const CANDIDATE_THREADS: u32 = 256;
 
@@ -503,6 +504,12 @@ impl IndexTables {
         })
     }
 
+    /// Whether every location of a target the index has, `target << window_bits | window`, is
+    /// below `u32::MAX`, so that 32-bit keys sort them (`u32::MAX` standing for NOT_FOUND).
+    pub(crate) fn locations_fit_u32(&self) -> bool {
+        (u64::from(self.targets) << self.window_bits) <= u64::from(u32::MAX)
+    }
+
     /// The kernels' view of the index, borrowing the tables.
     pub(crate) fn args(&self, gpu: &Gpu) -> IndexArgs<'_> {
         IndexArgs {
@@ -632,9 +639,19 @@ fn hit_text(gpu: &Gpu, src: HitSources, read_mates: &[usize]) -> Result<(CudaSli
     )
 }
 
+/// Set by [`twins::wide_location_keys`]: every read's locations sorted as 64-bit keys, also where
+/// 32-bit ones hold them (the tests' indexes are small).
+static WIDE_LOCATION_KEYS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Entry points for the tests that compare the kernels with their CPU twins.
 pub mod twins {
     use super::*;
+
+    /// Makes `read_candidates` sort 64-bit keys on every index (`on`), or 32-bit ones where the
+    /// index's locations fit (the default), so that a test checks both kernels on a small index.
+    pub fn wide_location_keys(on: bool) {
+        WIDE_LOCATION_KEYS.store(on, std::sync::atomic::Ordering::Relaxed);
+    }
 
     /// The hit-list columns `hit_list_text` writes for reads whose mates' features have the taxa
     /// `mate_taxa` (each a node + 1, or 0), read r's mates starting at `read_mates[r]`, with the
@@ -985,8 +1002,9 @@ impl<'g> GpuClassifier<'g> {
         let uploaded = clock.elapsed() + packing;
         let clock = Instant::now();
         let n_features = *feature_first.last().unwrap();
-        let lookups = self.look_up(&mates, n_features, hit_lists != HitLists::Off)?;
-        let found = self.candidates(&lookups, n_features, &feature_first, &read_mates, &range)?;
+        let mut lookups = self.look_up(&mates, n_features, hit_lists != HitLists::Off)?;
+        let found =
+            self.candidates(&mut lookups, n_features, &feature_first, &read_mates, &range, hit_lists != HitLists::Off)?;
         let amino = self.protein.map(|p| crate::gpu::protein::amino_kmers(self.gpu, &mates, &p)).transpose()?;
         let text = match hit_lists {
             HitLists::Text => Some(hit_text(
@@ -1084,29 +1102,31 @@ impl<'g> GpuClassifier<'g> {
             clades: s.alloc_zeros::<u32>(nf)?,
             taxa: s.alloc_zeros::<u32>(if hit_list { nf } else { 1 })?,
         };
-        let (margs, index, tree) = (mates.args(gpu), self.index.args(gpu), self.tree.args(gpu, hit_list));
+        let (margs, index) = (mates.args(gpu), self.index.args(gpu));
         let sk = SketchArgs::from(&self.sketch);
         let f = gpu.function("read_lookups")?;
         let mut b = s.launch_builder(&f);
-        b.arg(&margs).arg(&sk).arg(&index).arg(&tree);
+        b.arg(&margs).arg(&sk).arg(&index);
         b.arg(&mut l.features).arg(&mut l.counts).arg(&mut l.found).arg(&mut l.lengths).arg(&mut l.clades);
-        b.arg(&mut l.taxa);
-        // SAFETY: mate m writes features, found, lengths, clades and taxa within its room
+        // SAFETY: mate m writes features, found, lengths and clades within its room
         // [feature_first[m], feature_first[m + 1]), and counts[m]; `mates` holds the buffers
-        // its arguments point to until the stream is synchronized.
+        // its arguments point to until the stream is synchronized. The taxa are
+        // `gather_locations`' (`candidates`).
         unsafe { b.launch(launch_config(gpu, mates.count)) }?;
         Ok(l)
     }
 
     /// Gathers each read's locations and ranks its candidates (`read_candidates`), and counts its
-    /// clade features per clade (`read_clades`).
+    /// clade features per clade (`read_clades`); with `hit_list`, fills in the features' taxa
+    /// (`gather_locations`).
     fn candidates(
         &self,
-        l: &Lookups,
+        l: &mut Lookups,
         n_features: u64,
         feature_first: &[u64],
         read_mates: &[usize],
         range: &[u32],
+        hit_list: bool,
     ) -> Result<ReadsFound, GpuError> {
         let (gpu, s) = (self.gpu, &self.gpu.stream);
         let n_reads = read_mates.len() as u64 - 1;
@@ -1124,22 +1144,30 @@ impl<'g> GpuClassifier<'g> {
         unsafe { b.launch(launch_config(gpu, n_at)) }?;
         let total = s.clone_dtoh(&read_first_dev.slice(at.len() - 1..))?[0];
         let mut locations = s.alloc_zeros::<u64>(total.max(1) as usize)?;
-        let index = self.index.args(gpu);
+        let (index, tree) = (self.index.args(gpu), self.tree.args(gpu, hit_list));
         let f = gpu.function("gather_locations")?;
         let mut b = s.launch_builder(&f);
-        b.arg(&index).arg(&l.found).arg(&first).arg(&n_features).arg(&mut locations);
-        // SAFETY: feature f writes lengths[f] locations from first[f], within `total`.
+        b.arg(&index).arg(&tree).arg(&l.found).arg(&first).arg(&n_features).arg(&mut locations).arg(&mut l.taxa);
+        // SAFETY: feature f writes lengths[f] locations from first[f], within `total`, and with
+        // the tree enabled taxa[f] (`taxa` has a slot a feature then).
         unsafe { b.launch(launch_config(gpu, n_features)) }?;
 
         let range_dev = s.clone_htod(range)?;
         let max = self.max_candidates as u32;
         let mut cands = s.alloc_zeros::<DeviceCandidate>((n_reads * max as u64).max(1) as usize)?;
         let mut cand_count = s.alloc_zeros::<u32>(n_reads as usize)?;
-        let f = gpu.function("read_candidates")?;
+        // Locations sorted as 32-bit keys where every location of the index is below u32::MAX
+        // (`read_candidates32`: half the shared memory's traffic), else as 64-bit ones.
+        let narrow = self.index.locations_fit_u32() && !WIDE_LOCATION_KEYS.load(std::sync::atomic::Ordering::Relaxed);
+        let (kernel, key_bytes) = match narrow {
+            true => ("read_candidates32", 4),
+            false => ("read_candidates", 8),
+        };
+        let f = gpu.function(kernel)?;
         let config = LaunchConfig {
             grid_dim: (n_reads.min(gpu.multiprocessors() as u64 * 16) as u32, 1, 1),
             block_dim: (CANDIDATE_THREADS, 1, 1),
-            shared_mem_bytes: SHARED_LOCATIONS * 12,
+            shared_mem_bytes: SHARED_LOCATIONS * (key_bytes + 4),
         };
         let (capacity, window_bits) = (SHARED_LOCATIONS, self.index.window_bits);
         let mut b = s.launch_builder(&f);
