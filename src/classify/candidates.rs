@@ -29,6 +29,8 @@
 //! lookups.
 
 pub use crate::hits::{Candidate, push_run};
+use crate::index::bcht::HASH_FUNCTIONS;
+use crate::index::packed_keys::Probe;
 use crate::index::{Index, LocationLayout, LocationList};
 use crate::protein::ProteinTable;
 use crate::sketch::Sketcher;
@@ -99,6 +101,9 @@ pub struct Classifier<'a> {
     mate_ends: Vec<usize>,
     /// Each feature's (shard, slot value), if the index holds it.
     values: Vec<Option<(usize, u32)>>,
+    /// Features whose next candidate bucket is still to be probed, and those of the round after.
+    pending: Vec<usize>,
+    next: Vec<usize>,
     locations: Vec<u64>,
     candidates: Vec<Candidate>,
     /// The read's clade features' clades (tree nodes), then counted by taxid.
@@ -124,6 +129,8 @@ impl<'a> Classifier<'a> {
             features: Vec::new(),
             mate_ends: Vec::new(),
             values: Vec::new(),
+            pending: Vec::new(),
+            next: Vec::new(),
             locations: Vec::new(),
             candidates: Vec::new(),
             clade_nodes: Vec::new(),
@@ -197,13 +204,33 @@ impl<'a> Classifier<'a> {
         for &f in &self.features {
             index.prefetch(f);
         }
+        // Bucket by bucket: a feature not in its full first bucket has its second prefetched
+        // and read after the others' first ones, and so on, so that the misses of features found
+        // in no bucket (most of a read's, for reads of taxa the index lacks) overlap too. Probing
+        // a feature's buckets one after another is `Index::lookup_value`.
         self.values.clear();
-        for &f in &self.features {
-            let found = index.lookup_value(f);
-            if let Some((shard, value)) = found {
-                index.prefetch_list(shard, value);
+        self.pending.clear();
+        self.values.resize(self.features.len(), None);
+        self.pending.extend(0..self.features.len());
+        for j in 0..HASH_FUNCTIONS {
+            self.next.clear();
+            for &i in &self.pending {
+                let f = self.features[i];
+                match index.probe(f, j) {
+                    Probe::Found(value) => {
+                        let shard = index.shard_of(f);
+                        index.prefetch_list(shard, value);
+                        self.values[i] = Some((shard, value));
+                    }
+                    Probe::Absent => {}
+                    Probe::Full if j + 1 < HASH_FUNCTIONS => {
+                        index.prefetch_bucket(f, j + 1);
+                        self.next.push(i);
+                    }
+                    Probe::Full => {}
+                }
             }
-            self.values.push(found);
+            std::mem::swap(&mut self.pending, &mut self.next);
         }
         let (layout, n_targets) = (*index.layout(), self.target_taxa.len() as u32);
         let stride = index.header().sketch.stride as usize;

@@ -392,7 +392,13 @@ impl Index {
     /// many lookups can wait for memory at once.
     #[inline(always)]
     pub fn prefetch(&self, feature: Feature) {
-        let Some(ends) = self.shard_keys(self.shard_of(feature)).first_bucket(feature) else {
+        self.prefetch_bucket(feature, 0);
+    }
+
+    /// Like [`Index::prefetch`], for `feature`'s `j`-th candidate bucket (see [`Index::probe`]).
+    #[inline]
+    pub fn prefetch_bucket(&self, feature: Feature, j: usize) {
+        let Some(ends) = self.shard_keys(self.shard_of(feature)).bucket_ends(feature, j) else {
             return;
         };
         // Tags first, values last: the bucket's one or two cache lines.
@@ -406,6 +412,13 @@ impl Index {
             #[cfg(not(target_arch = "x86_64"))]
             let _ = word;
         }
+    }
+
+    /// What `feature`'s `j`-th candidate bucket says of it (`packed_keys::PackedKeys::probe`):
+    /// probing buckets 0, 1, ... until one is not `Full` gives [`Index::lookup_value`]'s answer.
+    #[inline]
+    pub fn probe(&self, feature: Feature, j: usize) -> packed_keys::Probe {
+        self.shard_keys(self.shard_of(feature)).probe(feature, j)
     }
 
     /// Where `feature`'s list is: its shard and slot value, if the index holds it.

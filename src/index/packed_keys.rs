@@ -173,6 +173,15 @@ fn bits57(bytes: &[u8], bit: u64) -> u64 {
     u64::from_le_bytes(eight) >> (bit & 7)
 }
 
+/// What one candidate bucket says of a key ([`PackedKeys::probe`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probe {
+    Found(u32),
+    Absent,
+    /// Not in this bucket, which is full: the key may be in the next.
+    Full,
+}
+
 /// A shard's stored key index, read in place.
 #[derive(Debug, Clone, Copy)]
 pub struct PackedKeys<'a> {
@@ -197,38 +206,59 @@ impl<'a> PackedKeys<'a> {
     /// The slot value stored for `key` (which is of this shard), if any.
     #[inline]
     pub fn lookup(&self, key: Feature) -> Option<u32> {
-        let c = &self.code;
-        if c.buckets == 0 {
-            return None;
-        }
-        let (tb, vb) = (c.tag_bits as u64, c.value_bits);
-        let (tag_mask, value_mask) = ((1u64 << tb) - 1, (1u64 << vb) - 1);
         for j in 0..HASH_FUNCTIONS {
-            let (b, tag) = c.place(key, j);
-            let bucket = self.bucket(b);
-            let mut at = 0;
-            for _ in 0..BUCKET_SLOTS {
-                let t = bits57(bucket, at) & tag_mask;
-                if t == tag {
-                    return Some(unpack_value(bits57(bucket, at + tb) & value_mask, vb));
-                }
-                if t == 0 {
-                    return None;
-                }
-                at += tb + vb as u64;
+            match self.probe(key, j) {
+                Probe::Found(v) => return Some(v),
+                Probe::Absent => return None,
+                Probe::Full => {}
             }
         }
         None
+    }
+
+    /// What `key`'s `j`-th candidate bucket says of it: its value, that it is in no bucket (an
+    /// empty slot ends the search: keys fill their buckets in order), or that the next bucket
+    /// must be looked at. [`PackedKeys::lookup`] probes the buckets in turn; a caller with many
+    /// keys probes them bucket by bucket, prefetching each key's next bucket
+    /// ([`PackedKeys::bucket_ends`]) before it is read.
+    #[inline]
+    pub fn probe(&self, key: Feature, j: usize) -> Probe {
+        let c = &self.code;
+        if c.buckets == 0 {
+            return Probe::Absent;
+        }
+        let (tb, vb) = (c.tag_bits as u64, c.value_bits);
+        let (tag_mask, value_mask) = ((1u64 << tb) - 1, (1u64 << vb) - 1);
+        let (b, tag) = c.place(key, j);
+        let bucket = self.bucket(b);
+        let mut at = 0;
+        for _ in 0..BUCKET_SLOTS {
+            let t = bits57(bucket, at) & tag_mask;
+            if t == tag {
+                return Probe::Found(unpack_value(bits57(bucket, at + tb) & value_mask, vb));
+            }
+            if t == 0 {
+                return Probe::Absent;
+            }
+            at += tb + vb as u64;
+        }
+        Probe::Full
     }
 
     /// The first and last words of `key`'s first candidate bucket (for a prefetch: a bucket may
     /// straddle two cache lines).
     #[inline]
     pub fn first_bucket(&self, key: Feature) -> Option<[&'a u32; 2]> {
+        self.bucket_ends(key, 0)
+    }
+
+    /// The first and last words of `key`'s `j`-th candidate bucket.
+    #[inline]
+    pub fn bucket_ends(&self, key: Feature, j: usize) -> Option<[&'a u32; 2]> {
         if self.code.buckets == 0 {
             return None;
         }
-        let (b, bw) = (self.code.place(key, 0).0 as usize, self.code.bucket_words() as usize);
+        let (b, bw) = (self.code.place(key, j).0 as usize, self.code.bucket_words() as usize);
         Some([self.words.get(b * bw)?, self.words.get(b * bw + bw - 1)?])
     }
 
