@@ -13,12 +13,7 @@ status=0
 rm -rf "$T" && mkdir -p "$T"
 nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c
 echo "cores: $(nproc)"
-timed() { # label, command...: prints "label: S s"
-    local label=$1; shift
-    local t0=$(date +%s.%N)
-    "$@" || status=1
-    echo "$label: $(awk "BEGIN {printf \"%.2f\", $(date +%s.%N) - $t0}") s"
-}
+source bench/lib.sh  # timed_line
 $B/kmerdb build -q --gpus 0 -d "$T/refs.db" --taxonomy carry/taxonomy --seqid2taxid carry/refs/seqid2taxid.map carry/refs
 for mate in 1 2; do
     zcat carry/reads/mock_R$mate.fq.gz > "$T/mock_R$mate.fq"
@@ -27,7 +22,7 @@ done
 for set in mock many; do
     for gpus in 0 all none; do
         for run in 1 2; do
-            timed "$set: classify --gpus $gpus (run $run)" $B/kmerdb classify -q --gpus $gpus -d "$T/refs.db" \
+            timed_line "$set: classify --gpus $gpus (run $run)" $B/kmerdb classify -q --gpus $gpus -d "$T/refs.db" \
                 -1 "$T/${set}_R1.fq" -2 "$T/${set}_R2.fq" -o "$T/$set.$gpus.kraken" -r "$T/$set.$gpus.kreport"
         done
     done

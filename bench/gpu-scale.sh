@@ -12,7 +12,7 @@
 # still compared): for many pairs, where the CPU would take minutes. BUILD_GPUS (0): the GPUs of
 # the build; GPU_SETS ("0"): the --gpus lists classify runs besides the default (e.g. "0 0,1").
 #   [CPU=0] [BUILD_GPUS=0,1] [GPU_SETS="0 0,1"] bench/gpu-scale.sh [GBP] [PAIRS_M]
-# SCORE=0 leaves out the scoring of the calls. (carry/ from scripts/prepare-gpu-carry.sh)
+# SCORE=0 leaves out the scoring of the calls; RUNS (3): classify runs of each device. (carry/ from scripts/prepare-gpu-carry.sh)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B=$PWD/carry/bin
@@ -21,39 +21,35 @@ PAIRS_M=${2:-4}
 CPU=${CPU:-1}
 BUILD_GPUS=${BUILD_GPUS:-0}
 GPU_SETS=${GPU_SETS:-0}
+RUNS=${RUNS:-3}
 T=${KMERDB_BENCH_DIR:-/tmp/kmerdb-scale}
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-1700000000}
 status=0
 rm -rf "$T" && mkdir -p "$T"
 nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c
 echo "cores: $(nproc)"
-timed() { # label, command...: prints "label: S s"
-    local label=$1; shift
-    local t0=$(date +%s.%N)
-    "$@" || status=1
-    echo "$label: $(awk "BEGIN {printf \"%.2f\", $(date +%s.%N) - $t0}") s"
-}
-timed "synthetic genomes ($GBP Gbp), taxonomy and $PAIRS_M M pairs written" \
+source bench/lib.sh  # timed_line
+timed_line "synthetic genomes ($GBP Gbp), taxonomy and $PAIRS_M M pairs written" \
     $B/kmerdb-gpu-bench --scale-data "$T" --e2e-gbp "$GBP" --pairs-m "$PAIRS_M"
 dd if=/dev/zero of="$T/dd.test" bs=1M count=8192 conv=fdatasync 2>&1 | tail -1 | sed 's/^/limit: disk write (dd, 8 GiB): /'
 rm -f "$T/dd.test"
 cat "$T"/genomes/*.fna >/dev/null
 tax=(--taxonomy "$T/taxonomy" --seqid2taxid "$T/seqid2taxid.map")
-timed "build --gpus $BUILD_GPUS" $B/kmerdb build -q --gpus $BUILD_GPUS "${tax[@]}" -d "$T/gpu.db" "$T/genomes"
+timed_line "build --gpus $BUILD_GPUS" $B/kmerdb build -q --gpus $BUILD_GPUS "${tax[@]}" -d "$T/gpu.db" "$T/genomes"
 ls -l "$T/gpu.db" | awk -v g="$GBP" '{printf "index: %.2f GB, %.3f bytes a base\n", $5 / 1e9, $5 / (g * 1e9)}'
 if [[ $CPU == 1 ]]; then
-    timed "build --gpus none" $B/kmerdb build -q --gpus none "${tax[@]}" -d "$T/cpu.db" "$T/genomes"
+    timed_line "build --gpus none" $B/kmerdb build -q --gpus none "${tax[@]}" -d "$T/cpu.db" "$T/genomes"
     cmp "$T/gpu.db" "$T/cpu.db" && echo "index bytes: GPU and CPU identical" || { echo "index bytes DIFFER"; status=1; }
     rm -f "$T/cpu.db"
 fi
 rm -rf "$T/genomes"
 cat "$T/r1.fq" "$T/r2.fq" >/dev/null
-timed "limit: cat of the reads (page cache)" sh -c 'cat "$0" "$1" >/dev/null' "$T/r1.fq" "$T/r2.fq"
+timed_line "limit: cat of the reads (page cache)" sh -c 'cat "$0" "$1" >/dev/null' "$T/r1.fq" "$T/r2.fq"
 devices="$GPU_SETS all"
 [[ $CPU == 1 ]] && devices="$GPU_SETS all none"
 for gpus in $devices; do
-    for run in 1 2 3; do
-        timed "classify --gpus $gpus ($PAIRS_M M pairs, run $run)" $B/kmerdb classify -q --gpus $gpus -d "$T/gpu.db" \
+    for run in $(seq "$RUNS"); do
+        timed_line "classify --gpus $gpus ($PAIRS_M M pairs, run $run)" $B/kmerdb classify -q --gpus $gpus -d "$T/gpu.db" \
             -1 "$T/r1.fq" -2 "$T/r2.fq" -o "$T/out.$gpus.kraken" -r "$T/out.$gpus.kreport"
     done
 done

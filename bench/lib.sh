@@ -1,5 +1,5 @@
 # shellcheck shell=bash disable=SC2034
-# Shared by bench/heldout.sh and bench/mock.sh; sourced from the repository root.
+# Shared by bench/heldout.sh, bench/mock.sh and the GPU scripts (gpu-scale.sh, device-choice.sh); sourced from the repository root.
 # Settings (environment):
 #   SHARED        the shared folder                       [../shared beside the checkout]
 #   BENCH_THREADS threads for kraken2 / kmerdb            [2]
@@ -16,6 +16,16 @@ NICE=${BENCH_NICE:-10}
 BENCHLIB=bench/benchlib.py
 
 log() { printf '\n== %s\n' "$*" >&2; }
+
+# label, command...: runs the command and prints "label: S s" (wall seconds); a failure sets the
+# caller's `status` to 1 and goes on (the GPU scripts report every step, then their verdict).
+timed_line() {
+  local label=$1 t0
+  shift
+  t0=$(date +%s.%N)
+  "$@" || status=1
+  echo "$label: $(awk "BEGIN {printf \"%.2f\", $(date +%s.%N) - $t0}") s"
+}
 
 need_tools() {
   local missing=()

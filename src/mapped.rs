@@ -46,7 +46,6 @@ pub struct Mapped {
 }
 
 impl Mapped {
-    /// Maps `file` (at `path`, for messages).
     /// The share of the mapping's pages in memory (`mincore`), 0 to 1; 1 where it cannot be told.
     pub fn resident_fraction(&self) -> f64 {
         // SAFETY: sysconf has no preconditions.
@@ -65,6 +64,7 @@ impl Mapped {
         flags.iter().filter(|&&f| f & 1 != 0).count() as f64 / pages as f64
     }
 
+    /// Maps `file` (at `path`, for messages).
     pub fn map(file: &std::fs::File, path: &Path, kind: Kind) -> std::io::Result<Self> {
         // SAFETY: read-only, and never written by kmerdb while mapped (it replaces files by
         // rename). Another program that truncates or rewrites the file meanwhile gives wrong bytes

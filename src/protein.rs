@@ -75,7 +75,8 @@ fn base_digit(b: u8) -> Option<usize> {
     }
 }
 
-fn complement(b: u8) -> u8 {
+/// A base's complement (N for anything but A, C, G, T in either case).
+pub(crate) fn complement(b: u8) -> u8 {
     match b {
         b'A' | b'a' => b'T',
         b'C' | b'c' => b'G',

@@ -113,8 +113,14 @@ fn record_upload_in(path: &std::path::Path, bytes: u64, seconds: f64) {
     let rates = Rates { index_upload_bytes_per_second: bytes as f64 / seconds };
     let Ok(json) = serde_json::to_vec(&rates) else { return };
     let written = path.parent().map(std::fs::create_dir_all).transpose().ok().and_then(|_| {
+        // Written whole under a name of this process, then renamed: two runs at once each leave
+        // a whole file, and a failed write leaves nothing behind.
         let temp = path.with_extension(format!("json.{}.tmp", std::process::id()));
-        std::fs::write(&temp, json).and_then(|()| std::fs::rename(&temp, path)).ok()
+        let done = std::fs::write(&temp, json).and_then(|()| std::fs::rename(&temp, path));
+        if done.is_err() {
+            let _ = std::fs::remove_file(&temp);
+        }
+        done.ok()
     });
     if written.is_none() {
         log::debug!("could not keep the measured index copy rate in {}", path.display());

@@ -295,10 +295,10 @@ impl Index {
             )));
         }
         let mut next = 0u64;
+        let hash = bcht::KeyHash::new(self.header.shard_bits);
         for (i, s) in self.shards.iter().enumerate() {
             // The fields a lookup reads must be the ones the builder wrote, and the stream's
             // padding must follow the key index (`packed_keys`).
-            let hash = bcht::KeyHash::new(self.header.shard_bits);
             let widths = s.tag_bits == packed_keys::tag_bits(hash, s.buckets)
                 && (2..=32).contains(&s.value_bits)
                 && s.words >= locations::PAD_WORDS as u64;
@@ -402,16 +402,7 @@ impl Index {
             return;
         };
         // Tags first, values last: the bucket's one or two cache lines.
-        for word in ends {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: prefetching is a hint that never faults; the address is inside the mapped index.
-            unsafe {
-                use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-                _mm_prefetch::<_MM_HINT_T0>((word as *const u32).cast());
-            }
-            #[cfg(not(target_arch = "x86_64"))]
-            let _ = word;
-        }
+        ends.into_iter().for_each(prefetch_word);
     }
 
     /// What `feature`'s `j`-th candidate bucket says of it (`packed_keys::PackedKeys::probe`):
@@ -443,14 +434,7 @@ impl Index {
         let words = self.shard_words(shard);
         let w = (value as u64 * self.header.layout.entry_bits as u64 / 32) as usize;
         if let Some(word) = words.get(w) {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: a prefetch hint never faults; the address is inside the mapped index.
-            unsafe {
-                use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-                _mm_prefetch::<_MM_HINT_T0>((word as *const u32).cast());
-            }
-            #[cfg(not(target_arch = "x86_64"))]
-            let _ = word;
+            prefetch_word(word);
         }
     }
 
@@ -461,6 +445,19 @@ impl Index {
         let value = self.shard_keys(shard).lookup(feature)?;
         Some(LocationList::decode(value, self.shard_words(shard), &self.header.layout))
     }
+}
+
+/// Asks the CPU to start loading the cache line of `word` (a hint: it never faults).
+#[inline(always)]
+fn prefetch_word(word: &u32) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetching is a hint that never faults, and `word` is a live reference.
+    unsafe {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        _mm_prefetch::<_MM_HINT_T0>((word as *const u32).cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = word;
 }
 
 /// What the reader assumes of a header, checked once at open so that lookups need not: the one

@@ -245,14 +245,8 @@ impl<'a> PackedKeys<'a> {
         Probe::Full
     }
 
-    /// The first and last words of `key`'s first candidate bucket (for a prefetch: a bucket may
+    /// The first and last words of `key`'s `j`-th candidate bucket (for a prefetch: a bucket may
     /// straddle two cache lines).
-    #[inline]
-    pub fn first_bucket(&self, key: Feature) -> Option<[&'a u32; 2]> {
-        self.bucket_ends(key, 0)
-    }
-
-    /// The first and last words of `key`'s `j`-th candidate bucket.
     #[inline]
     pub fn bucket_ends(&self, key: Feature, j: usize) -> Option<[&'a u32; 2]> {
         if self.code.buckets == 0 {

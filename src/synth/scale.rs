@@ -99,6 +99,17 @@ pub fn write(spec: &SynthSpec, plan: &ReadPlan, dir: &Path, files: usize) -> io:
             2 * INSERT.end
         )));
     }
+    let fraction = |x: f64| (0.0..=1.0).contains(&x);
+    if !fraction(plan.left_out_share)
+        || !fraction(plan.unindexed_share)
+        || plan.left_out_share + plan.unindexed_share > 1.0
+        || !(0.0..1.0).contains(&plan.error_rate)
+    {
+        return Err(invalid(format!(
+            "shares of left-out ({}) and unrelated ({}) pairs must be 0 to 1 and sum to at most 1, the error rate ({}) 0 to below 1",
+            plan.left_out_share, plan.unindexed_share, plan.error_rate
+        )));
+    }
     let files = files.max(1);
     let genomes = dir.join("genomes");
     std::fs::create_dir_all(&genomes)?;
@@ -215,13 +226,7 @@ fn sample(plan: &ReadPlan, seq: &[u8], sp: usize, st: usize, kind: usize, n: usi
 fn reverse_complement(seq: &mut [u8]) {
     seq.reverse();
     for b in seq {
-        *b = match *b {
-            b'A' => b'T',
-            b'C' => b'G',
-            b'G' => b'C',
-            b'T' => b'A',
-            other => other,
-        };
+        *b = crate::protein::complement(*b);
     }
 }
 
