@@ -154,7 +154,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             seed: 0x5ca1e,
         };
         let t = Instant::now();
-        let w = kmerdb::synth::scale::write(&e2e_spec(a.e2e_gbp), &plan, dir, a.e2e_files)?;
+        let w = kmerdb::synth::scale::write(&e2e_spec(a.e2e_gbp), &plan, dir, a.e2e_files)
+            .map_err(|e| format!("--scale-data {}: {e}", dir.display()))?;
         println!(
             "scale data: {:.2} Gbp of genomes, {} pairs of indexed strains, {} of left-out strains, {} of unrelated species, written in {:.1} s",
             w.genome_bases as f64 / 1e9,
