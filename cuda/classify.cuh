@@ -401,6 +401,7 @@ __device__ __forceinline__ void candidates_of_reads(const u64* locations, const 
         // the earliest end, by an atomicMax at its first location. top_candidates
         // (src/classify/candidates.rs) walks each run instead: one thread took as long as the rest of
         // the classification on a strain-rich index, whose reads have hundreds of locations.
+        const u32 span = range[r];
         for (u64 hi = threadIdx.x; hi < n; hi += blockDim.x) {
             const u64 v = sorted[hi];
             if (v == none) continue;
@@ -415,7 +416,7 @@ __device__ __forceinline__ void candidates_of_reads(const u64* locations, const 
             h = hi;
             while (lo < h) {
                 const u64 mid = (lo + h) / 2;
-                if (whi - (u32)(sorted[mid] & wmask) >= range[r]) lo = mid + 1; else h = mid;
+                if (whi - (u32)(sorted[mid] & wmask) >= span) lo = mid + 1; else h = mid;
             }
             const u32 hits = (u32)(hi - lo + 1);
             atomicMax(&best[start], (hits << 16) | (0xFFFFu - (u32)(hi - start)));

@@ -552,14 +552,13 @@ impl DeviceTree {
 }
 
 /// What `read_lookups` gives, on the device: per feature its value, where its locations are found,
-/// how many there are and (with hit lists) its taxon; per mate its feature count.
+/// how many there are and its clade; per mate its feature count.
 struct Lookups {
     features: CudaSlice<u32>,
     counts: CudaSlice<u32>,
     found: CudaSlice<u64>,
     lengths: CudaSlice<u64>,
     clades: CudaSlice<u32>,
-    taxa: CudaSlice<u32>,
 }
 
 /// Finished batches kept for their vectors, per GPU: as many as a sample's pipeline has in flight
@@ -1002,15 +1001,15 @@ impl<'g> GpuClassifier<'g> {
         let uploaded = clock.elapsed() + packing;
         let clock = Instant::now();
         let n_features = *feature_first.last().unwrap();
-        let mut lookups = self.look_up(&mates, n_features, hit_lists != HitLists::Off)?;
-        let found =
-            self.candidates(&mut lookups, n_features, &feature_first, &read_mates, &range, hit_lists != HitLists::Off)?;
+        let hit_list = hit_lists != HitLists::Off;
+        let lookups = self.look_up(&mates, n_features)?;
+        let found = self.candidates(&lookups, n_features, &feature_first, &read_mates, &range, hit_list)?;
         let amino = self.protein.map(|p| crate::gpu::protein::amino_kmers(self.gpu, &mates, &p)).transpose()?;
         let text = match hit_lists {
             HitLists::Text => Some(hit_text(
                 self.gpu,
                 HitSources {
-                    taxa: &lookups.taxa,
+                    taxa: &found.taxa,
                     counts: &lookups.counts,
                     feature_first: &mates.feature_first,
                     node_taxids: &self.tree.node_taxids,
@@ -1030,7 +1029,7 @@ impl<'g> GpuClassifier<'g> {
         download(s, &found.clade_count, &mut out.clade_count)?;
         download(s, &lookups.counts, &mut out.feature_count)?;
         if hit_lists == HitLists::Taxa {
-            download(s, &lookups.taxa, &mut out.taxa)?;
+            download(s, &found.taxa, &mut out.taxa)?;
         } else {
             out.taxa.clear();
         }
@@ -1090,7 +1089,7 @@ impl<'g> GpuClassifier<'g> {
     }
 
     /// The `read_lookups` kernel: every mate's features sketched and looked up in the index.
-    fn look_up(&self, mates: &DeviceMates, n_features: u64, hit_list: bool) -> Result<Lookups, GpuError> {
+    fn look_up(&self, mates: &DeviceMates, n_features: u64) -> Result<Lookups, GpuError> {
         let (gpu, s) = (self.gpu, &self.gpu.stream);
         let nf = n_features.max(1) as usize;
         let mut l = Lookups {
@@ -1100,7 +1099,6 @@ impl<'g> GpuClassifier<'g> {
             // One more length than features, always 0, so that the scan's last item is the total.
             lengths: s.alloc_zeros::<u64>(n_features as usize + 1)?,
             clades: s.alloc_zeros::<u32>(nf)?,
-            taxa: s.alloc_zeros::<u32>(if hit_list { nf } else { 1 })?,
         };
         let (margs, index) = (mates.args(gpu), self.index.args(gpu));
         let sk = SketchArgs::from(&self.sketch);
@@ -1110,18 +1108,17 @@ impl<'g> GpuClassifier<'g> {
         b.arg(&mut l.features).arg(&mut l.counts).arg(&mut l.found).arg(&mut l.lengths).arg(&mut l.clades);
         // SAFETY: mate m writes features, found, lengths and clades within its room
         // [feature_first[m], feature_first[m + 1]), and counts[m]; `mates` holds the buffers
-        // its arguments point to until the stream is synchronized. The taxa are
-        // `gather_locations`' (`candidates`).
+        // its arguments point to until the stream is synchronized.
         unsafe { b.launch(launch_config(gpu, mates.count)) }?;
         Ok(l)
     }
 
     /// Gathers each read's locations and ranks its candidates (`read_candidates`), and counts its
-    /// clade features per clade (`read_clades`); with `hit_list`, fills in the features' taxa
-    /// (`gather_locations`).
+    /// clade features per clade (`read_clades`); with `hit_list`, the features' hit-list taxa
+    /// (`gather_locations`, which decodes every list anyway).
     fn candidates(
         &self,
-        l: &mut Lookups,
+        l: &Lookups,
         n_features: u64,
         feature_first: &[u64],
         read_mates: &[usize],
@@ -1144,10 +1141,11 @@ impl<'g> GpuClassifier<'g> {
         unsafe { b.launch(launch_config(gpu, n_at)) }?;
         let total = s.clone_dtoh(&read_first_dev.slice(at.len() - 1..))?[0];
         let mut locations = s.alloc_zeros::<u64>(total.max(1) as usize)?;
+        let mut taxa = s.alloc_zeros::<u32>(if hit_list { n_features.max(1) as usize } else { 1 })?;
         let (index, tree) = (self.index.args(gpu), self.tree.args(gpu, hit_list));
         let f = gpu.function("gather_locations")?;
         let mut b = s.launch_builder(&f);
-        b.arg(&index).arg(&tree).arg(&l.found).arg(&first).arg(&n_features).arg(&mut locations).arg(&mut l.taxa);
+        b.arg(&index).arg(&tree).arg(&l.found).arg(&first).arg(&n_features).arg(&mut locations).arg(&mut taxa);
         // SAFETY: feature f writes lengths[f] locations from first[f], within `total`, and with
         // the tree enabled taxa[f] (`taxa` has a slot a feature then).
         unsafe { b.launch(launch_config(gpu, n_features)) }?;
@@ -1187,7 +1185,7 @@ impl<'g> GpuClassifier<'g> {
         // The kernels read these until they finish: wait before they are freed.
         s.synchronize()?;
         drop((first, at_dev, read_first_dev, locations, range_dev));
-        Ok(ReadsFound { cands, cand_count, clades, clade_count })
+        Ok(ReadsFound { cands, cand_count, clades, clade_count, taxa })
     }
 }
 
@@ -1195,10 +1193,13 @@ impl<'g> GpuClassifier<'g> {
 /// GPU (a read with more is classified by the host; reads of a species hit one or two).
 pub(crate) const MAX_CLADES: usize = 4;
 
-/// What the GPU found per read: its top candidates and its clade features' counts.
+/// What the GPU found per read: its top candidates and its clade features' counts; per feature,
+/// with hit lists, its taxon.
 struct ReadsFound {
     cands: CudaSlice<DeviceCandidate>,
     cand_count: CudaSlice<u32>,
     clades: CudaSlice<u64>,
     clade_count: CudaSlice<u32>,
+    /// With hit lists: each feature's taxon node + 1 (0: not in the index).
+    taxa: CudaSlice<u32>,
 }
