@@ -12,7 +12,9 @@
 # still compared): for many pairs, where the CPU would take minutes. BUILD_GPUS (0): the GPUs of
 # the build; GPU_SETS ("0"): the --gpus lists classify runs besides the default (e.g. "0 0,1").
 #   [CPU=0] [BUILD_GPUS=0,1] [GPU_SETS="0 0,1"] bench/gpu-scale.sh [GBP] [PAIRS_M]
-# SCORE=0 leaves out the scoring of the calls; RUNS (3): classify runs of each device. (carry/ from scripts/prepare-gpu-carry.sh)
+# SCORE=0 leaves out the scoring of the calls; RUNS (3): classify runs of each device; STREAMS
+# ("2"): the streams a GPU classifies on (KMERDB_GPU_STREAMS), each value timed for every GPU set
+# (e.g. "1 2" to compare). (carry/ from scripts/prepare-gpu-carry.sh)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B=$PWD/carry/bin
@@ -22,6 +24,7 @@ CPU=${CPU:-1}
 BUILD_GPUS=${BUILD_GPUS:-0}
 GPU_SETS=${GPU_SETS:-0}
 RUNS=${RUNS:-3}
+STREAMS=${STREAMS:-2}
 T=${KMERDB_BENCH_DIR:-/tmp/kmerdb-scale}
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-1700000000}
 status=0
@@ -47,25 +50,42 @@ cat "$T/r1.fq" "$T/r2.fq" >/dev/null
 timed_line "limit: cat of the reads (page cache)" sh -c 'cat "$0" "$1" >/dev/null' "$T/r1.fq" "$T/r2.fq"
 devices="$GPU_SETS all"
 [[ $CPU == 1 ]] && devices="$GPU_SETS all none"
+# Each GPU set once per streams value (runs interleaved: the machine's noise falls on all alike);
+# the default and the CPU with the default streams.
+runs=()
+for gpus in $GPU_SETS; do
+    for streams in $STREAMS; do runs+=("$gpus:$streams"); done
+done
 for gpus in $devices; do
-    for run in $(seq "$RUNS"); do
-        timed_line "classify --gpus $gpus ($PAIRS_M M pairs, run $run)" $B/kmerdb classify -q --gpus $gpus -d "$T/gpu.db" \
-            -1 "$T/r1.fq" -2 "$T/r2.fq" -o "$T/out.$gpus.kraken" -r "$T/out.$gpus.kreport"
+    [[ " $GPU_SETS " == *" $gpus "* ]] || runs+=("$gpus:")
+done
+for run in $(seq "$RUNS"); do
+    for r in "${runs[@]}"; do
+        gpus=${r%%:*} streams=${r#*:}
+        KMERDB_GPU_STREAMS=$streams timed_line "classify --gpus $gpus${streams:+, $streams streams a GPU} ($PAIRS_M M pairs, run $run)" \
+            $B/kmerdb classify -q --gpus $gpus -d "$T/gpu.db" \
+            -1 "$T/r1.fq" -2 "$T/r2.fq" -o "$T/out.$gpus.$streams.kraken" -r "$T/out.$gpus.$streams.kreport"
     done
 done
-for gpus in all $GPU_SETS; do
-    $B/kmerdb classify -vv --gpus $gpus -d "$T/gpu.db" -1 "$T/r1.fq" -2 "$T/r2.fq" -o "$T/vv.kraken" -r /dev/null 2>&1 \
-        | grep -E "device choice|classified on|GPU stages|each stage"
+for r in "${runs[@]}"; do
+    gpus=${r%%:*} streams=${r#*:}
+    [[ $gpus == none ]] && continue
+    echo "-- --gpus $gpus${streams:+, $streams streams a GPU}:"
+    # The wall time beside the run's own last timestamp: what the process's end (freeing the GPU's
+    # memory, unmapping the index) costs.
+    KMERDB_GPU_STREAMS=$streams /usr/bin/time -f "wall time: %e s" $B/kmerdb classify -vv --gpus $gpus -d "$T/gpu.db" \
+        -1 "$T/r1.fq" -2 "$T/r2.fq" -o "$T/vv.kraken" -r /dev/null 2>&1 \
+        | grep -E "device choice|classified on|GPU stages|each stage|wall time"
 done
 for f in kraken kreport; do
     same=1
-    for gpus in $devices; do
-        cmp -s "$T/out.$gpus.$f" "$T/out.all.$f" || same=0
+    for r in "${runs[@]}"; do
+        cmp -s "$T/out.${r%%:*}.${r#*:}.$f" "$T/out.all..$f" || same=0
     done
-    [[ $same == 1 ]] && echo "classify .$f: identical across $devices" || { echo "classify .$f DIFFER"; status=1; }
+    [[ $same == 1 ]] && echo "classify .$f: identical across ${runs[*]} (--gpus:streams)" || { echo "classify .$f DIFFER"; status=1; }
 done
 if [[ ${SCORE:-1} == 1 ]]; then
-    (cd bench && python3 score_kinds.py "$T/truth.tsv" "$T/taxonomy/nodes.dmp" "$T/out.all.kraken") || status=1
+    (cd bench && python3 score_kinds.py "$T/truth.tsv" "$T/taxonomy/nodes.dmp" "$T/out.all..kraken") || status=1
 fi
 rm -rf "$T"
 [[ $status == 0 ]] && echo "SCALE: all passed" || echo "SCALE: FAILURES"

@@ -325,7 +325,16 @@ fn start_gpus<'g>(
 ) -> Result<Vec<crate::gpu::classify::GpuClassifier<'g>>, crate::gpu::GpuError> {
     let selected = crate::gpu::device::select(request)?;
     log::debug!("{} GPU(s) started", selected.len());
-    let gpus = opened.get_or_init(|| selected);
+    // Each GPU classifies on several streams (one classifier each), so that its batches overlap.
+    let mut handles = Vec::new();
+    for gpu in selected {
+        let more = (1..crate::gpu::classify::streams_per_gpu())
+            .map(|_| gpu.with_own_stream())
+            .collect::<Result<Vec<_>, _>>()?;
+        handles.push(gpu);
+        handles.extend(more);
+    }
+    let gpus = opened.get_or_init(|| handles);
     if gpus.is_empty() {
         return Ok(Vec::new());
     }

@@ -375,6 +375,14 @@ struct GroupSize {
     room: u64,
 }
 
+/// Streams (classifiers) a GPU classifies on: with one, the GPU idles while its host thread waits
+/// between a batch's kernels (a quarter of the stage's time against a 20 Gbp index: 28 ms a batch
+/// host-timed, 20.4 ms of kernels); with two, one batch's kernels run in the other's waits and
+/// copies. `KMERDB_GPU_STREAMS` (hidden) sets it, for benchmarks that compare.
+pub fn streams_per_gpu() -> usize {
+    std::env::var("KMERDB_GPU_STREAMS").ok().and_then(|v| v.parse().ok()).unwrap_or(2).clamp(1, 8)
+}
+
 /// The index on one GPU, ready for batches of reads.
 pub struct GpuClassifier<'g> {
     gpu: &'g Gpu,
@@ -677,28 +685,36 @@ pub mod twins {
     }
 }
 
-/// Copies `bytes` to the device through two pinned staging buffers, so that packing one chunk
-/// overlaps the copy of the one before.
-fn upload_pinned(gpu: &Gpu, bytes: &[u8]) -> Result<CudaSlice<u8>, GpuError> {
+/// Copies the shard data's bytes `range` to the device through two pinned staging buffers, so
+/// that filling one chunk overlaps the copy of the one before. The bytes are read from the file
+/// (`Index::read_shard_data`, from the page cache when it holds them), not through the index's
+/// mapping: mapping every page of a 20 GB index, then unmapping them at the end, cost most of a
+/// second of a run.
+fn upload_pinned(gpu: &Gpu, index: &Index, range: std::ops::Range<usize>) -> Result<CudaSlice<u8>, GpuError> {
     const CHUNK: usize = 64 << 20;
+    // Each thread reads this much at a time: reading from the page cache is a copy that one
+    // thread does at a few GB/s.
+    const PIECE: usize = 1 << 20;
     let s = &gpu.stream;
-    let mut dev = s.alloc_zeros::<u8>(bytes.len().max(1))?;
+    let len = range.len();
+    let mut dev = s.alloc_zeros::<u8>(len.max(1))?;
     // SAFETY: only the bytes written below are copied.
     let mut staging = unsafe { [gpu.ctx.alloc_pinned::<u8>(CHUNK)?, gpu.ctx.alloc_pinned::<u8>(CHUNK)?] };
     let mut done: [Option<cudarc::driver::CudaEvent>; 2] = [None, None];
-    for (i, chunk) in bytes.chunks(CHUNK).enumerate() {
+    for (i, at) in (0..len).step_by(CHUNK).enumerate() {
+        let n = CHUNK.min(len - at);
         let b = i % 2;
         if let Some(e) = done[b].take() {
             e.synchronize()?;
         }
         // SAFETY: the buffer's last copy has finished (the event above).
-        let host = unsafe { std::slice::from_raw_parts_mut(staging[b].as_mut_ptr()?, chunk.len()) };
-        // On several threads: reading the memory-mapped index faults its pages in, which one
-        // thread does at a few GB/s.
+        let host = unsafe { std::slice::from_raw_parts_mut(staging[b].as_mut_ptr()?, n) };
         use rayon::prelude::*;
-        host.par_chunks_mut(1 << 20).zip(chunk.par_chunks(1 << 20)).for_each(|(to, from)| to.copy_from_slice(from));
-        let at = i * CHUNK;
-        s.memcpy_htod(&*host, &mut dev.slice_mut(at..at + chunk.len()))?;
+        host.par_chunks_mut(PIECE)
+            .enumerate()
+            .try_for_each(|(j, piece)| index.read_shard_data(range.start + at + j * PIECE, piece))
+            .map_err(|source| GpuError::IndexRead { path: index.path().display().to_string(), source })?;
+        s.memcpy_htod(&*host, &mut dev.slice_mut(at..at + n))?;
         done[b] = Some(s.record_event(None)?);
     }
     s.synchronize()?;
@@ -706,19 +722,32 @@ fn upload_pinned(gpu: &Gpu, bytes: &[u8]) -> Result<CudaSlice<u8>, GpuError> {
     Ok(dev)
 }
 
-/// The index's shards in the memory of one or more GPUs: GPU `d` of `n` holds the shards `s` with
-/// `s * n / shards == d` (contiguous in the file, so one copy each). With several GPUs every GPU
-/// reads the others' shards through peer access.
+/// The index's shards in the memory of one or more GPUs. Where every GPU has room for the whole
+/// index, each holds a copy (the first from the host, the others from the first, GPU to GPU), and
+/// each GPU's lookups stay in its own memory. Otherwise GPU `d` of `n` holds the shards `s` with
+/// `s * n / shards == d` (contiguous in the file, so one copy each), and every GPU reads the
+/// others' shards through peer access: on 2 H200s against a 20 GB index that held two GPUs to the
+/// rate of one (BENCHMARKS.md, issue 32).
 pub struct DeviceShards {
     /// Each GPU's slots and words (kept alive here).
     _buffers: Vec<CudaSlice<u8>>,
-    /// Per shard: the device address of its first slot and of its stream's first word, in
-    /// `_buffers` (bare addresses: they become data in each classifier's [`IndexTables`]; the
-    /// classifier holds this value, and so its buffers, in an `Arc`).
-    slot_base: Vec<u64>,
-    word_base: Vec<u64>,
+    /// Per copy of the index (one per GPU, or one spread over them all), per shard: the device
+    /// address of its first slot and of its stream's first word, in `_buffers` (bare addresses:
+    /// they become data in each classifier's [`IndexTables`]; the classifier holds this value,
+    /// and so its buffers, in an `Arc`).
+    bases: Vec<ShardBases>,
     buckets: Vec<u64>,
     shard_words: Vec<u64>,
+}
+
+/// The device buffers a copy made, where each copy's shards start in them, and the bytes copied
+/// from the host.
+type Copies = (Vec<CudaSlice<u8>>, Vec<ShardBases>, u64);
+
+/// Where each shard of one copy of the index starts on the device.
+struct ShardBases {
+    slot_base: Vec<u64>,
+    word_base: Vec<u64>,
 }
 
 /// A GPU's free memory, capped by `KMERDB_GPU_MEMORY_LIMIT` (bytes) where set: a hidden setting
@@ -736,34 +765,110 @@ fn with_working_space(share: u64) -> u64 {
 }
 
 impl DeviceShards {
-    /// Copies the index's shards to `gpus`; a GPU without room for its share (and working
-    /// space) is a `TooLarge` error that says how many GPUs would hold it.
+    /// Copies the index to `gpus`: whole to each where every one has room for it (and working
+    /// space), else spread over them; a GPU without room for its share is a `TooLarge` error that
+    /// says how many GPUs would hold it.
     pub fn upload(gpus: &[&Gpu], index: &Index) -> Result<Self, GpuError> {
         let data = index.shard_data();
-        let (shards, n) = (index.shard_count(), gpus.len());
+        let shards = index.shard_count();
         let entries: Vec<_> = (0..shards).map(|sh| *index.shard_entry(sh)).collect();
-        let buckets: Vec<u64> = entries.iter().map(|e| e.buckets).collect();
-        let shard_words: Vec<u64> = entries.iter().map(|e| e.words).collect();
         // Where shard `sh`'s block starts in the shard data; `starts[shards]` is its end.
         let starts: Vec<u64> = entries.iter().map(|e| e.offset).chain([data.len() as u64]).collect();
-        if n > 1 {
+        let total = data.len() as u64;
+        let mut free = Vec::with_capacity(gpus.len());
+        for gpu in gpus {
+            free.push(free_memory(gpu)? as u64);
+        }
+        let whole_on_each = gpus.len() > 1 && free.iter().all(|&f| with_working_space(total) <= f);
+        if gpus.len() > 1 {
             crate::gpu::multi::enable_peer_access(gpus)?;
         }
-        let (mut slot_base, mut word_base, mut buffers) = (vec![0u64; shards], vec![0u64; shards], Vec::new());
         // Timed for the next device choice only when it is a copy, not a read from the disk.
         let in_memory = index.resident_fraction() > 0.9;
-        let (started, mut copied) = (Instant::now(), 0u64);
+        let started = Instant::now();
+        let (buffers, bases, copied) = if whole_on_each {
+            Self::copy_to_each(gpus, index, data, &starts, &entries)?
+        } else {
+            Self::spread(gpus, &free, index, data, &starts, &entries)?
+        };
+        // The next `--gpus all` judges the copy from the host by this one
+        // (`classify::device_choice`); copies between GPUs are not timed apart, so the time of a
+        // run that made some is left out.
+        if in_memory && !whole_on_each {
+            crate::classify::device_choice::record_upload(copied, started.elapsed().as_secs_f64());
+        }
+        Ok(Self {
+            _buffers: buffers,
+            bases,
+            buckets: entries.iter().map(|e| e.buckets).collect(),
+            shard_words: entries.iter().map(|e| e.words).collect(),
+        })
+    }
+
+    /// The whole index on every GPU: from the host to the first, then from the first to the
+    /// others (GPU to GPU, over NVLink or PCIe, not again through the host's pinned buffers).
+    fn copy_to_each(
+        gpus: &[&Gpu],
+        index: &Index,
+        data: &[u8],
+        starts: &[u64],
+        entries: &[crate::index::format::ShardEntry],
+    ) -> Result<Copies, GpuError> {
+        let first = upload_pinned(gpus[0], index, 0..data.len())?;
+        let mut buffers = vec![first];
+        for gpu in &gpus[1..] {
+            gpu.ctx.bind_to_thread()?;
+            let copy = gpu.stream.alloc_zeros::<u8>(data.len().max(1))?;
+            // SAFETY: both buffers hold `data.len()` bytes and live until the stream is
+            // synchronized below; the first copy is finished (`upload_pinned` synchronized).
+            unsafe {
+                crate::gpu::multi::queue_peer_copy(
+                    gpu,
+                    DevAddr::of(gpu, &copy),
+                    gpus[0],
+                    DevAddr::of(gpus[0], &buffers[0]),
+                    data.len(),
+                    &gpu.stream,
+                )?;
+            }
+            gpu.stream.synchronize()?;
+            buffers.push(copy);
+        }
+        let bases = gpus
+            .iter()
+            .zip(&buffers)
+            .map(|(gpu, dev)| {
+                let slot_base: Vec<u64> =
+                    (0..entries.len()).map(|sh| DevAddr::at(gpu, dev, starts[sh] as usize).raw()).collect();
+                let word_base = slot_base.iter().zip(entries).map(|(b, e)| b + e.key_bytes()).collect();
+                ShardBases { slot_base, word_base }
+            })
+            .collect();
+        Ok((buffers, bases, data.len() as u64))
+    }
+
+    /// GPU `d` of `n` holds the shards `multi::owned_shards(d, n, shards)`, one stretch of the
+    /// file each; one table of bases serves every GPU (peer access reads the others').
+    fn spread(
+        gpus: &[&Gpu],
+        free: &[u64],
+        index: &Index,
+        data: &[u8],
+        starts: &[u64],
+        entries: &[crate::index::format::ShardEntry],
+    ) -> Result<Copies, GpuError> {
+        let (shards, n, total) = (entries.len(), gpus.len(), data.len() as u64);
+        let (mut slot_base, mut word_base, mut buffers) = (vec![0u64; shards], vec![0u64; shards], Vec::new());
+        let mut copied = 0u64;
         for (d, gpu) in gpus.iter().enumerate() {
             let mine = crate::gpu::multi::owned_shards(d, n, shards);
             let (lo, hi) = (mine.start, mine.end.max(mine.start));
             // The GPU's shards are one stretch of the file: one copy.
             let bytes = &data[starts[lo] as usize..starts[hi] as usize];
-            let free = free_memory(gpu)?;
             let needed = bytes.len() as u64;
-            if with_working_space(needed) > free as u64 {
-                let total = data.len() as u64;
+            if with_working_space(needed) > free[d] {
                 // The fewest GPUs with this much free memory whose shares would fit.
-                let would = (n..=shards).find(|&m| with_working_space(total.div_ceil(m as u64)) <= free as u64);
+                let would = (n..=shards).find(|&m| with_working_space(total.div_ceil(m as u64)) <= free[d]);
                 let advice = match would {
                     Some(m) => format!(
                         "it would fit on {m} GPUs with as much free memory; or classify on the CPU (--gpus none), which memory-maps the index"
@@ -775,30 +880,33 @@ impl DeviceShards {
                     per_gpu: with_working_space(needed),
                     gpus: n,
                     ordinal: gpu.ordinal,
-                    free: free as u64,
+                    free: free[d],
                     advice,
                 });
             }
-            let dev = upload_pinned(gpu, bytes)?;
-            copied += bytes.len() as u64;
+            let dev = upload_pinned(gpu, index, starts[lo] as usize..starts[hi] as usize)?;
+            copied += needed;
             for sh in mine {
                 slot_base[sh] = DevAddr::at(gpu, &dev, (starts[sh] - starts[lo]) as usize).raw();
                 word_base[sh] = slot_base[sh] + entries[sh].key_bytes();
             }
             buffers.push(dev);
         }
-        // The next `--gpus all` judges the copy by this one (`classify::device_choice`).
-        if in_memory {
-            crate::classify::device_choice::record_upload(copied, started.elapsed().as_secs_f64());
-        }
-        Ok(Self { _buffers: buffers, slot_base, word_base, buckets, shard_words })
+        Ok((buffers, vec![ShardBases { slot_base, word_base }], copied))
+    }
+
+    /// The bases GPU `d` (its place among the run's GPUs) reads: its own copy, or the one spread.
+    fn bases_for(&self, d: usize) -> &ShardBases {
+        &self.bases[d.min(self.bases.len() - 1)]
     }
 }
 
 impl<'g> GpuClassifier<'g> {
-    /// A classifier on `gpu` for the index whose shards `shards` holds (on this GPU or others).
+    /// A classifier on `gpu`, the `d`th of the GPUs `shards` was copied to, for the index whose
+    /// shards `shards` holds (on this GPU or others).
     pub fn new(
         gpu: &'g Gpu,
+        d: usize,
         index: &Index,
         shards: std::sync::Arc<DeviceShards>,
         max_candidates: usize,
@@ -806,14 +914,9 @@ impl<'g> GpuClassifier<'g> {
     ) -> Result<Self, GpuError> {
         let start = Instant::now();
         let s = &gpu.stream;
-        let tables = IndexTables::upload(
-            gpu,
-            index,
-            &shards.slot_base,
-            &shards.word_base,
-            &shards.buckets,
-            &shards.shard_words,
-        )?;
+        let bases = shards.bases_for(d);
+        let tables =
+            IndexTables::upload(gpu, index, &bases.slot_base, &bases.word_base, &shards.buckets, &shards.shard_words)?;
         let t = index.taxonomy();
         let target_nodes: Vec<u32> = index
             .targets()
@@ -847,6 +950,10 @@ impl<'g> GpuClassifier<'g> {
 
     /// One classifier per GPU, for the index spread over all of them; `load_time` of the first
     /// includes copying the index.
+    ///
+    /// `gpus` may hold several handles of one GPU, each with a stream of its own
+    /// ([`Gpu::with_own_stream`], [`streams_per_gpu`]): their classifiers share that GPU's copy
+    /// of the index, and their batches' kernels and copies overlap on it.
     pub fn on_gpus(
         gpus: &'g [Gpu],
         index: &Index,
@@ -854,11 +961,19 @@ impl<'g> GpuClassifier<'g> {
         insert_size: usize,
     ) -> Result<Vec<Self>, GpuError> {
         let start = Instant::now();
-        let refs: Vec<&Gpu> = gpus.iter().collect();
-        let shards = std::sync::Arc::new(DeviceShards::upload(&refs, index)?);
+        let mut distinct: Vec<&Gpu> = Vec::new();
+        for g in gpus {
+            if !distinct.iter().any(|d| d.ordinal == g.ordinal) {
+                distinct.push(g);
+            }
+        }
+        let shards = std::sync::Arc::new(DeviceShards::upload(&distinct, index)?);
         let mut all = gpus
             .iter()
-            .map(|g| Self::new(g, index, shards.clone(), max_candidates, insert_size))
+            .map(|g| {
+                let d = distinct.iter().position(|x| x.ordinal == g.ordinal).expect("every handle's GPU is listed");
+                Self::new(g, d, index, shards.clone(), max_candidates, insert_size)
+            })
             .collect::<Result<Vec<_>, _>>()?;
         all[0].load_time = start.elapsed();
         Ok(all)

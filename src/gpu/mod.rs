@@ -52,4 +52,11 @@ pub enum GpuError {
     /// A job split over several GPUs whose share does not fit one of them, with what would fit.
     #[error("{what} needs about {} on each of {gpus} GPUs, but GPU {ordinal} has {} free; {advice}", human_bytes(*per_gpu), human_bytes(*free))]
     TooLarge { what: String, per_gpu: u64, gpus: usize, ordinal: usize, free: u64, advice: String },
+    /// Reading the index's file to copy it to a GPU failed.
+    #[error("reading {path} for the GPU")]
+    IndexRead {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
 }

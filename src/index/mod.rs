@@ -49,6 +49,9 @@ pub enum Verify {
 /// An opened, memory-mapped index.
 pub struct Index {
     path: PathBuf,
+    /// The file `mmap` maps, for reads that should not fault the mapping's pages in
+    /// ([`Index::read_shard_data`]).
+    file: std::fs::File,
     mmap: Mapped,
     header: Header,
     shards: Vec<ShardEntry>,
@@ -135,6 +138,7 @@ impl Index {
         }
         let mut index = Index {
             path: p(),
+            file,
             mmap,
             header,
             shards: Vec::new(),
@@ -370,6 +374,22 @@ impl Index {
         self.section_bytes(SectionKind::ShardData)
     }
 
+    /// Reads `into.len()` bytes of the shard data from its byte `at` by `pread`, the bytes
+    /// [`Index::shard_data`] maps: a copy of the whole index (to a GPU) that went through the
+    /// mapping would map every page, and unmapping 20 GB of pages then takes most of a second.
+    pub fn read_shard_data(&self, at: usize, into: &mut [u8]) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let s = self.entry(SectionKind::ShardData);
+        let in_range = at.checked_add(into.len()).is_some_and(|end| end as u64 <= s.len);
+        if !in_range {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("bytes {at}.. (+{}) are past the shard data's {} bytes", into.len(), s.len),
+            ));
+        }
+        self.file.read_exact_at(into, s.offset + at as u64)
+    }
+
     /// A shard's block (key index and words) as words.
     #[inline]
     fn shard_block(&self, shard: usize) -> &[u32] {
@@ -569,6 +589,23 @@ mod tests {
     fn the_seed_index_opens() {
         let index = open_fixed(&seed(), Verify::All).expect("open");
         assert_eq!(index.targets().len(), 2);
+    }
+
+    /// The GPU's copy reads the shard data from the file: the same bytes as the mapping, from any
+    /// byte, and a read past the section's end is an error, not bytes of the next section.
+    #[test]
+    fn shard_data_read_from_the_file_equals_the_mapping() {
+        let index = open_fixed(&seed(), Verify::All).expect("open");
+        let data = index.shard_data().to_vec();
+        assert!(!data.is_empty());
+        for at in [0, 1, data.len() / 2, data.len() - 1] {
+            let mut got = vec![0u8; data.len() - at];
+            index.read_shard_data(at, &mut got).expect("read");
+            assert_eq!(got, data[at..], "from byte {at}");
+        }
+        let mut past = vec![0u8; 2];
+        assert!(index.read_shard_data(data.len() - 1, &mut past).is_err());
+        assert!(index.resident_fraction() > 0.0 && index.resident_fraction() <= 1.0);
     }
 
     /// Fuzzing (index_open_fixed): a string length of 2^62 in the header made bincode allocate
