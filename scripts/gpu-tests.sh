@@ -58,6 +58,23 @@ for f in db kraken kreport cand; do
     cmp "$sd/0.$f" "$sd/none.$f" && echo "strain-dense: GPU and CPU .$f identical" || { echo "strain-dense: .$f DIFFER"; status=1; }
 done
 rm -rf "$sd"
+# Shuffled reads (bench/shuffle_reads.py): their few calls are weak, which the evidence rule
+# checks on every feature's taxon (the GPU's path hands such reads to the CPU's code). Outputs,
+# with hit lists as text, as taxa (--candidates-out) and without any, equal the CPU's.
+step "shuffled reads against refs: weak calls, GPU equals CPU"
+sh=$(mktemp -d)
+python3 bench/shuffle_reads.py carry/reads/mock_R1.fq.gz "$sh/r1.fq" && python3 bench/shuffle_reads.py carry/reads/mock_R2.fq.gz "$sh/r2.fq"
+$B/kmerdb build -q --gpus none -d "$sh/refs.db" --taxonomy carry/taxonomy --seqid2taxid carry/refs/seqid2taxid.map carry/refs || status=1
+for gpus in 0 none; do
+    $B/kmerdb classify -q --gpus $gpus -d "$sh/refs.db" -1 "$sh/r1.fq" -2 "$sh/r2.fq" -o "$sh/$gpus.kraken" -r "$sh/$gpus.kreport" || status=1
+    $B/kmerdb classify -q --gpus $gpus -d "$sh/refs.db" -1 "$sh/r1.fq" -2 "$sh/r2.fq" -r "$sh/$gpus.bare.kreport" || status=1
+    $B/kmerdb classify -q --gpus $gpus -d "$sh/refs.db" -1 "$sh/r1.fq" -2 "$sh/r2.fq" -r "$sh/$gpus.taxa.kreport" --candidates-out "$sh/$gpus.cand" || status=1
+done
+echo "shuffled reads called: $(grep -c '^C' "$sh/none.kraken")"
+for f in kraken kreport bare.kreport taxa.kreport cand; do
+    cmp "$sh/0.$f" "$sh/none.$f" && echo "shuffled: GPU and CPU .$f identical" || { echo "shuffled: .$f DIFFER"; status=1; }
+done
+rm -rf "$sh"
 # A GPU that is not there: a non-zero exit and a message naming it.
 if out=$($B/kmerdb build -q --gpus 7 data/genomes -d /tmp/x.db 2>&1); then
     echo "--gpus 7 succeeded"; status=1

@@ -8,7 +8,7 @@
 //! feature with more than `--max-locations-per-feature` locations in that part, one index drops it
 //! when the sum is over the cap; parts built with a cap no feature reaches give identical output.
 
-use crate::classify::candidates::{Candidate, ClassifyParams, decide, with_confidence};
+use crate::classify::candidates::{Candidate, ClassifyParams, decide_scored, is_weak, with_confidence, with_evidence};
 use crate::output::candidates::{CandidatesHeader, CandidatesReader, ReadCandidates};
 use crate::output::{self, ReadResult};
 use crate::pipeline::Pipeline;
@@ -482,8 +482,9 @@ impl Merger<'_> {
             }
             same
         });
-        let taxid = decide(&s.candidates, &s.clades, self.params, self.target_taxa, self.tree);
-        if self.lines.is_none() && self.params.confidence <= 0.0 {
+        let (taxid, top) = decide_scored(&s.candidates, &s.clades, self.params, self.target_taxa, self.tree);
+        let weak = is_weak(taxid, top, self.params);
+        if self.lines.is_none() && self.params.confidence <= 0.0 && !weak {
             return Ok(taxid);
         }
         // Hit lists: feature by feature, the LCA of the parts' taxa.
@@ -494,6 +495,10 @@ impl Merger<'_> {
                 std::mem::swap(runs, &mut s.joined);
             }
         }
+        let taxid = match weak {
+            true => with_evidence(taxid, [&hits[0], &hits[1]], self.params.hitmin, self.tree),
+            false => taxid,
+        };
         let taxid = with_confidence(taxid, [&hits[0], &hits[1]], self.params.confidence, self.tree);
         let Some(path) = &self.lines else { return Ok(taxid) };
         let rec = &read[0];

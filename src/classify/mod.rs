@@ -942,15 +942,18 @@ impl Run<'_> {
         if let Some(found) = found {
             for (j, mates) in group.iter().enumerate() {
                 let r = first + j;
-                if !found.candidates(r, &mut sc.candidates) || !found.clades(r, tree, &mut sc.clades) {
-                    // More locations than the GPU's shared memory, or more clades than it counts:
-                    // the CPU's code.
+                let on_gpu = found.candidates(r, &mut sc.candidates) && found.clades(r, tree, &mut sc.clades);
+                let decided = on_gpu.then(|| {
+                    candidates::decide_scored(&sc.candidates, &sc.clades, self.params, self.target_taxa, tree)
+                });
+                let Some((taxid, _)) = decided.filter(|&(t, top)| !candidates::is_weak(t, top, self.params)) else {
+                    // More locations than the GPU's shared memory, more clades than it counts, or
+                    // a weak call, whose evidence rule reads every feature's taxon: the CPU's code.
                     let call = sc.classifier.classify(mates, hit_list);
                     let found = (&call.candidates[..], &call.clades[..]);
                     emit(r, call.taxid, found, [&call.hit_runs[0], &call.hit_runs[1]], None);
                     continue;
-                }
-                let taxid = candidates::decide(&sc.candidates, &sc.clades, self.params, self.target_taxa, tree);
+                };
                 let taxid = match found.amino_kmers(r) {
                     Some(kmers) => sc.classifier.with_protein_kmers(taxid, kmers),
                     None => sc.classifier.with_protein(taxid, mates),
