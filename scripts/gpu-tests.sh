@@ -67,11 +67,18 @@ python3 bench/shuffle_reads.py carry/reads/mock_R1.fq.gz "$sh/r1.fq" && python3 
 $B/kmerdb build -q --gpus none -d "$sh/refs.db" --taxonomy carry/taxonomy --seqid2taxid carry/refs/seqid2taxid.map carry/refs || status=1
 for gpus in 0 none; do
     $B/kmerdb classify -q --gpus $gpus -d "$sh/refs.db" -1 "$sh/r1.fq" -2 "$sh/r2.fq" -o "$sh/$gpus.kraken" -r "$sh/$gpus.kreport" || status=1
-    $B/kmerdb classify -q --gpus $gpus -d "$sh/refs.db" -1 "$sh/r1.fq" -2 "$sh/r2.fq" -r "$sh/$gpus.bare.kreport" || status=1
-    $B/kmerdb classify -q --gpus $gpus -d "$sh/refs.db" -1 "$sh/r1.fq" -2 "$sh/r2.fq" -r "$sh/$gpus.taxa.kreport" --candidates-out "$sh/$gpus.cand" || status=1
+    # (-o /dev/null: no per-read lines, which would otherwise go to stdout.)
+    $B/kmerdb classify -q --gpus $gpus -d "$sh/refs.db" -1 "$sh/r1.fq" -2 "$sh/r2.fq" -o /dev/null -r "$sh/$gpus.bare.kreport" || status=1
+    $B/kmerdb classify -q --gpus $gpus -d "$sh/refs.db" -1 "$sh/r1.fq" -2 "$sh/r2.fq" -o /dev/null -r "$sh/$gpus.taxa.kreport" --candidates-out "$sh/$gpus.cand" || status=1
 done
-echo "shuffled reads called: $(grep -c '^C' "$sh/none.kraken")"
-for f in kraken kreport bare.kreport taxa.kreport cand; do
+# With a --protein index: the protein stage's decoys are made on the host from the reads' bases,
+# whichever device listed the k-mers.
+$B/kmerdb build -q --gpus none --protein -d "$sh/protein.db" --taxonomy carry/taxonomy --seqid2taxid carry/refs/seqid2taxid.map carry/refs || status=1
+for gpus in 0 none; do
+    $B/kmerdb classify -q --gpus $gpus -d "$sh/protein.db" -1 "$sh/r1.fq" -2 "$sh/r2.fq" -o "$sh/$gpus.protein.kraken" -r "$sh/$gpus.protein.kreport" || status=1
+done
+echo "shuffled reads called: $(grep -c '^C' "$sh/none.kraken"), with the protein stage $(grep -c '^C' "$sh/none.protein.kraken")"
+for f in kraken kreport bare.kreport taxa.kreport cand protein.kraken protein.kreport; do
     cmp "$sh/0.$f" "$sh/none.$f" && echo "shuffled: GPU and CPU .$f identical" || { echo "shuffled: .$f DIFFER"; status=1; }
 done
 rm -rf "$sh"

@@ -312,6 +312,35 @@ pub fn protein_call(
     tree: &TaxonTree,
     counts: &mut std::collections::HashMap<u32, u32>,
 ) -> TaxId {
+    protein_call_counted(table, codes, hitmin, target_taxa, tree, counts).0
+}
+
+/// [`protein_call`] and the most k-mers a target shares with the read (0 with no call).
+pub fn protein_call_counted(
+    table: &ProteinTable,
+    codes: &[u32],
+    hitmin: u32,
+    target_taxa: &[TaxId],
+    tree: &TaxonTree,
+    counts: &mut std::collections::HashMap<u32, u32>,
+) -> (TaxId, u32) {
+    most_shared(table, codes, target_taxa, counts);
+    let enough = |&b: &u32| b >= hitmin && f64::from(b) >= PROTEIN_SHARE * codes.len() as f64;
+    let Some(best) = counts.values().copied().max().filter(enough) else { return (0, 0) };
+    // Ties in target order, so that the result does not depend on the map's order.
+    let mut tied: Vec<u32> = counts.iter().filter(|&(_, &n)| n == best).map(|(&t, _)| t).collect();
+    tied.sort_unstable();
+    let taxon = tied.iter().map(|&t| target_taxa[t as usize]).reduce(|a, b| tree.lca(a, b)).unwrap_or(0);
+    (tree.ancestor_at_rank(taxon, "genus").unwrap_or(taxon), best)
+}
+
+/// Counts, per target, how many of `codes` (each once) it holds, into `counts`; returns the most.
+pub fn most_shared(
+    table: &ProteinTable,
+    codes: &[u32],
+    target_taxa: &[TaxId],
+    counts: &mut std::collections::HashMap<u32, u32>,
+) -> u32 {
     counts.clear();
     for &c in codes {
         // Only a damaged table opened without verification names a target past the last.
@@ -319,13 +348,7 @@ pub fn protein_call(
             *counts.entry(t).or_default() += 1;
         }
     }
-    let enough = |&b: &u32| b >= hitmin && f64::from(b) >= PROTEIN_SHARE * codes.len() as f64;
-    let Some(best) = counts.values().copied().max().filter(enough) else { return 0 };
-    // Ties in target order, so that the result does not depend on the map's order.
-    let mut tied: Vec<u32> = counts.iter().filter(|&(_, &n)| n == best).map(|(&t, _)| t).collect();
-    tied.sort_unstable();
-    let taxon = tied.iter().map(|&t| target_taxa[t as usize]).reduce(|a, b| tree.lca(a, b)).unwrap_or(0);
-    tree.ancestor_at_rank(taxon, "genus").unwrap_or(taxon)
+    counts.values().copied().max().unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -955,7 +955,7 @@ impl Run<'_> {
                     continue;
                 };
                 let taxid = match found.amino_kmers(r) {
-                    Some(kmers) => sc.classifier.with_protein_kmers(taxid, kmers),
+                    Some(kmers) => sc.classifier.with_protein_kmers(taxid, kmers, mates),
                     None => sc.classifier.with_protein(taxid, mates),
                 };
                 let cands: Vec<(u32, u32)> = if want.candidates {
