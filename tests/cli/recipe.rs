@@ -101,6 +101,22 @@ fn bioconda_recipe_builds_and_passes_its_tests() {
     assert_eq!(installed, expected, "what build.sh installs: the binary, its man pages and completions");
     let licences = std::fs::read_to_string(src.join("THIRDPARTY.yml")).unwrap();
     assert!(licences.starts_with("root_name: kmerdb\n") && licences.contains("package_name: needletail"));
+    // Every license_file is in the source (the project's own licence, as Cargo.toml names it,
+    // and the crates' that build.sh gathered).
+    let meta = std::fs::read_to_string(repo.join("recipe/meta.yaml")).unwrap();
+    let files: Vec<&str> = meta
+        .split("license_file:\n")
+        .nth(1)
+        .expect("meta.yaml lists license_file")
+        .lines()
+        .map_while(|l| l.strip_prefix("    - "))
+        .collect();
+    assert!(files.contains(&"LICENSE"), "{files:?}");
+    for f in &files {
+        assert!(src.join(f).is_file(), "license_file {f} is not in the source");
+    }
+    let own = std::fs::read_to_string(src.join("LICENSE")).unwrap();
+    assert!(own.starts_with("MIT License") && meta.contains("license: MIT"), "LICENSE and meta.yaml differ");
 
     let path = format!("{}:{}", prefix.path().join("bin").display(), std::env::var("PATH").unwrap_or_default());
     for command in &commands {
