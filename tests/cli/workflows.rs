@@ -107,6 +107,37 @@ fn snakemake(d: &Path, configfiles: &[PathBuf]) -> Command {
     cmd
 }
 
+/// On a machine with only Snakemake (no MultiQC on the PATH, no --use-conda) the README's command
+/// runs: the default `multiqc: auto` leaves the MultiQC report out and says why; `multiqc: true`
+/// asks for it and fails without MultiQC.
+#[test]
+fn snakemake_workflow_runs_without_multiqc() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let reads = data().join("reads");
+    let (r1, r2) = (reads.join("sample_R1.fq.gz"), reads.join("sample_R2.fq.gz"));
+    std::fs::write(d.join("samples.tsv"), format!("sample\tr1\tr2\nbundled\t{}\t{}\n", r1.display(), r2.display()))
+        .unwrap();
+    // The PATH without MultiQC: Snakemake's own folder and the system's.
+    let snakemake_bin = Command::new("sh").args(["-c", "command -v snakemake"]).output().unwrap();
+    let snakemake_bin = PathBuf::from(String::from_utf8(snakemake_bin.stdout).unwrap().trim());
+    let path = format!("{}:/usr/bin:/bin", snakemake_bin.parent().unwrap().display());
+    let which = Command::new("sh").args(["-c", "command -v multiqc"]).env("PATH", &path).output().unwrap();
+    assert!(!which.status.success(), "multiqc is on {path}: this test needs a PATH without it");
+    let out = snakemake(d, &[]).args(["--cores", "2", "--quiet"]).env("PATH", &path).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "snakemake without MultiQC failed:\n{stderr}");
+    assert!(stderr.contains("without a MultiQC report"), "{stderr}");
+    assert!(d.join("results/reports/bundled.kreport").is_file() && !d.join("results/multiqc").exists());
+    // (A second --config would replace the first: the setting goes in a config file.)
+    let forced_config = d.join("multiqc.yaml");
+    std::fs::write(&forced_config, "multiqc: true\n").unwrap();
+    let forced = snakemake(d, &[forced_config]).args(["--cores", "2", "--quiet"]).env("PATH", &path).output().unwrap();
+    let stderr = String::from_utf8_lossy(&forced.stderr);
+    assert!(!forced.status.success(), "multiqc: true without MultiQC succeeded");
+    assert!(stderr.contains("multiqc --force"), "not the MultiQC step that failed: {stderr}");
+}
+
 /// Runs [`snakemake`] with 2 cores; panics if it fails.
 fn run_snakemake(d: &Path, configfiles: &[PathBuf]) {
     let status = snakemake(d, configfiles).args(["--cores", "2", "--quiet"]).status().unwrap();
