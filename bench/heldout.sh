@@ -9,6 +9,8 @@
 #                                      KMERDB_BUILD_ARGS=--protein KMERDB=... bench/heldout.sh
 # HELDOUT_SET=validation leaves out another list of genomes (below), written under
 # bench/work/heldout-validation/: figures tuned on the first set are checked there.
+# HELDOUT_SET=families leaves out whole families (bench/work/heldout-families/): negative controls,
+# every call at family or below is wrong.
 # Everything is written under bench/work/heldout/. Simulated reads and the Kraken2 database are reused on
 # later runs (they are redone when the list or the simulation settings below change); kmerdb's index is
 # rebuilt on every run unless KMERDB_REUSE=1. Other settings: see bench/lib.sh.
@@ -18,6 +20,7 @@ source bench/lib.sh
 
 W=bench/work/heldout
 [[ ${HELDOUT_SET:-} == validation ]] && W=bench/work/heldout-validation
+[[ ${HELDOUT_SET:-} == families ]] && W=bench/work/heldout-families
 REFS=$SHARED/data/refs
 MANIFEST=$REFS/manifest.tsv
 
@@ -54,6 +57,25 @@ LEFT_OUT=(
   "WNV_L1              genus    750  West Nile: species alone, dengue and Zika stay in genus Orthoflavivirus"
   "Cdi_NCTC11397       none    2000  C. diphtheriae: nothing of its genus or family stays (FP control)"
   "Measles             family   750  measles: genus alone, mumps stays in Paramyxoviridae (FP control)"
+)
+fi
+# Negative controls (issue 33): whole families left out, so that every call at family or below is
+# a false positive; the per-group table's "wrong" column is each tool's false-positive rate.
+if [[ ${HELDOUT_SET:-} == families ]]; then
+LEFT_OUT=(
+  "Hpy_Puno120         none     400  Helicobacteraceae: all five H. pylori out"
+  "Hpy_ELS37           none     400  Helicobacteraceae"
+  "Hpy_SJM180          none     400  Helicobacteraceae"
+  "Hpy_Gambia94_24     none     400  Helicobacteraceae"
+  "Hpy_G27             none     400  Helicobacteraceae"
+  "Mtb_H37Rv           none    2000  Mycobacteriaceae (C. diphtheriae stays in the order)"
+  "Marburg             none     750  Filoviridae: Marburg and both ebolaviruses out"
+  "BDBV                none     750  Filoviridae"
+  "SUDV                none     750  Filoviridae"
+  "IAV_H1N1_PR8        none     500  Orthomyxoviridae: the three influenza A and influenza B out"
+  "IAV_H2N2_Korea1968  none     500  Orthomyxoviridae"
+  "IAV_H3N2_NY392      none     500  Orthomyxoviridae"
+  "IBV_Brisbane60      none     500  Orthomyxoviridae"
 )
 fi
 SEED=20261101
