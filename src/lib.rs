@@ -36,6 +36,7 @@ pub mod index;
 pub mod indexing;
 pub mod info;
 pub mod input;
+pub mod inspect;
 pub mod mapped;
 pub mod merge;
 pub mod output;

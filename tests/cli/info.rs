@@ -111,3 +111,48 @@ fn a_folder_or_a_kraken2_database_is_named_as_such() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("Kraken 2 database") && !stderr.contains("No such device"), "{stderr}");
 }
+
+/// `kmerdb inspect` (as kraken2-inspect): a Kraken report of the index's features. The root's
+/// clade holds every feature `info` counts; every line is a taxon of the index's tree; E. coli's
+/// clade holds the features of its strains; `--skip-counts` lists the whole tree with zeros;
+/// `--json` gives the same counts; a missing index is an error naming it.
+#[test]
+fn inspect_reports_the_features_of_each_taxon() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("i.db");
+    build_data(&db).assert().success();
+    let info = kmerdb().arg("info").arg("--json").arg(&db).output().unwrap();
+    let info: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
+    let features = info["header"]["counts"]["features"].as_u64().expect("info's feature count");
+    let out = kmerdb().arg("inspect").arg(&db).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split('\t').collect()).collect();
+    assert!(rows.iter().all(|r| r.len() == 6), "{text}");
+    assert_eq!((rows[0][1], rows[0][4]), (features.to_string().as_str(), "1"), "the root's clade: {text}");
+    let count = |taxid: &str, column: usize| -> u64 {
+        rows.iter().find(|r| r[4] == taxid).map_or(0, |r| r[column].parse().unwrap())
+    };
+    // E. coli (562): its own features and those of its two strains in the bundled genomes.
+    assert_eq!(count("562", 1), count("562", 2) + count("362663", 1) + count("83333", 1));
+    let direct_sum: u64 = rows.iter().map(|r| r[2].parse::<u64>().unwrap()).sum();
+    assert_eq!(direct_sum, features);
+
+    let skip = kmerdb().arg("inspect").arg("--skip-counts").arg(&db).output().unwrap();
+    let skip = String::from_utf8(skip.stdout).unwrap();
+    assert!(skip.lines().count() > rows.len() && skip.lines().all(|l| l.split('\t').nth(1) == Some("0")), "{skip}");
+
+    let json = kmerdb().arg("inspect").arg("--json").arg(&db).output().unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let taxa = json.as_array().unwrap();
+    assert_eq!(taxa.len(), rows.len());
+    assert_eq!(taxa[0]["clade_features"].as_u64(), Some(features));
+    assert_eq!(taxa[0]["percent"].as_f64(), Some(100.0));
+
+    kmerdb()
+        .arg("inspect")
+        .arg(dir.path().join("missing.db"))
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("missing.db"));
+}

@@ -29,6 +29,9 @@ pub enum Command {
     Update(UpdateArgs),
     /// Describe an index: parameters, targets, sizes; optionally verify its checksums.
     Info(InfoArgs),
+    /// The index's taxa as a Kraken report of its features (as kraken2-inspect): per taxon the
+    /// percent and number of features in its clade and at it, rank, taxid and name.
+    Inspect(InspectArgs),
     /// Join the --candidates-out files of a partitioned index's parts into one run's outputs.
     Merge(MergeArgs),
     /// Write the read distribution file Bracken needs (databaseNmers.kmer_distrib), as
@@ -360,6 +363,20 @@ pub struct BrackenPrepArgs {
     /// Worker threads [default: all cores].
     #[arg(short, long)]
     pub threads: Option<usize>,
+}
+
+#[derive(Args)]
+pub struct InspectArgs {
+    /// Index file.
+    #[arg(env = "KMERDB_DB", default_value = "kmerdb.db")]
+    pub db: PathBuf,
+    /// Only the taxonomy tree, every taxon with zero counts (as kraken2-inspect --skip-counts):
+    /// quick, without reading the features.
+    #[arg(long)]
+    pub skip_counts: bool,
+    /// Print JSON (an array of taxa with their counts) instead of the report.
+    #[arg(long, conflicts_with = "skip_counts")]
+    pub json: bool,
 }
 
 #[derive(Args)]

@@ -8,7 +8,7 @@ mod man;
 mod report;
 
 use anyhow::{Context, Result};
-use args::{BrackenPrepArgs, BuildArgs, ClassifyArgs, Cli, Command, InfoArgs, MergeArgs, UpdateArgs};
+use args::{BrackenPrepArgs, BuildArgs, ClassifyArgs, Cli, Command, InfoArgs, InspectArgs, MergeArgs, UpdateArgs};
 use clap::{CommandFactory, Parser};
 use configs::UsageError;
 use kmerdb::index::{Index, Verify};
@@ -77,6 +77,7 @@ fn main() {
         Command::Classify(args) => run_classify(*args, cli.quiet),
         Command::Update(args) => run_update(args),
         Command::Info(args) => run_info(args),
+        Command::Inspect(args) => run_inspect(args),
         Command::Merge(args) => run_merge(args),
         Command::BrackenPrep(args) => run_bracken_prep(args),
         Command::Completions { shell } => kmerdb::output::stdout_closed_error().map_err(Into::into).map(|()| {
@@ -192,6 +193,23 @@ fn run_bracken_prep(args: BrackenPrepArgs) -> Result<()> {
     let config = configs::bracken_prep(args, index.header().sketch.k)?;
     let s = kmerdb::bracken::kmer_distribution(&config, &index)?;
     report::bracken_prep(&config, &s);
+    Ok(())
+}
+
+fn run_inspect(args: InspectArgs) -> Result<()> {
+    let index = Index::open(&args.db, Verify::Metadata)?;
+    let tree = index.taxonomy();
+    let direct = if args.skip_counts { Default::default() } else { kmerdb::inspect::features_per_taxon(&index) };
+    kmerdb::output::stdout_closed_error()?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    if args.json {
+        let taxa = kmerdb::inspect::taxa_with_features(&index, &direct).context("the report")?;
+        serde_json::to_writer_pretty(&mut out, &taxa).context("writing JSON")?;
+        writeln!(out)?;
+    } else {
+        kmerdb::output::write_kreport(&mut out, tree, &direct, 0, args.skip_counts)?;
+    }
+    out.flush()?;
     Ok(())
 }
 
