@@ -302,8 +302,8 @@ pub const PROTEIN_SHARE: f64 = 0.1;
 
 /// The evidence of a read's amino-acid k-mers: per target, how many of them it holds.
 /// Returns the LCA of the targets tied for the most, lifted to genus if below it, when the most
-/// is at least `hitmin` and [`PROTEIN_SHARE`] of `codes`; 0 otherwise. `codes` are the read's
-/// k-mers: its mates' [`mate_kmers`], each once, ascending.
+/// is at least `hitmin` and [`PROTEIN_SHARE`] of `codes`, with that most; (0, 0) otherwise.
+/// `codes` are the read's k-mers: its mates' [`mate_kmers`], each once, ascending.
 pub fn protein_call(
     table: &ProteinTable,
     codes: &[u32],
@@ -311,22 +311,11 @@ pub fn protein_call(
     target_taxa: &[TaxId],
     tree: &TaxonTree,
     counts: &mut std::collections::HashMap<u32, u32>,
-) -> TaxId {
-    protein_call_counted(table, codes, hitmin, target_taxa, tree, counts).0
-}
-
-/// [`protein_call`] and the most k-mers a target shares with the read (0 with no call).
-pub fn protein_call_counted(
-    table: &ProteinTable,
-    codes: &[u32],
-    hitmin: u32,
-    target_taxa: &[TaxId],
-    tree: &TaxonTree,
-    counts: &mut std::collections::HashMap<u32, u32>,
 ) -> (TaxId, u32) {
-    most_shared(table, codes, target_taxa, counts);
-    let enough = |&b: &u32| b >= hitmin && f64::from(b) >= PROTEIN_SHARE * codes.len() as f64;
-    let Some(best) = counts.values().copied().max().filter(enough) else { return (0, 0) };
+    let best = most_shared(table, codes, target_taxa, counts);
+    if best < hitmin || f64::from(best) < PROTEIN_SHARE * codes.len() as f64 {
+        return (0, 0);
+    }
     // Ties in target order, so that the result does not depend on the map's order.
     let mut tied: Vec<u32> = counts.iter().filter(|&(_, &n)| n == best).map(|(&t, _)| t).collect();
     tied.sort_unstable();

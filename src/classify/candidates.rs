@@ -462,7 +462,7 @@ pub fn with_protein(
     kmers(&mut scratch.codes);
     scratch.codes.sort_unstable();
     scratch.codes.dedup();
-    let (found, best) = crate::protein::protein_call_counted(
+    let (found, best) = crate::protein::protein_call(
         table,
         &scratch.codes,
         params.protein_hitmin,

@@ -758,18 +758,7 @@ fn shuffled_mock(dir: &Path) -> [PathBuf; 2] {
 fn calls_of_shuffled_reads_keep_hitmin_features_in_their_lineage() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("refs.db");
-    let refs = shared().join("refs");
-    let out = kmerdb()
-        .args(["build", "-q", "-d"])
-        .arg(&db)
-        .arg("--taxonomy")
-        .arg(shared().join("taxonomy"))
-        .arg("--seqid2taxid")
-        .arg(refs.join("seqid2taxid.map"))
-        .arg(&refs)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    crate::build_refs(&db, &[]);
     let [r1, r2] = shuffled_mock(dir.path());
     let run = |lines: bool| {
         let report = dir.path().join(format!("{lines}.kreport"));
@@ -811,18 +800,7 @@ fn calls_of_shuffled_reads_keep_hitmin_features_in_their_lineage() {
 fn the_protein_stage_calls_few_shuffled_reads() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("refs-protein.db");
-    let refs = shared().join("refs");
-    let out = kmerdb()
-        .args(["build", "-q", "--protein", "-d"])
-        .arg(&db)
-        .arg("--taxonomy")
-        .arg(shared().join("taxonomy"))
-        .arg("--seqid2taxid")
-        .arg(refs.join("seqid2taxid.map"))
-        .arg(&refs)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    crate::build_refs(&db, &["--protein"]);
     let [r1, r2] = shuffled_mock(dir.path());
     let out = kmerdb().args(["classify", "-q", "-d"]).arg(&db).arg("-1").arg(&r1).arg("-2").arg(&r2).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

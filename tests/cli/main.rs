@@ -78,6 +78,23 @@ pub fn sections_but_provenance(db: &Path) -> Vec<serde_json::Value> {
     all.iter().filter(|s| s["name"] != "provenance").cloned().collect()
 }
 
+/// Builds an index of all of `../shared/data/refs` with its taxonomy at `db`, with `extra` flags;
+/// panics if the build fails.
+pub fn build_refs(db: &Path, extra: &[&str]) {
+    let s = shared();
+    kmerdb()
+        .args(["build", "-q", "-d"])
+        .arg(db)
+        .arg("--taxonomy")
+        .arg(s.join("taxonomy"))
+        .arg("--seqid2taxid")
+        .arg(s.join("refs/seqid2taxid.map"))
+        .arg(s.join("refs"))
+        .args(extra)
+        .assert()
+        .success();
+}
+
 /// `kmerdb classify` of the bundled read pairs against `db`.
 pub fn classify_pairs(db: &Path) -> Command {
     let reads = data().join("reads");

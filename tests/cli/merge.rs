@@ -4,19 +4,10 @@ use super::{build_data, data, kmerdb, listing, shared};
 use predicates::prelude::*;
 use std::path::Path;
 
+/// [`crate::build_refs`] with 2 threads and a location cap no feature reaches (so that the parts
+/// and one index keep the same features).
 fn build_refs(db: &Path, extra: &[&str]) {
-    let s = shared();
-    kmerdb()
-        .args(["build", "-q", "-t", "2", "--max-locations-per-feature", "100000", "-d"])
-        .arg(db)
-        .arg("--taxonomy")
-        .arg(s.join("taxonomy"))
-        .arg("--seqid2taxid")
-        .arg(s.join("refs/seqid2taxid.map"))
-        .arg(s.join("refs"))
-        .args(extra)
-        .assert()
-        .success();
+    crate::build_refs(db, &[&["-t", "2", "--max-locations-per-feature", "100000"], extra].concat());
 }
 
 fn classify_mock(db: &Path, outputs: &[&str], dir: &Path) {

@@ -107,6 +107,14 @@ fn snakemake(d: &Path, configfiles: &[PathBuf]) -> Command {
     cmd
 }
 
+/// A sample sheet of the bundled read pairs (sample `bundled`) at `d/samples.tsv`.
+fn write_bundled_sheet(d: &Path) {
+    let reads = data().join("reads");
+    let (r1, r2) = (reads.join("sample_R1.fq.gz"), reads.join("sample_R2.fq.gz"));
+    std::fs::write(d.join("samples.tsv"), format!("sample\tr1\tr2\nbundled\t{}\t{}\n", r1.display(), r2.display()))
+        .unwrap();
+}
+
 /// On a machine with only Snakemake (no MultiQC on the PATH, no --use-conda) the README's command
 /// runs: the default `multiqc: auto` leaves the MultiQC report out and says why; `multiqc: true`
 /// asks for it and fails without MultiQC.
@@ -114,10 +122,7 @@ fn snakemake(d: &Path, configfiles: &[PathBuf]) -> Command {
 fn snakemake_workflow_runs_without_multiqc() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let reads = data().join("reads");
-    let (r1, r2) = (reads.join("sample_R1.fq.gz"), reads.join("sample_R2.fq.gz"));
-    std::fs::write(d.join("samples.tsv"), format!("sample\tr1\tr2\nbundled\t{}\t{}\n", r1.display(), r2.display()))
-        .unwrap();
+    write_bundled_sheet(d);
     // The PATH without MultiQC: Snakemake's own folder and the system's.
     let snakemake_bin = Command::new("sh").args(["-c", "command -v snakemake"]).output().unwrap();
     let snakemake_bin = PathBuf::from(String::from_utf8(snakemake_bin.stdout).unwrap().trim());
@@ -151,10 +156,7 @@ fn run_snakemake(d: &Path, configfiles: &[PathBuf]) {
 fn snakemake_workflow_updates_the_parts() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let reads = data().join("reads");
-    let (r1, r2) = (reads.join("sample_R1.fq.gz"), reads.join("sample_R2.fq.gz"));
-    std::fs::write(d.join("samples.tsv"), format!("sample\tr1\tr2\nbundled\t{}\t{}\n", r1.display(), r2.display()))
-        .unwrap();
+    write_bundled_sheet(d);
     let vdv1 = super::gunzip(&data().join("genomes/VDV1.fna.gz"));
     let sequence: String = vdv1.lines().skip(1).collect();
     let added = d.join("added.fa");
