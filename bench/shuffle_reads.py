@@ -8,6 +8,7 @@ Reads that keep their composition but lose their sequence should stay unclassifi
 classifier calls of them is its false-positive floor (issue 33's negative controls).
 """
 import gzip
+import os
 import random
 import sys
 
@@ -18,6 +19,19 @@ def main():
     src, dst = sys.argv[1], sys.argv[2]
     rng = random.Random(int(sys.argv[3]) if len(sys.argv) == 4 else 7)
     opener = gzip.open if src.endswith('.gz') else open
+    # Written beside DST and renamed at the end: a bad input leaves no half-written DST.
+    tmp = f'{dst}.tmp'
+    try:
+        n = shuffle(src, tmp, opener, rng)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    os.replace(tmp, dst)
+    print(f'{dst}: {n} reads shuffled', file=sys.stderr)
+
+
+def shuffle(src, dst, opener, rng):
     with opener(src, 'rt') as f, open(dst, 'w') as out:
         n = 0
         while True:
@@ -31,7 +45,7 @@ def main():
             rng.shuffle(bases)
             out.write(f"{header}{''.join(bases)}\n+\n{qual}")
             n += 1
-    print(f'{dst}: {n} reads shuffled', file=sys.stderr)
+    return n
 
 
 if __name__ == '__main__':
