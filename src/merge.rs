@@ -8,7 +8,8 @@
 //! feature with more than `--max-locations-per-feature` locations in that part, one index drops it
 //! when the sum is over the cap; parts built with a cap no feature reaches give identical output.
 
-use crate::classify::candidates::{Candidate, ClassifyParams, decide_scored, is_weak, with_confidence, with_evidence};
+use crate::classify::candidates::{Candidate, ClassifyParams, decide_scored, with_confidence};
+use crate::classify::evidence::{self, CladeBases, Evidence, is_weak};
 use crate::output::candidates::{CandidatesHeader, CandidatesReader, ReadCandidates};
 use crate::output::{self, ReadResult};
 use crate::pipeline::Pipeline;
@@ -140,8 +141,11 @@ const BATCH_READS: usize = 4096;
 pub fn merge(config: &MergeConfig) -> Result<MergeSummary, MergeError> {
     let mut parts = open_parts(&config.inputs)?;
     check_parts(&parts)?;
+    let parts_k = parts[0].header.sketch.k;
     let params = ClassifyParams { confidence: config.confidence, ..shared_params(&parts)? };
     let (target_taxa, tree) = join_targets(&mut parts)?;
+    let lengths = parts.iter().flat_map(|p| p.header.targets.iter().zip(&p.header.target_lengths));
+    let clade_bases = CladeBases::new(&tree, lengths.map(|((_, taxid), &length)| (*taxid, length)));
     let mut kraken = match &config.kraken {
         Some(p) => Some((output::create_output(p).map_err(out_err(p))?, p.clone())),
         None => None,
@@ -150,6 +154,8 @@ pub fn merge(config: &MergeConfig) -> Result<MergeSummary, MergeError> {
         params: &params,
         target_taxa: &target_taxa,
         tree: &tree,
+        clade_bases: &clade_bases,
+        k: parts_k,
         names: config.use_names.then_some(&tree),
         lines: config.kraken.clone(),
     };
@@ -415,6 +421,9 @@ struct Merger<'a> {
     params: &'a ClassifyParams,
     target_taxa: &'a [TaxId],
     tree: &'a TaxonTree,
+    /// The bases under each taxon and k, for the evidence rule of weak calls.
+    clade_bases: &'a CladeBases,
+    k: u32,
     /// With `--use-names`, the tree the Kraken lines take names from.
     names: Option<&'a TaxonTree>,
     /// Where the Kraken lines go, if anywhere (for the messages).
@@ -483,7 +492,7 @@ impl Merger<'_> {
             same
         });
         let (taxid, top) = decide_scored(&s.candidates, &s.clades, self.params, self.target_taxa, self.tree);
-        let weak = is_weak(taxid, top, self.params);
+        let weak = is_weak(taxid, top, self.params.hitmin);
         if self.lines.is_none() && self.params.confidence <= 0.0 && !weak {
             return Ok(taxid);
         }
@@ -496,7 +505,7 @@ impl Merger<'_> {
             }
         }
         let taxid = match weak {
-            true => with_evidence(taxid, [&hits[0], &hits[1]], self.params.hitmin, self.tree),
+            true => self.with_evidence(taxid, read, &hits, s),
             false => taxid,
         };
         let taxid = with_confidence(taxid, [&hits[0], &hits[1]], self.params.confidence, self.tree);
@@ -520,6 +529,8 @@ struct Scratch {
     candidates: Vec<Candidate>,
     clades: Vec<(TaxId, u32)>,
     joined: Vec<(TaxId, u32)>,
+    found: Vec<(u64, u32)>,
+    spots: Vec<evidence::Spot>,
 }
 
 /// The writing stage's tallies.
@@ -548,6 +559,35 @@ impl Counts {
     }
 }
 
+impl Merger<'_> {
+    /// The evidence rule ([`Evidence::check`]) for a weak `call` of a read (`read`: its record in
+    /// every part) whose joined hit runs are `hits`: its spots are the joined runs' found
+    /// features, at the positions the parts that found them recorded.
+    fn with_evidence(
+        &self,
+        call: TaxId,
+        read: &[ReadCandidates],
+        hits: &[Vec<(TaxId, u32)>; 2],
+        s: &mut Scratch,
+    ) -> TaxId {
+        s.spots.clear();
+        for (m, runs) in hits.iter().enumerate() {
+            s.found.clear();
+            for r in read {
+                evidence::found_features(&r.hits[m], &r.positions[m], &mut s.found);
+            }
+            s.found.sort_unstable();
+            s.found.dedup_by_key(|f| f.0);
+            evidence::spots_of(m as u8, runs, &s.found, &mut s.spots);
+        }
+        let (a, b) = read[0].lengths;
+        let kmers = |len: u32| u64::from(len + 1).saturating_sub(u64::from(self.k));
+        let read_kmers = kmers(a) + b.map_or(0, kmers);
+        let ev = Evidence { tree: self.tree, bases: self.clade_bases, hitmin: self.params.hitmin, k: self.k };
+        ev.check(call, &mut s.spots, read_kmers)
+    }
+}
+
 /// What merging assumes of a record beyond what decoding checks: its id is a read id (a header's
 /// first word, so one Kraken line stays one line), its candidates are among the file's
 /// `targets`, its clades among its `taxa` (ordered by taxid, as a header holds them), and a single
@@ -565,6 +605,17 @@ fn check_record(rec: ReadCandidates, targets: usize, taxa: &[Taxon]) -> Result<R
     }
     if rec.lengths.1.is_none() && !rec.hits[1].is_empty() {
         return Err(format!("'{}' is a single read but has hits on a second mate", rec.id));
+    }
+    for (m, (runs, positions)) in rec.hits.iter().zip(&rec.positions).enumerate() {
+        let found: u64 = runs.iter().filter(|r| r.0 != 0).map(|r| u64::from(r.1)).sum();
+        if found != positions.len() as u64 {
+            return Err(format!(
+                "'{}' has {found} found features on mate {} but {} positions for them",
+                rec.id,
+                m + 1,
+                positions.len()
+            ));
+        }
     }
     Ok(rec)
 }
@@ -748,7 +799,8 @@ mod tests {
             lengths: (150, Some(150)),
             candidates: vec![],
             clades: vec![],
-            hits: [vec![(1, u32::MAX), (0, u32::MAX)], vec![(1, u32::MAX)]],
+            hits: [vec![(0, u32::MAX), (1, 3)], vec![(0, u32::MAX)]],
+            positions: [vec![1, 2, 3], vec![]],
         };
         let dir = tempfile::tempdir().expect("temp dir");
         let mut parts = Vec::new();
@@ -762,7 +814,7 @@ mod tests {
         let config = MergeConfig { inputs: parts, kraken: Some(kraken.clone()), ..Default::default() };
         assert_eq!(merge(&config).expect("merge").reads, 1);
         let line = std::fs::read_to_string(kraken).expect("kraken");
-        assert_eq!(line, "U\tr1\t0\t150|150\t1:4294967295 0:4294967295 |:| 1:4294967295\n");
+        assert_eq!(line, "U\tr1\t0\t150|150\t0:4294967295 1:3 |:| 0:4294967295\n");
     }
 
     #[test]
@@ -797,12 +849,29 @@ mod tests {
             candidates: vec![],
             clades: vec![],
             hits: [vec![], vec![(1, 3)]],
+            positions: [vec![], vec![1, 2, 3]],
         };
         let message = record_error(&record);
         assert!(
             message.ends_with("part.cand: read 1: 'r1' is a single read but has hits on a second mate"),
             "{message}"
         );
+    }
+
+    /// The evidence rule reads a position for each found feature: a record without them is
+    /// refused, not decided on made-up positions.
+    #[test]
+    fn found_features_without_positions_are_an_input_error() {
+        let record = ReadCandidates {
+            id: "r1".into(),
+            lengths: (150, Some(150)),
+            candidates: vec![],
+            clades: vec![],
+            hits: [vec![(0, 4), (1, 2)], vec![]],
+            positions: [vec![5], vec![]],
+        };
+        let message = record_error(&record);
+        assert!(message.ends_with("'r1' has 2 found features on mate 1 but 1 positions for them"), "{message}");
     }
 
     /// Fuzzing (merge_candidates): a candidate target past the file's list of targets indexed
@@ -815,6 +884,7 @@ mod tests {
             candidates: vec![(0, 5), (198, 3)],
             clades: vec![],
             hits: Default::default(),
+            positions: Default::default(),
         };
         let message = record_error(&record);
         assert!(
@@ -833,6 +903,7 @@ mod tests {
             candidates: vec![],
             clades: vec![],
             hits: Default::default(),
+            positions: Default::default(),
         };
         let message = record_error(&record);
         assert!(message.ends_with("part.cand: read 1: \"p\\n0\" is not a read id: it holds whitespace"), "{message}");

@@ -259,6 +259,16 @@ impl Sketcher {
         out.extend_from_slice(&self.sketch);
     }
 
+    /// Where each of `features` (some of `seq`'s, as [`Sketcher::read_features`] gave them) first
+    /// occurs in `seq`: the start of its first k-mer, into `out`; `u32::MAX` for one `seq` lacks.
+    /// For the evidence rule of weak calls, which groups a read's found features by position.
+    pub fn feature_positions(&mut self, seq: &[u8], features: &[Feature], out: &mut Vec<u32>) {
+        kmer_features(seq, &self.params, &mut self.features);
+        let kmers = &self.features;
+        out.clear();
+        out.extend(features.iter().map(|&f| kmers.iter().position(|&x| x == f).map_or(u32::MAX, |p| p as u32)));
+    }
+
     /// Sketches every window of `seq`.
     pub fn sketch_all(&mut self, seq: &[u8], f: impl FnMut(u64, &[Feature])) {
         self.sketch_windows(seq, 0..u64::MAX, f)

@@ -11,7 +11,8 @@
 //! 5. Unclassified if there is no candidate or the best has fewer than `hitmin` hits; otherwise
 //!    the lowest common ancestor of the candidates with at least `(1 - hitdiff) * top` hits,
 //!    optionally lifted to `lowest_rank`. A weak call (best below `3 x hitmin`) also needs
-//!    `hitmin` of the read's features in its lineage ([`with_evidence`]), else it is unclassified.
+//!    `hitmin` of the read's features in its lineage, in matches too long for chance
+//!    (`evidence`), else it is unclassified.
 //!
 //! Clade features (over the location cap, stored as their targets' LCA: `index::locations`) have
 //! no locations; a read counts them per clade, as Kraken 2 counts its minimizers, and [`decide`]
@@ -29,6 +30,7 @@
 //! cut into reference-sized windows (MetaCache), which gives the same accuracy with 40% fewer
 //! lookups.
 
+use super::evidence::{CladeBases, Evidence, Spot, is_weak};
 pub use crate::hits::{Candidate, push_run};
 use crate::index::bcht::HASH_FUNCTIONS;
 use crate::index::packed_keys::Probe;
@@ -119,6 +121,12 @@ pub struct Classifier<'a> {
     /// The index's amino-acid table, when it has one and the protein stage is on.
     protein: Option<ProteinTable<'a>>,
     protein_scratch: ProteinScratch,
+    /// The bases under each taxon, and the current read's features' taxa, positions and spots,
+    /// for the evidence rule of weak calls.
+    clade_bases: CladeBases,
+    feature_taxa: Vec<TaxId>,
+    positions: Vec<u32>,
+    spots: Vec<Spot>,
 }
 
 impl<'a> Classifier<'a> {
@@ -144,6 +152,10 @@ impl<'a> Classifier<'a> {
             keep_candidates: false,
             protein: index.protein().filter(|_| params.protein_hitmin > 0),
             protein_scratch: ProteinScratch::default(),
+            clade_bases: CladeBases::new(index.taxonomy(), index.targets().iter().map(|t| (t.taxid, t.length))),
+            feature_taxa: Vec::new(),
+            positions: Vec::new(),
+            spots: Vec::new(),
         }
     }
 
@@ -251,6 +263,8 @@ impl<'a> Classifier<'a> {
         let (mut mate_index, mut start) = (0, 0);
         for mates in reads {
             let mut call = Call::default();
+            let (read_start, first_mate) = (start, mate_index);
+            self.feature_taxa.clear();
             self.locations.clear();
             self.clade_nodes.clear();
             for m in 0..mates.len() {
@@ -271,6 +285,7 @@ impl<'a> Classifier<'a> {
                         let taxon =
                             list.map_or(0, |list| feature_taxon(&list, appended, &layout, &self.target_nodes, tree));
                         push_run(&mut call.hit_runs[m.min(1)], taxon);
+                        self.feature_taxa.push(taxon);
                     }
                 }
                 start = end;
@@ -289,9 +304,9 @@ impl<'a> Classifier<'a> {
             count_clades(&mut self.clade_nodes, tree, &mut self.clades);
             let (taxid, top) = decide_scored(&self.candidates, &self.clades, self.params, self.target_taxa, tree);
             call.taxid = taxid;
-            if is_weak(taxid, top, self.params) {
+            if is_weak(taxid, top, self.params.hitmin) {
                 if hit_list {
-                    call.taxid = with_evidence(taxid, [&call.hit_runs[0], &call.hit_runs[1]], self.params.hitmin, tree);
+                    call.taxid = self.with_evidence(taxid, mates, read_start, first_mate);
                 } else {
                     recheck.push(calls.len());
                 }
@@ -310,6 +325,28 @@ impl<'a> Classifier<'a> {
             }
         }
         calls
+    }
+
+    /// [`Evidence::check`] of a weak `call` of the read of `mates`, whose features start at
+    /// `self.features[read_start]` and whose first mate is `self.mate_ends[first_mate]`'s, with
+    /// their taxa in `self.feature_taxa`.
+    fn with_evidence(&mut self, call: TaxId, mates: &[&[u8]], read_start: usize, first_mate: usize) -> TaxId {
+        let k = self.index.header().sketch.k;
+        self.spots.clear();
+        let mut start = read_start;
+        let mut read_kmers = 0u64;
+        for (m, seq) in mates.iter().enumerate() {
+            let end = self.mate_ends[first_mate + m];
+            read_kmers += (seq.len() + 1).saturating_sub(k as usize) as u64;
+            self.sketcher.feature_positions(seq, &self.features[start..end], &mut self.positions);
+            let taxa = &self.feature_taxa[start - read_start..end - read_start];
+            let found = self.positions.iter().zip(taxa).filter(|&(_, &t)| t != 0);
+            self.spots.extend(found.map(|(&pos, &taxon)| Spot { mate: m as u8, pos, taxon }));
+            start = end;
+        }
+        let tree = self.index.taxonomy();
+        let evidence = Evidence { tree, bases: &self.clade_bases, hitmin: self.params.hitmin, k };
+        evidence.check(call, &mut self.spots, read_kmers)
     }
 
     /// The candidates of the last classified read, best first.
@@ -589,68 +626,10 @@ pub fn decide_scored(
     (taxon, top)
 }
 
-/// A call is weak when its best entry scored less than this many times `hitmin`: its evidence is
-/// then checked feature by feature ([`with_evidence`]).
-pub const WEAK_CALL_HITMINS: u32 = 3;
-
-/// Whether a call (`taxid`, best score `top`, from [`decide_scored`]) is weak and so needs
-/// [`with_evidence`] (and the read's hit runs).
-pub fn is_weak(taxid: TaxId, top: u32, params: &ClassifyParams) -> bool {
-    taxid != 0 && top < WEAK_CALL_HITMINS * params.hitmin
-}
-
-/// The evidence rule for a weak call: it stands only if at least `hitmin` of the read's features
-/// (`runs`: each feature's taxon, 0 where it was not found) lie in its lineage: in its clade, or
-/// on its path to the root. Else the read is unclassified.
-///
-/// With k = 16, a read of a genome the index lacks finds a few features by chance or in widely
-/// shared sequence, and a feature in several places of one target (a repeat) counts a hit per
-/// place: a read of influenza B was called *Enterobacteriaceae* from two features whose own
-/// taxon was the class *Gammaproteobacteria* and a third of *S. aureus*; a shuffled read was
-/// called *M. tuberculosis* from one feature. Measured on the held-out sets (BENCHMARKS.md,
-/// "The evidence rule"): calls outside the true family fell from 114 to 65 and wrong species
-/// calls from 1,952 to 1,903, sensitivity unchanged (0.6208 to 0.6207), the mock's calls
-/// unchanged. A strong call (a score of `WEAK_CALL_HITMINS x hitmin` or more) is not checked, so
-/// that only weak reads need their features' taxa (the GPU's path classifies those again on the
-/// CPU, which lists them); checking every call gave the same figures.
-pub fn with_evidence(call: TaxId, runs: [&[(TaxId, u32)]; 2], hitmin: u32, tree: &TaxonTree) -> TaxId {
-    if call == 0 {
-        return 0;
-    }
-    let in_lineage: u64 = runs
-        .iter()
-        .flat_map(|r| r.iter())
-        .filter(|&&(f, _)| {
-            f != 0 && {
-                let lca = tree.lca(call, f);
-                lca == call || lca == f
-            }
-        })
-        .map(|&(_, n)| u64::from(n))
-        .sum();
-    if in_lineage >= u64::from(hitmin) { call } else { 0 }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::taxonomy::Taxon;
-
-    /// The evidence rule: a weak call needs `hitmin` features in its lineage (its clade or its
-    /// path to the root); features of a sibling or not found do not count.
-    #[test]
-    fn weak_calls_need_features_in_their_lineage() {
-        let tree = tree();
-        let p = params(3, 0.0, None);
-        assert!(is_weak(100, 8, &p) && !is_weak(100, 9, &p) && !is_weak(0, 0, &p));
-        let call = |runs: &[(TaxId, u32)]| with_evidence(100, [runs, &[]], 3, &tree);
-        assert_eq!(call(&[(100, 2), (0, 30)]), 0, "two features are too few");
-        assert_eq!(call(&[(100, 2), (10, 1)]), 100, "the genus is on the path to the root");
-        assert_eq!(call(&[(1000, 3)]), 100, "a strain is in the clade");
-        assert_eq!(call(&[(100, 2), (101, 5), (1, 0)]), 0, "a sibling is not in the lineage");
-        assert_eq!(with_evidence(100, [&[(100, 1)], &[(10, 1), (1, 1)]], 3, &tree), 100, "both mates count");
-        assert_eq!(with_evidence(0, [&[(100, 9)], &[]], 3, &tree), 0);
-    }
 
     /// root 1 - genus 10 - species 100 (strain 1000 below it) and species 101.
     fn tree() -> TaxonTree {

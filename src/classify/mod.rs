@@ -2,6 +2,7 @@
 //!
 //! - [`reads`]: single, paired and interleaved input, mate checks, batches;
 //! - [`candidates`]: the method for one read (the specification the GPU path follows);
+//! - [`evidence`]: the rule that weak calls must pass (chance matches);
 //! - [`samples`]: `--samples` sheets;
 //! - [`plan`]: the run's samples and their outputs' names, from the command line's reads and names;
 //! - here: opening the index once (and copying it to the GPU if there is one, `gpu::classify`),
@@ -14,6 +15,7 @@
 pub mod candidates;
 #[cfg(feature = "gpu")]
 pub mod device_choice;
+pub mod evidence;
 pub mod plan;
 pub mod reads;
 pub mod samples;
@@ -794,6 +796,7 @@ impl Run<'_> {
             max_candidates: self.params.max_candidates as u32,
             lowest_rank: self.params.lowest_rank.clone(),
             targets: self.index.targets().iter().map(|t| (t.name.clone(), t.taxid)).collect(),
+            target_lengths: self.index.targets().iter().map(|t| t.length).collect(),
             taxa: self.index.taxonomy().taxa().to_vec(),
         }
     }
@@ -906,6 +909,8 @@ impl Run<'_> {
         };
         // One read's result, as lines and candidates records.
         let tree = self.index.taxonomy();
+        // For the candidates' positions of found features.
+        let mut sketcher = crate::sketch::Sketcher::new(self.index.header().sketch);
         // `text`: the hit-list column formatted by the GPU, in place of `runs` (then empty).
         let mut emit = |r: usize,
                         taxid: TaxId,
@@ -916,12 +921,17 @@ impl Run<'_> {
             done.taxids.push(taxid);
             let lengths = (batch.seq(r, 0).len(), paired.then(|| batch.seq(r, 1).len()));
             if want.candidates {
+                let mut positions = |m: usize| match m < batch.mates_per_read() {
+                    true => evidence::found_positions(&mut sketcher, batch.seq(r, m), runs[m]),
+                    false => Vec::new(),
+                };
                 let record = output::candidates::ReadCandidates {
                     id: batch.id(r).into_owned(),
                     lengths: (lengths.0 as u32, lengths.1.map(|l| l as u32)),
                     candidates: cands.to_vec(),
                     clades: clades.to_vec(),
                     hits: [runs[0].to_vec(), runs[1].to_vec()],
+                    positions: [positions(0), positions(1)],
                 };
                 done.candidates.push(&record);
             }
@@ -946,7 +956,8 @@ impl Run<'_> {
                 let decided = on_gpu.then(|| {
                     candidates::decide_scored(&sc.candidates, &sc.clades, self.params, self.target_taxa, tree)
                 });
-                let Some((taxid, _)) = decided.filter(|&(t, top)| !candidates::is_weak(t, top, self.params)) else {
+                let Some((taxid, _)) = decided.filter(|&(t, top)| !evidence::is_weak(t, top, self.params.hitmin))
+                else {
                     // More locations than the GPU's shared memory, more clades than it counts, or
                     // a weak call, whose evidence rule reads every feature's taxon: the CPU's code.
                     let call = sc.classifier.classify(mates, hit_list);

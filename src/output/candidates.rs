@@ -30,8 +30,9 @@ pub const CANDIDATES_MAGIC: &str = "kmerdb-candidates";
 /// decoded, so that another file is refused, not decoded into nonsense sizes.
 pub const FILE_MAGIC: &[u8; 18] = b"KMERDB-CANDIDATES\n";
 /// Version 2: the header records the strain margin. Version 3: blocks with checksums, and the
-/// header's [`Collection`]. Version 4: each read's clade features' hits.
-pub const CANDIDATES_VERSION: u32 = 4;
+/// header's [`Collection`]. Version 4: each read's clade features' hits. Version 5: the targets'
+/// lengths and each read's found features' positions (for the evidence rule of weak calls).
+pub const CANDIDATES_VERSION: u32 = 5;
 
 /// A block's kind, length and checksum, before its payload.
 pub const BLOCK_HEAD: usize = 13;
@@ -57,6 +58,8 @@ pub struct CandidatesHeader {
     pub lowest_rank: Option<String>,
     /// The partition's targets: (sequence name, taxid), by target id.
     pub targets: Vec<(String, TaxId)>,
+    /// Their lengths in bases, by target id.
+    pub target_lengths: Vec<u64>,
     /// The partition's taxonomy (its targets' lineages).
     pub taxa: Vec<Taxon>,
 }
@@ -72,6 +75,9 @@ pub struct ReadCandidates {
     /// Per mate, the taxa of its features' locations in this partition, as (taxid, count) runs
     /// (0: the feature is not in this partition).
     pub hits: [Vec<(TaxId, u32)>; 2],
+    /// Per mate, where the features this partition found (a taxon other than 0 in `hits`) start
+    /// in the mate, in the same order.
+    pub positions: [Vec<u32>; 2],
 }
 
 /// Fixed-width little-endian integers; no value may claim more than 1 GiB, so that a damaged file
@@ -387,6 +393,7 @@ mod tests {
             max_candidates: 3,
             lowest_rank: None,
             targets: vec![("t1".into(), 1)],
+            target_lengths: vec![1000],
             taxa: vec![Taxon { taxid: 1, parent: 1, rank: "no rank".into(), name: "root".into() }],
         }
     }
@@ -399,6 +406,7 @@ mod tests {
                 candidates: vec![(0, i as u32)],
                 clades: if i % 3 == 0 { vec![(1, 2)] } else { vec![] },
                 hits: [vec![(1, 3)], vec![]],
+                positions: [vec![0, 20, 40], vec![]],
             })
             .collect()
     }

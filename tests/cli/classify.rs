@@ -752,8 +752,10 @@ fn shuffled_mock(dir: &Path) -> [PathBuf; 2] {
 /// find a few features by chance (k = 16), some of them in several places of one genome, which
 /// called 59 of them before the rule (an influenza read as *Enterobacteriaceae*, a read as
 /// *M. tuberculosis* from one feature). Now every call keeps at least `hitmin` (3) features in
-/// its lineage, and the calls are the same whether the per-read lines (and so the features'
-/// taxa) are written or not (without them, weak calls are classified again with them).
+/// its lineage, in stretches of the read too long for chance in the called clade (most of the
+/// rest were one chance 19-mer, three of whose k-mers the sketch took), and the calls are the
+/// same whether the per-read lines (and so the features' taxa) are written or not (without
+/// them, weak calls are classified again with them).
 #[test]
 fn calls_of_shuffled_reads_keep_hitmin_features_in_their_lineage() {
     let dir = tempfile::tempdir().unwrap();
@@ -790,7 +792,9 @@ fn calls_of_shuffled_reads_keep_hitmin_features_in_their_lineage() {
             .sum();
         assert!(in_lineage >= 3, "{line}");
     }
-    assert!(called < 59, "{called} shuffled reads called");
+    // 51 of 39,504 with the lineage count alone; 4 once stretches too long for chance are asked
+    // for (`classify::evidence`).
+    assert!(called <= 10, "{called} shuffled reads called");
 }
 
 /// The protein stage's decoys (issue 33, item 3): against a `--protein` index of refs, the shuffled
