@@ -262,11 +262,22 @@ impl Sketcher {
     /// Where each of `features` (some of `seq`'s, as [`Sketcher::read_features`] gave them) first
     /// occurs in `seq`: the start of its first k-mer, into `out`; `u32::MAX` for one `seq` lacks.
     /// For the evidence rule of weak calls, which groups a read's found features by position.
+    /// One pass over the k-mers with a binary search in the sorted features, not a scan of the
+    /// k-mers per feature: a long read has thousands of each.
     pub fn feature_positions(&mut self, seq: &[u8], features: &[Feature], out: &mut Vec<u32>) {
         kmer_features(seq, &self.params, &mut self.features);
-        let kmers = &self.features;
+        // (feature, its index in `features`): a long read's windows may share a feature.
+        let mut sorted: Vec<(Feature, usize)> = features.iter().copied().zip(0..).collect();
+        sorted.sort_unstable();
+        let largest = sorted.last().map_or(0, |s| s.0);
         out.clear();
-        out.extend(features.iter().map(|&f| kmers.iter().position(|&x| x == f).map_or(u32::MAX, |p| p as u32)));
+        out.resize(features.len(), u32::MAX);
+        for (pos, &h) in self.features.iter().enumerate().filter(|&(_, &h)| h <= largest) {
+            let from = sorted.partition_point(|s| s.0 < h);
+            for &(_, i) in sorted[from..].iter().take_while(|s| s.0 == h) {
+                out[i] = out[i].min(pos as u32);
+            }
+        }
     }
 
     /// Sketches every window of `seq`.
@@ -279,6 +290,25 @@ impl Sketcher {
 mod tests {
     use super::*;
     use rand::{Rng, SeedableRng, rngs::StdRng};
+
+    /// Positions are each feature's first k-mer, for a long read too (cut into windows, which
+    /// may share features), as the obvious scan finds them.
+    #[test]
+    fn feature_positions_are_first_occurrences() {
+        let p = SketchParams::new(12, 40, None, 8, 3).unwrap();
+        let mut rng = StdRng::seed_from_u64(5);
+        // A repeat, so that windows share features.
+        let unit: Vec<u8> = (0..60).map(|_| b"ACGT"[rng.random_range(0..4)]).collect();
+        let seq: Vec<u8> = unit.iter().chain(&unit).chain(&unit).copied().collect();
+        let mut sketcher = Sketcher::new(p);
+        let (mut features, mut positions, mut kmers) = (Vec::new(), Vec::new(), Vec::new());
+        sketcher.read_features(&seq, &mut features);
+        assert!(features.len() > features.iter().collect::<std::collections::HashSet<_>>().len(), "shared features");
+        sketcher.feature_positions(&seq, &features, &mut positions);
+        kmer_features(&seq, &p, &mut kmers);
+        let want: Vec<u32> = features.iter().map(|f| kmers.iter().position(|k| k == f).unwrap() as u32).collect();
+        assert_eq!(positions, want);
+    }
 
     /// The specification, written the slow and obvious way: string k-mers, explicit reverse
     /// complement, sort and dedup.

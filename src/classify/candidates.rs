@@ -123,7 +123,7 @@ pub struct Classifier<'a> {
     protein_scratch: ProteinScratch,
     /// The bases under each taxon, and the current read's features' taxa, positions and spots,
     /// for the evidence rule of weak calls.
-    clade_bases: CladeBases,
+    clade_bases: Option<CladeBases>,
     feature_taxa: Vec<TaxId>,
     positions: Vec<u32>,
     spots: Vec<Spot>,
@@ -152,7 +152,7 @@ impl<'a> Classifier<'a> {
             keep_candidates: false,
             protein: index.protein().filter(|_| params.protein_hitmin > 0),
             protein_scratch: ProteinScratch::default(),
-            clade_bases: CladeBases::new(index.taxonomy(), index.targets().iter().map(|t| (t.taxid, t.length))),
+            clade_bases: None,
             feature_taxa: Vec::new(),
             positions: Vec::new(),
             spots: Vec::new(),
@@ -345,7 +345,13 @@ impl<'a> Classifier<'a> {
             start = end;
         }
         let tree = self.index.taxonomy();
-        let evidence = Evidence { tree, bases: &self.clade_bases, hitmin: self.params.hitmin, k };
+        // Made at the first weak call: a classifier is made per parallel task, most reads are
+        // not weak, and the sums walk every target's lineage.
+        let index = self.index;
+        let bases = self
+            .clade_bases
+            .get_or_insert_with(|| CladeBases::new(tree, index.targets().iter().map(|t| (t.taxid, t.length))));
+        let evidence = Evidence { tree, bases, hitmin: self.params.hitmin, k };
         evidence.check(call, &mut self.spots, read_kmers)
     }
 
@@ -627,12 +633,12 @@ pub fn decide_scored(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::taxonomy::Taxon;
 
-    /// root 1 - genus 10 - species 100 (strain 1000 below it) and species 101.
-    fn tree() -> TaxonTree {
+    /// root 1 - genus 10 - species 100 (strains 1000 and 1001 below it) and species 101.
+    pub(in crate::classify) fn tree() -> TaxonTree {
         let taxon = |taxid, parent, rank: &str| Taxon { taxid, parent, rank: rank.into(), name: format!("t{taxid}") };
         TaxonTree::new(vec![
             taxon(1, 1, "no rank"),

@@ -200,21 +200,8 @@ pub fn spots_of(mate: u8, runs: &[(TaxId, u32)], found: &[(u64, u32)], out: &mut
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::taxonomy::Taxon;
-
-    /// root 1 - genus 10 - species 100 (strains 1000, 1001) and species 101.
-    fn tree() -> TaxonTree {
-        let taxon = |taxid, parent, rank: &str| Taxon { taxid, parent, rank: rank.into(), name: format!("t{taxid}") };
-        TaxonTree::new(vec![
-            taxon(1, 1, "no rank"),
-            taxon(10, 1, "genus"),
-            taxon(100, 10, "species"),
-            taxon(101, 10, "species"),
-            taxon(1000, 100, "strain"),
-            taxon(1001, 100, "strain"),
-        ])
-        .unwrap()
-    }
+    // root 1 - genus 10 - species 100 (strains 1000, 1001) and species 101.
+    use crate::classify::candidates::tests::tree;
 
     fn spot(mate: u8, pos: u32, taxon: TaxId) -> Spot {
         Spot { mate, pos, taxon }
