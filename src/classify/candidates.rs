@@ -162,7 +162,7 @@ impl<'a> Classifier<'a> {
     /// `call` after the protein stage ([`with_protein`]), for a read of `mates`; as it is when the
     /// index has no amino-acid table or the stage is off.
     pub fn with_protein(&mut self, call: TaxId, mates: &[&[u8]]) -> TaxId {
-        self.protein_stage(call, mates, |table, out| {
+        self.protein_stage(call, |table, out| {
             for m in mates {
                 crate::protein::mate_kmers(m, &table.params, out);
             }
@@ -171,37 +171,26 @@ impl<'a> Classifier<'a> {
 
     /// [`Classifier::with_protein`] for a read whose mates' amino-acid k-mers were listed already
     /// (by the GPU: each mate's `protein::mate_kmers`).
-    pub fn with_protein_kmers<'k>(
-        &mut self,
-        call: TaxId,
-        kmers: impl IntoIterator<Item = &'k [u32]>,
-        mates: &[&[u8]],
-    ) -> TaxId {
-        self.protein_stage(call, mates, |_, out| {
+    pub fn with_protein_kmers<'k>(&mut self, call: TaxId, kmers: impl IntoIterator<Item = &'k [u32]>) -> TaxId {
+        self.protein_stage(call, |_, out| {
             for m in kmers {
                 out.extend_from_slice(m);
             }
         })
     }
 
-    fn protein_stage(
-        &mut self,
-        call: TaxId,
-        mates: &[&[u8]],
-        kmers: impl FnOnce(&ProteinTable, &mut Vec<u32>),
-    ) -> TaxId {
-        match &self.protein {
-            Some(table) => with_protein(
-                call,
-                ProteinRead { kmers: |out: &mut Vec<u32>| kmers(table, out), mates },
-                table,
-                self.params,
-                self.target_taxa,
-                self.index.taxonomy(),
-                &mut self.protein_scratch,
-            ),
-            None => call,
-        }
+    fn protein_stage(&mut self, call: TaxId, kmers: impl FnOnce(&ProteinTable, &mut Vec<u32>)) -> TaxId {
+        let Some(table) = &self.protein else { return call };
+        let chance = self.index.protein_chance().expect("the index has the amino-acid table");
+        with_protein(
+            call,
+            |out: &mut Vec<u32>| kmers(table, out),
+            (table, chance),
+            self.params,
+            self.target_taxa,
+            self.index.taxonomy(),
+            &mut self.protein_scratch,
+        )
     }
 
     /// Classifies a read given as its mates' sequences. With `hit_list`, also fills the hit runs.
@@ -467,30 +456,20 @@ pub const DEFAULT_PROTEIN_HITMIN: u32 = 6;
 #[derive(Debug, Default)]
 pub struct ProteinScratch {
     codes: Vec<u32>,
-    counts: std::collections::HashMap<u32, u32>,
-    /// The decoy's k-mers and a mate's shuffled bases ([`beats_its_decoy`]).
-    decoy: Vec<u32>,
-    shuffled: Vec<u8>,
-}
-
-/// A read as the protein stage takes it: `kmers` appends its amino-acid k-mers (asked for only
-/// when the stage looks at the read), `mates` are its bases (for its decoy).
-pub struct ProteinRead<'m, K> {
-    pub kmers: K,
-    pub mates: &'m [&'m [u8]],
+    shared: crate::protein::SharedCounts,
 }
 
 /// The protein stage: a read that the DNA stage left unclassified, or placed above genus, is
-/// translated in six frames and its amino-acid k-mers looked up in `table`; where a target shares
-/// at least `protein_hitmin` of them, the read goes to the genus (or the LCA above it) of the
-/// targets that share the most ([`crate::protein::protein_call`]), if that lies within the DNA
-/// call's clade and the best target shares [`PROTEIN_DECOY_FACTOR`] times what the read's decoy
-/// (its mates shuffled) finds by chance. DNA evidence at genus or below stands as it is: it is the
-/// more specific.
+/// translated in six frames and its amino-acid k-mers (`kmers` appends them; asked for only when
+/// the stage looks at the read) looked up in `table`; where a target shares at least
+/// `protein_hitmin` of them, more than chance gives ([`crate::protein::protein_call`]: an e-value
+/// by the targets' sizes and compositions), the read goes to the genus (or the LCA above it) of
+/// the targets that share about the most, if that lies within the DNA call's clade. DNA evidence
+/// at genus or below stands as it is: it is the more specific.
 pub fn with_protein(
     call: TaxId,
-    read: ProteinRead<'_, impl FnOnce(&mut Vec<u32>)>,
-    table: &ProteinTable,
+    kmers: impl FnOnce(&mut Vec<u32>),
+    (table, chance): (&ProteinTable, &crate::protein::ProteinChance),
     params: &ClassifyParams,
     target_taxa: &[TaxId],
     tree: &TaxonTree,
@@ -500,60 +479,24 @@ pub fn with_protein(
         return call;
     }
     // The read's k-mers each once, ascending, as `protein_call` takes them.
-    let ProteinRead { kmers, mates } = read;
     scratch.codes.clear();
     kmers(&mut scratch.codes);
     scratch.codes.sort_unstable();
     scratch.codes.dedup();
-    let (found, best) = crate::protein::protein_call(
+    let (found, _) = crate::protein::protein_call(
         table,
+        chance,
         &scratch.codes,
         params.protein_hitmin,
         target_taxa,
         tree,
-        &mut scratch.counts,
+        &mut scratch.shared,
     );
-    let found = if found != 0 && !beats_its_decoy(best, mates, table, target_taxa, scratch) { 0 } else { found };
     match found {
         0 => call,
         p if call == 0 || tree.lca(call, p) == call => p,
         _ => call,
     }
-}
-
-/// A protein call needs its best target to share this many times the k-mers that the read's
-/// decoy's best target shares with the decoy ([`beats_its_decoy`]). Chosen on the held-out set
-/// with `--protein` (BENCHMARKS.md, "The protein stage's decoys"): at 2, 3, 4, 6 and 8 genus F1
-/// was 0.8304, 0.8309, 0.8310, 0.8310 and 0.8270 (0.8300 without decoys), and the shuffled reads
-/// called 298, 215, 160, 125 and 86 (588 without).
-pub const PROTEIN_DECOY_FACTOR: u32 = 4;
-
-/// Whether `best` (the most k-mers a target shares with the read) stands out from chance. The
-/// read's decoy is each mate with its bases shuffled, by a generator seeded from the mate's bases
-/// (so that every path, CPU or GPU, makes the same decoy): the same lengths and composition, no
-/// sequence. What the decoy's best target shares with the decoy is what that composition finds in
-/// the table by chance: GC-rich reads of any origin share amino-acid k-mers with GC-rich
-/// proteomes (shuffled reads were called *Mycobacterium* 540 times in 39,504 pairs).
-fn beats_its_decoy(
-    best: u32,
-    mates: &[&[u8]],
-    table: &ProteinTable,
-    target_taxa: &[TaxId],
-    scratch: &mut ProteinScratch,
-) -> bool {
-    use rand::{SeedableRng, seq::SliceRandom};
-    scratch.decoy.clear();
-    for m in mates {
-        scratch.shuffled.clear();
-        scratch.shuffled.extend_from_slice(m);
-        let mut rng = rand::rngs::StdRng::seed_from_u64(xxhash_rust::xxh3::xxh3_64(m));
-        scratch.shuffled.shuffle(&mut rng);
-        crate::protein::mate_kmers(&scratch.shuffled, &table.params, &mut scratch.decoy);
-    }
-    scratch.decoy.sort_unstable();
-    scratch.decoy.dedup();
-    let chance = crate::protein::most_shared(table, &scratch.decoy, target_taxa, &mut scratch.counts);
-    best >= PROTEIN_DECOY_FACTOR * chance.max(1)
 }
 
 /// The default [`ClassifyParams::strain_margin`]: a strain is called when its runner-up in the

@@ -966,7 +966,7 @@ impl Run<'_> {
                     continue;
                 };
                 let taxid = match found.amino_kmers(r) {
-                    Some(kmers) => sc.classifier.with_protein_kmers(taxid, kmers, mates),
+                    Some(kmers) => sc.classifier.with_protein_kmers(taxid, kmers),
                     None => sc.classifier.with_protein(taxid, mates),
                 };
                 let cands: Vec<(u32, u32)> = if want.candidates {

@@ -63,6 +63,9 @@ pub struct Index {
     key_codes: Vec<KeyCode>,
     /// Where each shard's block lies in the file (from the shard table, checked at open).
     blocks: Vec<std::ops::Range<usize>>,
+    /// The amino-acid table's per-target sizes and compositions, made at the protein stage's
+    /// first call and shared by every thread's classifier.
+    protein_chance: std::sync::OnceLock<crate::protein::ProteinChance>,
 }
 
 impl Index {
@@ -148,6 +151,7 @@ impl Index {
             data_at: 0,
             key_codes: Vec::new(),
             blocks: Vec::new(),
+            protein_chance: std::sync::OnceLock::new(),
         };
         for kind in [SectionKind::Shards, SectionKind::Targets, SectionKind::Taxonomy, SectionKind::Provenance] {
             index.verify_section(kind)?;
@@ -212,6 +216,27 @@ impl Index {
         let bytes = self.section_bytes(SectionKind::Protein);
         // Its lengths were checked when the index was opened.
         (!bytes.is_empty()).then(|| crate::protein::ProteinTable::parse(bytes).expect("checked"))
+    }
+
+    /// What chance gives a read in the amino-acid table (`None` without one): made once, on first
+    /// use, in one pass over the table.
+    pub fn protein_chance(&self) -> Option<&crate::protein::ProteinChance> {
+        let table = self.protein()?;
+        Some(self.protein_chance.get_or_init(|| {
+            // Targets grouped by species (their own taxon where it has none), numbered in
+            // target order.
+            let mut species = std::collections::HashMap::new();
+            let groups: Vec<u32> = self
+                .targets
+                .iter()
+                .map(|t| {
+                    let s = self.taxonomy.ancestor_at_rank(t.taxid, "species").unwrap_or(t.taxid);
+                    let next = species.len() as u32;
+                    *species.entry(s).or_insert(next)
+                })
+                .collect();
+            crate::protein::ProteinChance::new(&table, &groups)
+        }))
     }
 
     /// The protein section, when there is one: its lengths always (cheap; `protein` relies on
