@@ -27,6 +27,7 @@
 pub mod bracken;
 pub mod classify;
 pub mod compute;
+pub mod download;
 #[doc(hidden)]
 pub mod fuzzing;
 #[cfg(feature = "gpu")]

@@ -6,6 +6,7 @@ mod build;
 mod classify;
 mod clobber;
 mod code_rules;
+mod download;
 mod faults;
 mod info;
 mod install;

@@ -37,6 +37,9 @@ pub enum Command {
     /// Write the read distribution file Bracken needs (databaseNmers.kmer_distrib), as
     /// bracken-build does, with kmerdb's classifier.
     BrackenPrep(BrackenPrepArgs),
+    /// Download NCBI's taxonomy or RefSeq/GenBank genomes, md5 checked and resumable, into the
+    /// folders and seqid-to-taxid map that `kmerdb build` takes.
+    Download(DownloadArgs),
     /// Print a shell completion script (e.g. `kmerdb completions bash > ~/.local/share/bash-completion/completions/kmerdb`).
     Completions {
         /// The shell.
@@ -390,4 +393,94 @@ pub struct InfoArgs {
     /// Check every section against its checksum (reads the whole file).
     #[arg(long)]
     pub verify: bool,
+}
+
+#[derive(Args)]
+pub struct DownloadArgs {
+    #[command(subcommand)]
+    pub what: DownloadWhat,
+}
+
+#[derive(Subcommand)]
+pub enum DownloadWhat {
+    /// NCBI's taxonomy dump (pub/taxonomy/taxdump.tar.gz, checked against its .md5): writes
+    /// nodes.dmp, names.dmp, merged.dmp and delnodes.dmp into --out, for `build --taxonomy`.
+    Taxonomy(DownloadTaxonomyArgs),
+    /// Assemblies chosen from NCBI's assembly_summary.txt by group, level, taxa and a cap per
+    /// species: each genomic FASTA checked against its folder's md5checksums.txt, several at a
+    /// time, retried on failure; a rerun fetches only what is missing or damaged. Writes
+    /// --out/genomes/, --out/seqid2taxid.map and --out/assemblies.tsv; then
+    /// `kmerdb build OUT/genomes --taxonomy TAXDIR --seqid2taxid OUT/seqid2taxid.map`.
+    Genomes(DownloadGenomesArgs),
+    /// GTDB's taxonomy (ar53_taxonomy.tsv.gz, bac120_taxonomy.tsv.gz of a release) as an
+    /// NCBI-format dump in --out (nodes.dmp, names.dmp: ranks domain to species, GTDB's names,
+    /// taxids made from the names) with accession2taxid.tsv (each genome's species); give the
+    /// folder to `download genomes --gtdb` and `build --taxonomy`.
+    GtdbTaxonomy(DownloadTaxonomyArgs),
+}
+
+/// Where to download from and how hard to try.
+#[derive(Args)]
+pub struct DownloadCommon {
+    /// Folder to write into (created if missing).
+    #[arg(short, long)]
+    pub out: PathBuf,
+    /// Server with NCBI's layout, or GTDB's release for gtdb-taxonomy (a mirror, or a local copy
+    /// served over HTTP) [default: https://ftp.ncbi.nlm.nih.gov; for gtdb-taxonomy
+    /// https://data.gtdb.ecogenomic.org/releases/latest].
+    #[arg(long)]
+    pub mirror: Option<String>,
+    /// Tries per file before giving up on it (a dropped connection, a server error, a damaged
+    /// file are tried again; a missing file is not).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    pub attempts: u32,
+    /// Seconds to wait before the first retry; each next wait doubles.
+    #[arg(long, default_value_t = 2.0)]
+    pub retry_wait: f64,
+}
+
+#[derive(Args)]
+pub struct DownloadTaxonomyArgs {
+    #[command(flatten)]
+    pub common: DownloadCommon,
+}
+
+#[derive(Args)]
+pub struct DownloadGenomesArgs {
+    #[command(flatten)]
+    pub common: DownloadCommon,
+    /// NCBI's genome collection.
+    #[arg(long, value_enum, default_value_t = GenomeSource::Refseq)]
+    pub source: GenomeSource,
+    /// Organism groups, comma-separated (NCBI's folder names: archaea, bacteria, fungi,
+    /// invertebrate, plant, protozoa, vertebrate_mammalian, vertebrate_other, viral).
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub group: Vec<String>,
+    /// Least complete assembly level taken (complete: "Complete Genome" only).
+    #[arg(long, value_enum, default_value_t = kmerdb::download::ncbi::Level::Complete)]
+    pub level: kmerdb::download::ncbi::Level,
+    /// Only assemblies in these clades (taxids, comma-separated); needs --taxonomy.
+    #[arg(long, value_delimiter = ',', requires = "taxonomy")]
+    pub taxa: Vec<u32>,
+    /// NCBI taxonomy folder (nodes.dmp), for --taxa.
+    #[arg(long)]
+    pub taxonomy: Option<PathBuf>,
+    /// At most this many assemblies a species (reference genomes first, then representative
+    /// ones, then the more complete, then by accession).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub per_species: Option<u64>,
+    /// A GTDB taxonomy folder (`download gtdb-taxonomy`): only genomes GTDB holds, each mapped
+    /// to its GTDB species (--taxa and --per-species then count GTDB's taxa; give the same
+    /// folder to --taxonomy and to `build --taxonomy`).
+    #[arg(long)]
+    pub gtdb: Option<PathBuf>,
+    /// Files downloaded at a time.
+    #[arg(short, long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub jobs: u64,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum GenomeSource {
+    Refseq,
+    Genbank,
 }

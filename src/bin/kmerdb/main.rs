@@ -4,6 +4,7 @@
 
 mod args;
 mod configs;
+mod download;
 mod man;
 mod report;
 
@@ -80,6 +81,7 @@ fn main() {
         Command::Inspect(args) => run_inspect(args),
         Command::Merge(args) => run_merge(args),
         Command::BrackenPrep(args) => run_bracken_prep(args),
+        Command::Download(args) => download::run(args.what, cli.quiet),
         Command::Completions { shell } => kmerdb::output::stdout_closed_error().map_err(Into::into).map(|()| {
             clap_complete::generate(shell, &mut Cli::command(), "kmerdb", &mut std::io::stdout());
         }),

@@ -16,8 +16,15 @@ pub fn write(dir: &std::path::Path) -> Result<()> {
         roff.extend_from_slice(extra.as_bytes());
         std::fs::write(&path, roff).with_context(|| format!("cannot write {}", path.display()))
     };
-    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set() && s.get_name() != "help") {
+    let visible = |c: &clap::Command| !c.is_hide_set() && c.get_name() != "help";
+    for sub in cmd.get_subcommands().filter(|s| visible(s)) {
         let name = format!("kmerdb-{}", sub.get_name());
+        // A command's own subcommands (`download taxonomy`) get pages of their own too.
+        for nested in sub.get_subcommands().filter(|s| visible(s)) {
+            let name = format!("{name}-{}", nested.get_name());
+            let bin = format!("kmerdb {} {}", sub.get_name(), nested.get_name());
+            page(nested.clone().name(name.clone()).bin_name(bin).version(env!("CARGO_PKG_VERSION")), name, "")?;
+        }
         let sub = sub.clone().name(name.clone()).bin_name(name.replace('-', " ")).version(env!("CARGO_PKG_VERSION"));
         page(sub, name, "")?;
     }

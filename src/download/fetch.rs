@@ -1,0 +1,148 @@
+//! HTTP downloads that survive what servers and networks do: each request retried with a
+//! doubling backoff on a dropped connection, a server error or a checksum that does not match;
+//! files written under a `.part` name and renamed only once complete and checked, so that an
+//! interrupted run leaves nothing that a rerun would take for a finished file.
+
+use super::DownloadError;
+use md5::{Digest, Md5};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A client with its retry policy.
+pub struct Fetcher {
+    agent: ureq::Agent,
+    attempts: u32,
+    backoff: Duration,
+}
+
+impl Fetcher {
+    /// `attempts` tries per request (at least one), waiting `backoff`, then twice that, and so on,
+    /// between them.
+    pub fn new(attempts: u32, backoff: Duration) -> Self {
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_connect(Some(Duration::from_secs(30)))
+            .timeout_per_read(Some(Duration::from_secs(120)))
+            .user_agent(concat!("kmerdb/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .into();
+        Self { agent, attempts: attempts.max(1), backoff }
+    }
+
+    /// The body of `url` as text (summaries and checksum lists).
+    pub fn text(&self, url: &str) -> Result<String, DownloadError> {
+        self.retried(|| {
+            let mut text = String::new();
+            self.get(url)?
+                .read_to_string(&mut text)
+                .map_err(|e| DownloadError::Read { url: url.to_owned(), source: e })?;
+            Ok(text)
+        })
+    }
+
+    /// Downloads `url` to `dest` (through `dest.part`); with `md5`, the file must have that
+    /// checksum (lowercase hex) or it is fetched again, and after the last attempt left out.
+    /// Returns the file's size.
+    pub fn file(&self, url: &str, dest: &Path, md5: Option<&str>) -> Result<u64, DownloadError> {
+        let part = part_path(dest);
+        let result = self.retried(|| {
+            let io = |source| DownloadError::Io { path: part.clone(), source };
+            let mut body = self.get(url)?;
+            let mut out = std::io::BufWriter::new(std::fs::File::create(&part).map_err(io)?);
+            let mut hasher = Md5::new();
+            let mut buf = vec![0u8; 1 << 16];
+            let mut size = 0u64;
+            loop {
+                let n = body.read(&mut buf).map_err(|e| DownloadError::Read { url: url.to_owned(), source: e })?;
+                if n == 0 {
+                    break;
+                }
+                hasher.update(&buf[..n]);
+                out.write_all(&buf[..n]).map_err(io)?;
+                size += n as u64;
+            }
+            out.into_inner().map_err(|e| io(e.into_error()))?.sync_all().map_err(io)?;
+            let got = hex(&hasher.finalize());
+            match md5 {
+                Some(want) if !want.eq_ignore_ascii_case(&got) => {
+                    Err(DownloadError::Checksum { url: url.to_owned(), got, want: want.to_owned() })
+                }
+                _ => Ok(size),
+            }
+        });
+        match result {
+            Ok(size) => {
+                std::fs::rename(&part, dest).map_err(|source| DownloadError::Io { path: dest.to_owned(), source })?;
+                Ok(size)
+            }
+            Err(e) => {
+                let _ = std::fs::remove_file(&part);
+                Err(e)
+            }
+        }
+    }
+
+    /// The response body of a GET of `url`, if the server answered 200.
+    fn get(&self, url: &str) -> Result<impl Read, DownloadError> {
+        let response =
+            self.agent.get(url).call().map_err(|e| DownloadError::Http { url: url.to_owned(), source: Box::new(e) })?;
+        match response.status().as_u16() {
+            200 => Ok(response.into_body().into_reader()),
+            status => Err(DownloadError::Status { url: url.to_owned(), status }),
+        }
+    }
+
+    /// `attempt` until it succeeds, fails for good (a 4xx answer: the file is not there), or
+    /// has been tried `attempts` times.
+    fn retried<T>(&self, mut attempt: impl FnMut() -> Result<T, DownloadError>) -> Result<T, DownloadError> {
+        let mut wait = self.backoff;
+        for tried in 1.. {
+            match attempt() {
+                Ok(v) => return Ok(v),
+                Err(e) if tried < self.attempts && e.is_transient() => {
+                    log::debug!("{e}; trying again in {:.1} s", wait.as_secs_f64());
+                    std::thread::sleep(wait);
+                    wait *= 2;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        unreachable!("the loop returns")
+    }
+}
+
+/// `dest` with `.part` appended: where a download is written until it is complete.
+pub fn part_path(dest: &Path) -> PathBuf {
+    let mut name = dest.file_name().unwrap_or_default().to_os_string();
+    name.push(".part");
+    dest.with_file_name(name)
+}
+
+/// The md5 of the file at `path`, lowercase hex.
+pub fn md5_of_file(path: &Path) -> Result<String, DownloadError> {
+    let io = |source| DownloadError::Io { path: path.to_owned(), source };
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let mut hasher = Md5::new();
+    std::io::copy(&mut file, &mut hasher).map_err(io)?;
+    Ok(hex(&hasher.finalize()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn md5_is_lowercase_hex_of_the_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"abc").unwrap();
+        // RFC 1321's test vector.
+        assert_eq!(md5_of_file(&path).unwrap(), "900150983cd24fb0d6963f7d28e17f72");
+        assert_eq!(part_path(&path), dir.path().join("f.part"));
+    }
+}
