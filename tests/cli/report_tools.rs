@@ -102,6 +102,23 @@ fn taxpasta_and_multiqc_read_the_kreport() {
     let kreport = std::fs::read_to_string(reports.join("partial.kreport")).unwrap();
     let expected: f64 = kreport.lines().next().unwrap().split('\t').next().unwrap().trim().parse().unwrap();
     assert!((unclassified - expected).abs() < 0.01, "MultiQC: {unclassified}% unclassified, the report {expected}%");
+
+    // Named as the Nextflow modules name it (`PREFIX.report.txt`), the report's sample is the
+    // prefix with MultiQC's default configuration.
+    let nextflow = dir.path().join("nextflow");
+    std::fs::create_dir(&nextflow).unwrap();
+    std::fs::copy(reports.join("sample.kreport"), nextflow.join("sample.report.txt")).unwrap();
+    let out = Command::new(&multiqc)
+        .args(["-q", "--no-ansi", "-o"])
+        .arg(dir.path().join("multiqc-default"))
+        .arg(&nextflow)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "multiqc:\n{}", String::from_utf8_lossy(&out.stderr));
+    let json = std::fs::read_to_string(dir.path().join("multiqc-default/multiqc_data/multiqc_data.json")).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let samples: Vec<&String> = json["report_general_stats_data"]["kraken"].as_object().unwrap().keys().collect();
+    assert_eq!(samples, ["sample"], "MultiQC's sample names with its default configuration");
 }
 
 /// `--mpa` is Kraken 2's `--use-mpa-style`, byte for byte (issue 18.2): from the per-taxon counts of

@@ -560,8 +560,8 @@ fn nextflow_modules_run_their_commands() {
         assert_eq!(made(&stub), made(&script), "the stub block of {} makes other files", script.display());
     }
     assert_eq!(
-        std::fs::read_to_string(merged.join("test.kreport")).unwrap(),
-        std::fs::read_to_string(classified.join("test.kreport")).unwrap(),
+        std::fs::read_to_string(merged.join("test.report.txt")).unwrap(),
+        std::fs::read_to_string(classified.join("test.report.txt")).unwrap(),
         "the merged parts do not give the one index's report"
     );
 
@@ -684,7 +684,7 @@ fn nextflow_pipeline_updates_the_parts() {
     let merged = nf.task("merge", Block::Script, &staged, &vars);
 
     assert_eq!(
-        std::fs::read_to_string(merged.join("test.kreport")).unwrap(),
+        std::fs::read_to_string(merged.join("test.report.txt")).unwrap(),
         one_index_report(&d, added),
         "the updated parts, merged, do not give the one index's report"
     );

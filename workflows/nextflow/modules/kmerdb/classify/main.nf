@@ -4,6 +4,8 @@
 // input format, `_1`/`_2` for pairs, each header ending in ` kraken:taxid|N`).
 // GPUs: ext.gpus (`all`, `none` or a list such as '0,1') if set, else every GPU the task was given
 // when it has an accelerator directive, else none.
+// The Kraken report is `PREFIX.report.txt`, not `.kreport`: MultiQC's default fn_clean_exts strip
+// `.report` and `.txt`, so its sample names are the prefixes without an extra_fn_clean_exts.
 process KMERDB_CLASSIFY {
     tag "$meta.id"
     label 'process_high'
@@ -18,7 +20,7 @@ process KMERDB_CLASSIFY {
 
     output:
     tuple val(meta), path("*.kraken.gz"), emit: kraken
-    tuple val(meta), path("*.kreport"), emit: report
+    tuple val(meta), path("*.report.txt"), emit: report
     tuple val(meta), path("*.abundance.tsv"), emit: abundance
     tuple val(meta), path("*.cand.gz"), emit: candidates, optional: true
     tuple val(meta), path("*.classified*"), emit: classified_reads, optional: true
@@ -46,7 +48,7 @@ process KMERDB_CLASSIFY {
         -d ${db} \\
         ${input} \\
         -o ${prefix}.kraken.gz \\
-        --report ${prefix}.kreport \\
+        --report ${prefix}.report.txt \\
         --abundance ${prefix}.abundance.tsv \\
         ${candidates} \\
         ${reads_out} \\
@@ -63,6 +65,6 @@ process KMERDB_CLASSIFY {
     def gzipped = (["${prefix}.kraken.gz"] + (save_candidates ? ["${prefix}.cand.gz"] : []) + (save_reads ? saved_reads : [])).join(' ')
     """
     echo -n | gzip | tee ${gzipped} > /dev/null
-    touch ${prefix}.kreport ${prefix}.abundance.tsv
+    touch ${prefix}.report.txt ${prefix}.abundance.tsv
     """
 }
