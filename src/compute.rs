@@ -41,6 +41,60 @@ pub struct GpuBuildOptions {
     /// Bytes of pairs host memory keeps (the rest go to spill files in the build's temporary
     /// folder).
     pub host_pair_bytes: Option<u64>,
-    /// Threads probing the table together: 1, 2, 4, 8, 16 or 32.
-    pub group: Option<u32>,
+    /// Threads probing the table together.
+    pub group: Option<ProbeGroup>,
+}
+
+/// Threads probing the GPU table for one key together (COPS): 1, 2, 4, 8, 16 or 32, the sizes
+/// that divide a warp and that the kernels are compiled for (`insert_pairs_g{N}`). Made only by
+/// [`ProbeGroup::new`], so a table is never asked for another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProbeGroup(u32);
+
+impl ProbeGroup {
+    /// Every size there is a kernel for.
+    pub const ALL: [ProbeGroup; 6] =
+        [ProbeGroup(1), ProbeGroup(2), ProbeGroup(4), ProbeGroup(8), ProbeGroup(16), ProbeGroup(32)];
+    /// The default: 4 threads a key (BENCHMARKS.md, "GPU build").
+    pub const DEFAULT: ProbeGroup = ProbeGroup(4);
+
+    /// `threads` as a group size, if it is one of [`ProbeGroup::ALL`].
+    pub const fn new(threads: u32) -> Option<ProbeGroup> {
+        if threads.is_power_of_two() && threads <= 32 { Some(ProbeGroup(threads)) } else { None }
+    }
+
+    /// The number of threads.
+    pub const fn get(self) -> u32 {
+        self.0
+    }
+}
+
+impl std::fmt::Display for ProbeGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::str::FromStr for ProbeGroup {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        s.parse().ok().and_then(ProbeGroup::new).ok_or_else(|| format!("{s:?} is not 1, 2, 4, 8, 16 or 32"))
+    }
+}
+
+#[cfg(test)]
+mod probe_group_tests {
+    use super::ProbeGroup;
+
+    #[test]
+    fn only_warp_dividing_sizes_are_groups() {
+        let made: Vec<u32> = (0..=64).filter_map(ProbeGroup::new).map(ProbeGroup::get).collect();
+        assert_eq!(made, [1, 2, 4, 8, 16, 32]);
+        assert_eq!(ProbeGroup::ALL.map(ProbeGroup::get), [1, 2, 4, 8, 16, 32]);
+        assert_eq!("16".parse::<ProbeGroup>().unwrap().get(), 16);
+        let err = "3".parse::<ProbeGroup>().unwrap_err();
+        assert!(err.contains("\"3\" is not 1, 2, 4, 8, 16 or 32"), "{err}");
+        assert_eq!(format!("{:>2}", ProbeGroup::DEFAULT), " 4");
+    }
 }

@@ -41,6 +41,8 @@ pub struct MergeConfig {
 
 #[derive(Debug, thiserror::Error)]
 pub enum MergeError {
+    #[error("merge needs the candidates files of a partitioned index's parts; none were given")]
+    NoParts,
     #[error("{path}: {message}")]
     Input { path: String, message: String },
     #[error("{path}: {source}")]
@@ -203,6 +205,9 @@ fn out_err(p: &Path) -> impl FnOnce(std::io::Error) -> MergeError {
 }
 
 fn open_parts(inputs: &[PathBuf]) -> Result<Vec<Part>, MergeError> {
+    if inputs.is_empty() {
+        return Err(MergeError::NoParts);
+    }
     inputs
         .iter()
         .map(|p| {
@@ -815,6 +820,12 @@ mod tests {
         assert_eq!(merge(&config).expect("merge").reads, 1);
         let line = std::fs::read_to_string(kraken).expect("kraken");
         assert_eq!(line, "U\tr1\t0\t150|150\t0:4294967295 1:3 |:| 0:4294967295\n");
+    }
+
+    #[test]
+    fn no_parts_is_an_error_not_a_panic() {
+        let err = merge(&MergeConfig::default()).unwrap_err();
+        assert!(matches!(err, MergeError::NoParts), "{err}");
     }
 
     #[test]

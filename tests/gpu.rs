@@ -3,7 +3,7 @@
 //! `scripts/gpu-tests.sh` runs them (from the repository root) on a GPU machine.
 #![cfg(feature = "gpu")]
 
-use kmerdb::compute::{GpuBuildOptions, GpuRequest};
+use kmerdb::compute::{GpuBuildOptions, GpuRequest, ProbeGroup};
 use kmerdb::gpu::Gpu;
 use kmerdb::gpu::build::DeviceBatch;
 use kmerdb::gpu::slab::{DeviceSlabTable, Warps};
@@ -206,7 +206,7 @@ fn bucket_list_table_equals_a_hashmap() {
         let values: Vec<u64> = (0..keys.len() as u64).map(|i| (i * 0x9e37_79b9) ^ 0xabc).collect();
         let expected = reference(&keys, &values);
         println!("{name}: {} pairs, {} keys", keys.len(), expected.len());
-        for group in [1, 2, 4, 8, 16, 32] {
+        for group in ProbeGroup::ALL {
             let mut config = TableConfig::new(expected.len() as u64 * 2, keys.len() as u64 * 3);
             config.group = group;
             let (got, status) = roundtrip(&g, config, &keys, &values);
@@ -324,7 +324,7 @@ fn gpu_index_bytes_equal_cpu_index_bytes() {
         let genomes = vec![set.clone()];
         let (cpu, gpu) = (dir.path().join("cpu.db"), dir.path().join("gpu.db"));
         build_with(&genomes, &cpu, GpuRequest::None, GpuBuildOptions::default()).unwrap();
-        for group in [1, 4, 32] {
+        for group in [1, 4, 32].map(|g| ProbeGroup::new(g).unwrap()) {
             let opts = GpuBuildOptions { group: Some(group), ..Default::default() };
             build_with(&genomes, &gpu, GpuRequest::List(vec![0]), opts).unwrap();
             assert!(

@@ -1,6 +1,7 @@
 //! The host side of the bucket-list multi-value table (`cuda/bucket_list.cuh`): allocation, the
 //! status word, and the condense steps (collect keys, fill lists).
 
+use crate::compute::ProbeGroup;
 use crate::gpu::address::DevAddr;
 use crate::gpu::{Gpu, GpuError};
 use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
@@ -86,8 +87,8 @@ pub struct TableConfig {
     pub key_slots: u64,
     /// 8-byte value slots in the pool (at most 2^32).
     pub pool_slots: u64,
-    /// Threads probing together (COPS): 1, 2, 4, 8, 16 or 32.
-    pub group: u32,
+    /// Threads probing together (COPS).
+    pub group: ProbeGroup,
     /// Value slots of a key's first bucket, and the growth of later ones (numerator, denominator).
     pub first_bucket: u32,
     pub growth: (u32, u32),
@@ -100,7 +101,15 @@ pub struct TableConfig {
 
 impl TableConfig {
     pub fn new(key_slots: u64, pool_slots: u64) -> Self {
-        Self { key_slots, pool_slots, group: 4, first_bucket: 2, growth: (3, 2), max_probes: 1000, pool_chunk: 64 }
+        Self {
+            key_slots,
+            pool_slots,
+            group: ProbeGroup::DEFAULT,
+            first_bucket: 2,
+            growth: (3, 2),
+            max_probes: 1000,
+            pool_chunk: 64,
+        }
     }
 
     /// Device bytes the table takes.
@@ -193,8 +202,8 @@ pub fn fill_u32(gpu: &Gpu, words: &mut CudaSlice<u32>, value: u32) -> Result<(),
 
 impl<'g> BucketListTable<'g> {
     pub fn new(gpu: &'g Gpu, config: TableConfig) -> Result<Self, GpuError> {
-        assert!([1, 2, 4, 8, 16, 32].contains(&config.group), "group size {}", config.group);
-        let mut windows = config.key_slots.div_ceil(config.group as u64).max(2);
+        let group = u64::from(config.group.get());
+        let mut windows = config.key_slots.div_ceil(group).max(2);
         while !is_prime(windows) {
             windows += 1;
         }
@@ -208,11 +217,11 @@ impl<'g> BucketListTable<'g> {
         let (free, _) = gpu.memory()?;
         let max_threads = max_threads(gpu);
         let pool_capacity = config.pool_slots + max_threads as u64 * config.pool_chunk as u64;
-        let needed = windows as u64 * config.group as u64 * 12 + pool_capacity * 8 + max_threads as u64 * 16;
+        let needed = windows as u64 * group * 12 + pool_capacity * 8 + max_threads as u64 * 16;
         if needed > free as u64 {
             return Err(GpuError::OutOfMemory { ordinal: gpu.ordinal, free, needed });
         }
-        let slots = windows as usize * config.group as usize;
+        let slots = windows as usize * group as usize;
         let s = &gpu.stream;
         let keys = s.alloc_zeros::<u32>(slots)?;
         let handles = s.alloc_zeros::<u64>(slots)?;
@@ -255,7 +264,7 @@ impl<'g> BucketListTable<'g> {
     }
 
     pub fn key_slots(&self) -> u64 {
-        self.windows as u64 * self.config.group as u64
+        self.windows as u64 * u64::from(self.config.group.get())
     }
 
     pub fn config(&self) -> &TableConfig {
@@ -339,7 +348,7 @@ impl<'g> BucketListTable<'g> {
             return Ok(());
         }
         let s = &self.gpu.stream;
-        let f = self.gpu.function(&format!("insert_pairs_g{}", self.config.group))?;
+        let f = self.gpu.function(&format!("insert_pairs_g{}", self.config.group.get()))?;
         let args = self.args();
         let mut b = s.launch_builder(&f);
         b.arg(&keys).arg(&values).arg(&n).arg(&args);

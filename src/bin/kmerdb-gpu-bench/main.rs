@@ -341,7 +341,7 @@ fn inserts(gpu: &Gpu, cas: f64) -> Result<(), Box<dyn std::error::Error>> {
     let dv = s.clone_htod(&values)?;
     for (name, keys, distinct) in [("uniform", &uniform, 100_000_000u64), ("skewed", &skewed, 100_000_000)] {
         let dk = s.clone_htod(keys)?;
-        for group in [1u32, 2, 4, 8, 16, 32] {
+        for group in kmerdb::compute::ProbeGroup::ALL {
             let mut config = TableConfig::new(distinct * 3 / 2, n as u64 * 2);
             config.group = group;
             let mut table = BucketListTable::new(gpu, config)?;

@@ -265,8 +265,8 @@ pub struct BuildArgs {
     #[arg(long, hide = true)]
     pub gpu_host_pairs: Option<u64>,
     /// Threads probing the GPU table together: 1, 2, 4, 8, 16 or 32 (default 4).
-    #[arg(long, hide = true, value_parser = ["1", "2", "4", "8", "16", "32"])]
-    pub gpu_group: Option<String>,
+    #[arg(long, hide = true)]
+    pub gpu_group: Option<kmerdb::compute::ProbeGroup>,
 }
 
 #[derive(Args)]

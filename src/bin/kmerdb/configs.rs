@@ -171,7 +171,7 @@ pub fn build(args: BuildArgs, quiet: bool) -> Result<BuildConfig> {
             pass_values: args.gpu_pass_values,
             device_pair_bytes: args.gpu_device_pairs,
             host_pair_bytes: args.gpu_host_pairs,
-            group: args.gpu_group.map(|g| g.parse().expect("validated by clap")),
+            group: args.gpu_group,
         },
         tmp_dir: args.tmp_dir,
         part,
