@@ -77,11 +77,20 @@ fn marker(pid: u32) -> String {
 /// the temporary files of `dest` that runs which no longer exist left behind. Its permissions are
 /// those of a file the user creates (0666 less the umask), since it becomes an output.
 pub fn create_beside(dest: &Path) -> io::Result<TempFile> {
+    if let Some(name) = dest.file_name() {
+        remove_stale(folder_of(dest), &name.to_string_lossy());
+    }
+    create_beside_unswept(dest)
+}
+
+/// [`create_beside`] without looking for the stale files of `dest`: for a run that writes many
+/// files into one folder (`kmerdb download`), which sweeps it once with [`remove_stale_in`]
+/// instead of reading the folder for every file.
+pub fn create_beside_unswept(dest: &Path) -> io::Result<TempFile> {
     let name = dest.file_name().ok_or_else(|| {
         io::Error::new(io::ErrorKind::InvalidInput, format!("output path {} names no file", dest.display()))
     })?;
     let dir = folder_of(dest);
-    remove_stale(dir, &name.to_string_lossy());
     let mut prefix = std::ffi::OsString::from(".");
     prefix.push(name);
     prefix.push(".");
@@ -175,12 +184,26 @@ pub fn folder_of(dest: &Path) -> &Path {
 
 /// Removes `.NAME.kmerdb-PID-*.tmp` files in `dir` whose process is gone.
 fn remove_stale(dir: &Path, name: &str) {
+    remove_stale_matching(dir, |file| file.strip_prefix(&format!(".{name}.kmerdb-")).map(str::to_owned));
+}
+
+/// Removes the temporary files of any name in `dir` that runs no longer running left behind.
+pub fn remove_stale_in(dir: &Path) {
+    remove_stale_matching(dir, |file| {
+        let rest = file.strip_prefix('.')?;
+        rest.rfind(".kmerdb-").map(|at| rest[at + ".kmerdb-".len()..].to_owned())
+    });
+}
+
+/// Removes the files of `dir` for which `after_marker` gives the rest of the name after
+/// `.kmerdb-` (`PID-XXXXXX.tmp`), when process PID is not running.
+fn remove_stale_matching(dir: &Path, after_marker: impl Fn(&str) -> Option<String>) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
-    let start = format!(".{name}.kmerdb-");
     for entry in entries.flatten() {
         let file = entry.file_name();
         let Some(file) = file.to_str() else { continue };
-        let Some(rest) = file.strip_prefix(&start).and_then(|r| r.strip_suffix(".tmp")) else { continue };
+        let Some(rest) = after_marker(file) else { continue };
+        let Some(rest) = rest.strip_suffix(".tmp") else { continue };
         let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else { continue };
         if pid == std::process::id() || process_may_be_running(pid) {
             continue;
@@ -327,5 +350,20 @@ mod tests {
         assert!(left.contains(&".x.db.notours.tmp".to_string()), "{left:?}");
         assert!(left.iter().any(|n| n.ends_with("zzzzzz.tmp")), "{left:?}");
         drop(t);
+    }
+
+    #[test]
+    fn a_sweep_removes_stale_files_of_any_name_and_keeps_live_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let stale = dir.path().join(".a.fna.gz.kmerdb-999999999-abcdef.tmp");
+        let live = dir.path().join(format!(".b.fna.gz.kmerdb-{}-abcdef.tmp", std::process::id()));
+        let other = dir.path().join("c.tmp");
+        for f in [&stale, &live, &other] {
+            std::fs::write(f, b"x").unwrap();
+        }
+        remove_stale_in(dir.path());
+        assert!(!stale.exists() && live.exists() && other.exists());
+        let t = create_beside_unswept(&dir.path().join("d.txt")).unwrap();
+        assert!(t.path().file_name().unwrap().to_string_lossy().starts_with(".d.txt.kmerdb-"));
     }
 }

@@ -1,12 +1,13 @@
 //! HTTP downloads that survive what servers and networks do: each request retried with a
 //! doubling backoff on a dropped connection, a server error or a checksum that does not match;
-//! files written under a `.part` name and renamed only once complete and checked, so that an
-//! interrupted run leaves nothing that a rerun would take for a finished file.
+//! files written as kmerdb writes every output (a temporary file beside the destination, removed
+//! on Ctrl-C, renamed only once complete and checked: `temp_files`), so that an interrupted run
+//! leaves nothing that a rerun would take for a finished file.
 
 use super::DownloadError;
 use md5::{Digest, Md5};
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 /// A client with its retry policy.
@@ -41,15 +42,16 @@ impl Fetcher {
         })
     }
 
-    /// Downloads `url` to `dest` (through `dest.part`); with `md5`, the file must have that
-    /// checksum (lowercase hex) or it is fetched again, and after the last attempt left out.
-    /// Returns the file's size.
+    /// Downloads `url` to `dest` (through a temporary file beside it); with `md5`, the file must
+    /// have that checksum (lowercase hex) or it is fetched again, and after the last attempt left
+    /// out. Returns the file's size. The caller sweeps `dest`'s folder of stale temporary files
+    /// once (`temp_files::remove_stale_in`), not every file.
     pub fn file(&self, url: &str, dest: &Path, md5: Option<&str>) -> Result<u64, DownloadError> {
-        let part = part_path(dest);
-        let result = self.retried(|| {
-            let io = |source| DownloadError::Io { path: part.clone(), source };
+        let io = |source| DownloadError::Io { path: dest.to_owned(), source };
+        let (temp, size) = self.retried(|| {
+            let temp = crate::temp_files::create_beside_unswept(dest).map_err(io)?;
             let mut body = self.get(url)?;
-            let mut out = std::io::BufWriter::new(std::fs::File::create(&part).map_err(io)?);
+            let mut out = std::io::BufWriter::new(temp.as_file());
             let mut hasher = Md5::new();
             let mut buf = vec![0u8; 1 << 16];
             let mut size = 0u64;
@@ -62,25 +64,18 @@ impl Fetcher {
                 out.write_all(&buf[..n]).map_err(io)?;
                 size += n as u64;
             }
-            out.into_inner().map_err(|e| io(e.into_error()))?.sync_all().map_err(io)?;
+            out.flush().map_err(io)?;
+            drop(out);
             let got = hex(&hasher.finalize());
             match md5 {
                 Some(want) if !want.eq_ignore_ascii_case(&got) => {
                     Err(DownloadError::Checksum { url: url.to_owned(), got, want: want.to_owned() })
                 }
-                _ => Ok(size),
+                _ => Ok((temp, size)),
             }
-        });
-        match result {
-            Ok(size) => {
-                std::fs::rename(&part, dest).map_err(|source| DownloadError::Io { path: dest.to_owned(), source })?;
-                Ok(size)
-            }
-            Err(e) => {
-                let _ = std::fs::remove_file(&part);
-                Err(e)
-            }
-        }
+        })?;
+        temp.persist(dest).map_err(io)?;
+        Ok(size)
     }
 
     /// The response body of a GET of `url`, if the server answered 200.
@@ -112,13 +107,6 @@ impl Fetcher {
     }
 }
 
-/// `dest` with `.part` appended: where a download is written until it is complete.
-pub fn part_path(dest: &Path) -> PathBuf {
-    let mut name = dest.file_name().unwrap_or_default().to_os_string();
-    name.push(".part");
-    dest.with_file_name(name)
-}
-
 /// The md5 of the file at `path`, lowercase hex.
 pub fn md5_of_file(path: &Path) -> Result<String, DownloadError> {
     let io = |source| DownloadError::Io { path: path.to_owned(), source };
@@ -143,6 +131,5 @@ mod tests {
         std::fs::write(&path, b"abc").unwrap();
         // RFC 1321's test vector.
         assert_eq!(md5_of_file(&path).unwrap(), "900150983cd24fb0d6963f7d28e17f72");
-        assert_eq!(part_path(&path), dir.path().join("f.part"));
     }
 }

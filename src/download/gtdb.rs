@@ -162,11 +162,10 @@ pub fn read_genomes(dir: &Path) -> Result<std::collections::HashMap<String, TaxI
 }
 
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), DownloadError> {
-    let part = super::fetch::part_path(path);
     let io = |source| DownloadError::Io { path: path.to_owned(), source };
-    let mut f = std::fs::File::create(&part).map_err(io)?;
-    f.write_all(bytes).and_then(|()| f.sync_all()).map_err(io)?;
-    std::fs::rename(&part, path).map_err(io)
+    let temp = crate::temp_files::create_beside(path).map_err(io)?;
+    temp.as_file().write_all(bytes).map_err(io)?;
+    temp.persist(path).map_err(io)
 }
 
 #[cfg(test)]

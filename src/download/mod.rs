@@ -1,7 +1,7 @@
 //! `kmerdb download`: NCBI's taxonomy dump and RefSeq or GenBank assemblies, written as the
 //! folder and seqid-to-taxid map that `kmerdb build` takes as they are (issue 34, item 2).
 //!
-//! - [`fetch`]: HTTP with retries and a doubling backoff, md5 checks, `.part` files renamed
+//! - [`fetch`]: HTTP with retries and a doubling backoff, md5 checks, temporary files renamed
 //!   when complete;
 //! - [`ncbi`]: NCBI's layout (`genomes/{refseq,genbank}/{group}/assembly_summary.txt`, each
 //!   assembly's folder with `md5checksums.txt`, `pub/taxonomy/taxdump.tar.gz` and its `.md5`), the

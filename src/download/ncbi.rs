@@ -11,8 +11,8 @@
 //! ```
 //!
 //! A rerun fetches only the files that are missing or whose md5 does not match (a file is
-//! written under `.part` and renamed once complete), and rewrites the map and the table from
-//! every assembly whose file is there.
+//! written as a temporary file beside its name and renamed once complete), and rewrites the map
+//! and the table from every assembly whose file is there.
 
 use super::DownloadError;
 use super::fetch::{Fetcher, md5_of_file};
@@ -282,13 +282,12 @@ pub fn write_maps(out: &Path, assemblies: &[&Assembly]) -> Result<usize, Downloa
     Ok(sequences)
 }
 
-/// Writes `bytes` to `path` through `path.part`, renamed when complete.
+/// Writes `bytes` to `path` through a temporary file beside it, renamed when complete.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), DownloadError> {
-    let part = super::fetch::part_path(path);
     let io = |source| DownloadError::Io { path: path.to_owned(), source };
-    let mut f = std::fs::File::create(&part).map_err(io)?;
-    f.write_all(bytes).and_then(|()| f.sync_all()).map_err(io)?;
-    std::fs::rename(&part, path).map_err(io)
+    let temp = crate::temp_files::create_beside(path).map_err(io)?;
+    temp.as_file().write_all(bytes).map_err(io)?;
+    temp.persist(path).map_err(io)
 }
 
 /// The files of NCBI's taxonomy dump that kmerdb reads.
@@ -298,6 +297,7 @@ pub const TAXDUMP_FILES: [&str; 4] = ["nodes.dmp", "names.dmp", "merged.dmp", "d
 /// that a rerun fetches it only if it changed or is damaged) and extracts [`TAXDUMP_FILES`].
 /// Returns whether the archive was downloaded now.
 pub fn fetch_taxonomy(fetcher: &Fetcher, mirror: &str, out: &Path) -> Result<bool, DownloadError> {
+    crate::temp_files::remove_stale_in(out);
     let url = format!("{}/pub/taxonomy/taxdump.tar.gz", mirror.trim_end_matches('/'));
     let md5_url = format!("{url}.md5");
     let md5 = listed_md5(&fetcher.text(&md5_url)?, "taxdump.tar.gz", &md5_url)?;
@@ -318,11 +318,9 @@ pub fn fetch_taxonomy(fetcher: &Fetcher, mirror: &str, out: &Path) -> Result<boo
         let name = entry.path().map_err(io(&archive))?.to_string_lossy().into_owned();
         if let Some(keep) = TAXDUMP_FILES.iter().find(|f| **f == name) {
             let dest: PathBuf = out.join(keep);
-            let part = super::fetch::part_path(&dest);
-            let mut w = std::fs::File::create(&part).map_err(io(&part))?;
-            std::io::copy(&mut entry, &mut w).map_err(io(&archive))?;
-            w.sync_all().map_err(io(&part))?;
-            std::fs::rename(&part, &dest).map_err(io(&dest))?;
+            let temp = crate::temp_files::create_beside(&dest).map_err(io(&dest))?;
+            std::io::copy(&mut entry, &mut temp.as_file()).map_err(io(&archive))?;
+            temp.persist(&dest).map_err(io(&dest))?;
             found.push(*keep);
         }
     }

@@ -232,7 +232,13 @@ fn genomes_and_taxonomy_download_resume_and_build() {
     assert_eq!(server.requested("Phage_lambda_genomic.fna.gz").len(), 2, "the cut transfer is tried again");
     let got = lib.join("genomes");
     assert!(got.join(&genomes.iter().find(|g| g.stem == "Phage_lambda").unwrap().fasta).is_file());
-    assert!(!std::fs::read_dir(&got).unwrap().any(|e| e.unwrap().file_name().to_string_lossy().ends_with(".part")));
+    let leftovers = |d: &Path| {
+        std::fs::read_dir(d)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".tmp"))
+            .count()
+    };
+    assert_eq!(leftovers(&got), 0, "temporary files left in {}", got.display());
     let map = std::fs::read_to_string(lib.join("seqid2taxid.map")).unwrap();
     assert_eq!(map.lines().count(), 6, "{map}");
     assert!(map.contains("NC_001416.1\t10710"), "{map}");
@@ -330,7 +336,11 @@ fn choices_and_damaged_files() {
     assert!(stderr.contains(&g.fasta) && stderr.contains("md5"), "{stderr}");
     assert_eq!(server.requested(&g.fasta).len(), 1 + 3, "fetched once before, then three attempts");
     assert!(!lib2.join("genomes").join(&g.fasta).exists());
-    assert!(!lib2.join("genomes").join(format!("{}.part", g.fasta)).exists());
+    let temps = std::fs::read_dir(lib2.join("genomes"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".tmp"))
+        .count();
+    assert_eq!(temps, 0, "the damaged file's temporary file stays");
 
     // Bad choices are clear errors.
     let out = download(&server, &["genomes", "--group", "fungi", "-o", lib2.to_str().unwrap()]);

@@ -25,6 +25,7 @@ pub fn run(what: DownloadWhat, quiet: bool) -> Result<()> {
         DownloadWhat::GtdbTaxonomy(args) => {
             let (fetcher, out) = start(&args.common)?;
             let base = mirror(&args.common, gtdb::GTDB);
+            kmerdb::temp_files::remove_stale_in(out);
             let mut taxonomy = gtdb::GtdbTaxonomy::default();
             for file in gtdb::FILES {
                 let url = format!("{base}/{file}");
@@ -105,6 +106,7 @@ fn genomes(args: &DownloadGenomesArgs, quiet: bool) -> Result<()> {
     log::info!("{} assemblies chosen of {} current in {source} {}", chosen.len(), all.len(), args.group.join(", "));
     let dir = out.join("genomes");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    kmerdb::temp_files::remove_stale_in(&dir);
 
     let bar = progress(chosen.len() as u64, quiet);
     let pool = rayon::ThreadPoolBuilder::new().num_threads(args.jobs as usize).build()?;
