@@ -295,8 +295,8 @@ pub const TAXDUMP_FILES: [&str; 4] = ["nodes.dmp", "names.dmp", "merged.dmp", "d
 
 /// Brings NCBI's taxonomy dump into `out` (`taxdump.tar.gz`, checked against its `.md5`; kept, so
 /// that a rerun fetches it only if it changed or is damaged) and extracts [`TAXDUMP_FILES`].
-/// Returns whether the archive was downloaded now.
-pub fn fetch_taxonomy(fetcher: &Fetcher, mirror: &str, out: &Path) -> Result<bool, DownloadError> {
+/// Returns whether the archive was downloaded now, and the files written.
+pub fn fetch_taxonomy(fetcher: &Fetcher, mirror: &str, out: &Path) -> Result<(bool, Vec<&'static str>), DownloadError> {
     crate::temp_files::remove_stale_in(out);
     let url = format!("{}/pub/taxonomy/taxdump.tar.gz", mirror.trim_end_matches('/'));
     let md5_url = format!("{url}.md5");
@@ -329,7 +329,7 @@ pub fn fetch_taxonomy(fetcher: &Fetcher, mirror: &str, out: &Path) -> Result<boo
             return Err(DownloadError::Format { url, line: 0, what: format!("the archive holds no {needed}") });
         }
     }
-    Ok(fetched)
+    Ok((fetched, found))
 }
 
 #[cfg(test)]

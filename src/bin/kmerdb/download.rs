@@ -12,11 +12,11 @@ pub fn run(what: DownloadWhat, quiet: bool) -> Result<()> {
     match what {
         DownloadWhat::Taxonomy(args) => {
             let (fetcher, out) = start(&args.common)?;
-            let fetched = ncbi::fetch_taxonomy(&fetcher, mirror(&args.common, ncbi::NCBI), out)?;
+            let (fetched, written) = ncbi::fetch_taxonomy(&fetcher, mirror(&args.common, ncbi::NCBI), out)?;
             log::info!(
                 "taxonomy in {} ({}): {}",
                 out.display(),
-                ncbi::TAXDUMP_FILES.join(", "),
+                written.join(", "),
                 if fetched { "downloaded" } else { "taxdump.tar.gz was current" }
             );
             Ok(())
