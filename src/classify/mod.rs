@@ -637,8 +637,14 @@ impl Run<'_> {
             sample.name,
             finishing_outputs.elapsed().as_secs_f64()
         );
-        let view = output::SampleView::new(&sample.name, tree, &direct, unclassified)
-            .map_err(|source| ClassifyError::Output { path: "HTML report".into(), source })?;
+        let view = output::SampleView::new(&sample.name, tree, &direct, unclassified).map_err(|source| {
+            // The view is made for every sample; only --html writes it.
+            let path = match &self.config.html {
+                Some(p) => p.display().to_string(),
+                None => format!("sample {}'s summary", sample.name),
+            };
+            ClassifyError::Output { path, source }
+        })?;
         Ok(SampleSummary {
             view,
             name: sample.name.clone(),
@@ -725,8 +731,10 @@ impl Run<'_> {
             // Writing, on this thread: lines and records in input order, the counts, the reads.
             let written = finished.sink(|(mut batch, done)| {
                 use std::io::Write;
-                let lines =
-                    done.lines.map_err(|source| ClassifyError::Output { path: "per-read output".into(), source })?;
+                let lines = done.lines.map_err(|source| {
+                    let path = kraken.as_ref().map_or_else(|| "the per-read lines".to_owned(), |(_, p)| p.clone());
+                    ClassifyError::Output { path, source }
+                })?;
                 if let Some((w, path)) = &mut kraken {
                     for c in lines {
                         w.write_all(&c).map_err(|source| ClassifyError::Output { path: path.clone(), source })?;

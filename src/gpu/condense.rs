@@ -614,8 +614,13 @@ fn walk_or_rebuild(mut shard: ShardData, left: &[Slot], layout: &LocationLayout)
     }
 }
 
+/// A shard that does not fit the location layout; without a path, which the build's driver adds
+/// (`BuildError::naming_index`).
 fn shard_overflow() -> BuildError {
-    BuildError::Index(crate::index::IndexError::ShardOverflow { path: "<gpu build>".into(), source: ShardOverflow })
+    BuildError::Index(crate::index::IndexError::ShardOverflow {
+        path: std::path::PathBuf::new(),
+        source: ShardOverflow,
+    })
 }
 
 /// A shard laid out again by the CPU's `ShardAssembler` from its keys and their lists (the rare

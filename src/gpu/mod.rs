@@ -41,8 +41,17 @@ pub enum GpuError {
     Nvrtc { log: String },
     #[error("libnvrtc (CUDA's run-time compiler) cannot be loaded; install it or use --gpus none")]
     NoNvrtc,
+    /// A GPU that `--gpus` names and this machine or build cannot give.
     #[error("--gpus asks for GPU {wanted}, but {reason}")]
     Missing { wanted: usize, reason: String },
+    /// A build asked for more GPUs than one build uses.
+    #[error("--gpus names {given} GPUs; one build uses at most {max}")]
+    TooManyGpus { given: usize, max: usize },
+    /// A GPU's worker ended without reporting its result: a failure inside kmerdb, not the user's.
+    #[error(
+        "the build's GPU worker {worker} (of those --gpus names) stopped before its last shard without an error: a fault in kmerdb, please report it"
+    )]
+    WorkerStopped { worker: usize },
     #[error(
         "GPU {ordinal}'s table ran out of room ({what}) with {key_slots} key slots and {value_slots} value slots; {advice}"
     )]

@@ -273,11 +273,7 @@ impl<'g> PassBuild<'g> {
         tmp_dir: &Path,
     ) -> Result<Self, BuildError> {
         if gpus.len() > MAX_GPUS {
-            return Err(GpuError::Missing {
-                wanted: gpus[MAX_GPUS].ordinal,
-                reason: format!("one build uses at most {MAX_GPUS} GPUs"),
-            }
-            .into());
+            return Err(GpuError::TooManyGpus { given: gpus.len(), max: MAX_GPUS }.into());
         }
         let gpus: Vec<&Gpu> = gpus.iter().collect();
         if gpus.len() > 1 {
@@ -1077,7 +1073,8 @@ impl InShardOrder<'_> {
         if self.next == self.total {
             return None;
         }
-        let queue = &self.queues[owner_of(self.next, self.queues.len())];
+        let worker = owner_of(self.next, self.queues.len());
+        let queue = &self.queues[worker];
         let got = if wait {
             let t = Instant::now();
             let got = queue.recv().ok();
@@ -1092,9 +1089,7 @@ impl InShardOrder<'_> {
         };
         self.next += 1;
         // A GPU thread that ends early sends its error first.
-        Some(got.unwrap_or_else(|| {
-            Err(GpuError::Missing { wanted: 0, reason: "a pass stopped before its last shard".into() }.into())
-        }))
+        Some(got.unwrap_or_else(|| Err(GpuError::WorkerStopped { worker }.into())))
     }
 }
 

@@ -51,3 +51,36 @@ pub enum BuildError {
     #[error("--gpus {0}: this kmerdb was built without GPU support (cargo feature `gpu`)")]
     NoGpuSupport(String),
 }
+
+impl BuildError {
+    /// Names `db` in a shard overflow that the GPU's stages, which do not know the index's path,
+    /// reported without one.
+    pub fn naming_index(self, db: &std::path::Path) -> Self {
+        match self {
+            BuildError::Index(IndexError::ShardOverflow { path, source }) if path.as_os_str().is_empty() => {
+                BuildError::Index(IndexError::ShardOverflow { path: db.to_path_buf(), source })
+            }
+            other => other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_driver_names_the_index_of_a_gpu_shard_overflow() {
+        let overflow = |path: &str| {
+            BuildError::Index(IndexError::ShardOverflow {
+                path: PathBuf::from(path),
+                source: crate::index::locations::ShardOverflow,
+            })
+        };
+        let named = overflow("").naming_index(std::path::Path::new("out.db")).to_string();
+        assert!(named.starts_with("out.db"), "{named}");
+        // A path already given stays.
+        let kept = overflow("a.db").naming_index(std::path::Path::new("out.db")).to_string();
+        assert!(kept.starts_with("a.db"), "{kept}");
+    }
+}

@@ -471,7 +471,8 @@ impl LayOut<'_> {
             cap: self.config.max_locations_per_feature,
             clades: self.clades,
         };
-        let (stats, report) = pb.build_shards(what, self.pool, &mut writer)?;
+        let (stats, report) =
+            pb.build_shards(what, self.pool, &mut writer).map_err(|e| e.naming_index(&self.config.db))?;
         let placed = pb.placement();
         let (mut reading, uploaded_bytes) = pb.reading_report();
         let parsing = self.progress.parse_nanos.load(std::sync::atomic::Ordering::Relaxed);

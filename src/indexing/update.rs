@@ -409,7 +409,8 @@ impl Shards<'_> {
     ) -> Result<(IndexWriter, ShardStats, String), BuildError> {
         #[cfg(feature = "gpu")]
         if let Some(gpu) = crate::gpu::device::select(&config.gpus)?.first() {
-            let (writer, stats) = on_gpu::lay_out(self, bins, writer, gpu, config.gpu_pass_values)?;
+            let (writer, stats) = on_gpu::lay_out(self, bins, writer, gpu, config.gpu_pass_values)
+                .map_err(|e| e.naming_index(&config.db))?;
             return Ok((writer, stats, crate::gpu::device::describe(std::slice::from_ref(gpu))));
         }
         #[cfg(not(feature = "gpu"))]
