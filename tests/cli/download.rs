@@ -415,6 +415,24 @@ fn gtdb_taxonomy_and_its_genomes_build_with_gtdb_names() {
         .arg(lib.join("genomes"))
         .assert()
         .success();
+    // GTDB's files given to build as they are make the same index (all but the provenance).
+    let direct = dir.path().join("direct.db");
+    let gtdb_files = dir.path().join("mirror/gtdb");
+    kmerdb()
+        .arg("build")
+        .arg("-d")
+        .arg(&direct)
+        .arg("--taxonomy-gtdb")
+        .arg(gtdb_files.join("bac120_taxonomy.tsv.gz"))
+        .arg("--taxonomy-gtdb")
+        .arg(gtdb_files.join("ar53_taxonomy.tsv.gz"))
+        .arg("--seqid2taxid")
+        .arg(lib.join("seqid2taxid.map"))
+        .arg(lib.join("genomes"))
+        .assert()
+        .success();
+    assert_eq!(crate::sections_but_provenance(&direct), crate::sections_but_provenance(&db));
+
     let reads = data().join("reads");
     let out = kmerdb()
         .args(["classify", "-q", "-o", "/dev/null", "-r", "-", "-d"])

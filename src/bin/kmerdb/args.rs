@@ -309,6 +309,12 @@ pub struct TaxaArgs {
     /// built with one; it may be a newer dump (the old targets' taxids follow its merged.dmp).
     #[arg(long, value_name = "DIR")]
     pub taxonomy: Option<PathBuf>,
+    /// GTDB taxonomy files instead of --taxonomy (a release's bac120_taxonomy.tsv and
+    /// ar53_taxonomy.tsv, plain or .gz; repeatable): GTDB's names and ranks, with the taxids that
+    /// `kmerdb download gtdb-taxonomy` makes from the names, so the seqid2taxid.map of
+    /// `download genomes --gtdb` fits it.
+    #[arg(long, value_name = "FILE", conflicts_with = "taxonomy")]
+    pub taxonomy_gtdb: Vec<PathBuf>,
     /// Sequence id to taxid map: `seqid<TAB>taxid` or NCBI *.accession2taxid (plain or .gz).
     /// Repeatable. Header tags (kraken:taxid|N) take precedence.
     #[arg(long = "seqid2taxid", value_name = "FILE")]

@@ -174,3 +174,28 @@ fn progress(total: u64, quiet: bool) -> Option<indicatif::ProgressBar> {
     );
     Some(bar)
 }
+
+/// With `--taxonomy-gtdb`: GTDB's taxonomy files made into an NCBI-format dump in a temporary
+/// folder, which `taxa.taxonomy` then names; the folder lives as long as the returned guard.
+pub fn gtdb_taxonomy_dir(taxa: &mut crate::args::TaxaArgs) -> Result<Option<tempfile::TempDir>> {
+    if taxa.taxonomy_gtdb.is_empty() {
+        return Ok(None);
+    }
+    let mut taxonomy = gtdb::GtdbTaxonomy::default();
+    for path in &taxa.taxonomy_gtdb {
+        let bytes = std::fs::read(path).with_context(|| format!("--taxonomy-gtdb {}", path.display()))?;
+        let mut text = String::new();
+        if bytes.starts_with(&[0x1f, 0x8b]) {
+            std::io::Read::read_to_string(&mut flate2::read::MultiGzDecoder::new(&bytes[..]), &mut text).map(|_| ())
+        } else {
+            String::from_utf8(bytes).map(|t| text = t).map_err(std::io::Error::other)
+        }
+        .with_context(|| format!("--taxonomy-gtdb {}: reading it", path.display()))?;
+        taxonomy.add(&text, &path.display().to_string())?;
+    }
+    let dir = tempfile::Builder::new().prefix("kmerdb-gtdb-").tempdir().context("a folder for GTDB's taxonomy")?;
+    taxonomy.write(dir.path())?;
+    log::info!("GTDB taxonomy: {} taxa, {} genomes", taxonomy.taxa.len(), taxonomy.genomes.len());
+    taxa.taxonomy = Some(dir.path().to_path_buf());
+    Ok(Some(dir))
+}

@@ -141,7 +141,8 @@ fn remove_temp_files_on_signals() {
     });
 }
 
-fn run_build(args: BuildArgs, quiet: bool) -> Result<()> {
+fn run_build(mut args: BuildArgs, quiet: bool) -> Result<()> {
+    let _gtdb = download::gtdb_taxonomy_dir(&mut args.taxa)?;
     let config = configs::build(args, quiet)?;
     if config.taxonomy.is_none() {
         log::warn!(
@@ -163,7 +164,8 @@ fn run_build(args: BuildArgs, quiet: bool) -> Result<()> {
     Ok(())
 }
 
-fn run_update(args: UpdateArgs) -> Result<()> {
+fn run_update(mut args: UpdateArgs) -> Result<()> {
+    let _gtdb = download::gtdb_taxonomy_dir(&mut args.taxa)?;
     let config = configs::update(args)?;
     let summary = kmerdb::indexing::update::update(&config)?;
     report::update(&summary);
