@@ -107,6 +107,27 @@ impl Fetcher {
     }
 }
 
+/// Writes `bytes` to `path` through a temporary file beside it, renamed when complete.
+pub fn write_file(path: &Path, bytes: &[u8]) -> Result<(), DownloadError> {
+    let io = |source| DownloadError::Io { path: path.to_owned(), source };
+    let temp = crate::temp_files::create_beside(path).map_err(io)?;
+    temp.as_file().write_all(bytes).map_err(io)?;
+    temp.persist(path).map_err(io)
+}
+
+/// The text of the file at `path`, gunzipped when it starts with gzip's magic bytes.
+pub fn read_text(path: &Path) -> Result<String, DownloadError> {
+    let io = |source| DownloadError::Io { path: path.to_owned(), source };
+    let bytes = std::fs::read(path).map_err(io)?;
+    let mut text = String::new();
+    if bytes.starts_with(&[0x1f, 0x8b]) {
+        flate2::read::MultiGzDecoder::new(&bytes[..]).read_to_string(&mut text).map_err(io)?;
+    } else {
+        text = String::from_utf8(bytes).map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
+    }
+    Ok(text)
+}
+
 /// The md5 of the file at `path`, lowercase hex.
 pub fn md5_of_file(path: &Path) -> Result<String, DownloadError> {
     let io = |source| DownloadError::Io { path: path.to_owned(), source };

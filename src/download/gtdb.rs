@@ -15,7 +15,7 @@
 use super::DownloadError;
 use crate::taxonomy::TaxId;
 use std::collections::{BTreeMap, HashSet};
-use std::io::Write;
+
 use std::path::Path;
 
 /// GTDB's latest release; `--mirror` replaces it.
@@ -130,7 +130,7 @@ impl GtdbTaxonomy {
         }
         let genomes: String = self.genomes.iter().map(|(a, t)| format!("{a}\t{t}\n")).collect();
         for (file, text) in [("nodes.dmp", nodes), ("names.dmp", names), ("accession2taxid.tsv", genomes)] {
-            write_atomically(&dir.join(file), text.as_bytes())?;
+            super::fetch::write_file(&dir.join(file), text.as_bytes())?;
         }
         Ok(())
     }
@@ -159,13 +159,6 @@ pub fn read_genomes(dir: &Path) -> Result<std::collections::HashMap<String, TaxI
             Ok((a.to_owned(), t.trim().parse().map_err(|_| bad())?))
         })
         .collect()
-}
-
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), DownloadError> {
-    let io = |source| DownloadError::Io { path: path.to_owned(), source };
-    let temp = crate::temp_files::create_beside(path).map_err(io)?;
-    temp.as_file().write_all(bytes).map_err(io)?;
-    temp.persist(path).map_err(io)
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use super::fetch::{Fetcher, md5_of_file};
 use crate::taxonomy::NcbiTaxonomy;
 use crate::taxonomy::TaxId;
 use std::collections::HashMap;
-use std::io::{BufRead, Write};
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 /// NCBI's server; `--mirror` replaces it.
@@ -277,17 +277,9 @@ pub fn write_maps(out: &Path, assemblies: &[&Assembly]) -> Result<usize, Downloa
             a.fasta_name()
         ));
     }
-    write_atomically(&out.join("seqid2taxid.map"), map.as_bytes())?;
-    write_atomically(&out.join("assemblies.tsv"), table.as_bytes())?;
+    super::fetch::write_file(&out.join("seqid2taxid.map"), map.as_bytes())?;
+    super::fetch::write_file(&out.join("assemblies.tsv"), table.as_bytes())?;
     Ok(sequences)
-}
-
-/// Writes `bytes` to `path` through a temporary file beside it, renamed when complete.
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), DownloadError> {
-    let io = |source| DownloadError::Io { path: path.to_owned(), source };
-    let temp = crate::temp_files::create_beside(path).map_err(io)?;
-    temp.as_file().write_all(bytes).map_err(io)?;
-    temp.persist(path).map_err(io)
 }
 
 /// The files of NCBI's taxonomy dump that kmerdb reads.

@@ -6,6 +6,7 @@
 
 use crate::{data, kmerdb};
 use std::collections::HashSet;
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -193,6 +194,28 @@ fn make_mirror(root: &Path) -> Vec<MirrorGenome> {
     genomes
 }
 
+/// `kmerdb build` of a downloaded folder `lib` (its genomes and seqid2taxid.map) to `db`, with
+/// `taxonomy` (the taxonomy flags); panics if it fails.
+fn build_library<'a>(db: &Path, lib: &Path, taxonomy: impl IntoIterator<Item = &'a OsStr>) {
+    kmerdb()
+        .arg("build")
+        .arg("-d")
+        .arg(db)
+        .args(taxonomy)
+        .arg("--seqid2taxid")
+        .arg(lib.join("seqid2taxid.map"))
+        .arg(lib.join("genomes"))
+        .assert()
+        .success();
+}
+
+/// The standard output of classifying the bundled read pairs against `db`, with `extra` flags.
+fn sample_output(db: &Path, extra: &[&str]) -> Vec<u8> {
+    let out = crate::classify_pairs(db).arg("-q").args(extra).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    out.stdout
+}
+
 fn download(server: &Server, args: &[&str]) -> std::process::Output {
     kmerdb()
         .arg("download")
@@ -259,32 +282,9 @@ fn genomes_and_taxonomy_download_resume_and_build() {
 
     // The downloaded folder builds as it is, and classifies as the bundled data's index does.
     let (db, bundled) = (dir.path().join("dl.db"), dir.path().join("bundled.db"));
-    kmerdb()
-        .arg("build")
-        .arg("-d")
-        .arg(&db)
-        .arg("--taxonomy")
-        .arg(&tax)
-        .arg("--seqid2taxid")
-        .arg(lib.join("seqid2taxid.map"))
-        .arg(&got)
-        .assert()
-        .success();
+    build_library(&db, &lib, [OsStr::new("--taxonomy"), tax.as_os_str()]);
     crate::build_data(&bundled).assert().success();
-    let reads = data().join("reads");
-    let classify = |db: &Path| {
-        let out = kmerdb()
-            .args(["classify", "-q", "-d"])
-            .arg(db)
-            .arg("-1")
-            .arg(reads.join("sample_R1.fq.gz"))
-            .arg("-2")
-            .arg(reads.join("sample_R2.fq.gz"))
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        out.stdout
-    };
+    let classify = |db: &Path| sample_output(db, &[]);
     assert!(classify(&db) == classify(&bundled), "the downloaded genomes classify as the bundled ones");
 }
 
@@ -404,47 +404,16 @@ fn gtdb_taxonomy_and_its_genomes_build_with_gtdb_names() {
     assert!(map.lines().all(|l| species.values().any(|t| l.ends_with(&format!("\t{t}")))), "{map}");
 
     let db = dir.path().join("gtdb.db");
-    kmerdb()
-        .arg("build")
-        .arg("-d")
-        .arg(&db)
-        .arg("--taxonomy")
-        .arg(&gtdb)
-        .arg("--seqid2taxid")
-        .arg(lib.join("seqid2taxid.map"))
-        .arg(lib.join("genomes"))
-        .assert()
-        .success();
+    build_library(&db, &lib, [OsStr::new("--taxonomy"), gtdb.as_os_str()]);
     // GTDB's files given to build as they are make the same index (all but the provenance).
     let direct = dir.path().join("direct.db");
     let gtdb_files = dir.path().join("mirror/gtdb");
-    kmerdb()
-        .arg("build")
-        .arg("-d")
-        .arg(&direct)
-        .arg("--taxonomy-gtdb")
-        .arg(gtdb_files.join("bac120_taxonomy.tsv.gz"))
-        .arg("--taxonomy-gtdb")
-        .arg(gtdb_files.join("ar53_taxonomy.tsv.gz"))
-        .arg("--seqid2taxid")
-        .arg(lib.join("seqid2taxid.map"))
-        .arg(lib.join("genomes"))
-        .assert()
-        .success();
+    let (bac, ar) = (gtdb_files.join("bac120_taxonomy.tsv.gz"), gtdb_files.join("ar53_taxonomy.tsv.gz"));
+    let flag = OsStr::new("--taxonomy-gtdb");
+    build_library(&direct, &lib, [flag, bac.as_os_str(), flag, ar.as_os_str()]);
     assert_eq!(crate::sections_but_provenance(&direct), crate::sections_but_provenance(&db));
 
-    let reads = data().join("reads");
-    let out = kmerdb()
-        .args(["classify", "-q", "-o", "/dev/null", "-r", "-", "-d"])
-        .arg(&db)
-        .arg("-1")
-        .arg(reads.join("sample_R1.fq.gz"))
-        .arg("-2")
-        .arg(reads.join("sample_R2.fq.gz"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let report = String::from_utf8(out.stdout).unwrap();
+    let report = String::from_utf8(sample_output(&db, &["-o", "/dev/null", "-r", "-"])).unwrap();
     for (rank, name) in [
         ("D", "Bacteria"),
         ("P", "Pseudomonadota"),

@@ -31,11 +31,7 @@ pub fn run(what: DownloadWhat, quiet: bool) -> Result<()> {
                 let url = format!("{base}/{file}");
                 let dest = out.join(file);
                 fetcher.file(&url, &dest, None)?;
-                let mut text = String::new();
-                let gz = std::fs::File::open(&dest).with_context(|| format!("opening {}", dest.display()))?;
-                std::io::Read::read_to_string(&mut flate2::read::MultiGzDecoder::new(gz), &mut text)
-                    .with_context(|| format!("reading {}", dest.display()))?;
-                taxonomy.add(&text, &url)?;
+                taxonomy.add(&kmerdb::download::fetch::read_text(&dest)?, &url)?;
             }
             taxonomy.write(out)?;
             log::info!(
@@ -183,14 +179,7 @@ pub fn gtdb_taxonomy_dir(taxa: &mut crate::args::TaxaArgs) -> Result<Option<temp
     }
     let mut taxonomy = gtdb::GtdbTaxonomy::default();
     for path in &taxa.taxonomy_gtdb {
-        let bytes = std::fs::read(path).with_context(|| format!("--taxonomy-gtdb {}", path.display()))?;
-        let mut text = String::new();
-        if bytes.starts_with(&[0x1f, 0x8b]) {
-            std::io::Read::read_to_string(&mut flate2::read::MultiGzDecoder::new(&bytes[..]), &mut text).map(|_| ())
-        } else {
-            String::from_utf8(bytes).map(|t| text = t).map_err(std::io::Error::other)
-        }
-        .with_context(|| format!("--taxonomy-gtdb {}: reading it", path.display()))?;
+        let text = kmerdb::download::fetch::read_text(path).context("--taxonomy-gtdb")?;
         taxonomy.add(&text, &path.display().to_string())?;
     }
     let dir = tempfile::Builder::new().prefix("kmerdb-gtdb-").tempdir().context("a folder for GTDB's taxonomy")?;
