@@ -342,7 +342,12 @@ fn choices_and_damaged_files() {
         .count();
     assert_eq!(temps, 0, "the damaged file's temporary file stays");
 
-    // Bad choices are clear errors.
+    // Bad choices are clear errors, and a file given as the folder is left as it was.
+    let file = dir.path().join("a file");
+    std::fs::write(&file, "kept").unwrap();
+    let out = download(&server, &["taxonomy", "-o", file.to_str().unwrap()]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("not a folder"));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "kept");
     let out = download(&server, &["genomes", "--group", "fungi", "-o", lib2.to_str().unwrap()]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

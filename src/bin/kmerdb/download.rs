@@ -55,6 +55,9 @@ fn start(common: &DownloadCommon) -> Result<(Fetcher, &std::path::Path)> {
     if !(common.retry_wait >= 0.0 && common.retry_wait.is_finite()) {
         bail!("--retry-wait must be a number of seconds, not {}", common.retry_wait);
     }
+    if common.out.exists() && !common.out.is_dir() {
+        bail!("--out {}: not a folder", common.out.display());
+    }
     std::fs::create_dir_all(&common.out).with_context(|| format!("creating {}", common.out.display()))?;
     let wait = std::time::Duration::from_secs_f64(common.retry_wait);
     Ok((Fetcher::new(common.attempts, wait), &common.out))
