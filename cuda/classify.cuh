@@ -17,12 +17,12 @@ struct DeviceIndex {
     const u64* word_base;    // per shard: address of its stream's first word
     const u64* buckets;
     const u64* shard_words;
-    const u64* key_code;     // per shard: tag bits | value bits << 32 (its ShardEntry's)
+    const u64* key_code;     // per shard: tag bits | code bits << 8 | fixed codes << 16 | base bits << 32
     u32 shard_bits;
     u32 entry_bits;
     u32 window_bits;
     u32 targets;
-    u32 inline_single;
+    u32 pad;
     u32 nodes;  // taxonomy tree nodes: a clade feature's node must be below
 };
 
@@ -36,39 +36,69 @@ __device__ __forceinline__ u64 key_field(const u32* words, u64 bit, u32 bits) {
     return v & ((1ull << bits) - 1);
 }
 
-// A slot value as the key index packs it, back to the slot value (packed_keys.rs unpack_value).
-__device__ __forceinline__ u32 unpack_value(u64 field, u32 vb) {
-    const u64 flag = 1ull << (vb - 1);
-    return (field & flag) ? (INLINE_FLAG | (u32)(field & ~flag)) : (u32)field;
-}
+// Where a feature's list is, as a lookup hands it on (locations.rs ListRef): start << 8 | kind;
+// kind 1..MAX_FIXED a fixed list of that length, 0 a list that says what it is, ESCAPED + k the
+// bucket's k-th escaped list, after the others from `start`.
+#define LIST_MAX_FIXED 239ull
+#define LIST_ESCAPED 240ull
+#define LIST_MAX_ESCAPED 16ull
 
-// One shard's key index (packed_keys.rs KeyCode and PackedKeys).
+// One shard's key index (packed_keys.rs KeyCode, SlotCodes and PackedKeys).
 struct ShardKeys {
     const u32* words;
     u64 buckets;
     u64 bucket_bits;  // a bucket's bits, whole words
-    u32 tb, vb;
+    u32 tb, cb, fixed, base_bits;
 };
 
 __device__ __forceinline__ ShardKeys shard_keys(const DeviceIndex& ix, u32 sh) {
     const u64 code = ix.key_code[sh];
-    const u32 tb = (u32)code, vb = (u32)(code >> 32);
-    return {(const u32*)ix.slot_base[sh], ix.buckets[sh], (16 * (u64)(tb + vb) + 31) / 32 * 32, tb, vb};
+    const u32 tb = (u32)(code & 0xff), cb = (u32)((code >> 8) & 0xff), fixed = (u32)((code >> 16) & 0xffff);
+    const u32 base_bits = (u32)(code >> 32);
+    const u64 bits = (u64)base_bits + 16 * (u64)(tb + cb);
+    return {(const u32*)ix.slot_base[sh], ix.buckets[sh], (bits + 31) / 32 * 32, tb, cb, fixed, base_bits};
 }
 
-// Slot s of bucket b: its tag (0 for an empty slot) and, if occupied, its value, which follows the
-// tag (packed_keys.rs: slot after slot, each its tag then its value).
+// Slot s of bucket b: its tag (0 for an empty slot) and its code, which follows the tag.
 __device__ __forceinline__ u64 slot_tag(const ShardKeys& k, u64 b, u32 s) {
-    return key_field(k.words, b * k.bucket_bits + (u64)s * (k.tb + k.vb), k.tb);
+    return key_field(k.words, b * k.bucket_bits + k.base_bits + (u64)s * (k.tb + k.cb), k.tb);
 }
 
-__device__ __forceinline__ u32 slot_value(const ShardKeys& k, u64 b, u32 s) {
-    return unpack_value(key_field(k.words, b * k.bucket_bits + (u64)s * (k.tb + k.vb) + k.tb, k.vb), k.vb);
+__device__ __forceinline__ u64 slot_code(const ShardKeys& k, u64 b, u32 s) {
+    return key_field(k.words, b * k.bucket_bits + k.base_bits + (u64)s * (k.tb + k.cb) + k.tb, k.cb);
 }
 
-// The slot value of `key` (PackedKeys::lookup): candidate buckets in order, stopping at the key's
+__device__ __forceinline__ u64 bucket_base(const ShardKeys& k, u64 b) {
+    return key_field(k.words, b * k.bucket_bits, k.base_bits);
+}
+
+__device__ __forceinline__ u64 code_escape(const ShardKeys& k) { return (1ull << k.cb) - 1; }
+
+// Entries in its bucket's run of a slot with code c (SlotCodes::entries).
+__device__ __forceinline__ u64 code_entries(const ShardKeys& k, u64 c) {
+    if (c < k.fixed) return c + 1;
+    if (c < code_escape(k)) return c - k.fixed + 1;
+    return 0;
+}
+
+// The list of slot s of bucket b, whose code is c (PackedKeys::probe and slots).
+__device__ __forceinline__ u64 slot_list(const ShardKeys& k, u64 b, u32 s, u64 c) {
+    const u64 base = bucket_base(k, b);
+    u64 before = 0, escaped = 0;
+    for (u32 i = 0; i < s; ++i) {
+        const u64 ci = slot_code(k, b, i);
+        before += code_entries(k, ci);
+        escaped += ci == code_escape(k);
+    }
+    if (c != code_escape(k)) return ((base + before) << 8) | (c < k.fixed ? c + 1 : 0);
+    // Escaped lists follow the whole run: the sizes of the slots after this one too.
+    for (u32 i = s + 1; i < BUCKET_SLOTS && slot_tag(k, b, i) != 0; ++i) before += code_entries(k, slot_code(k, b, i));
+    return ((base + before) << 8) | (LIST_ESCAPED + escaped);
+}
+
+// Where `key`'s list is (PackedKeys::lookup): candidate buckets in order, stopping at the key's
 // tag or at the first empty slot. Sets *shard.
-__device__ __forceinline__ bool index_lookup(const DeviceIndex& ix, u32 key, u32* shard, u32* value) {
+__device__ __forceinline__ bool index_lookup(const DeviceIndex& ix, u32 key, u32* shard, u64* list) {
     const u32 sh = shard_of_key(key, ix.shard_bits);
     *shard = sh;
     const ShardKeys k = shard_keys(ix, sh);
@@ -80,7 +110,7 @@ __device__ __forceinline__ bool index_lookup(const DeviceIndex& ix, u32 key, u32
         for (u32 s = 0; s < BUCKET_SLOTS; ++s) {
             const u64 t = slot_tag(k, b, s);
             if (t == tag) {
-                *value = slot_value(k, b, s);
+                *list = slot_list(k, b, s, slot_code(k, b, s));
                 return true;
             }
             if (t == 0) return false;
@@ -122,9 +152,9 @@ __device__ __forceinline__ bool read_gamma(const u32* words, u64* bit, u64 end, 
     return true;
 }
 
-// A decoded list (LocationList::decode): a single inline location, `len` entries from entry
-// `first`, or (delta) `len` locations, `loc` then gamma codes from bit `first` to `end`; a clade
-// feature's is empty, with its clade's node + 1 in `clade` (0 otherwise).
+// A decoded list (LocationList::at): `len` entries from entry `first`, or (delta) `len`
+// locations, `loc` then gamma codes from bit `first` to `end`; a clade feature's is empty, with
+// its clade's node + 1 in `clade` (0 otherwise).
 struct List {
     const u32* words;
     u64 first;
@@ -132,29 +162,18 @@ struct List {
     u64 loc;
     u32 len;
     u32 clade;
-    bool single;
     bool delta;
 };
 
-// LocationList::decode, bounds checks included (a damaged index gives an empty list, and a clade
-// node past the tree no clade).
-__device__ __forceinline__ List decode_list(const DeviceIndex& ix, u32 shard, u32 value) {
-    List l = {(const u32*)ix.word_base[shard], 0, 0, 0, 0, 0, false, false};
-    if ((value & INLINE_FLAG) && ix.inline_single) {
-        l.single = true;
-        l.len = 1;
-        l.loc = value & ~INLINE_FLAG;
-        return l;
-    }
-    const u64 words = ix.shard_words[shard];
-    const u64 real_bits = words >= PAD_WORDS ? (words - PAD_WORDS) * 32 : 0;
-    const u64 entries = real_bits / ix.entry_bits;
-    if ((u64)value + 1 >= entries) return l;
-    const u64 head = read_entry(l.words, ix.entry_bits, value);
+// LocationList::decode of the list that says what it is from entry `at`, bounds checks included
+// (a damaged index gives an empty list, and a clade node past the tree no clade).
+__device__ __forceinline__ List decode_described(const DeviceIndex& ix, List l, u64 at, u64 real_bits, u64 entries) {
+    if (at + 1 >= entries) return l;
+    const u64 head = read_entry(l.words, ix.entry_bits, at);
     if (head & 1) {
         // A delta list: the length's gamma code after the flag, then the first location; a length
         // longer than the stream could hold (two codes of a bit or more a location) is damage.
-        u64 bit = (u64)value * ix.entry_bits + 1, len;
+        u64 bit = at * ix.entry_bits + 1, len;
         if (!read_gamma(l.words, &bit, real_bits, &len)) return l;
         if (bit + ix.entry_bits > real_bits || len > (real_bits - bit - ix.entry_bits) / 2 + 1) return l;
         const u64 mask = ix.entry_bits == 64 ? ~0ull : ((1ull << ix.entry_bits) - 1);
@@ -165,16 +184,41 @@ __device__ __forceinline__ List decode_list(const DeviceIndex& ix, u32 shard, u3
         l.len = (u32)len;
         return l;
     }
-    const u64 second = read_entry(l.words, ix.entry_bits, (u64)value + 1);
+    const u64 second = read_entry(l.words, ix.entry_bits, at + 1);
     const u64 len = (head >> 1) < 0xFFFFFFFFull ? (head >> 1) : 0xFFFFFFFFull;
     if (len == 0) {
         if (second < ix.nodes) l.clade = (u32)second + 1;
         return l;
     }
-    if ((u64)value + 1 + len > entries) return l;
-    l.first = (u64)value + 1;
+    if (at + 1 + len > entries) return l;
+    l.first = at + 1;
     l.len = (u32)len;
     return l;
+}
+
+// LocationList::at: the list `list` (index_lookup's) of shard `shard`.
+__device__ __forceinline__ List decode_list(const DeviceIndex& ix, u32 shard, u64 list) {
+    List l = {(const u32*)ix.word_base[shard], 0, 0, 0, 0, 0, false};
+    const u64 words = ix.shard_words[shard];
+    const u64 real_bits = words >= PAD_WORDS ? (words - PAD_WORDS) * 32 : 0;
+    const u64 entries = real_bits / ix.entry_bits;
+    u64 start = list >> 8;
+    const u64 kind = list & 0xff;
+    if (kind == 0) return decode_described(ix, l, start, real_bits, entries);
+    if (kind <= LIST_MAX_FIXED) {
+        if (start + kind > entries) return l;
+        l.first = start;
+        l.len = (u32)kind;
+        return l;
+    }
+    // Past the bucket's other escaped lists, each after its length in entries.
+    const u64 skip = kind - LIST_ESCAPED < LIST_MAX_ESCAPED ? kind - LIST_ESCAPED : LIST_MAX_ESCAPED;
+    for (u64 i = 0; i < skip; ++i) {
+        if (start >= entries) return l;
+        start = start + 1 + read_entry(l.words, ix.entry_bits, start);
+    }
+    if (start >= entries) return l;
+    return decode_described(ix, l, start + 1, real_bits, entries);
 }
 
 // Where a walk through a list is: the locations' iterator (locations.rs Locations).
@@ -186,7 +230,6 @@ struct Cursor {
 // The list's next location; those a damaged stream cannot give read as NOT_FOUND.
 __device__ __forceinline__ u64 list_next(const DeviceIndex& ix, const List& l, Cursor& c) {
     const u32 i = c.i++;
-    if (l.single) return l.loc;
     if (!l.delta) return read_entry(l.words, ix.entry_bits, l.first + i);
     const u32 wb = ix.window_bits;
     const u64 mask = (1ull << wb) - 1;
@@ -243,7 +286,7 @@ struct Mates {
 #define NOT_FOUND 0xFFFFFFFFFFFFFFFFull
 
 // Per mate: its features (Sketcher::read_features: a short mate is one window at the reference
-// density, a long one is cut into windows), each feature's (shard, slot value) or NOT_FOUND, its
+// density, a long one is cut into windows), each feature's list (index_lookup's; its shard is its key's) or NOT_FOUND, its
 // list length, and its clade (node + 1 for a clade feature, else 0). The hit lists' taxa come
 // from gather_locations, a thread a feature: here a thread walked each of its mate's lists in
 // turn for their LCA, and a warp waited on its longest (a quarter of the lanes busy, four times
@@ -274,10 +317,11 @@ extern "C" __global__ void read_lookups(Mates mates, Sketching p, DeviceIndex ix
         for (u64 f = f0; f < f1; ++f) {
             u64 hit = NOT_FOUND, length = 0;
             u32 clade = 0;
-            u32 shard, value;
-            if (f - f0 < n && index_lookup(ix, features[f], &shard, &value)) {
-                hit = ((u64)shard << 32) | value;
-                const List l = decode_list(ix, shard, value);
+            u32 shard;
+            u64 list;
+            if (f - f0 < n && index_lookup(ix, features[f], &shard, &list)) {
+                hit = list;
+                const List l = decode_list(ix, shard, list);
                 length = l.len;
                 clade = l.clade;
             }
@@ -292,12 +336,12 @@ extern "C" __global__ void read_lookups(Mates mates, Sketching p, DeviceIndex ix
 // does not have (a damaged index) become NOT_FOUND, which sorts last and is skipped. With the tree
 // enabled, also the hit list's taxon: 1 + the LCA node of its targets (a clade feature's clade),
 // or 0 (not found).
-extern "C" __global__ void gather_locations(DeviceIndex ix, DeviceTree tree, const u64* found, const u64* first,
-                                            u64 n, u64* locations, u32* taxa) {
+extern "C" __global__ void gather_locations(DeviceIndex ix, DeviceTree tree, const u32* features, const u64* found,
+                                            const u64* first, u64 n, u64* locations, u32* taxa) {
     for (u64 f = blockIdx.x * (u64)blockDim.x + threadIdx.x; f < n; f += (u64)gridDim.x * blockDim.x) {
         const u64 hit = found[f];
         if (hit == NOT_FOUND) continue;
-        const List l = decode_list(ix, (u32)(hit >> 32), (u32)hit);
+        const List l = decode_list(ix, shard_of_key(features[f], ix.shard_bits), hit);
         u64* out = locations + first[f];
         Cursor c = {0, 0, 0, 0};
         u32 node = NO_FEATURE;

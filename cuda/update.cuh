@@ -11,7 +11,7 @@ extern "C" __global__ void old_list_lengths(DeviceIndex ix, u32 shard, u64 n, u6
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
         const u64 b = i / BUCKET_SLOTS;
         const u32 s = (u32)(i % BUCKET_SLOTS);
-        lens[i] = slot_tag(k, b, s) == 0 ? 0 : decode_list(ix, shard, slot_value(k, b, s)).len;
+        lens[i] = slot_tag(k, b, s) == 0 ? 0 : decode_list(ix, shard, slot_list(k, b, s, slot_code(k, b, s))).len;
     }
 }
 
@@ -30,7 +30,7 @@ extern "C" __global__ void expand_old_lists(DeviceIndex ix, u32 shard, u64 n, co
         const int j = (int)((tag & 3) ? (tag & 3) : 1) - 1;
         const u32 h = (u32)((tag >> 2) * k.buckets + b);
         const u32 key = (unpermute(h, j, ix.shard_bits) << ix.shard_bits) | shard;
-        const List l = decode_list(ix, shard, slot_value(k, b, s));
+        const List l = decode_list(ix, shard, slot_list(k, b, s, slot_code(k, b, s)));
         Cursor c = {0, 0, 0, 0};
         for (u32 x = 0; x < l.len; ++x) {
             const u64 loc = list_next(ix, l, c);

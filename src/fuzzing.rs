@@ -495,10 +495,10 @@ pub fn use_index(index: &Index) {
         .flat_map(|shard| index.shard_keys(shard).slots().map(move |slot| (shard, slot)).collect::<Vec<_>>());
     for (shard, slot) in stored.take(4096) {
         index.prefetch(slot.key);
-        index.prefetch_list(shard, slot.value);
+        index.prefetch_list(shard, slot.list);
         let _ = index.lookup_value(slot.key);
         let _ = index.lookup(slot.key);
-        let list = index.list(shard, slot.value);
+        let list = index.list(shard, slot.list);
         decoded.clear();
         list.append_to(&mut decoded);
         assert!(decoded.iter().copied().eq(list.iter()), "the two list decoders disagree");

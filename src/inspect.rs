@@ -20,7 +20,7 @@ pub fn features_per_taxon(index: &Index) -> HashMap<TaxId, u64> {
         .map(|shard| {
             let mut direct: HashMap<TaxId, u64> = HashMap::new();
             for slot in index.shard_keys(shard).slots() {
-                let list = index.list(shard, slot.value);
+                let list = index.list(shard, slot.list);
                 let taxon = match list.clade() {
                     // A node past the tree comes only from a damaged index opened unverified.
                     Some(node) => ((node as usize) < nodes).then(|| tree.node_taxid(node)),

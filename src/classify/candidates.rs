@@ -102,8 +102,8 @@ pub struct Classifier<'a> {
     features: Vec<crate::sketch::Feature>,
     /// End of each mate's features in `features` (mates of all reads of a group, in order).
     mate_ends: Vec<usize>,
-    /// Each feature's (shard, slot value), if the index holds it.
-    values: Vec<Option<(usize, u32)>>,
+    /// Each feature's (shard, list), if the index holds it.
+    values: Vec<Option<(usize, crate::index::ListRef)>>,
     /// Features whose next candidate bucket is still to be probed, and those of the round after.
     pending: Vec<usize>,
     next: Vec<usize>,

@@ -38,7 +38,7 @@ pub(crate) struct IndexArgs<'a> {
     entry_bits: u32,
     window_bits: u32,
     targets: u32,
-    inline_single: u32,
+    pad: u32,
     /// Nodes of the index's taxonomy tree: a clade feature's node is below.
     nodes: u32,
 }
@@ -469,13 +469,13 @@ pub(crate) struct IndexTables {
     word_base: CudaSlice<u64>,
     buckets: CudaSlice<u64>,
     shard_words: CudaSlice<u64>,
-    /// Per shard: its slots' tag bits, and value bits in the high half.
+    /// Per shard: its slots' tag bits, code bits << 8, fixed codes << 16 and its buckets' base
+    /// bits << 32 (`struct DeviceIndex`).
     key_code: CudaSlice<u64>,
     shard_bits: u32,
     entry_bits: u32,
     window_bits: u32,
     targets: u32,
-    inline_single: u32,
     nodes: u32,
 }
 
@@ -495,7 +495,12 @@ impl IndexTables {
         let layout = index.layout();
         let key_code: Vec<u64> = (0..index.shard_count())
             .map(|sh| index.shard_entry(sh))
-            .map(|e| e.tag_bits as u64 | (e.value_bits as u64) << 32)
+            .map(|e| {
+                e.tag_bits as u64
+                    | (e.code_bits as u64) << 8
+                    | (e.fixed_codes as u64) << 16
+                    | (e.base_bits as u64) << 32
+            })
             .collect();
         Ok(Self {
             slot_base: s.clone_htod(slot_base)?,
@@ -507,7 +512,6 @@ impl IndexTables {
             entry_bits: layout.entry_bits,
             window_bits: layout.window_bits,
             targets: index.targets().len() as u32,
-            inline_single: layout.inline_single() as u32,
             nodes: index.taxonomy().taxa().len() as u32,
         })
     }
@@ -530,7 +534,7 @@ impl IndexTables {
             entry_bits: self.entry_bits,
             window_bits: self.window_bits,
             targets: self.targets,
-            inline_single: self.inline_single,
+            pad: 0,
             nodes: self.nodes,
         }
     }
@@ -1260,7 +1264,14 @@ impl<'g> GpuClassifier<'g> {
         let (index, tree) = (self.index.args(gpu), self.tree.args(gpu, hit_list));
         let f = gpu.function("gather_locations")?;
         let mut b = s.launch_builder(&f);
-        b.arg(&index).arg(&tree).arg(&l.found).arg(&first).arg(&n_features).arg(&mut locations).arg(&mut taxa);
+        b.arg(&index)
+            .arg(&tree)
+            .arg(&l.features)
+            .arg(&l.found)
+            .arg(&first)
+            .arg(&n_features)
+            .arg(&mut locations)
+            .arg(&mut taxa);
         // SAFETY: feature f writes lengths[f] locations from first[f], within `total`, and with
         // the tree enabled taxa[f] (`taxa` has a slot a feature then).
         unsafe { b.launch(launch_config(gpu, n_features)) }?;

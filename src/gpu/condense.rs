@@ -140,11 +140,13 @@ pub fn condense(
         let mut slots = download(place.slots.clone())?;
         let left = download(place.left.clone())?;
         let words = s.clone_dtoh(&dev.words.slice(place.words.clone())).map_err(GpuError::from)?;
-        let shard = match finish_shard(&mut slots, &left, &words, layout, KeyHash::new(shard_bits))? {
+        let hash = KeyHash::new(shard_bits);
+        let shard = match finish_shard(&mut slots, &left, &words, layout, hash)? {
             None => ShardData { slots, words },
             Some(rebuilt) => rebuilt,
         };
-        out.push(Condensed { data: shard, stats: *stats, clade_lists });
+        let data = crate::index::stored_shard::store(&shard, layout, hash).map_err(|_| shard_overflow())?;
+        out.push(Condensed { data, stats: *stats, clade_lists });
     }
     Ok(out)
 }

@@ -33,7 +33,7 @@ use crate::gpu::table::{BucketListTable, TableConfig, launch_config};
 use crate::gpu::{Gpu, GpuError};
 use crate::index::bcht::KeyHash;
 use crate::index::clade_lists::CladeLists;
-use crate::index::packed_keys::{self, KeyCode};
+use crate::index::stored_shard::{self, StoredShard};
 use crate::index::{IndexWriter, LocationLayout};
 use crate::indexing::condense::ShardStats;
 use crate::indexing::error::BuildError;
@@ -994,37 +994,36 @@ struct DownloadedShard {
     clade_lists: CladeLists,
 }
 
-/// A shard ready to be written: its key index packed, its words in its buffer or rebuilt.
+/// A shard ready to be written: its block as stored, made from its buffer (which goes back to
+/// its GPU with it).
 struct Finished {
     shard: usize,
-    /// The buffer it came in (and its GPU), where the words are unless it was rebuilt.
+    /// The buffer it came in, and its GPU.
     buf: Option<(usize, ShardBuffer)>,
-    keys: (Vec<u32>, KeyCode),
-    words: usize,
-    rebuilt_words: Option<Vec<u32>>,
+    stored: StoredShard,
     checksum: u64,
     stats: ShardStats,
     clade_lists: CladeLists,
 }
 
 impl Downloaded {
-    /// Waits for the copies, places the leftover keys in place, packs the key index and computes
-    /// the checksum.
+    /// Waits for the copies, places the leftover keys in place, lays the shard out as stored
+    /// (`index::stored_shard`) and computes the checksum.
     fn finish(self, layout: &LocationLayout, hash: KeyHash) -> Result<Finished, BuildError> {
-        let checksum = |keys: &[u32], words: &[u32]| {
-            crate::index::format::shard_checksum(bytemuck::cast_slice(keys), bytemuck::cast_slice(words))
+        let checksum = |s: &StoredShard| {
+            crate::index::format::shard_checksum(bytemuck::cast_slice(s.keys()), bytemuck::cast_slice(s.words()))
         };
+        let overflow =
+            |source| BuildError::from(crate::index::IndexError::ShardOverflow { path: Default::default(), source });
         let mut d = match self {
             Downloaded::Empty(shard) => {
                 let words = vec![0; crate::index::locations::PAD_WORDS];
-                let keys = packed_keys::pack(&[], hash);
+                let stored = stored_shard::store_parts(&[], &words, layout, hash).map_err(overflow)?;
                 return Ok(Finished {
                     shard,
                     buf: None,
-                    checksum: checksum(&keys.0, &words),
-                    keys,
-                    words: 0,
-                    rebuilt_words: Some(words),
+                    checksum: checksum(&stored),
+                    stored,
                     stats: ShardStats::default(),
                     clade_lists: CladeLists::default(),
                 });
@@ -1038,18 +1037,16 @@ impl Downloaded {
         let order: &mut [crate::index::bcht::Slot] = bytemuck::cast_slice_mut(&mut order[..d.slots + d.left]);
         let (slots, left) = order.split_at_mut(d.slots);
         let words = &words[..d.words];
-        let rebuilt = crate::gpu::condense::finish_shard(slots, left, words, layout, hash)?;
-        let (keys, rebuilt_words) = match rebuilt {
-            None => (packed_keys::pack(slots, hash), None),
-            Some(r) => (packed_keys::pack(&r.slots, hash), Some(r.words)),
-        };
+        let stored = match crate::gpu::condense::finish_shard(slots, left, words, layout, hash)? {
+            None => stored_shard::store_parts(slots, words, layout, hash),
+            Some(r) => stored_shard::store(&r, layout, hash),
+        }
+        .map_err(overflow)?;
         Ok(Finished {
             shard: d.shard,
-            checksum: checksum(&keys.0, rebuilt_words.as_deref().unwrap_or(words)),
+            checksum: checksum(&stored),
             buf: Some((d.gpu, d.buf)),
-            keys,
-            words: d.words,
-            rebuilt_words,
+            stored,
             stats: d.stats,
             clade_lists: d.clade_lists,
         })
@@ -1102,16 +1099,7 @@ fn write_shard(
     stats: &mut ShardStats,
 ) -> Result<(), BuildError> {
     assert_eq!(f.shard, writer.shards_written(), "shards reach the writer in shard order");
-    let keys = (&f.keys.0[..], f.keys.1);
-    match (&f.rebuilt_words, &f.buf) {
-        (Some(words), _) => writer.add_packed_shard(keys, words, Some(f.checksum))?,
-        (None, Some((_, buf))) => {
-            // SAFETY: the copies finished before `finish`; nothing writes the buffer now.
-            let words = unsafe { buf.words.as_ref().expect("ensured").as_slice() };
-            writer.add_packed_shard(keys, &words[..f.words], Some(f.checksum))?;
-        }
-        (None, None) => unreachable!("a shard is rebuilt or in its buffer"),
-    }
+    writer.add_shard(&f.stored, Some(f.checksum))?;
     *stats += f.stats;
     writer.add_clade_lists(f.clade_lists);
     if let Some((gpu, buf)) = f.buf {

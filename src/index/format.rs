@@ -57,7 +57,7 @@ pub const MAGIC: [u8; 8] = *b"\x89KMERDB\n";
 /// Version 9: key index slots packed (`index::packed_keys`): a key's quotient under a permuting hash
 /// instead of the key, a value as wide as the shard needs; the shard table records both widths. A
 /// delta-coded list's length is a gamma code after its flag bit, not a whole head entry.
-pub const FORMAT_VERSION: u32 = 9;
+pub const FORMAT_VERSION: u32 = 10;
 pub const PREAMBLE_LEN: usize = 64;
 pub const SECTION_ALIGN: u64 = 4096;
 /// Alignment of each shard's block in the shard data: a cache line.
@@ -250,14 +250,23 @@ pub struct ShardEntry {
     pub checksum: u64,
     /// Width of a slot's tag (`index::packed_keys::tag_bits` of the buckets: checked at open).
     pub tag_bits: u32,
-    /// Width of a slot's value.
-    pub value_bits: u32,
+    /// Width of a slot's code (`index::packed_keys::SlotCodes`).
+    pub code_bits: u32,
+    /// How many codes name fixed lists by their length (`SlotCodes::fixed`).
+    pub fixed_codes: u32,
+    /// Width of a bucket's base, the entry where its lists start.
+    pub base_bits: u32,
 }
 
 impl ShardEntry {
+    /// What its slots' codes mean.
+    pub fn codes(&self) -> crate::index::packed_keys::SlotCodes {
+        crate::index::packed_keys::SlotCodes { bits: self.code_bits, fixed: self.fixed_codes }
+    }
+
     /// Bytes of one bucket (`packed_keys::KeyCode::bucket_words`).
     pub fn bucket_bytes(&self) -> u64 {
-        (16 * (self.tag_bits as u64 + self.value_bits as u64)).div_ceil(32) * 4
+        crate::index::packed_keys::bucket_words(self.base_bits, self.tag_bits, self.code_bits) * 4
     }
 
     /// Bytes of the key index.

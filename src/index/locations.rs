@@ -21,8 +21,12 @@
 //! fixed), so a code is read with two 64-bit reads. `entry_bits` is the location width, or wider
 //! where the location cap needs it for the head or the taxonomy for a clade's node.
 //!
-//! A key slot's value is either the feature's only location, inline, marked by [`INLINE_FLAG`]
-//! (when entries fit in 31 bits), or the entry index where the feature's list starts.
+//! As the build writes a shard ([`ListWriter`]), a key slot's value is either the feature's only
+//! location, inline, marked by [`INLINE_FLAG`] (when entries fit in 31 bits), or the entry index
+//! where the feature's list starts. The index stores neither (format 10, `index::stored_shard`):
+//! it writes the lists again in slot order, a single location as a one-entry list, and fixed
+//! lists short enough for the slot's code without their head; a lookup finds a list's start from
+//! its bucket ([`ListRef`]).
 //!
 //! A feature in more locations than the cap is a *clade feature*: its "list" is a head of 0 (no
 //! real list is empty) followed by one entry, the tree node (index of the taxon in the index's
@@ -156,6 +160,16 @@ impl ListWriter {
         Ok(start)
     }
 
+    /// Appends one whole entry (the stored shard's writer copies lists entry by entry).
+    pub(crate) fn push_entry(&mut self, value: u64) {
+        self.push(value);
+    }
+
+    /// Entries written so far.
+    pub(crate) fn entries(&self) -> u64 {
+        self.entries
+    }
+
     /// Adds a clade feature whose targets' LCA is tree node `node`; returns its slot value.
     pub fn add_clade(&mut self, node: u32) -> Result<u32, ShardOverflow> {
         let start = u32::try_from(self.entries).ok().filter(|&o| o < INLINE_FLAG).ok_or(ShardOverflow)?;
@@ -242,7 +256,7 @@ fn bits_at(words: &[u32], bit: u64) -> u64 {
 
 /// Reads entry `i` of a stream of `eb`-bit entries.
 #[inline]
-fn entry(words: &[u32], eb: u32, i: u64) -> u64 {
+pub(crate) fn entry(words: &[u32], eb: u32, i: u64) -> u64 {
     let bit = i * eb as u64;
     let (w, shift) = ((bit / 32) as usize, (bit % 32) as u32);
     let mask = if eb == 64 { u64::MAX } else { (1u64 << eb) - 1 };
@@ -278,6 +292,51 @@ pub enum LocationList<'a> {
     },
     /// A feature over the location cap: the tree node of its targets' LCA.
     Clade(u32),
+}
+
+/// Where a feature's list is in its shard's stored stream, as a lookup finds it in the key
+/// index (`index::packed_keys`: from its bucket's first entry and its slot's code, format 10):
+/// the entry it starts at and what kind of list is there. Packed in a `u64` as the GPU's lookups
+/// hand it on: `start << 8 | kind`, the kind being
+/// - `1..=`[`ListRef::MAX_FIXED`]: a fixed list of that many locations, one entry each, no head;
+/// - 0: a list that says what it is ([`LocationList::decode`]: a head, a delta list or a clade);
+/// - [`ListRef::ESCAPED`]` + k`: the `k`-th of its bucket's escaped lists, whose lists follow
+///   the bucket's others from `start` on, each after an entry with its length in entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ListRef(pub u64);
+
+impl ListRef {
+    pub const MAX_FIXED: u64 = 239;
+    pub const ESCAPED: u64 = 240;
+    /// Escaped lists a bucket can have (one a slot).
+    pub const MAX_ESCAPED: u64 = 16;
+
+    #[inline]
+    pub fn fixed(start: u64, len: u64) -> Self {
+        debug_assert!((1..=Self::MAX_FIXED).contains(&len));
+        Self(start << 8 | len)
+    }
+
+    #[inline]
+    pub fn described(start: u64) -> Self {
+        Self(start << 8)
+    }
+
+    #[inline]
+    pub fn escaped(run_end: u64, k: u64) -> Self {
+        debug_assert!(k < Self::MAX_ESCAPED);
+        Self(run_end << 8 | (Self::ESCAPED + k))
+    }
+
+    #[inline]
+    pub fn start(self) -> u64 {
+        self.0 >> 8
+    }
+
+    #[inline]
+    pub fn kind(self) -> u64 {
+        self.0 & 0xff
+    }
 }
 
 /// What a location that cannot be decoded (a damaged stream) reads as: a target past any index's.
@@ -329,6 +388,45 @@ impl<'a> LocationList<'a> {
                 true => empty,
                 false => LocationList::Packed { words, entry_bits: eb, first: value as u64 + 1, len },
             },
+        }
+    }
+
+    /// The list `r` points to in a stored shard's stream `words` (bounds checked as in
+    /// [`LocationList::decode`]: a damaged index gives an empty list).
+    #[inline]
+    pub fn at(r: ListRef, words: &'a [u32], layout: &LocationLayout) -> Self {
+        let eb = layout.entry_bits;
+        let entries = words.len().saturating_sub(PAD_WORDS) as u64 * 32 / eb as u64;
+        let empty = LocationList::Packed { words, entry_bits: eb, first: 0, len: 0 };
+        let (mut start, kind) = (r.start(), r.kind());
+        match kind {
+            0 => Self::described(start, words, layout),
+            len if len <= ListRef::MAX_FIXED => match start + len > entries {
+                true => empty,
+                false => LocationList::Packed { words, entry_bits: eb, first: start, len: len as usize },
+            },
+            escaped => {
+                // Past the bucket's other escaped lists, each after its length in entries.
+                for _ in 0..(escaped - ListRef::ESCAPED).min(ListRef::MAX_ESCAPED) {
+                    if start >= entries {
+                        return empty;
+                    }
+                    start = start.saturating_add(1).saturating_add(entry(words, eb, start));
+                }
+                match start.checked_add(1) {
+                    Some(at) if at < entries => Self::described(at, words, layout),
+                    _ => empty,
+                }
+            }
+        }
+    }
+
+    /// The list that says what it is from entry `start` (see the module's comment).
+    #[inline]
+    fn described(start: u64, words: &'a [u32], layout: &LocationLayout) -> Self {
+        match u32::try_from(start) {
+            Ok(v) if v & INLINE_FLAG == 0 => Self::decode(v, words, layout),
+            _ => LocationList::Packed { words, entry_bits: layout.entry_bits, first: 0, len: 0 },
         }
     }
 
@@ -393,6 +491,23 @@ impl<'a> LocationList<'a> {
     /// The locations, in order; those a damaged stream cannot give read as [`UNREADABLE`].
     pub fn iter(&self) -> Locations<'a> {
         Locations { list: *self, i: 0, prev: (0, 0) }
+    }
+}
+
+/// Entries that the list written at entry `start` of a [`ListWriter`]'s stream takes (not an
+/// inline one): its head and locations, a clade's two, or a delta list to its last code's entry.
+pub(crate) fn written_entries(start: u32, words: &[u32], layout: &LocationLayout) -> u64 {
+    let eb = layout.entry_bits as u64;
+    match LocationList::decode(start, words, layout) {
+        LocationList::Single(_) => 0,
+        LocationList::Packed { len, .. } => len as u64 + 1,
+        LocationList::Clade(_) => 2,
+        LocationList::Delta { words, mut bit, end, len, .. } => {
+            for _ in 1..len {
+                let _ = read_gamma(words, &mut bit, end).zip(read_gamma(words, &mut bit, end));
+            }
+            (bit - start as u64 * eb).div_ceil(eb)
+        }
     }
 }
 

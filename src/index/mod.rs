@@ -6,6 +6,7 @@
 //! - [`locations`]: how locations are packed and how a feature's list is stored;
 //! - [`bcht`]: each shard's static bucketed cuckoo key index, feature → list, as it is built;
 //! - [`packed_keys`]: the key index as it is stored, each slot in the bits it needs;
+//! - [`stored_shard`]: a shard's lists laid out in slot order, so that slots need no offsets;
 //! - [`clade_lists`]: the clade features' locations, for `kmerdb update`;
 //! - [`write`]: the atomic writer; [`Index`] (here): the memory-mapped reader.
 //!
@@ -23,10 +24,11 @@ pub mod clade_lists;
 pub mod format;
 pub mod locations;
 pub mod packed_keys;
+pub mod stored_shard;
 pub mod write;
 
 pub use format::{Header, IndexError, SectionKind, TargetInfo};
-pub use locations::{LocationLayout, LocationList};
+pub use locations::{ListRef, LocationLayout, LocationList};
 pub use write::{IndexFile, IndexWriter, ShardData, write_index};
 
 use crate::mapped::Mapped;
@@ -169,8 +171,11 @@ impl Index {
         }
         index.check_shard_table()?;
         let hash = bcht::KeyHash::new(index.header.shard_bits);
-        index.key_codes =
-            index.shards.iter().map(|s| KeyCode::with_widths(hash, s.buckets, s.tag_bits, s.value_bits)).collect();
+        index.key_codes = index
+            .shards
+            .iter()
+            .map(|s| KeyCode::with_widths(hash, s.buckets, s.tag_bits, s.codes(), s.base_bits))
+            .collect();
         let data_at = index.data_at;
         index.blocks =
             index.shards.iter().map(|s| data_at + s.offset as usize..data_at + (s.offset + s.len()) as usize).collect();
@@ -329,7 +334,8 @@ impl Index {
             // The fields a lookup reads must be the ones the builder wrote, and the stream's
             // padding must follow the key index (`packed_keys`).
             let widths = s.tag_bits == packed_keys::tag_bits(hash, s.buckets)
-                && (2..=32).contains(&s.value_bits)
+                && s.codes().valid()
+                && (1..=32).contains(&s.base_bits)
                 && s.words >= locations::PAD_WORDS as u64;
             if !widths {
                 return Err(corrupt(format!(
@@ -457,27 +463,24 @@ impl Index {
         self.shard_keys(self.shard_of(feature)).probe(feature, j)
     }
 
-    /// Where `feature`'s list is: its shard and slot value, if the index holds it.
+    /// Where `feature`'s list is: its shard and the list's place, if the index holds it.
     #[inline]
-    pub fn lookup_value(&self, feature: Feature) -> Option<(usize, u32)> {
+    pub fn lookup_value(&self, feature: Feature) -> Option<(usize, ListRef)> {
         let shard = self.shard_of(feature);
         self.shard_keys(shard).lookup(feature).map(|v| (shard, v))
     }
 
-    /// The list a slot value points to.
+    /// The list at `list` of shard `shard`.
     #[inline]
-    pub fn list(&self, shard: usize, value: u32) -> LocationList<'_> {
-        LocationList::decode(value, self.shard_words(shard), &self.header.layout)
+    pub fn list(&self, shard: usize, list: ListRef) -> LocationList<'_> {
+        LocationList::at(list, self.shard_words(shard), &self.header.layout)
     }
 
-    /// Like [`Index::prefetch`], for the start of the list a slot value points to.
+    /// Like [`Index::prefetch`], for the start of the list at `list`.
     #[inline]
-    pub fn prefetch_list(&self, shard: usize, value: u32) {
-        if value & locations::INLINE_FLAG != 0 && self.header.layout.inline_single() {
-            return;
-        }
+    pub fn prefetch_list(&self, shard: usize, list: ListRef) {
         let words = self.shard_words(shard);
-        let w = (value as u64 * self.header.layout.entry_bits as u64 / 32) as usize;
+        let w = (list.start().saturating_mul(self.header.layout.entry_bits as u64) / 32) as usize;
         if let Some(word) = words.get(w) {
             prefetch_word(word);
         }
@@ -486,9 +489,8 @@ impl Index {
     /// The locations of `feature`, if the index holds it.
     #[inline]
     pub fn lookup(&self, feature: Feature) -> Option<LocationList<'_>> {
-        let shard = self.shard_of(feature);
-        let value = self.shard_keys(shard).lookup(feature)?;
-        Some(LocationList::decode(value, self.shard_words(shard), &self.header.layout))
+        let (shard, list) = self.lookup_value(feature)?;
+        Some(self.list(shard, list))
     }
 }
 

@@ -1,11 +1,14 @@
 //! A shard's key index as the index stores it: the BCHT of `index::bcht`, each slot packed to the
-//! bits it needs (format version 9; up to version 8 a slot was a whole feature and a 32-bit value).
+//! bits it needs, and no list offsets: a slot's list is found from its bucket's first entry and the
+//! sizes its bucket's codes give (format version 10; format 9 kept a value of up to 24 bits a slot,
+//! an offset or an inline location, and up to version 8 a slot was a whole feature and a 32-bit
+//! value).
 //!
-//! A bucket of [`BUCKET_SLOTS`] slots is [`KeyCode::bucket_words`] little-endian `u32` words: the
-//! slots one after the other, each its tag (`tag_bits`) then its value (`value_bits`), LSB first,
-//! then zero bits to the word. A slot's value lies beside its tag, so a lookup whose bucket was not
-//! prefetched (a key in its second or third candidate) waits for one cache line, not two: with the
-//! tags together and the values after them, the CPU classify was 20% slower.
+//! A bucket of [`BUCKET_SLOTS`] slots is [`KeyCode::bucket_words`] little-endian `u32` words: its
+//! **base** (`base_bits`: the entry of the shard's stream where its lists start), then the slots
+//! one after the other, each its tag (`tag_bits`) then its code (`SlotCodes::bits`), LSB first,
+//! then zero bits to the word. A slot's code lies beside its tag, so a lookup whose bucket was not
+//! prefetched (a key in its second or third candidate) waits for one cache line, not two.
 //!
 //! - A **tag** is 0 for an empty slot, else `quotient << 2 | (j + 1)`: the key's `j`-th hash is
 //!   `quotient * buckets + bucket` ([`KeyHash`]: a permutation of the shard's local keys), so the
@@ -13,18 +16,83 @@
 //!   bucket. `j` is the first hash function whose candidate is the bucket (two may coincide), which
 //!   is the one a lookup tries first. A tag needs the quotient's bits, about `32 - shard_bits -
 //!   log2(buckets)`, and two: 16 bits in a shard of 6,000 buckets, where a whole key took 32.
-//! - A **value** is the slot value of `index::locations` (an inline location or a list's first
-//!   entry) with [`INLINE_FLAG`] moved to the value's top bit, in as many bits as the shard's
-//!   largest value needs ([`value_bits`]), recorded per shard in its `ShardEntry`.
+//! - A **code** ([`SlotCodes`]) says what the slot's list is and how many entries it takes: a
+//!   fixed list of 1 to `fixed` locations (no head: the code is its length), a list of 1 to `max -
+//!   fixed` entries that says what it is (a delta list, a clade, a longer fixed list with its head),
+//!   or, for the code of all ones, an *escaped* list too long for the codes. A bucket's lists follow
+//!   each other from its base in slot order, then its escaped lists, each after an entry holding
+//!   its length in entries (`index::stored_shard` writes them). So a slot's list starts at the base
+//!   plus the sizes of the slots before it: what the lookup has read anyway to find its tag.
+//!   The writer picks each shard's code width and `fixed` for the fewest bytes.
 //!
 //! The invariants of the BCHT hold slot for slot (empty slots are a suffix of their bucket), so a
 //! lookup reads at most three buckets, usually one. Every shard's block has its stream's padding
 //! words after the key index (at least [`PAD_WORDS`]), so reading a field of the last bucket
 //! never passes the block. The device twin is `index_lookup` in `cuda/classify.cuh`.
 
-use crate::index::bcht::{BUCKET_SLOTS, EMPTY_KEY, HASH_FUNCTIONS, KeyHash, Slot};
-use crate::index::locations::{INLINE_FLAG, PAD_WORDS, bits_for};
+use crate::index::bcht::{BUCKET_SLOTS, HASH_FUNCTIONS, KeyHash, Slot};
+use crate::index::locations::{ListRef, PAD_WORDS, bits_for};
 use crate::sketch::Feature;
+
+/// What a shard's slot codes mean: `bits` wide; codes below `fixed` are fixed lists of code + 1
+/// locations; codes from `fixed` below the escape ([`SlotCodes::escape`], all ones) are lists of
+/// `code - fixed + 1` entries that say what they are; the escape is a list after the bucket's run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlotCodes {
+    pub bits: u32,
+    pub fixed: u32,
+}
+
+impl SlotCodes {
+    /// Widest code: a `ListRef` kind holds fixed lengths to 239 and 16 escapes a bucket.
+    pub const MAX_BITS: u32 = 8;
+
+    /// Whether a stored shard's codes are ones this reader understands.
+    pub fn valid(&self) -> bool {
+        (1..=Self::MAX_BITS).contains(&self.bits)
+            && (self.fixed as u64) <= self.escape()
+            && (self.fixed as u64) <= ListRef::MAX_FIXED
+    }
+
+    /// The escape code (all ones).
+    #[inline]
+    pub fn escape(&self) -> u64 {
+        (1 << self.bits) - 1
+    }
+
+    /// Entries in its bucket's run of the list of a slot with code `c` (0 for an escaped one).
+    #[inline]
+    pub fn entries(&self, c: u64) -> u64 {
+        let fixed = self.fixed as u64;
+        if c < fixed {
+            c + 1
+        } else if c < self.escape() {
+            c - fixed + 1
+        } else {
+            0
+        }
+    }
+
+    /// The list of a slot with code `c` (not the escape) that starts at entry `start`.
+    #[inline]
+    pub fn list_at(&self, c: u64, start: u64) -> ListRef {
+        match c < self.fixed as u64 {
+            true => ListRef::fixed(start, c + 1),
+            false => ListRef::described(start),
+        }
+    }
+
+    /// The code of a list of `len` locations without a head, if there is one.
+    pub fn of_fixed(&self, len: u64) -> Option<u64> {
+        (len >= 1 && len <= self.fixed as u64).then(|| len - 1)
+    }
+
+    /// The code of a list of `entries` that says what it is, if there is one (else it is escaped).
+    pub fn of_described(&self, entries: u64) -> Option<u64> {
+        let c = self.fixed as u64 + entries.checked_sub(1)?;
+        (c < self.escape()).then_some(c)
+    }
+}
 
 /// How one shard's slots are packed: its hash, its buckets and its fields' widths.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,7 +100,8 @@ pub struct KeyCode {
     pub hash: KeyHash,
     pub buckets: u64,
     pub tag_bits: u32,
-    pub value_bits: u32,
+    pub codes: SlotCodes,
+    pub base_bits: u32,
     /// `ceil(2^64 / buckets)` (0 for one bucket): a hash's bucket and quotient by a
     /// multiplication, not a division (Lemire, Kaser and Kurz 2019: exact for every 32-bit hash),
     /// which lookups do for every feature of every read.
@@ -40,24 +109,30 @@ pub struct KeyCode {
 }
 
 impl KeyCode {
-    /// The code of a shard of `buckets` buckets whose values take `value_bits`.
-    pub fn new(hash: KeyHash, buckets: u64, value_bits: u32) -> Self {
-        Self::with_widths(hash, buckets, tag_bits(hash, buckets), value_bits)
+    /// The code of a shard of `buckets` buckets with these codes and bases.
+    pub fn new(hash: KeyHash, buckets: u64, codes: SlotCodes, base_bits: u32) -> Self {
+        Self::with_widths(hash, buckets, tag_bits(hash, buckets), codes, base_bits)
     }
 
     /// The code of a stored shard, whose widths its shard table gives (the reader checks them).
-    pub fn with_widths(hash: KeyHash, buckets: u64, tag_bits: u32, value_bits: u32) -> Self {
+    pub fn with_widths(hash: KeyHash, buckets: u64, tag_bits: u32, codes: SlotCodes, base_bits: u32) -> Self {
         let magic = match buckets {
             0 | 1 => 0,
             b => ((1u128 << 64) / b as u128 + 1) as u64,
         };
-        Self { hash, buckets, tag_bits, value_bits, magic }
+        Self { hash, buckets, tag_bits, codes, base_bits, magic }
+    }
+
+    /// Bits of one slot: its tag and its code.
+    #[inline]
+    pub fn slot_bits(&self) -> u64 {
+        (self.tag_bits + self.codes.bits) as u64
     }
 
     /// Words of one bucket.
     #[inline]
     pub fn bucket_words(&self) -> u64 {
-        (BUCKET_SLOTS as u64 * (self.tag_bits + self.value_bits) as u64).div_ceil(32)
+        bucket_words(self.base_bits, self.tag_bits, self.codes.bits)
     }
 
     /// `h / buckets` and `h % buckets`, for a shard of fewer than 2^32 buckets (a table of more
@@ -93,58 +168,38 @@ impl KeyCode {
     }
 }
 
+/// Words of a bucket with a `base_bits` base and 16 slots of a tag and a code.
+pub fn bucket_words(base_bits: u32, tag_bits: u32, code_bits: u32) -> u64 {
+    (base_bits as u64 + BUCKET_SLOTS as u64 * (tag_bits as u64 + code_bits as u64)).div_ceil(32)
+}
+
 /// Bits of a tag in a shard of `buckets` buckets: its largest quotient's and two.
 pub fn tag_bits(hash: KeyHash, buckets: u64) -> u32 {
     let largest_hash = u32::MAX as u64 >> (32 - hash.domain_bits());
     2 + bits_for(largest_hash / buckets.max(1) + 1)
 }
 
-/// Bits of a value field for `slots`: the largest value's (less its inline flag), and the flag's.
-pub fn value_bits(slots: &[Slot]) -> u32 {
-    let largest = slots.iter().filter(|s| s.key != EMPTY_KEY).map(|s| s.value & !INLINE_FLAG).max().unwrap_or(0);
-    1 + bits_for(largest as u64 + 1)
-}
-
-/// A slot value as its field holds it.
-#[inline]
-fn pack_value(value: u32, value_bits: u32) -> u64 {
-    match value & INLINE_FLAG {
-        0 => value as u64,
-        _ => 1 << (value_bits - 1) | (value & !INLINE_FLAG) as u64,
-    }
-}
-
-/// The slot value a field holds.
-#[inline]
-fn unpack_value(field: u64, value_bits: u32) -> u32 {
-    let flag = 1u64 << (value_bits - 1);
-    match field & flag {
-        0 => field as u32,
-        _ => INLINE_FLAG | (field & !flag) as u32,
-    }
-}
-
-/// Packs a shard's slots (whole buckets, as `bcht` builds them) for the index: its words (with
-/// no padding: the stream's follows) and its code.
-pub fn pack(slots: &[Slot], hash: KeyHash) -> (Vec<u32>, KeyCode) {
-    debug_assert_eq!(slots.len() % BUCKET_SLOTS, 0);
-    let code = KeyCode::new(hash, (slots.len() / BUCKET_SLOTS) as u64, value_bits(slots));
-    let (tb, vb, bw) = (code.tag_bits as u64, code.value_bits as u64, code.bucket_words());
+/// Packs a shard's slots (whole buckets, as `bcht` builds them) with each occupied slot's code
+/// and each bucket's base: the key index's words (with no padding: the stream's follows).
+pub fn pack(slots: &[Slot], codes: &[u64], bases: &[u64], code: &KeyCode) -> Vec<u32> {
+    debug_assert_eq!(slots.len(), code.buckets as usize * BUCKET_SLOTS);
+    let (tb, cb, bw) = (code.tag_bits, code.codes.bits, code.bucket_words());
     let mut words = vec![0u32; code.words() as usize];
     for (b, bucket) in slots.chunks(BUCKET_SLOTS).enumerate() {
         let start = b as u64 * bw * 32;
-        for (i, slot) in bucket.iter().enumerate().filter(|(_, s)| s.key != EMPTY_KEY) {
+        put(&mut words, start, bases[b], code.base_bits);
+        for (i, slot) in bucket.iter().enumerate().filter(|(_, s)| s.key != crate::index::bcht::EMPTY_KEY) {
             let tag = (0..HASH_FUNCTIONS)
                 .map(|j| code.place(slot.key, j))
                 .find(|&(at, _)| at == b as u64)
                 .expect("a key is in one of its candidate buckets")
                 .1;
-            let at = start + i as u64 * (tb + vb);
-            put(&mut words, at, tag, tb as u32);
-            put(&mut words, at + tb, pack_value(slot.value, vb as u32), vb as u32);
+            let at = start + code.base_bits as u64 + i as u64 * code.slot_bits();
+            put(&mut words, at, tag, tb);
+            put(&mut words, at + tb as u64, codes[b * BUCKET_SLOTS + i], cb);
         }
     }
-    (words, code)
+    words
 }
 
 /// ORs the low `bits` of `v` into `words` at bit `bit`.
@@ -160,9 +215,10 @@ fn put(words: &mut [u32], bit: u64, v: u64, bits: u32) {
     }
 }
 
-/// At least 57 bits of `bytes` from bit `bit`, by one unaligned load: enough for a tag or a value
-/// (branch-free, unlike a walk through words, which made lookups half again slower). `bytes`
-/// holds at least 8 bytes from the byte of `bit` (a key index is followed by its stream's padding).
+/// At least 57 bits of `bytes` from bit `bit`, by one unaligned load: enough for a tag, a code or
+/// a base (branch-free, unlike a walk through words, which made lookups half again slower).
+/// `bytes` holds at least 8 bytes from the byte of `bit` (a key index is followed by its stream's
+/// padding).
 #[inline(always)]
 fn bits57(bytes: &[u8], bit: u64) -> u64 {
     let at = (bit >> 3) as usize;
@@ -176,10 +232,17 @@ fn bits57(bytes: &[u8], bit: u64) -> u64 {
 /// What one candidate bucket says of a key ([`PackedKeys::probe`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Probe {
-    Found(u32),
+    Found(ListRef),
     Absent,
     /// Not in this bucket, which is full: the key may be in the next.
     Full,
+}
+
+/// An occupied slot as stored: its key and where its list is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredSlot {
+    pub key: Feature,
+    pub list: ListRef,
 }
 
 /// A shard's stored key index, read in place.
@@ -203,9 +266,9 @@ impl<'a> PackedKeys<'a> {
         &self.code
     }
 
-    /// The slot value stored for `key` (which is of this shard), if any.
+    /// Where the list stored for `key` (which is of this shard) is, if any.
     #[inline]
-    pub fn lookup(&self, key: Feature) -> Option<u32> {
+    pub fn lookup(&self, key: Feature) -> Option<ListRef> {
         for j in 0..HASH_FUNCTIONS {
             match self.probe(key, j) {
                 Probe::Found(v) => return Some(v),
@@ -216,8 +279,8 @@ impl<'a> PackedKeys<'a> {
         None
     }
 
-    /// What `key`'s `j`-th candidate bucket says of it: its value, that it is in no bucket (an
-    /// empty slot ends the search: keys fill their buckets in order), or that the next bucket
+    /// What `key`'s `j`-th candidate bucket says of it: where its list is, that it is in no bucket
+    /// (an empty slot ends the search: keys fill their buckets in order), or that the next bucket
     /// must be looked at. [`PackedKeys::lookup`] probes the buckets in turn; a caller with many
     /// keys probes them bucket by bucket, prefetching each key's next bucket
     /// ([`PackedKeys::bucket_ends`]) before it is read.
@@ -227,22 +290,47 @@ impl<'a> PackedKeys<'a> {
         if c.buckets == 0 {
             return Probe::Absent;
         }
-        let (tb, vb) = (c.tag_bits as u64, c.value_bits);
-        let (tag_mask, value_mask) = ((1u64 << tb) - 1, (1u64 << vb) - 1);
+        let (tb, cb) = (c.tag_bits as u64, c.codes.bits);
+        let (tag_mask, code_mask) = ((1u64 << tb) - 1, (1u64 << cb) - 1);
         let (b, tag) = c.place(key, j);
         let bucket = self.bucket(b);
-        let mut at = 0;
-        for _ in 0..BUCKET_SLOTS {
+        let base = bits57(bucket, 0) & ((1u64 << c.base_bits) - 1);
+        let (mut at, mut before, mut escaped) = (c.base_bits as u64, 0, 0);
+        for s in 0..BUCKET_SLOTS {
             let t = bits57(bucket, at) & tag_mask;
-            if t == tag {
-                return Probe::Found(unpack_value(bits57(bucket, at + tb) & value_mask, vb));
-            }
             if t == 0 {
                 return Probe::Absent;
             }
-            at += tb + vb as u64;
+            let code = bits57(bucket, at + tb) & code_mask;
+            if t == tag {
+                if code != c.codes.escape() {
+                    return Probe::Found(c.codes.list_at(code, base + before));
+                }
+                // Escaped lists follow the whole run: the sizes of the slots after this one too.
+                let run = before + self.run_from(bucket, s + 1);
+                return Probe::Found(ListRef::escaped(base + run, escaped));
+            }
+            before += c.codes.entries(code);
+            escaped += (code == c.codes.escape()) as u64;
+            at += tb + cb as u64;
         }
         Probe::Full
+    }
+
+    /// Entries of the run of the occupied slots of `bucket` from slot `s` on.
+    fn run_from(&self, bucket: &[u8], s: usize) -> u64 {
+        let c = &self.code;
+        let (tb, cb) = (c.tag_bits as u64, c.codes.bits);
+        let (tag_mask, code_mask) = ((1u64 << tb) - 1, (1u64 << cb) - 1);
+        let mut run = 0;
+        for i in s..BUCKET_SLOTS {
+            let at = c.base_bits as u64 + i as u64 * (tb + cb as u64);
+            if bits57(bucket, at) & tag_mask == 0 {
+                break;
+            }
+            run += c.codes.entries(bits57(bucket, at + tb) & code_mask);
+        }
+        run
     }
 
     /// The first and last words of `key`'s `j`-th candidate bucket (for a prefetch: a bucket may
@@ -256,20 +344,32 @@ impl<'a> PackedKeys<'a> {
         Some([self.words.get(b * bw)?, self.words.get(b * bw + bw - 1)?])
     }
 
-    /// Every occupied slot, key and value, in slot order.
-    pub fn slots(&self) -> impl Iterator<Item = Slot> + '_ {
+    /// Every occupied slot, key and list, in slot order.
+    pub fn slots(&self) -> impl Iterator<Item = StoredSlot> + '_ {
         let c = self.code;
-        let (tb, vb) = (c.tag_bits as u64, c.value_bits);
-        let (tag_mask, value_mask) = ((1u64 << tb) - 1, (1u64 << vb) - 1);
+        let (tb, cb) = (c.tag_bits as u64, c.codes.bits);
+        let (tag_mask, code_mask) = ((1u64 << tb) - 1, (1u64 << cb) - 1);
         (0..c.buckets).flat_map(move |b| {
             let bucket = self.bucket(b);
+            let base = bits57(bucket, 0) & ((1u64 << c.base_bits) - 1);
+            let run = base + self.run_from(bucket, 0);
+            let (mut before, mut escaped) = (0, 0);
             (0..BUCKET_SLOTS as u64).map_while(move |i| {
-                let at = i * (tb + vb as u64);
+                let at = c.base_bits as u64 + i * (tb + cb as u64);
                 let tag = bits57(bucket, at) & tag_mask;
-                (tag != 0).then(|| Slot {
-                    key: c.key(b, tag, self.shard),
-                    value: unpack_value(bits57(bucket, at + tb) & value_mask, vb),
-                })
+                if tag == 0 {
+                    return None;
+                }
+                let code = bits57(bucket, at + tb) & code_mask;
+                let list = match code == c.codes.escape() {
+                    true => {
+                        escaped += 1;
+                        ListRef::escaped(run, escaped - 1)
+                    }
+                    false => c.codes.list_at(code, base + before),
+                };
+                before += c.codes.entries(code);
+                Some(StoredSlot { key: c.key(b, tag, self.shard), list })
             })
         })
     }
@@ -288,81 +388,81 @@ impl<'a> PackedKeys<'a> {
 mod tests {
     use super::*;
     use crate::index::bcht;
+    use crate::index::locations::{ListWriter, LocationLayout, LocationList};
+    use crate::index::write::ShardData;
     use rand::{Rng, SeedableRng, rngs::StdRng};
 
-    /// Keys of shard `shard` of `1 << shard_bits`, with values inline and not.
-    fn entries(n: usize, shard_bits: u32, shard: u32, seed: u64) -> Vec<Slot> {
-        let mut rng = StdRng::seed_from_u64(seed);
-        let mut keys: Vec<u32> = (0..n)
-            .map(|_| (rng.random::<u32>() >> shard_bits << shard_bits) | shard)
-            .filter(|&k| k != EMPTY_KEY)
-            .collect();
-        keys.sort_unstable();
-        keys.dedup();
-        keys.iter()
-            .map(|&k| Slot { key: k, value: if k % 3 == 0 { INLINE_FLAG | (k >> 9) } else { k >> 12 } })
-            .collect()
-    }
+    const ANY_CODES: SlotCodes = SlotCodes { bits: 1, fixed: 0 };
 
-    fn padded(mut words: Vec<u32>) -> Vec<u32> {
-        words.extend([0; PAD_WORDS]);
-        words
-    }
-
-    /// Packed, every key is found with its value and listed back, absent keys are not found, at
+    /// Stored, every key is found with its list and listed back, absent keys are not found, at
     /// every shard count and table size (tags from 3 to 34 bits).
     #[test]
-    fn packed_slots_give_back_their_keys_and_values() {
+    fn packed_slots_give_back_their_keys_and_lists() {
+        let layout = LocationLayout::for_counts(1000, 1000, 254, 10);
         for (shard_bits, n) in [(0, 0), (0, 1), (0, 17), (6, 1000), (6, 50_000), (12, 3000), (31, 1), (3, 5)] {
             let shard = if shard_bits == 0 { 0 } else { 5 };
             let hash = KeyHash::new(shard_bits);
-            let e = entries(n, shard_bits, shard, n as u64 + shard_bits as u64);
-            let slots = bcht::build(&e, hash);
-            let (words, code) = pack(&slots, hash);
-            assert_eq!(words.len() as u64, code.words());
-            let words = padded(words);
-            let keys = PackedKeys::new(&words, code, shard as usize);
-            for s in &e {
-                assert_eq!(keys.lookup(s.key), Some(s.value), "shard bits {shard_bits}, {n} keys");
+            let mut rng = StdRng::seed_from_u64(n as u64 + shard_bits as u64);
+            let mut keys: Vec<u32> = (0..n)
+                .map(|_| (rng.random::<u32>() >> shard_bits << shard_bits) | shard)
+                .filter(|&k| k != bcht::EMPTY_KEY)
+                .collect();
+            keys.sort_unstable();
+            keys.dedup();
+            let mut writer = ListWriter::new(layout);
+            let lists: Vec<Vec<u64>> = keys
+                .iter()
+                .map(|&k| (0..k % 3 + 1).map(|i| layout.pack(i * 7 + k % 100, k % 1000)).collect())
+                .collect();
+            let entries: Vec<Slot> =
+                keys.iter().zip(&lists).map(|(&key, l)| Slot { key, value: writer.add(l).unwrap() }).collect();
+            let data = ShardData { slots: bcht::build(&entries, hash), words: writer.finish() };
+            let stored = crate::index::stored_shard::store(&data, &layout, hash).unwrap();
+            let packed = stored.packed_keys(shard as usize);
+            for (key, l) in keys.iter().zip(&lists) {
+                let r = packed.lookup(*key).expect("stored");
+                let got: Vec<u64> = LocationList::at(r, stored.words(), &layout).iter().collect();
+                assert_eq!(&got, l, "shard bits {shard_bits}, {n} keys");
             }
-            let listed: Vec<Slot> = keys.slots().collect();
-            let stored: Vec<Slot> = slots.iter().copied().filter(|s| s.key != EMPTY_KEY).collect();
-            assert_eq!(listed, stored);
-            let mut rng = StdRng::seed_from_u64(1);
+            let listed: Vec<Feature> = packed.slots().map(|s| s.key).collect();
+            let placed: Vec<Feature> = data.slots.iter().map(|s| s.key).filter(|&k| k != bcht::EMPTY_KEY).collect();
+            assert_eq!(listed, placed);
             for _ in 0..5000 {
                 let k = (rng.random::<u32>() >> shard_bits << shard_bits) | shard;
-                if e.binary_search_by_key(&k, |s| s.key).is_err() {
-                    assert_eq!(keys.lookup(k), None);
+                if keys.binary_search(&k).is_err() {
+                    assert_eq!(packed.lookup(k), None);
                 }
             }
         }
     }
 
-    /// The sizes the format is for: a shard of 6,000 buckets (64 shards) has 16-bit tags, and
-    /// values as wide as the largest.
+    /// The sizes the format is for: a shard of 6,000 buckets (64 shards) has 16-bit tags, and a
+    /// bucket of 16 slots of a tag and a 2-bit code with an 18-bit base takes 10 words (format
+    /// 9's, with 24-bit values, took 20).
     #[test]
     fn fields_are_as_narrow_as_the_shard_allows() {
         let hash = KeyHash::new(6);
         assert_eq!(tag_bits(hash, 6000), 16);
         assert_eq!(tag_bits(hash, 1), 28);
         assert_eq!(tag_bits(KeyHash::new(0), 1), 34);
-        let slots = [Slot { key: 1, value: INLINE_FLAG | 0x7f_ffff }, Slot { key: 2, value: 1000 }];
-        assert_eq!(value_bits(&slots), 24);
-        assert_eq!(value_bits(&[]), 2);
-        for vb in [2, 24, 32] {
-            for v in [0, 1, INLINE_FLAG, INLINE_FLAG | 1] {
-                let v = v & if vb == 32 { u32::MAX } else { INLINE_FLAG | ((1 << (vb - 1)) - 1) };
-                assert_eq!(unpack_value(pack_value(v, vb), vb), v);
-            }
-        }
-        let code = KeyCode::new(hash, 6000, 24);
-        assert_eq!(code.bucket_words(), 20);
+        let code = KeyCode::new(hash, 6000, SlotCodes { bits: 2, fixed: 1 }, 18);
+        assert_eq!(code.bucket_words(), 10);
+        let codes = SlotCodes { bits: 3, fixed: 2 };
+        assert!(codes.valid());
+        assert_eq!((0..8).map(|c| codes.entries(c)).collect::<Vec<_>>(), [1, 2, 1, 2, 3, 4, 5, 0]);
+        assert_eq!(
+            (codes.of_fixed(2), codes.of_fixed(3), codes.of_described(5), codes.of_described(6)),
+            (Some(1), None, Some(6), None)
+        );
+        assert!(!SlotCodes { bits: 9, fixed: 0 }.valid());
+        assert!(!SlotCodes { bits: 2, fixed: 4 }.valid());
+        assert!(!SlotCodes { bits: 8, fixed: 240 }.valid());
     }
 
     /// Fuzzing (index_open): a damaged tag whose hash bits are 0 underflowed the hash's index.
     #[test]
     fn regression_a_tag_with_no_hash_names_a_key_without_panicking() {
-        let code = KeyCode::new(KeyHash::new(6), 1 << 40, 24);
+        let code = KeyCode::new(KeyHash::new(6), 1 << 40, ANY_CODES, 24);
         let _ = code.key(3, 4, 5);
         let _ = code.key(u64::MAX, u64::MAX >> 30, 5);
     }
@@ -374,7 +474,7 @@ mod tests {
         let mut rng = StdRng::seed_from_u64(3);
         let counts = [1u64, 2, 3, 7, 5500, 65_537, 1 << 20, (1 << 31) + 11, u32::MAX as u64, 1 << 33];
         for &buckets in counts.iter().chain(&[rng.random::<u32>() as u64 | 1]) {
-            let code = KeyCode::new(KeyHash::new(0), buckets, 8);
+            let code = KeyCode::new(KeyHash::new(0), buckets, ANY_CODES, 8);
             for h in [0, 1, u32::MAX, u32::MAX - 1, buckets as u32, (buckets as u32).wrapping_sub(1)]
                 .into_iter()
                 .chain((0..10_000).map(|_| rng.random()))

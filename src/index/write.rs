@@ -8,13 +8,13 @@
 //! (`temp_files`). [`IndexWriter`] places each shard at an offset that depends only on the shards
 //! before it (`pwrite`), so a GPU build writes shards while it condenses later ones.
 
-use crate::index::bcht::{KeyHash, Slot};
+use crate::index::bcht::Slot;
 use crate::index::clade_lists::CladeLists;
 use crate::index::format::{
     FORMAT_VERSION, Header, IndexError, MAGIC, PREAMBLE_LEN, SectionEntry, SectionKind, ShardEntry, TargetInfo,
     align_up, bincode_config, shard_checksum, shard_data_checksum,
 };
-use crate::index::packed_keys::{self, KeyCode};
+use crate::index::stored_shard::StoredShard;
 use crate::taxonomy::Taxon;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -67,8 +67,6 @@ pub struct IndexWriter {
     file: IndexFile,
     header_len: u64,
     shard_count: usize,
-    /// The shards' key hash, which packing needs.
-    hash: KeyHash,
     /// Absolute offsets of the shard table and of the shard data.
     table_at: u64,
     data_at: u64,
@@ -102,7 +100,6 @@ impl IndexWriter {
             file,
             header_len,
             shard_count,
-            hash: KeyHash::new(template.shard_bits),
             table_at,
             data_at,
             entries: Vec::new(),
@@ -136,22 +133,10 @@ impl IndexWriter {
         self.clade_lists.append(lists);
     }
 
-    /// Writes the next shard's block from its slots as built (packed here) and its words.
-    pub fn add_shard(&mut self, slots: &[Slot], words: &[u32]) -> Result<(), IndexError> {
-        assert!(slots.len() % crate::index::bcht::BUCKET_SLOTS == 0, "whole buckets");
-        let (keys, code) = packed_keys::pack(slots, self.hash);
-        self.add_packed_shard((&keys, code), words, None)
-    }
-
-    /// Writes the next shard's block from its packed key index (`packed_keys::pack`) and its
-    /// words. `checksum` is [`shard_checksum`] of their bytes if the caller has it (computed on
-    /// other threads); otherwise it is computed here.
-    pub fn add_packed_shard(
-        &mut self,
-        (keys, code): (&[u32], KeyCode),
-        words: &[u32],
-        checksum: Option<u64>,
-    ) -> Result<(), IndexError> {
+    /// Writes the next shard's block (`index::stored_shard`). `checksum` is [`shard_checksum`] of
+    /// its bytes if the caller has it (computed on other threads); otherwise it is computed here.
+    pub fn add_shard(&mut self, shard: &StoredShard, checksum: Option<u64>) -> Result<(), IndexError> {
+        let (keys, code, words) = (shard.keys(), shard.code(), shard.words());
         assert!(self.entries.len() < self.shard_count, "more shards than the header says");
         assert!(words.len() >= crate::index::locations::PAD_WORDS, "a stream ends in its padding");
         let (slot_bytes, word_bytes): (&[u8], &[u8]) = (bytemuck::cast_slice(keys), bytemuck::cast_slice(words));
@@ -161,7 +146,9 @@ impl IndexWriter {
             words: words.len() as u64,
             checksum: checksum.unwrap_or_else(|| shard_checksum(slot_bytes, word_bytes)),
             tag_bits: code.tag_bits,
-            value_bits: code.value_bits,
+            code_bits: code.codes.bits,
+            fixed_codes: code.codes.fixed,
+            base_bits: code.base_bits,
         };
         debug_assert_eq!(entry.checksum, shard_checksum(slot_bytes, word_bytes));
         debug_assert_eq!(entry.key_bytes(), slot_bytes.len() as u64);
@@ -289,14 +276,14 @@ fn start_writeback(file: &std::fs::File, at: u64, len: u64) {
 pub fn write_index(
     file: IndexFile,
     header: Header,
-    shards: &[ShardData],
+    shards: &[StoredShard],
     targets: &[TargetInfo],
     taxa: &[Taxon],
     clade_lists: &CladeLists,
 ) -> Result<u64, IndexError> {
     let mut w = IndexWriter::new(file, &header)?;
     for s in shards {
-        w.add_shard(&s.slots, &s.words)?;
+        w.add_shard(s, None)?;
     }
     w.add_clade_lists(clade_lists.clone());
     w.finish(header, targets, taxa)
@@ -332,11 +319,20 @@ mod tests {
         }
     }
 
-    /// Shard `s` of `1 << shard_bits` as built: `keys` of its keys, `words` words.
-    fn shard(shard_bits: u32, s: u32, keys: u32, words: u32) -> ShardData {
-        let entries: Vec<Slot> = (0..keys).map(|i| Slot { key: (1000 + i) << shard_bits | s, value: i }).collect();
-        let slots = crate::index::bcht::build(&entries, KeyHash::new(shard_bits));
-        ShardData { slots, words: (0..words).map(|w| w ^ s).collect() }
+    /// Shard `s` of `1 << shard_bits` as stored: `keys` of its keys, each with a list of one to
+    /// `longest` locations.
+    fn shard(shard_bits: u32, s: u32, keys: u32, longest: u32) -> StoredShard {
+        let layout = header(shard_bits).layout;
+        let mut lists = crate::index::locations::ListWriter::new(layout);
+        let entries: Vec<Slot> = (0..keys)
+            .map(|i| {
+                let locs: Vec<u64> = (0..i % longest + 1).map(|t| layout.pack(t, i ^ s)).collect();
+                Slot { key: (1000 + i) << shard_bits | s, value: lists.add(&locs).unwrap() }
+            })
+            .collect();
+        let hash = crate::index::bcht::KeyHash::new(shard_bits);
+        let data = ShardData { slots: crate::index::bcht::build(&entries, hash), words: lists.finish() };
+        crate::index::stored_shard::store(&data, &layout, hash).unwrap()
     }
 
     /// Shards of odd sizes (empty ones too), written one by one, read back in place: each block
@@ -346,10 +342,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.db");
         let h = header(3);
-        let shards: Vec<ShardData> = (0..8u32).map(|s| shard(3, s, (s % 3) * 16, 2 + s * 7 % 5)).collect();
+        let shards: Vec<StoredShard> = (0..8u32).map(|s| shard(3, s, (s % 3) * 16, 1 + s * 7 % 5)).collect();
         let mut w = IndexWriter::new(IndexFile::create(&path).unwrap(), &h).unwrap();
         for s in &shards {
-            w.add_shard(&s.slots, &s.words).unwrap();
+            w.add_shard(s, None).unwrap();
         }
         let counts = Counts { targets: 1, ..Default::default() };
         let mut final_header = h.clone();
@@ -363,10 +359,9 @@ mod tests {
         let index = Index::open(&path, Verify::All).unwrap();
         assert_eq!(index.header().counts.targets, 1);
         for (i, s) in shards.iter().enumerate() {
-            let stored: Vec<Slot> =
-                s.slots.iter().copied().filter(|s| s.key != crate::index::bcht::EMPTY_KEY).collect();
-            assert_eq!(index.shard_keys(i).slots().collect::<Vec<_>>(), stored, "shard {i}");
-            assert_eq!(index.shard_words(i), &s.words[..], "shard {i}");
+            let stored = s.packed_keys(i);
+            assert_eq!(index.shard_keys(i).slots().collect::<Vec<_>>(), stored.slots().collect::<Vec<_>>());
+            assert_eq!(index.shard_words(i), s.words(), "shard {i}");
             assert_eq!(index.shard_entry(i).offset % SHARD_ALIGN, 0);
         }
         // Flip a byte of shard 4's words: only a full verification sees it, and names the shard.
@@ -391,7 +386,7 @@ mod tests {
             let path = dir.path().join(name);
             let mut h = header(2);
             h.provenance.command_line = command_line;
-            let shards: Vec<ShardData> = (0..4).map(|s| shard(2, s, 20, 3)).collect();
+            let shards: Vec<StoredShard> = (0..4).map(|s| shard(2, s, 20, 3)).collect();
             let targets = vec![TargetInfo { name: "t".into(), taxid: 1, length: 10, windows: 1 }];
             let taxa = vec![Taxon { taxid: 1, parent: 1, rank: "no rank".into(), name: "root".into() }];
             let file = IndexFile::create(&path).unwrap();

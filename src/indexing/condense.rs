@@ -13,6 +13,7 @@ use crate::index::TargetInfo;
 use crate::index::bcht;
 use crate::index::clade_lists::{self, CladeLists};
 use crate::index::locations::{ListWriter, LocationLayout, ShardOverflow};
+use crate::index::stored_shard::{self, StoredShard};
 use crate::index::write::ShardData;
 use crate::sketch::Feature;
 use crate::taxonomy::{Taxon, TaxonTree, TaxonomyError};
@@ -187,9 +188,9 @@ impl WindowMap {
     }
 }
 
-/// One shard laid out: its bytes, its counts and its clade features' lists, whole.
+/// One shard laid out: its bytes as stored, its counts and its clade features' lists, whole.
 pub struct Condensed {
-    pub data: ShardData,
+    pub data: StoredShard,
     pub stats: ShardStats,
     pub clade_lists: CladeLists,
 }
@@ -236,7 +237,8 @@ pub fn condense_all(
         }
     }
     drop(located);
-    let (data, stats) = shard.finish()?;
+    let (built, stats) = shard.finish()?;
+    let data = stored_shard::store(&built, layout, hash)?;
     Ok(Condensed { data, stats, clade_lists })
 }
 
@@ -245,7 +247,6 @@ mod tests {
     /// One shard.
     const H: crate::index::bcht::KeyHash = crate::index::bcht::KeyHash::new(0);
     use super::*;
-    use crate::index::locations::LocationList;
 
     /// Final targets 0, 1, 2 of taxa 1000 and 1001 (strains of species 100) and 200 (a species of
     /// another genus).
@@ -298,25 +299,24 @@ mod tests {
         expected.push(7, [l(0, 9), l(1, 3), l(2, 0)]);
         expected.push(9, [l(0, 1), l(1, 1), l(2, 1)]);
         assert_eq!(clade_lists, expected);
-        let value = bcht::lookup(&shard.slots, 5, H).unwrap();
-        let list = LocationList::decode(value, &shard.words, &layout);
+        let list = shard.lookup(5, 0, &layout).unwrap();
         assert_eq!(list.iter().map(|l| layout.unpack(l)).collect::<Vec<_>>(), vec![(0, 1)]);
         // Over the cap: both features name their targets' LCA, the root (strains of species 100
         // and a species of another genus), and hold no locations.
         let root = clades.tree().node(1).unwrap();
         for f in [7, 9] {
-            let list = LocationList::decode(bcht::lookup(&shard.slots, f, H).unwrap(), &shard.words, &layout);
+            let list = shard.lookup(f, 0, &layout).unwrap();
             assert_eq!((list.clade(), list.len()), (Some(root), 0));
         }
         // Two strains of one species: their species.
         let bin = vec![vec![p(7, 0, 3), p(7, 2, 9), p(7, 2, 5)]];
         let shard = condense_bin(bin, &windows, &layout, H, 2, &clades).unwrap().data;
-        let list = LocationList::decode(bcht::lookup(&shard.slots, 7, H).unwrap(), &shard.words, &layout);
+        let list = shard.lookup(7, 0, &layout).unwrap();
         assert_eq!(list.clade(), clades.tree().node(100));
 
         let bin = vec![vec![p(7, 0, 3), p(7, 2, 9), p(7, 3, 0)]];
         let shard = condense_bin(bin, &windows, &layout, H, 254, &clades).unwrap().data;
-        let list = LocationList::decode(bcht::lookup(&shard.slots, 7, H).unwrap(), &shard.words, &layout);
+        let list = shard.lookup(7, 0, &layout).unwrap();
         assert_eq!(list.iter().map(|l| layout.unpack(l)).collect::<Vec<_>>(), vec![(0, 9), (1, 3), (2, 0)]);
     }
 }

@@ -443,7 +443,7 @@ impl LayOut<'_> {
         // This thread is one of the pool's: it condenses, and a thread of its own writes.
         let mut condensed = pipeline::in_order_windows(self.pool, bins, condense);
         let mut write = |shard: condense::Condensed| {
-            writer.add_shard(&shard.data.slots, &shard.data.words)?;
+            writer.add_shard(&shard.data, None)?;
             writer.add_clade_lists(shard.clade_lists);
             stats += shard.stats;
             Ok(())

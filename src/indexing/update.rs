@@ -447,7 +447,7 @@ impl Shards<'_> {
         let mut condensed = crate::pipeline::in_order_windows(pool, items, condense);
         let mut stats = ShardStats::default();
         let mut write = |shard: Condensed| {
-            writer.add_shard(&shard.data.slots, &shard.data.words)?;
+            writer.add_shard(&shard.data, None)?;
             writer.add_clade_lists(shard.clade_lists);
             stats += shard.stats;
             Ok(())
@@ -466,7 +466,7 @@ impl Shards<'_> {
         let renumber = |target: u32, window: u32| new.old_to_new[target as usize].map(|t| layout.pack(t, window));
         let mut located = Vec::new();
         for slot in old.shard_keys(shard).slots() {
-            for l in old.list(shard, slot.value).iter() {
+            for l in old.list(shard, slot.list).iter() {
                 let (t, w) = old_layout.unpack(l);
                 located.extend(renumber(t, w).map(|l| (slot.key, l)));
             }

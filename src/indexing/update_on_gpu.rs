@@ -89,7 +89,7 @@ pub(super) fn lay_out(
     let (mut writer, mut stats) = (writer, ShardStats::default());
     let write = |pass: Vec<Condensed>| -> Result<(), BuildError> {
         for shard in pass {
-            writer.add_shard(&shard.data.slots, &shard.data.words)?;
+            writer.add_shard(&shard.data, None)?;
             writer.add_clade_lists(shard.clade_lists);
             stats += shard.stats;
         }
@@ -120,7 +120,7 @@ impl Shards<'_> {
     /// [`Shards::host_count`].
     fn pair_count(&self, shard: usize, bin: &Bin) -> u64 {
         let old = self.old;
-        let stored: u64 = old.shard_keys(shard).slots().map(|slot| old.list(shard, slot.value).len() as u64).sum();
+        let stored: u64 = old.shard_keys(shard).slots().map(|slot| old.list(shard, slot.list).len() as u64).sum();
         stored + self.host_count(shard, bin)
     }
 
