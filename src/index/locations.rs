@@ -165,9 +165,37 @@ impl ListWriter {
         self.push(value);
     }
 
+    /// Appends entries `first..first + n` of the stream `words` (padded as [`ListWriter::finish`]
+    /// pads), 64 bits at a time.
+    pub(crate) fn copy_entries(&mut self, words: &[u32], first: u64, n: u64) {
+        let eb = self.layout.entry_bits as u64;
+        let (mut bit, end) = (first * eb, (first + n) * eb);
+        while bit < end {
+            let take = (end - bit).min(64) as u32;
+            let v = bits_at(words, bit);
+            self.push_bits(if take == 64 { v } else { v & ((1u64 << take) - 1) }, take);
+            bit += take as u64;
+        }
+        self.entries += n;
+    }
+
     /// Entries written so far.
     pub(crate) fn entries(&self) -> u64 {
         self.entries
+    }
+
+    /// A writer whose words are reserved for `entries` entries.
+    pub(crate) fn with_capacity(layout: LocationLayout, entries: u64) -> Self {
+        let words = (entries * layout.entry_bits as u64).div_ceil(32) as usize + PAD_WORDS;
+        Self { layout, words: Vec::with_capacity(words), pending: 0, pending_bits: 0, entries: 0 }
+    }
+
+    /// The stream's words without padding (the last one holding the bits not yet in a whole word).
+    pub(crate) fn finish_unpadded(mut self) -> Vec<u32> {
+        if self.pending_bits > 0 {
+            self.words.push(self.pending as u32);
+        }
+        self.words
     }
 
     /// Adds a clade feature whose targets' LCA is tree node `node`; returns its slot value.

@@ -180,26 +180,33 @@ pub fn tag_bits(hash: KeyHash, buckets: u64) -> u32 {
 }
 
 /// Packs a shard's slots (whole buckets, as `bcht` builds them) with each occupied slot's code
-/// and each bucket's base: the key index's words (with no padding: the stream's follows).
-pub fn pack(slots: &[Slot], codes: &[u64], bases: &[u64], code: &KeyCode) -> Vec<u32> {
+/// and each bucket's base into `words`, the key index's (zeroed), in parallel by buckets.
+pub fn pack_into(words: &mut [u32], slots: &[Slot], codes: &[u8], bases: &[u64], code: &KeyCode) {
+    use rayon::prelude::*;
+    const BUCKETS: usize = 4096;
     debug_assert_eq!(slots.len(), code.buckets as usize * BUCKET_SLOTS);
-    let (tb, cb, bw) = (code.tag_bits, code.codes.bits, code.bucket_words());
-    let mut words = vec![0u32; code.words() as usize];
-    for (b, bucket) in slots.chunks(BUCKET_SLOTS).enumerate() {
-        let start = b as u64 * bw * 32;
-        put(&mut words, start, bases[b], code.base_bits);
-        for (i, slot) in bucket.iter().enumerate().filter(|(_, s)| s.key != crate::index::bcht::EMPTY_KEY) {
-            let tag = (0..HASH_FUNCTIONS)
-                .map(|j| code.place(slot.key, j))
-                .find(|&(at, _)| at == b as u64)
-                .expect("a key is in one of its candidate buckets")
-                .1;
-            let at = start + code.base_bits as u64 + i as u64 * code.slot_bits();
-            put(&mut words, at, tag, tb);
-            put(&mut words, at + tb as u64, codes[b * BUCKET_SLOTS + i], cb);
-        }
+    debug_assert_eq!(words.len() as u64, code.words());
+    let (tb, cb, bw) = (code.tag_bits, code.codes.bits, code.bucket_words() as usize);
+    if bw == 0 {
+        return;
     }
-    words
+    words.par_chunks_mut(bw * BUCKETS).enumerate().for_each(|(chunk, words)| {
+        for (i, bucket_words) in words.chunks_mut(bw).enumerate() {
+            let b = chunk * BUCKETS + i;
+            put(bucket_words, 0, bases[b], code.base_bits);
+            let bucket = &slots[b * BUCKET_SLOTS..(b + 1) * BUCKET_SLOTS];
+            for (s, slot) in bucket.iter().enumerate().filter(|(_, s)| s.key != crate::index::bcht::EMPTY_KEY) {
+                let tag = (0..HASH_FUNCTIONS)
+                    .map(|j| code.place(slot.key, j))
+                    .find(|&(at, _)| at == b as u64)
+                    .expect("a key is in one of its candidate buckets")
+                    .1;
+                let at = code.base_bits as u64 + s as u64 * code.slot_bits();
+                put(bucket_words, at, tag, tb);
+                put(bucket_words, at + tb as u64, codes[b * BUCKET_SLOTS + s] as u64, cb);
+            }
+        }
+    });
 }
 
 /// ORs the low `bits` of `v` into `words` at bit `bit`.

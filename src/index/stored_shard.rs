@@ -16,11 +16,12 @@
 //! and drops the heads of short fixed lists; single locations move into the stream.
 
 use crate::index::bcht::{BUCKET_SLOTS, EMPTY_KEY, KeyHash, Slot};
-use crate::index::locations::{self, INLINE_FLAG, ListWriter, LocationLayout, LocationList, ShardOverflow, bits_for};
+use crate::index::locations::{
+    self, INLINE_FLAG, ListWriter, LocationLayout, LocationList, PAD_WORDS, ShardOverflow, bits_for,
+};
 use crate::index::packed_keys::{self, KeyCode, PackedKeys, SlotCodes, bucket_words, tag_bits};
 use crate::index::write::ShardData;
 use crate::sketch::Feature;
-use std::collections::BTreeMap;
 
 /// One shard's block as stored: its key index, then its stream (padded).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,57 +56,123 @@ impl StoredShard {
     }
 }
 
-/// A slot's list as the build wrote it.
+/// A slot's list as the build wrote it (16 bytes: a shard has millions of slots).
 #[derive(Debug, Clone, Copy)]
-enum Built {
-    /// Locations, one entry each, from `first` of the built stream (`first` is the location
-    /// itself for a single inline one: see `inline`).
-    Fixed { first: u64, len: u64, inline: bool },
-    /// A list that says what it is (delta or clade), `entries` from entry `start`.
-    Described { start: u64, entries: u64 },
+struct Built {
+    /// The first entry in the built stream (the location itself for [`Kind::Inline`]).
+    at: u64,
+    /// Locations of a fixed list; entries of a described one.
+    n: u32,
+    kind: Kind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Empty,
+    /// A single location, inline in the built slot.
+    Inline,
+    /// Locations, one entry each, after a head.
+    Fixed,
+    /// A list that says what it is (delta or clade).
+    Described,
 }
 
 impl Built {
-    fn of(value: u32, words: &[u32], layout: &LocationLayout) -> Self {
+    fn of(slot: &Slot, words: &[u32], layout: &LocationLayout) -> Self {
+        let (value, built) = (slot.value, |at, n: u64, kind| Built { at, n: n as u32, kind });
+        if slot.key == EMPTY_KEY {
+            return built(0, 0, Kind::Empty);
+        }
         if value & INLINE_FLAG != 0 && layout.inline_single() {
-            return Built::Fixed { first: (value & !INLINE_FLAG) as u64, len: 1, inline: true };
+            return built((value & !INLINE_FLAG) as u64, 1, Kind::Inline);
         }
         match LocationList::decode(value, words, layout) {
-            LocationList::Packed { first, len, .. } => Built::Fixed { first, len: len as u64, inline: false },
-            _ => Built::Described { start: value as u64, entries: locations::written_entries(value, words, layout) },
+            LocationList::Packed { first, len, .. } => built(first, len as u64, Kind::Fixed),
+            _ => built(value as u64, locations::written_entries(value, words, layout), Kind::Described),
+        }
+    }
+
+    /// How it is stored under `codes`: its code (`None`: escaped) and its entries (without the
+    /// size entry an escaped list has before it).
+    #[inline]
+    fn stored(&self, codes: &SlotCodes) -> (Option<u64>, u64) {
+        let n = self.n as u64;
+        match self.kind {
+            Kind::Inline | Kind::Fixed => match codes.of_fixed(n) {
+                Some(c) => (Some(c), n),
+                // With its head.
+                None => (codes.of_described(n + 1), n + 1),
+            },
+            Kind::Described => (codes.of_described(n), n),
+            Kind::Empty => (Some(0), 0),
+        }
+    }
+
+    /// Entries of the stream it takes under `codes`, an escaped list's size entry included.
+    #[inline]
+    fn cost(&self, codes: &SlotCodes) -> u64 {
+        let (code, entries) = self.stored(codes);
+        entries + code.is_none() as u64
+    }
+
+    /// Writes it, without a head if `headless` (a fixed list whose code is its length).
+    fn write(&self, out: &mut ListWriter, words: &[u32], headless: bool) {
+        let n = self.n as u64;
+        match self.kind {
+            Kind::Inline | Kind::Fixed if !headless => out.push_entry(n << 1),
+            _ => {}
+        }
+        match self.kind {
+            Kind::Inline => out.push_entry(self.at),
+            Kind::Fixed | Kind::Described => out.copy_entries(words, self.at, n),
+            Kind::Empty => {}
         }
     }
 }
 
-/// How a list is stored under some [`SlotCodes`]: its code (`None`: escaped) and its entries.
-fn stored(list: &Built, codes: &SlotCodes) -> (Option<u64>, u64) {
-    match *list {
-        Built::Fixed { len, .. } => match codes.of_fixed(len) {
-            Some(c) => (Some(c), len),
-            // With its head.
-            None => (codes.of_described(len + 1), len + 1),
-        },
-        Built::Described { entries, .. } => (codes.of_described(entries), entries),
-    }
-}
-
-/// Counts of the lists of a shard by kind and size: what choosing its codes needs.
+/// Counts of a shard's lists by kind and size: what choosing its codes needs.
 #[derive(Default)]
 struct Sizes {
-    fixed: BTreeMap<u64, u64>,
-    described: BTreeMap<u64, u64>,
+    /// Lists of `i` locations.
+    fixed: Vec<u64>,
+    /// Lists that say what they are, of `i` entries.
+    described: Vec<u64>,
 }
 
 impl Sizes {
-    /// Entries of the stream under `codes`: each list's, and a size entry per escaped one.
+    fn of(lists: &[Built]) -> Self {
+        let mut sizes = Sizes::default();
+        for l in lists {
+            let counts = match l.kind {
+                Kind::Empty => continue,
+                Kind::Inline | Kind::Fixed => &mut sizes.fixed,
+                Kind::Described => &mut sizes.described,
+            };
+            if counts.len() <= l.n as usize {
+                counts.resize(l.n as usize + 1, 0);
+            }
+            counts[l.n as usize] += 1;
+        }
+        sizes
+    }
+
+    fn add(mut self, other: Self) -> Self {
+        for (mine, theirs) in [(&mut self.fixed, other.fixed), (&mut self.described, other.described)] {
+            if mine.len() < theirs.len() {
+                mine.resize(theirs.len(), 0);
+            }
+            mine.iter_mut().zip(theirs).for_each(|(m, t)| *m += t);
+        }
+        self
+    }
+
+    /// Entries of the stream under `codes`.
     fn entries(&self, codes: &SlotCodes) -> u64 {
-        let cost = |list: Built, n: u64| {
-            let (code, entries) = stored(&list, codes);
-            n * (entries + code.is_none() as u64)
+        let cost = |kind, counts: &[u64]| -> u64 {
+            let listed = counts.iter().enumerate().filter(|(_, n)| **n > 0);
+            listed.map(|(size, n)| n * Built { at: 0, n: size as u32, kind }.cost(codes)).sum()
         };
-        let fixed = self.fixed.iter().map(|(&len, &n)| cost(Built::Fixed { first: 0, len, inline: false }, n));
-        let described = self.described.iter().map(|(&entries, &n)| cost(Built::Described { start: 0, entries }, n));
-        fixed.chain(described).sum()
+        cost(Kind::Fixed, &self.fixed) + cost(Kind::Described, &self.described)
     }
 }
 
@@ -129,6 +196,67 @@ fn choose_codes(sizes: &Sizes, buckets: u64, tag_bits: u32, entry_bits: u32) -> 
     (codes, base_bits)
 }
 
+/// Buckets stored by one task: a shard is written in pieces in parallel (a GPU build finishes
+/// the shards as they arrive, often one at a time), then the pieces' streams are joined.
+const PIECE_BUCKETS: usize = 2048;
+
+/// One piece of a shard's stream: its words (from bit 0), its slots' codes, its buckets' bases.
+struct Piece {
+    words: Vec<u32>,
+    codes: Vec<u8>,
+    bases: Vec<u64>,
+}
+
+/// Writes the lists of `lists` (whole buckets) whose stream starts at entry `offset` and takes
+/// `entries` entries.
+fn write_piece(
+    lists: &[Built],
+    words: &[u32],
+    layout: &LocationLayout,
+    codes: &SlotCodes,
+    offset: u64,
+    entries: u64,
+) -> Piece {
+    let mut out = ListWriter::with_capacity(*layout, entries);
+    let mut slot_codes = vec![0u8; lists.len()];
+    let mut bases = Vec::with_capacity(lists.len() / BUCKET_SLOTS);
+    let mut escaped = Vec::new();
+    for (b, bucket) in lists.chunks(BUCKET_SLOTS).enumerate() {
+        bases.push(offset + out.entries());
+        escaped.clear();
+        for (i, list) in bucket.iter().enumerate().filter(|(_, l)| l.kind != Kind::Empty) {
+            match list.stored(codes) {
+                (Some(c), _) => {
+                    slot_codes[b * BUCKET_SLOTS + i] = c as u8;
+                    list.write(&mut out, words, (c as u32) < codes.fixed);
+                }
+                (None, n) => {
+                    slot_codes[b * BUCKET_SLOTS + i] = codes.escape() as u8;
+                    escaped.push((list, n));
+                }
+            }
+        }
+        for &(list, n) in &escaped {
+            out.push_entry(n);
+            list.write(&mut out, words, false);
+        }
+    }
+    debug_assert_eq!(out.entries(), entries);
+    Piece { words: out.finish_unpadded(), codes: slot_codes, bases }
+}
+
+/// ORs the first `bits` bits of `from` into `into` from bit `at` (`into` has room for them and a
+/// word more, the bits after them in `from` are zero).
+fn or_bits(into: &mut [u32], at: u64, from: &[u32], bits: u64) {
+    let (word, shift) = ((at / 32) as usize, (at % 32) as u32);
+    for (i, &v) in from.iter().take(bits.div_ceil(32) as usize).enumerate() {
+        into[word + i] |= v << shift;
+        if shift > 0 {
+            into[word + i + 1] |= v >> (32 - shift);
+        }
+    }
+}
+
 /// Rewrites a shard as built (final slots, whole buckets; values into `shard.words`) as stored.
 pub fn store(shard: &ShardData, layout: &LocationLayout, hash: KeyHash) -> Result<StoredShard, ShardOverflow> {
     store_parts(&shard.slots, &shard.words, layout, hash)
@@ -144,7 +272,8 @@ pub fn store_parts(
     store_with(slots, words, layout, hash, None)
 }
 
-/// [`store_parts`] with the codes `forced`, if given, instead of the best ones.
+/// [`store_parts`] with the codes `forced`, if given, instead of the best ones. The pieces run on
+/// the current rayon pool; the bytes do not depend on it.
 fn store_with(
     slots: &[Slot],
     words: &[u32],
@@ -152,72 +281,38 @@ fn store_with(
     hash: KeyHash,
     forced: Option<SlotCodes>,
 ) -> Result<StoredShard, ShardOverflow> {
+    use rayon::prelude::*;
     debug_assert_eq!(slots.len() % BUCKET_SLOTS, 0);
     let buckets = (slots.len() / BUCKET_SLOTS) as u64;
-    let eb = layout.entry_bits;
-    let lists: Vec<Option<Built>> =
-        slots.iter().map(|s| (s.key != EMPTY_KEY).then(|| Built::of(s.value, words, layout))).collect();
-    let mut sizes = Sizes::default();
-    for list in lists.iter().flatten() {
-        match *list {
-            Built::Fixed { len, .. } => *sizes.fixed.entry(len).or_default() += 1,
-            Built::Described { entries, .. } => *sizes.described.entry(entries).or_default() += 1,
-        }
-    }
+    let eb = layout.entry_bits as u64;
+    let piece = PIECE_BUCKETS * BUCKET_SLOTS;
+    let lists: Vec<Built> = slots.par_iter().map(|s| Built::of(s, words, layout)).collect();
+    let sizes = lists.par_chunks(piece).map(Sizes::of).reduce(Sizes::default, Sizes::add);
     let tb = tag_bits(hash, buckets);
     let (codes, base_bits) = match forced {
         Some(codes) => (codes, bits_for(sizes.entries(&codes) + 1)),
-        None => choose_codes(&sizes, buckets, tb, eb),
+        None => choose_codes(&sizes, buckets, tb, layout.entry_bits),
     };
-
-    let mut out = ListWriter::new(*layout);
-    let mut slot_codes = vec![0u64; slots.len()];
-    let mut bases = Vec::with_capacity(buckets as usize);
-    let copy = |out: &mut ListWriter, from: u64, n: u64| {
-        for i in from..from + n {
-            out.push_entry(locations::entry(words, eb, i));
-        }
-    };
-    let write = |out: &mut ListWriter, list: &Built, headless: bool| match *list {
-        Built::Fixed { first, len, inline } => {
-            if !headless {
-                out.push_entry(len << 1);
-            }
-            match inline {
-                true => out.push_entry(first),
-                false => copy(out, first, len),
-            }
-        }
-        Built::Described { start, entries } => copy(out, start, entries),
-    };
-    for b in 0..buckets as usize {
-        bases.push(out.entries());
-        let mut escaped = Vec::new();
-        for i in b * BUCKET_SLOTS..(b + 1) * BUCKET_SLOTS {
-            let Some(list) = &lists[i] else { continue };
-            let (code, entries) = stored(list, &codes);
-            match code {
-                Some(c) => {
-                    slot_codes[i] = c;
-                    write(&mut out, list, (c as u32) < codes.fixed);
-                }
-                None => {
-                    slot_codes[i] = codes.escape();
-                    escaped.push((list, entries));
-                }
-            }
-        }
-        for (list, entries) in escaped {
-            out.push_entry(entries);
-            write(&mut out, list, false);
-        }
-    }
-    if out.entries() >= INLINE_FLAG as u64 {
+    let counts: Vec<u64> = lists.par_chunks(piece).map(|p| p.iter().map(|l| l.cost(&codes)).sum()).collect();
+    let offsets: Vec<u64> = counts.iter().scan(0, |at, &n| Some(std::mem::replace(at, *at + n))).collect();
+    let total: u64 = counts.iter().sum();
+    if total >= INLINE_FLAG as u64 {
         return Err(ShardOverflow);
     }
+    let pieces: Vec<Piece> = (lists.par_chunks(piece).zip(&offsets).zip(&counts))
+        .map(|((p, &offset), &n)| write_piece(p, words, layout, &codes, offset, n))
+        .collect();
+    drop(lists);
     let code = KeyCode::new(hash, buckets, codes, base_bits);
-    let mut block = packed_keys::pack(slots, &slot_codes, &bases, &code);
-    block.extend(out.finish());
+    let key_words = code.words() as usize;
+    let mut block = vec![0u32; key_words + (total * eb).div_ceil(32) as usize + PAD_WORDS];
+    let (keys, stream) = block.split_at_mut(key_words);
+    for ((p, &offset), &n) in pieces.iter().zip(&offsets).zip(&counts) {
+        or_bits(stream, offset * eb, &p.words, n * eb);
+    }
+    let slot_codes: Vec<u8> = pieces.iter().flat_map(|p| p.codes.iter().copied()).collect();
+    let bases: Vec<u64> = pieces.iter().flat_map(|p| p.bases.iter().copied()).collect();
+    packed_keys::pack_into(keys, slots, &slot_codes, &bases, &code);
     Ok(StoredShard { block, code })
 }
 
