@@ -48,16 +48,15 @@ struct ShardKeys {
     const u32* words;
     u64 buckets;
     u64 bucket_bits;  // a bucket's bits, whole words
-    u32 tb, cb, fixed, base_bits, unit, eb;
+    u32 tb, cb, fixed, base_bits;
 };
 
 __device__ __forceinline__ ShardKeys shard_keys(const DeviceIndex& ix, u32 sh) {
     const u64 code = ix.key_code[sh];
     const u32 tb = (u32)(code & 0xff), cb = (u32)((code >> 8) & 0xff), fixed = (u32)((code >> 16) & 0xffff);
-    const u32 base_bits = (u32)((code >> 32) & 0xff), unit = (u32)((code >> 40) & 0xff);
+    const u32 base_bits = (u32)(code >> 32);
     const u64 bits = (u64)base_bits + 16 * (u64)(tb + cb);
-    return {(const u32*)ix.slot_base[sh], ix.buckets[sh], (bits + 31) / 32 * 32, tb, cb, fixed, base_bits, unit,
-            ix.entry_bits};
+    return {(const u32*)ix.slot_base[sh], ix.buckets[sh], (bits + 31) / 32 * 32, tb, cb, fixed, base_bits};
 }
 
 // Slot s of bucket b: its tag (0 for an empty slot) and its code, which follows the tag.
@@ -75,10 +74,10 @@ __device__ __forceinline__ u64 bucket_base(const ShardKeys& k, u64 b) {
 
 __device__ __forceinline__ u64 code_escape(const ShardKeys& k) { return (1ull << k.cb) - 1; }
 
-// Bits in its bucket's run of a slot with code c (SlotCodes::size).
-__device__ __forceinline__ u64 code_size(const ShardKeys& k, u64 c) {
-    if (c < k.fixed) return (c + 1) * k.eb;
-    if (c < code_escape(k)) return (c - k.fixed + 1) * k.unit;
+// Entries in its bucket's run of a slot with code c (SlotCodes::entries).
+__device__ __forceinline__ u64 code_entries(const ShardKeys& k, u64 c) {
+    if (c < k.fixed) return c + 1;
+    if (c < code_escape(k)) return c - k.fixed + 1;
     return 0;
 }
 
@@ -88,12 +87,12 @@ __device__ __forceinline__ u64 slot_list(const ShardKeys& k, u64 b, u32 s, u64 c
     u64 before = 0, escaped = 0;
     for (u32 i = 0; i < s; ++i) {
         const u64 ci = slot_code(k, b, i);
-        before += code_size(k, ci);
+        before += code_entries(k, ci);
         escaped += ci == code_escape(k);
     }
     if (c != code_escape(k)) return ((base + before) << 8) | (c < k.fixed ? c + 1 : 0);
     // Escaped lists follow the whole run: the sizes of the slots after this one too.
-    for (u32 i = s + 1; i < BUCKET_SLOTS && slot_tag(k, b, i) != 0; ++i) before += code_size(k, slot_code(k, b, i));
+    for (u32 i = s + 1; i < BUCKET_SLOTS && slot_tag(k, b, i) != 0; ++i) before += code_entries(k, slot_code(k, b, i));
     return ((base + before) << 8) | (LIST_ESCAPED + escaped);
 }
 
@@ -120,6 +119,17 @@ __device__ __forceinline__ bool index_lookup(const DeviceIndex& ix, u32 key, u32
     return false;
 }
 
+// Entry i of a stream of eb-bit entries (locations.rs `entry`).
+__device__ __forceinline__ u64 read_entry(const u32* words, u32 eb, u64 i) {
+    const u64 bit = i * eb;
+    const u64 w = bit >> 5;
+    const u32 shift = (u32)(bit & 31);
+    const u64 mask = eb == 64 ? ~0ull : ((1ull << eb) - 1);
+    const u64 two = (u64)words[w] | ((u64)words[w + 1] << 32);
+    if (eb + shift <= 64) return (two >> shift) & mask;
+    return ((two >> shift) | ((u64)words[w + 2] << (64 - shift))) & mask;
+}
+
 // 64 bits of a stream from bit `bit` (at least 64 bits before the end of the padded words):
 // src/index/locations.rs bits_at.
 __device__ __forceinline__ u64 bits_at(const u32* words, u64 bit) {
@@ -142,7 +152,7 @@ __device__ __forceinline__ bool read_gamma(const u32* words, u64* bit, u64 end, 
     return true;
 }
 
-// A decoded list (LocationList::at): `len` entries from bit `first`, or (delta) `len`
+// A decoded list (LocationList::at): `len` entries from entry `first`, or (delta) `len`
 // locations, `loc` then gamma codes from bit `first` to `end`; a clade feature's is empty, with
 // its clade's node + 1 in `clade` (0 otherwise).
 struct List {
@@ -155,62 +165,60 @@ struct List {
     bool delta;
 };
 
-// LocationList::described: the list that says what it is from bit `at`, bounds checks included
+// LocationList::decode of the list that says what it is from entry `at`, bounds checks included
 // (a damaged index gives an empty list, and a clade node past the tree no clade).
-__device__ __forceinline__ List decode_described(const DeviceIndex& ix, List l, u64 at, u64 real_bits) {
-    const u64 eb = ix.entry_bits;
-    if (at + eb > real_bits) return l;  // a delta list may end before a second entry
-    const u64 mask = eb == 64 ? ~0ull : ((1ull << eb) - 1);
-    const u64 head = bits_at(l.words, at) & mask;
+__device__ __forceinline__ List decode_described(const DeviceIndex& ix, List l, u64 at, u64 real_bits, u64 entries) {
+    if (at + 1 >= entries) return l;
+    const u64 head = read_entry(l.words, ix.entry_bits, at);
     if (head & 1) {
         // A delta list: the length's gamma code after the flag, then the first location; a length
         // longer than the stream could hold (two codes of a bit or more a location) is damage.
-        u64 bit = at + 1, len;
+        u64 bit = at * ix.entry_bits + 1, len;
         if (!read_gamma(l.words, &bit, real_bits, &len)) return l;
-        if (bit + eb > real_bits || len > (real_bits - bit - eb) / 2 + 1) return l;
+        if (bit + ix.entry_bits > real_bits || len > (real_bits - bit - ix.entry_bits) / 2 + 1) return l;
+        const u64 mask = ix.entry_bits == 64 ? ~0ull : ((1ull << ix.entry_bits) - 1);
         l.delta = true;
         l.loc = bits_at(l.words, bit) & mask;
-        l.first = bit + eb;
+        l.first = bit + ix.entry_bits;
         l.end = real_bits;
         l.len = (u32)len;
         return l;
     }
+    const u64 second = read_entry(l.words, ix.entry_bits, at + 1);
     const u64 len = (head >> 1) < 0xFFFFFFFFull ? (head >> 1) : 0xFFFFFFFFull;
     if (len == 0) {
-        if (at + 2 * eb > real_bits) return l;
-        const u64 second = bits_at(l.words, at + eb) & mask;
         if (second < ix.nodes) l.clade = (u32)second + 1;
         return l;
     }
-    if (at + (1 + len) * eb > real_bits) return l;
-    l.first = at + eb;
+    if (at + 1 + len > entries) return l;
+    l.first = at + 1;
     l.len = (u32)len;
     return l;
 }
-
-#define ESCAPE_SIZE_BITS 32ull  // locations.rs ESCAPE_SIZE_BITS
 
 // LocationList::at: the list `list` (index_lookup's) of shard `shard`.
 __device__ __forceinline__ List decode_list(const DeviceIndex& ix, u32 shard, u64 list) {
     List l = {(const u32*)ix.word_base[shard], 0, 0, 0, 0, 0, false};
     const u64 words = ix.shard_words[shard];
     const u64 real_bits = words >= PAD_WORDS ? (words - PAD_WORDS) * 32 : 0;
+    const u64 entries = real_bits / ix.entry_bits;
     u64 start = list >> 8;
     const u64 kind = list & 0xff;
-    if (kind == 0) return decode_described(ix, l, start, real_bits);
+    if (kind == 0) return decode_described(ix, l, start, real_bits, entries);
     if (kind <= LIST_MAX_FIXED) {
-        if (start + kind * ix.entry_bits > real_bits) return l;
+        if (start + kind > entries) return l;
         l.first = start;
         l.len = (u32)kind;
         return l;
     }
-    // Past the bucket's other escaped lists, each after its length in bits.
+    // Past the bucket's other escaped lists, each after its length in entries.
     const u64 skip = kind - LIST_ESCAPED < LIST_MAX_ESCAPED ? kind - LIST_ESCAPED : LIST_MAX_ESCAPED;
     for (u64 i = 0; i < skip; ++i) {
-        if (start + ESCAPE_SIZE_BITS > real_bits) return l;
-        start = start + ESCAPE_SIZE_BITS + (bits_at(l.words, start) & 0xFFFFFFFFull);
+        if (start >= entries) return l;
+        start = start + 1 + read_entry(l.words, ix.entry_bits, start);
     }
-    return decode_described(ix, l, start + ESCAPE_SIZE_BITS, real_bits);
+    if (start >= entries) return l;
+    return decode_described(ix, l, start + 1, real_bits, entries);
 }
 
 // Where a walk through a list is: the locations' iterator (locations.rs Locations).
@@ -222,10 +230,7 @@ struct Cursor {
 // The list's next location; those a damaged stream cannot give read as NOT_FOUND.
 __device__ __forceinline__ u64 list_next(const DeviceIndex& ix, const List& l, Cursor& c) {
     const u32 i = c.i++;
-    if (!l.delta) {
-        const u64 mask = ix.entry_bits == 64 ? ~0ull : ((1ull << ix.entry_bits) - 1);
-        return bits_at(l.words, l.first + (u64)i * ix.entry_bits) & mask;
-    }
+    if (!l.delta) return read_entry(l.words, ix.entry_bits, l.first + i);
     const u32 wb = ix.window_bits;
     const u64 mask = (1ull << wb) - 1;
     if (i == 0) {

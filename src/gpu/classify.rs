@@ -469,8 +469,8 @@ pub(crate) struct IndexTables {
     word_base: CudaSlice<u64>,
     buckets: CudaSlice<u64>,
     shard_words: CudaSlice<u64>,
-    /// Per shard: its slots' tag bits, code bits << 8, fixed codes << 16, its buckets' base bits
-    /// << 32 and its unit bits << 40 (`struct DeviceIndex`).
+    /// Per shard: its slots' tag bits, code bits << 8, fixed codes << 16 and its buckets' base
+    /// bits << 32 (`struct DeviceIndex`).
     key_code: CudaSlice<u64>,
     shard_bits: u32,
     entry_bits: u32,

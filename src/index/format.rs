@@ -57,7 +57,7 @@ pub const MAGIC: [u8; 8] = *b"\x89KMERDB\n";
 /// Version 9: key index slots packed (`index::packed_keys`): a key's quotient under a permuting hash
 /// instead of the key, a value as wide as the shard needs; the shard table records both widths. A
 /// delta-coded list's length is a gamma code after its flag bit, not a whole head entry.
-pub const FORMAT_VERSION: u32 = 11;
+pub const FORMAT_VERSION: u32 = 10;
 pub const PREAMBLE_LEN: usize = 64;
 pub const SECTION_ALIGN: u64 = 4096;
 /// Alignment of each shard's block in the shard data: a cache line.
@@ -254,18 +254,14 @@ pub struct ShardEntry {
     pub code_bits: u32,
     /// How many codes name fixed lists by their length (`SlotCodes::fixed`).
     pub fixed_codes: u32,
-    /// Width of a bucket's base, the bit where its lists start.
+    /// Width of a bucket's base, the entry where its lists start.
     pub base_bits: u32,
-    /// Bits of a unit of the lists that say what they are (`SlotCodes::unit`).
-    pub unit_bits: u32,
-    pub reserved: u32,
 }
 
 impl ShardEntry {
-    /// What its slots' codes mean, in an index whose entries are `entry_bits` wide.
-    pub fn codes(&self, entry_bits: u32) -> crate::index::packed_keys::SlotCodes {
-        let (bits, fixed, unit) = (self.code_bits, self.fixed_codes, self.unit_bits);
-        crate::index::packed_keys::SlotCodes { bits, fixed, unit, entry_bits }
+    /// What its slots' codes mean.
+    pub fn codes(&self) -> crate::index::packed_keys::SlotCodes {
+        crate::index::packed_keys::SlotCodes { bits: self.code_bits, fixed: self.fixed_codes }
     }
 
     /// Bytes of one bucket (`packed_keys::KeyCode::bucket_words`).

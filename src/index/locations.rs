@@ -23,10 +23,10 @@
 //!
 //! As the build writes a shard ([`ListWriter`]), a key slot's value is either the feature's only
 //! location, inline, marked by [`INLINE_FLAG`] (when entries fit in 31 bits), or the entry index
-//! where the feature's list starts. The index stores neither (format 11, `index::stored_shard`):
-//! it writes the lists again in slot order, from any bit (not padded to entries), a single
-//! location as a one-entry list, and fixed lists short enough for the slot's code without their
-//! head; a lookup finds a list's start from its bucket ([`ListRef`]).
+//! where the feature's list starts. The index stores neither (format 10, `index::stored_shard`):
+//! it writes the lists again in slot order, a single location as a one-entry list, and fixed
+//! lists short enough for the slot's code without their head; a lookup finds a list's start from
+//! its bucket ([`ListRef`]).
 //!
 //! A feature in more locations than the cap is a *clade feature*: its "list" is a head of 0 (no
 //! real list is empty) followed by one entry, the tree node (index of the taxon in the index's
@@ -165,34 +165,28 @@ impl ListWriter {
         self.push(value);
     }
 
-    /// Appends bits `from..from + n` of the stream `words` (padded as [`ListWriter::finish`]
-    /// pads), 64 at a time.
-    pub(crate) fn copy_bits(&mut self, words: &[u32], from: u64, n: u64) {
-        let (mut bit, end) = (from, from + n);
+    /// Appends entries `first..first + n` of the stream `words` (padded as [`ListWriter::finish`]
+    /// pads), 64 bits at a time.
+    pub(crate) fn copy_entries(&mut self, words: &[u32], first: u64, n: u64) {
+        let eb = self.layout.entry_bits as u64;
+        let (mut bit, end) = (first * eb, (first + n) * eb);
         while bit < end {
             let take = (end - bit).min(64) as u32;
             let v = bits_at(words, bit);
             self.push_bits(if take == 64 { v } else { v & ((1u64 << take) - 1) }, take);
             bit += take as u64;
         }
+        self.entries += n;
     }
 
-    /// Appends the low `bits` (at most 64) of `value`: not a whole entry (a size, or padding).
-    pub(crate) fn push_raw(&mut self, value: u64, bits: u32) {
-        debug_assert!(bits <= 64);
-        if bits > 0 {
-            self.push_bits(if bits == 64 { value } else { value & ((1u64 << bits) - 1) }, bits);
-        }
+    /// Entries written so far.
+    pub(crate) fn entries(&self) -> u64 {
+        self.entries
     }
 
-    /// Bits written so far.
-    pub(crate) fn bits(&self) -> u64 {
-        self.words.len() as u64 * 32 + self.pending_bits as u64
-    }
-
-    /// A writer whose words are reserved for `bits` bits.
-    pub(crate) fn with_capacity(layout: LocationLayout, bits: u64) -> Self {
-        let words = bits.div_ceil(32) as usize + PAD_WORDS;
+    /// A writer whose words are reserved for `entries` entries.
+    pub(crate) fn with_capacity(layout: LocationLayout, entries: u64) -> Self {
+        let words = (entries * layout.entry_bits as u64).div_ceil(32) as usize + PAD_WORDS;
         Self { layout, words: Vec::with_capacity(words), pending: 0, pending_bits: 0, entries: 0 }
     }
 
@@ -288,12 +282,27 @@ fn bits_at(words: &[u32], bit: u64) -> u64 {
     (three >> shift) as u64
 }
 
+/// Reads entry `i` of a stream of `eb`-bit entries.
+#[inline]
+pub(crate) fn entry(words: &[u32], eb: u32, i: u64) -> u64 {
+    let bit = i * eb as u64;
+    let (w, shift) = ((bit / 32) as usize, (bit % 32) as u32);
+    let mask = if eb == 64 { u64::MAX } else { (1u64 << eb) - 1 };
+    if eb + shift <= 64 {
+        let two = words[w] as u64 | (words[w + 1] as u64) << 32;
+        (two >> shift) & mask
+    } else {
+        let three = words[w] as u128 | (words[w + 1] as u128) << 32 | (words[w + 2] as u128) << 64;
+        ((three >> shift) as u64) & mask
+    }
+}
+
 /// The locations of one feature, borrowed from the index; a clade feature's list is empty and
 /// names its clade instead.
 #[derive(Debug, Clone, Copy)]
 pub enum LocationList<'a> {
     Single(u64),
-    /// `len` locations, one entry each, from bit `first`.
+    /// `len` locations, one entry each, from entry `first`.
     Packed {
         words: &'a [u32],
         entry_bits: u32,
@@ -314,14 +323,13 @@ pub enum LocationList<'a> {
 }
 
 /// Where a feature's list is in its shard's stored stream, as a lookup finds it in the key
-/// index (`index::packed_keys`: from its bucket's first bit and its slot's code, format 11):
-/// the bit it starts at and what kind of list is there. Packed in a `u64` as the GPU's lookups
+/// index (`index::packed_keys`: from its bucket's first entry and its slot's code, format 10):
+/// the entry it starts at and what kind of list is there. Packed in a `u64` as the GPU's lookups
 /// hand it on: `start << 8 | kind`, the kind being
 /// - `1..=`[`ListRef::MAX_FIXED`]: a fixed list of that many locations, one entry each, no head;
 /// - 0: a list that says what it is ([`LocationList::decode`]: a head, a delta list or a clade);
 /// - [`ListRef::ESCAPED`]` + k`: the `k`-th of its bucket's escaped lists, whose lists follow
-///   the bucket's others from `start` on, each after its length in bits
-///   ([`ESCAPE_SIZE_BITS`] wide).
+///   the bucket's others from `start` on, each after an entry with its length in entries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ListRef(pub u64);
 
@@ -363,44 +371,38 @@ impl ListRef {
 pub const UNREADABLE: u64 = u64::MAX;
 
 impl<'a> LocationList<'a> {
-    /// Decodes a slot value of a [`ListWriter`]'s stream `words`.
+    /// Decodes a slot value. `words` is the shard's stream.
     #[inline]
     pub fn decode(value: u32, words: &'a [u32], layout: &LocationLayout) -> Self {
         if value & INLINE_FLAG != 0 && layout.inline_single() {
             return LocationList::Single((value & !INLINE_FLAG) as u64);
         }
-        Self::described(value as u64 * layout.entry_bits as u64, words, layout)
-    }
-
-    /// The list that says what it is from bit `at` of `words` (see the module's comment). Bounds
-    /// are checked here and as codes are read, so that reading cannot fail: a damaged index
-    /// opened without verification gives empty lists or unreadable locations, not a crash.
-    #[inline]
-    fn described(at: u64, words: &'a [u32], layout: &LocationLayout) -> Self {
-        let eb = layout.entry_bits as u64;
+        let eb = layout.entry_bits;
+        // Bounds are checked here and as codes are read, so that reading cannot fail: a damaged
+        // index opened without verification gives empty lists or unreadable locations, not a crash.
         let real_bits = words.len().saturating_sub(PAD_WORDS) as u64 * 32;
-        let empty = LocationList::Packed { words, entry_bits: eb as u32, first: 0, len: 0 };
-        // A list takes at least its head's entry (a delta list may end before a second one).
-        if at.saturating_add(eb) > real_bits {
+        let entries = real_bits / eb as u64;
+        let empty = LocationList::Packed { words, entry_bits: eb, first: 0, len: 0 };
+        if value as u64 + 1 >= entries {
             return empty;
         }
-        let mask = if eb == 64 { u64::MAX } else { (1u64 << eb) - 1 };
-        let head = bits_at(words, at) & mask;
+        let head = entry(words, eb, value as u64);
         if head & 1 == 1 {
             // A delta list: the length's gamma code after the flag, then the first location.
-            let mut bit = at + 1;
+            let mut bit = value as u64 * eb as u64 + 1;
             let Some(len) = read_gamma(words, &mut bit, real_bits) else { return empty };
             // Each location after the first takes two codes of a bit or more: a longer length is
             // a damaged stream's (and would have a reader count to 2^32).
-            if bit + eb > real_bits || len > (real_bits - bit - eb) / 2 + 1 {
+            if bit + eb as u64 > real_bits || len > (real_bits - bit - eb as u64) / 2 + 1 {
                 return empty;
             }
+            let mask = if eb == 64 { u64::MAX } else { (1u64 << eb) - 1 };
             let first_loc = bits_at(words, bit) & mask;
             return LocationList::Delta {
                 words,
                 window_bits: layout.window_bits,
                 first_loc,
-                bit: bit + eb,
+                bit: bit + eb as u64,
                 end: real_bits,
                 len: len as usize,
             };
@@ -408,14 +410,11 @@ impl<'a> LocationList<'a> {
         match (head >> 1).min(u32::MAX as u64) as usize {
             // A clade feature; a node past the tree (a damaged index) is left to the reader, which
             // checks it against its tree.
-            0 => match at + 2 * eb > real_bits {
-                true => empty,
-                false => LocationList::Clade((bits_at(words, at + eb) & mask).min(u32::MAX as u64) as u32),
-            },
+            0 => LocationList::Clade(entry(words, eb, value as u64 + 1).min(u32::MAX as u64) as u32),
             // A fixed list, whose second entry is its first location.
-            len => match at + (1 + len as u64) * eb > real_bits {
+            len => match value as u64 + 1 + len as u64 > entries {
                 true => empty,
-                false => LocationList::Packed { words, entry_bits: eb as u32, first: at + eb, len },
+                false => LocationList::Packed { words, entry_bits: eb, first: value as u64 + 1, len },
             },
         }
     }
@@ -424,27 +423,38 @@ impl<'a> LocationList<'a> {
     /// [`LocationList::decode`]: a damaged index gives an empty list).
     #[inline]
     pub fn at(r: ListRef, words: &'a [u32], layout: &LocationLayout) -> Self {
-        let eb = layout.entry_bits as u64;
-        let real_bits = words.len().saturating_sub(PAD_WORDS) as u64 * 32;
-        let empty = LocationList::Packed { words, entry_bits: eb as u32, first: 0, len: 0 };
+        let eb = layout.entry_bits;
+        let entries = words.len().saturating_sub(PAD_WORDS) as u64 * 32 / eb as u64;
+        let empty = LocationList::Packed { words, entry_bits: eb, first: 0, len: 0 };
         let (mut start, kind) = (r.start(), r.kind());
         match kind {
             0 => Self::described(start, words, layout),
-            len if len <= ListRef::MAX_FIXED => match start.saturating_add(len * eb) > real_bits {
+            len if len <= ListRef::MAX_FIXED => match start + len > entries {
                 true => empty,
-                false => LocationList::Packed { words, entry_bits: eb as u32, first: start, len: len as usize },
+                false => LocationList::Packed { words, entry_bits: eb, first: start, len: len as usize },
             },
             escaped => {
-                // Past the bucket's other escaped lists, each after its length in bits.
+                // Past the bucket's other escaped lists, each after its length in entries.
                 for _ in 0..(escaped - ListRef::ESCAPED).min(ListRef::MAX_ESCAPED) {
-                    if start.saturating_add(ESCAPE_SIZE_BITS) > real_bits {
+                    if start >= entries {
                         return empty;
                     }
-                    let size = bits_at(words, start) & ((1 << ESCAPE_SIZE_BITS) - 1);
-                    start = start.saturating_add(ESCAPE_SIZE_BITS + size);
+                    start = start.saturating_add(1).saturating_add(entry(words, eb, start));
                 }
-                Self::described(start.saturating_add(ESCAPE_SIZE_BITS), words, layout)
+                match start.checked_add(1) {
+                    Some(at) if at < entries => Self::described(at, words, layout),
+                    _ => empty,
+                }
             }
+        }
+    }
+
+    /// The list that says what it is from entry `start` (see the module's comment).
+    #[inline]
+    fn described(start: u64, words: &'a [u32], layout: &LocationLayout) -> Self {
+        match u32::try_from(start) {
+            Ok(v) if v & INLINE_FLAG == 0 => Self::decode(v, words, layout),
+            _ => LocationList::Packed { words, entry_bits: layout.entry_bits, first: 0, len: 0 },
         }
     }
 
@@ -479,7 +489,7 @@ impl<'a> LocationList<'a> {
                 out.reserve(len);
                 let eb = entry_bits as u64;
                 let mask = (1u64 << eb) - 1;
-                let mut bit = first;
+                let mut bit = first * eb;
                 for _ in 0..len {
                     let w = (bit / 32) as usize;
                     let two = words[w] as u64 | (words[w + 1] as u64) << 32;
@@ -512,25 +522,22 @@ impl<'a> LocationList<'a> {
     }
 }
 
-/// Bits that the list written at entry `start` of a [`ListWriter`]'s stream takes (not an inline
-/// one): its head and locations, a clade's two entries, or a delta list to its last code.
-pub(crate) fn written_bits(start: u32, words: &[u32], layout: &LocationLayout) -> u64 {
+/// Entries that the list written at entry `start` of a [`ListWriter`]'s stream takes (not an
+/// inline one): its head and locations, a clade's two, or a delta list to its last code's entry.
+pub(crate) fn written_entries(start: u32, words: &[u32], layout: &LocationLayout) -> u64 {
     let eb = layout.entry_bits as u64;
     match LocationList::decode(start, words, layout) {
         LocationList::Single(_) => 0,
-        LocationList::Packed { len, .. } => (len as u64 + 1) * eb,
-        LocationList::Clade(_) => 2 * eb,
+        LocationList::Packed { len, .. } => len as u64 + 1,
+        LocationList::Clade(_) => 2,
         LocationList::Delta { words, mut bit, end, len, .. } => {
             for _ in 1..len {
                 let _ = read_gamma(words, &mut bit, end).zip(read_gamma(words, &mut bit, end));
             }
-            bit - start as u64 * eb
+            (bit - start as u64 * eb).div_ceil(eb)
         }
     }
 }
-
-/// Width of the size before an escaped list (`index::packed_keys`): its bits.
-pub const ESCAPE_SIZE_BITS: u64 = 32;
 
 /// The locations of a [`LocationList`], decoded one after the other.
 pub struct Locations<'a> {
@@ -587,9 +594,7 @@ impl Iterator for Locations<'_> {
         match &mut self.list {
             LocationList::Single(loc) => Some(*loc),
             LocationList::Packed { words, entry_bits, first, .. } => {
-                let eb = *entry_bits as u64;
-                let mask = if eb == 64 { u64::MAX } else { (1u64 << eb) - 1 };
-                Some(bits_at(words, *first + (self.i as u64 - 1) * eb) & mask)
+                Some(entry(words, *entry_bits, *first + self.i as u64 - 1))
             }
             LocationList::Delta { words, window_bits, first_loc, bit, end, .. } => {
                 let wb = *window_bits;

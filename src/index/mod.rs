@@ -170,11 +170,11 @@ impl Index {
             return Err(IndexError::Corrupt { path: p(), what });
         }
         index.check_shard_table()?;
-        let (hash, eb) = (bcht::KeyHash::new(index.header.shard_bits), index.header.layout.entry_bits);
+        let hash = bcht::KeyHash::new(index.header.shard_bits);
         index.key_codes = index
             .shards
             .iter()
-            .map(|s| KeyCode::with_widths(hash, s.buckets, s.tag_bits, s.codes(eb), s.base_bits))
+            .map(|s| KeyCode::with_widths(hash, s.buckets, s.tag_bits, s.codes(), s.base_bits))
             .collect();
         let data_at = index.data_at;
         index.blocks =
@@ -334,7 +334,7 @@ impl Index {
             // The fields a lookup reads must be the ones the builder wrote, and the stream's
             // padding must follow the key index (`packed_keys`).
             let widths = s.tag_bits == packed_keys::tag_bits(hash, s.buckets)
-                && s.codes(self.header.layout.entry_bits).valid()
+                && s.codes().valid()
                 && (1..=32).contains(&s.base_bits)
                 && s.words >= locations::PAD_WORDS as u64;
             if !widths {

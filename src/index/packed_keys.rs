@@ -1,11 +1,11 @@
 //! A shard's key index as the index stores it: the BCHT of `index::bcht`, each slot packed to the
-//! bits it needs, and no list offsets: a slot's list is found from its bucket's first bit and the
-//! sizes its bucket's codes give (format version 11; format 9 kept a value of up to 24 bits a
-//! slot, an offset or an inline location, and up to version 8 a slot was a whole feature and a
-//! 32-bit value).
+//! bits it needs, and no list offsets: a slot's list is found from its bucket's first entry and the
+//! sizes its bucket's codes give (format version 10; format 9 kept a value of up to 24 bits a slot,
+//! an offset or an inline location, and up to version 8 a slot was a whole feature and a 32-bit
+//! value).
 //!
 //! A bucket of [`BUCKET_SLOTS`] slots is [`KeyCode::bucket_words`] little-endian `u32` words: its
-//! **base** (`base_bits`: the bit of the shard's stream where its lists start), then the slots
+//! **base** (`base_bits`: the entry of the shard's stream where its lists start), then the slots
 //! one after the other, each its tag (`tag_bits`) then its code (`SlotCodes::bits`), LSB first,
 //! then zero bits to the word. A slot's code lies beside its tag, so a lookup whose bucket was not
 //! prefetched (a key in its second or third candidate) waits for one cache line, not two.
@@ -16,14 +16,14 @@
 //!   bucket. `j` is the first hash function whose candidate is the bucket (two may coincide), which
 //!   is the one a lookup tries first. A tag needs the quotient's bits, about `32 - shard_bits -
 //!   log2(buckets)`, and two: 16 bits in a shard of 6,000 buckets, where a whole key took 32.
-//! - A **code** ([`SlotCodes`]) says what the slot's list is and how many bits it takes: a fixed
-//!   list of 1 to `fixed` locations (no head: the code is its length), a list of 1 to `max -
-//!   fixed` units that says what it is (a delta list, a clade, a longer fixed list with its head;
-//!   padded to its last unit), or, for the code of all ones, an *escaped* list too long for the
-//!   codes. A bucket's lists follow each other from its base in slot order, then its escaped
-//!   lists, each after its size in bits (`index::stored_shard` writes them). So a slot's list
-//!   starts at the base plus the sizes of the slots before it: what the lookup has read anyway to
-//!   find its tag. The writer picks each shard's code width, `fixed` and unit for the fewest bytes.
+//! - A **code** ([`SlotCodes`]) says what the slot's list is and how many entries it takes: a
+//!   fixed list of 1 to `fixed` locations (no head: the code is its length), a list of 1 to `max -
+//!   fixed` entries that says what it is (a delta list, a clade, a longer fixed list with its head),
+//!   or, for the code of all ones, an *escaped* list too long for the codes. A bucket's lists follow
+//!   each other from its base in slot order, then its escaped lists, each after an entry holding
+//!   its length in entries (`index::stored_shard` writes them). So a slot's list starts at the base
+//!   plus the sizes of the slots before it: what the lookup has read anyway to find its tag.
+//!   The writer picks each shard's code width and `fixed` for the fewest bytes.
 //!
 //! The invariants of the BCHT hold slot for slot (empty slots are a suffix of their bucket), so a
 //! lookup reads at most three buckets, usually one. Every shard's block has its stream's padding
@@ -35,15 +35,12 @@ use crate::index::locations::{ListRef, PAD_WORDS, bits_for};
 use crate::sketch::Feature;
 
 /// What a shard's slot codes mean: `bits` wide; codes below `fixed` are fixed lists of code + 1
-/// locations (`entry_bits` each); codes from `fixed` below the escape ([`SlotCodes::escape`], all
-/// ones) are lists that say what they are, of `code - fixed + 1` units of `unit` bits (padded to
-/// a whole unit); the escape is a list after the bucket's run. Sizes and starts are in bits.
+/// locations; codes from `fixed` below the escape ([`SlotCodes::escape`], all ones) are lists of
+/// `code - fixed + 1` entries that say what they are; the escape is a list after the bucket's run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SlotCodes {
     pub bits: u32,
     pub fixed: u32,
-    pub unit: u32,
-    pub entry_bits: u32,
 }
 
 impl SlotCodes {
@@ -55,8 +52,6 @@ impl SlotCodes {
         (1..=Self::MAX_BITS).contains(&self.bits)
             && (self.fixed as u64) <= self.escape()
             && (self.fixed as u64) <= ListRef::MAX_FIXED
-            && (1..=64).contains(&self.unit)
-            && (1..=64).contains(&self.entry_bits)
     }
 
     /// The escape code (all ones).
@@ -65,20 +60,20 @@ impl SlotCodes {
         (1 << self.bits) - 1
     }
 
-    /// Bits in its bucket's run of the list of a slot with code `c` (0 for an escaped one).
+    /// Entries in its bucket's run of the list of a slot with code `c` (0 for an escaped one).
     #[inline]
-    pub fn size(&self, c: u64) -> u64 {
+    pub fn entries(&self, c: u64) -> u64 {
         let fixed = self.fixed as u64;
         if c < fixed {
-            (c + 1) * self.entry_bits as u64
+            c + 1
         } else if c < self.escape() {
-            (c - fixed + 1) * self.unit as u64
+            c - fixed + 1
         } else {
             0
         }
     }
 
-    /// The list of a slot with code `c` (not the escape) that starts at bit `start`.
+    /// The list of a slot with code `c` (not the escape) that starts at entry `start`.
     #[inline]
     pub fn list_at(&self, c: u64, start: u64) -> ListRef {
         match c < self.fixed as u64 {
@@ -92,12 +87,10 @@ impl SlotCodes {
         (len >= 1 && len <= self.fixed as u64).then(|| len - 1)
     }
 
-    /// The code of a list of `bits` that says what it is, if there is one (else it is escaped),
-    /// and the bits it takes, padded to a unit.
-    pub fn of_described(&self, bits: u64) -> Option<(u64, u64)> {
-        let units = bits.div_ceil(self.unit as u64);
-        let c = self.fixed as u64 + units.checked_sub(1)?;
-        (c < self.escape()).then_some((c, units * self.unit as u64))
+    /// The code of a list of `entries` that says what it is, if there is one (else it is escaped).
+    pub fn of_described(&self, entries: u64) -> Option<u64> {
+        let c = self.fixed as u64 + entries.checked_sub(1)?;
+        (c < self.escape()).then_some(c)
     }
 }
 
@@ -324,14 +317,14 @@ impl<'a> PackedKeys<'a> {
                 let run = before + self.run_from(bucket, s + 1);
                 return Probe::Found(ListRef::escaped(base + run, escaped));
             }
-            before += c.codes.size(code);
+            before += c.codes.entries(code);
             escaped += (code == c.codes.escape()) as u64;
             at += tb + cb as u64;
         }
         Probe::Full
     }
 
-    /// Bits of the run of the occupied slots of `bucket` from slot `s` on.
+    /// Entries of the run of the occupied slots of `bucket` from slot `s` on.
     fn run_from(&self, bucket: &[u8], s: usize) -> u64 {
         let c = &self.code;
         let (tb, cb) = (c.tag_bits as u64, c.codes.bits);
@@ -342,7 +335,7 @@ impl<'a> PackedKeys<'a> {
             if bits57(bucket, at) & tag_mask == 0 {
                 break;
             }
-            run += c.codes.size(bits57(bucket, at + tb) & code_mask);
+            run += c.codes.entries(bits57(bucket, at + tb) & code_mask);
         }
         run
     }
@@ -382,7 +375,7 @@ impl<'a> PackedKeys<'a> {
                     }
                     false => c.codes.list_at(code, base + before),
                 };
-                before += c.codes.size(code);
+                before += c.codes.entries(code);
                 Some(StoredSlot { key: c.key(b, tag, self.shard), list })
             })
         })
@@ -406,7 +399,7 @@ mod tests {
     use crate::index::write::ShardData;
     use rand::{Rng, SeedableRng, rngs::StdRng};
 
-    const ANY_CODES: SlotCodes = SlotCodes { bits: 1, fixed: 0, unit: 8, entry_bits: 23 };
+    const ANY_CODES: SlotCodes = SlotCodes { bits: 1, fixed: 0 };
 
     /// Stored, every key is found with its list and listed back, absent keys are not found, at
     /// every shard count and table size (tags from 3 to 34 bits).
@@ -459,17 +452,18 @@ mod tests {
         assert_eq!(tag_bits(hash, 6000), 16);
         assert_eq!(tag_bits(hash, 1), 28);
         assert_eq!(tag_bits(KeyHash::new(0), 1), 34);
-        let code = KeyCode::new(hash, 6000, SlotCodes { bits: 2, fixed: 1, unit: 8, entry_bits: 23 }, 18);
+        let code = KeyCode::new(hash, 6000, SlotCodes { bits: 2, fixed: 1 }, 18);
         assert_eq!(code.bucket_words(), 10);
-        let codes = SlotCodes { bits: 3, fixed: 2, unit: 8, entry_bits: 10 };
+        let codes = SlotCodes { bits: 3, fixed: 2 };
         assert!(codes.valid());
-        assert_eq!((0..8).map(|c| codes.size(c)).collect::<Vec<_>>(), [10, 20, 8, 16, 24, 32, 40, 0]);
-        assert_eq!((codes.of_fixed(2), codes.of_fixed(3)), (Some(1), None));
-        assert_eq!((codes.of_described(33), codes.of_described(41)), (Some((6, 40)), None));
-        assert!(!SlotCodes { bits: 9, ..codes }.valid());
-        assert!(!SlotCodes { bits: 2, fixed: 4, ..codes }.valid());
-        assert!(!SlotCodes { bits: 8, fixed: 240, ..codes }.valid());
-        assert!(!SlotCodes { unit: 0, ..codes }.valid());
+        assert_eq!((0..8).map(|c| codes.entries(c)).collect::<Vec<_>>(), [1, 2, 1, 2, 3, 4, 5, 0]);
+        assert_eq!(
+            (codes.of_fixed(2), codes.of_fixed(3), codes.of_described(5), codes.of_described(6)),
+            (Some(1), None, Some(6), None)
+        );
+        assert!(!SlotCodes { bits: 9, fixed: 0 }.valid());
+        assert!(!SlotCodes { bits: 2, fixed: 4 }.valid());
+        assert!(!SlotCodes { bits: 8, fixed: 240 }.valid());
     }
 
     /// Fuzzing (index_open): a damaged tag whose hash bits are 0 underflowed the hash's index.

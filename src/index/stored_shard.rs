@@ -1,4 +1,4 @@
-//! A shard as the index stores it (format 11): its lists laid out in the key index's slot order,
+//! A shard as the index stores it (format 10): its lists laid out in the key index's slot order,
 //! so that a slot needs no offset, only a code for its list's kind and size (`index::packed_keys`).
 //!
 //! The build (CPU and GPU alike) lays a shard out first as a [`ShardData`]: slots whose values are
@@ -6,13 +6,10 @@
 //! (the GPU writes lists before the host's walk places the keys the rounds left over). [`store`]
 //! then rewrites it once the slots are final, on the thread that finishes the shard: the same
 //! function for every backend, so the bytes stay the same. For each bucket in turn it writes the
-//! lists of its slots in slot order (fixed lists short enough for a code without their head, the
-//! others padded to a whole unit), then its escaped lists, each after its size in bits, and
-//! records the bit where the bucket's lists start. Lists are no longer padded to whole entries:
-//! a delta list of five strains took two or three 23- to 30-bit entries and wasted half an entry.
-//! It picks the shard's code width, how many codes name fixed lengths and the unit by counting
-//! what each choice would take, key index and stream together; it writes pieces of the shard on
-//! the rayon pool and joins them.
+//! lists of its slots in slot order (fixed lists short enough for a code without their head),
+//! then its escaped lists, each after its size in entries, and records where the bucket's lists
+//! start. It picks the shard's code width and how many codes name fixed lengths by counting what
+//! each choice would take, key index and stream together.
 //!
 //! Against format 9 on `../shared/data/refs` this takes the slots from 40 bits (a 16-bit tag and a
 //! 24-bit value, most of it an offset or an inline location) to the tag and two or three bits,
@@ -62,10 +59,9 @@ impl StoredShard {
 /// A slot's list as the build wrote it (16 bytes: a shard has millions of slots).
 #[derive(Debug, Clone, Copy)]
 struct Built {
-    /// The bit of the built stream where its locations (for [`Kind::Fixed`]) or the list (for
-    /// [`Kind::Described`]) start; the location itself for [`Kind::Inline`].
+    /// The first entry in the built stream (the location itself for [`Kind::Inline`]).
     at: u64,
-    /// Locations of a fixed list; bits of a described one.
+    /// Locations of a fixed list; entries of a described one.
     n: u32,
     kind: Kind,
 }
@@ -81,14 +77,6 @@ enum Kind {
     Described,
 }
 
-/// Where and how a list is stored under some codes: its code (`None`: escaped) and its bits in
-/// the stream (a described one's padded to its units; an escaped one's without its size).
-#[derive(Debug, Clone, Copy)]
-struct Stored {
-    code: Option<u64>,
-    bits: u64,
-}
-
 impl Built {
     fn of(slot: &Slot, words: &[u32], layout: &LocationLayout) -> Self {
         let (value, built) = (slot.value, |at, n: u64, kind| Built { at, n: n as u32, kind });
@@ -100,68 +88,44 @@ impl Built {
         }
         match LocationList::decode(value, words, layout) {
             LocationList::Packed { first, len, .. } => built(first, len as u64, Kind::Fixed),
-            _ => {
-                let at = value as u64 * layout.entry_bits as u64;
-                built(at, locations::written_bits(value, words, layout), Kind::Described)
-            }
+            _ => built(value as u64, locations::written_entries(value, words, layout), Kind::Described),
         }
     }
 
-    /// How it is stored under `codes`.
+    /// How it is stored under `codes`: its code (`None`: escaped) and its entries (without the
+    /// size entry an escaped list has before it).
     #[inline]
-    fn stored(&self, codes: &SlotCodes) -> Stored {
-        let (n, eb) = (self.n as u64, codes.entry_bits as u64);
-        let described = |bits| match codes.of_described(bits) {
-            Some((c, padded)) => Stored { code: Some(c), bits: padded },
-            None => Stored { code: None, bits },
-        };
+    fn stored(&self, codes: &SlotCodes) -> (Option<u64>, u64) {
+        let n = self.n as u64;
         match self.kind {
             Kind::Inline | Kind::Fixed => match codes.of_fixed(n) {
-                Some(c) => Stored { code: Some(c), bits: n * eb },
+                Some(c) => (Some(c), n),
                 // With its head.
-                None => described((n + 1) * eb),
+                None => (codes.of_described(n + 1), n + 1),
             },
-            Kind::Described => described(n),
-            Kind::Empty => Stored { code: Some(0), bits: 0 },
+            Kind::Described => (codes.of_described(n), n),
+            Kind::Empty => (Some(0), 0),
         }
     }
 
-    /// Bits of the stream it takes under `codes`, an escaped list's size included.
+    /// Entries of the stream it takes under `codes`, an escaped list's size entry included.
     #[inline]
     fn cost(&self, codes: &SlotCodes) -> u64 {
-        let s = self.stored(codes);
-        s.bits + if s.code.is_none() { locations::ESCAPE_SIZE_BITS } else { 0 }
+        let (code, entries) = self.stored(codes);
+        entries + code.is_none() as u64
     }
 
-    /// Writes it as `how` says: a fixed list whose code is its length without its head, an
-    /// escaped list after its size, a described one padded to its units.
-    fn write(&self, out: &mut ListWriter, words: &[u32], codes: &SlotCodes, how: Stored) {
-        let (n, eb) = (self.n as u64, codes.entry_bits as u64);
-        let headless = how.code.is_some_and(|c| c < codes.fixed as u64);
-        let body = match self.kind {
-            Kind::Inline | Kind::Fixed if headless => n * eb,
-            Kind::Inline | Kind::Fixed => (n + 1) * eb,
-            Kind::Described => n,
-            Kind::Empty => return,
-        };
-        if how.code.is_none() {
-            out.push_raw(body, locations::ESCAPE_SIZE_BITS as u32);
-        }
+    /// Writes it, without a head if `headless` (a fixed list whose code is its length).
+    fn write(&self, out: &mut ListWriter, words: &[u32], headless: bool) {
+        let n = self.n as u64;
         match self.kind {
             Kind::Inline | Kind::Fixed if !headless => out.push_entry(n << 1),
             _ => {}
         }
         match self.kind {
             Kind::Inline => out.push_entry(self.at),
-            Kind::Fixed => out.copy_bits(words, self.at, n * eb),
-            _ => out.copy_bits(words, self.at, n),
-        }
-        // Zeros to the described list's last unit.
-        let mut pad = how.bits - body;
-        while pad > 0 {
-            let take = pad.min(64);
-            out.push_raw(0, take as u32);
-            pad -= take;
+            Kind::Fixed | Kind::Described => out.copy_entries(words, self.at, n),
+            Kind::Empty => {}
         }
     }
 }
@@ -171,7 +135,7 @@ impl Built {
 struct Sizes {
     /// Lists of `i` locations.
     fixed: Vec<u64>,
-    /// Lists that say what they are, of `i` bits.
+    /// Lists that say what they are, of `i` entries.
     described: Vec<u64>,
 }
 
@@ -202,8 +166,8 @@ impl Sizes {
         self
     }
 
-    /// Bits of the stream under `codes`.
-    fn bits(&self, codes: &SlotCodes) -> u64 {
+    /// Entries of the stream under `codes`.
+    fn entries(&self, codes: &SlotCodes) -> u64 {
         let cost = |kind, counts: &[u64]| -> u64 {
             let listed = counts.iter().enumerate().filter(|(_, n)| **n > 0);
             listed.map(|(size, n)| n * Built { at: 0, n: size as u32, kind }.cost(codes)).sum()
@@ -213,20 +177,18 @@ impl Sizes {
 }
 
 /// The codes for which the shard takes the fewest bits (the fewest code bits, then the fewest
-/// fixed codes, then the largest unit, among equals), and the width of its buckets' bases.
+/// fixed codes, among equals), and the width of its buckets' bases under them.
 fn choose_codes(sizes: &Sizes, buckets: u64, tag_bits: u32, entry_bits: u32) -> (SlotCodes, u32) {
     let mut best: Option<(u64, SlotCodes, u32)> = None;
     for bits in 1..=SlotCodes::MAX_BITS {
         let most = ((1u64 << bits) - 1).min(locations::ListRef::MAX_FIXED) as u32;
         for fixed in 0..=most {
-            for unit in [entry_bits, 32, 16, 8, 4, 2, 1] {
-                let codes = SlotCodes { bits, fixed, unit, entry_bits };
-                let stream = sizes.bits(&codes);
-                let base_bits = bits_for(stream + 1);
-                let total = buckets * bucket_words(base_bits, tag_bits, bits) * 32 + stream;
-                if best.is_none_or(|(b, _, _)| total < b) {
-                    best = Some((total, codes, base_bits));
-                }
+            let codes = SlotCodes { bits, fixed };
+            let entries = sizes.entries(&codes);
+            let base_bits = bits_for(entries + 1);
+            let total = buckets * bucket_words(base_bits, tag_bits, bits) * 32 + entries * entry_bits as u64;
+            if best.is_none_or(|(b, _, _)| total < b) {
+                best = Some((total, codes, base_bits));
             }
         }
     }
@@ -245,41 +207,41 @@ struct Piece {
     bases: Vec<u64>,
 }
 
-/// Writes the lists of `lists` (whole buckets) whose stream starts at bit `offset` and takes
-/// `bits` bits.
+/// Writes the lists of `lists` (whole buckets) whose stream starts at entry `offset` and takes
+/// `entries` entries.
 fn write_piece(
     lists: &[Built],
     words: &[u32],
     layout: &LocationLayout,
     codes: &SlotCodes,
     offset: u64,
-    bits: u64,
+    entries: u64,
 ) -> Piece {
-    let mut out = ListWriter::with_capacity(*layout, bits);
+    let mut out = ListWriter::with_capacity(*layout, entries);
     let mut slot_codes = vec![0u8; lists.len()];
     let mut bases = Vec::with_capacity(lists.len() / BUCKET_SLOTS);
     let mut escaped = Vec::new();
     for (b, bucket) in lists.chunks(BUCKET_SLOTS).enumerate() {
-        bases.push(offset + out.bits());
+        bases.push(offset + out.entries());
         escaped.clear();
         for (i, list) in bucket.iter().enumerate().filter(|(_, l)| l.kind != Kind::Empty) {
-            let how = list.stored(codes);
-            match how.code {
-                Some(c) => {
+            match list.stored(codes) {
+                (Some(c), _) => {
                     slot_codes[b * BUCKET_SLOTS + i] = c as u8;
-                    list.write(&mut out, words, codes, how);
+                    list.write(&mut out, words, (c as u32) < codes.fixed);
                 }
-                None => {
+                (None, n) => {
                     slot_codes[b * BUCKET_SLOTS + i] = codes.escape() as u8;
-                    escaped.push((list, how));
+                    escaped.push((list, n));
                 }
             }
         }
-        for &(list, how) in &escaped {
-            list.write(&mut out, words, codes, how);
+        for &(list, n) in &escaped {
+            out.push_entry(n);
+            list.write(&mut out, words, false);
         }
     }
-    debug_assert_eq!(out.bits(), bits);
+    debug_assert_eq!(out.entries(), entries);
     Piece { words: out.finish_unpadded(), codes: slot_codes, bases }
 }
 
@@ -322,18 +284,19 @@ fn store_with(
     use rayon::prelude::*;
     debug_assert_eq!(slots.len() % BUCKET_SLOTS, 0);
     let buckets = (slots.len() / BUCKET_SLOTS) as u64;
+    let eb = layout.entry_bits as u64;
     let piece = PIECE_BUCKETS * BUCKET_SLOTS;
     let lists: Vec<Built> = slots.par_iter().map(|s| Built::of(s, words, layout)).collect();
     let sizes = lists.par_chunks(piece).map(Sizes::of).reduce(Sizes::default, Sizes::add);
     let tb = tag_bits(hash, buckets);
     let (codes, base_bits) = match forced {
-        Some(codes) => (codes, bits_for(sizes.bits(&codes) + 1)),
+        Some(codes) => (codes, bits_for(sizes.entries(&codes) + 1)),
         None => choose_codes(&sizes, buckets, tb, layout.entry_bits),
     };
     let counts: Vec<u64> = lists.par_chunks(piece).map(|p| p.iter().map(|l| l.cost(&codes)).sum()).collect();
     let offsets: Vec<u64> = counts.iter().scan(0, |at, &n| Some(std::mem::replace(at, *at + n))).collect();
     let total: u64 = counts.iter().sum();
-    if total >= INLINE_FLAG as u64 * layout.entry_bits as u64 {
+    if total >= INLINE_FLAG as u64 {
         return Err(ShardOverflow);
     }
     let pieces: Vec<Piece> = (lists.par_chunks(piece).zip(&offsets).zip(&counts))
@@ -342,10 +305,10 @@ fn store_with(
     drop(lists);
     let code = KeyCode::new(hash, buckets, codes, base_bits);
     let key_words = code.words() as usize;
-    let mut block = vec![0u32; key_words + total.div_ceil(32) as usize + PAD_WORDS];
+    let mut block = vec![0u32; key_words + (total * eb).div_ceil(32) as usize + PAD_WORDS];
     let (keys, stream) = block.split_at_mut(key_words);
     for ((p, &offset), &n) in pieces.iter().zip(&offsets).zip(&counts) {
-        or_bits(stream, offset, &p.words, n);
+        or_bits(stream, offset * eb, &p.words, n * eb);
     }
     let slot_codes: Vec<u8> = pieces.iter().flat_map(|p| p.codes.iter().copied()).collect();
     let bases: Vec<u64> = pieces.iter().flat_map(|p| p.bases.iter().copied()).collect();
@@ -409,8 +372,7 @@ mod tests {
         assert!((stored.block.len() as u64) < old);
     }
 
-    /// Each choice of codes reads back: every width, every split between fixed and described,
-    /// units of an entry, a byte and a bit.
+    /// Each choice of codes reads back: every width, every split between fixed and described.
     #[test]
     fn every_code_choice_reads_back() {
         let layout = LocationLayout::for_counts(64, 4096, 254, 10);
@@ -427,9 +389,9 @@ mod tests {
         }
         let slots = bcht::build(&entries, hash);
         let words = writer.finish();
-        for (bits, unit) in (1..=4).flat_map(|b| [(b, layout.entry_bits), (b, 8), (b, 1)]) {
+        for bits in 1..=4 {
             for fixed in 0..(1 << bits) {
-                let codes = SlotCodes { bits, fixed, unit, entry_bits: layout.entry_bits };
+                let codes = SlotCodes { bits, fixed };
                 let stored = store_with(&slots, &words, &layout, hash, Some(codes)).unwrap();
                 assert_eq!(stored.code.codes, codes);
                 let packed = stored.packed_keys(1);
@@ -441,25 +403,5 @@ mod tests {
                 assert!(packed.slots().all(|s| packed.lookup(s.key) == Some(s.list)));
             }
         }
-    }
-
-    /// Regression: a delta list at the end of a stream can be shorter than two entries (lists are
-    /// no longer padded to entries), and the reader asked for two before reading its head: the
-    /// last list of a shard of a partitioned build read as empty.
-    #[test]
-    fn regression_a_short_delta_list_at_the_end_of_the_stream_is_read() {
-        let layout = LocationLayout::for_counts(3, 44280, 64, 20);
-        let hash = KeyHash::new(6);
-        let list = vec![layout.pack(0, 77), layout.pack(1, 77)];
-        let mut writer = ListWriter::new(layout);
-        let value = writer.add(&list).unwrap();
-        let key = 9 << 6 | 5;
-        let built = ShardData { slots: bcht::build(&[bcht::Slot { key, value }], hash), words: writer.finish() };
-        let stored = store(&built, &layout, hash).unwrap();
-        let real_bits = (stored.words().len() - PAD_WORDS) as u32 * 32;
-        assert!(real_bits < 2 * layout.entry_bits, "the stream is shorter than two entries");
-        let got = stored.lookup(key, 5, &layout).expect("stored");
-        assert!(matches!(got, LocationList::Delta { .. }));
-        assert_eq!(got.iter().collect::<Vec<_>>(), list);
     }
 }

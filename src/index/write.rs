@@ -149,8 +149,6 @@ impl IndexWriter {
             code_bits: code.codes.bits,
             fixed_codes: code.codes.fixed,
             base_bits: code.base_bits,
-            unit_bits: code.codes.unit,
-            reserved: 0,
         };
         debug_assert_eq!(entry.checksum, shard_checksum(slot_bytes, word_bytes));
         debug_assert_eq!(entry.key_bytes(), slot_bytes.len() as u64);
