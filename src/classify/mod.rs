@@ -248,6 +248,10 @@ pub fn classify(
             .map_err(|e| ClassifyError::Threads { threads: config.threads, reason: e.to_string() })?,
     );
     let target_taxa: Vec<TaxId> = index.targets().iter().map(|t| t.taxid).collect();
+    if params.protein_hitmin > 0 {
+        // Made once, with the run's threads, before any read needs it.
+        pool.install(|| index.protein_chance());
+    }
     #[cfg(feature = "gpu")]
     let request = device_request(config, &index);
     // Where `start_gpus` puts the GPUs it opened: the classifiers borrow them.

@@ -224,10 +224,17 @@ impl Index {
     }
 
     /// What chance gives a read in the amino-acid table (`None` without one): made once, on first
-    /// use, in one pass over the table.
+    /// use, in one pass over the table (`classify` makes it before the reads start).
+    ///
+    /// It is made outside the cell's lock: the pass runs on the rayon pool, whose thread may meanwhile
+    /// take another read's job that asks for it too, and waiting on the lock from inside it would
+    /// deadlock. Two first callers may both make it; the first one kept is the value (they are equal).
     pub fn protein_chance(&self) -> Option<&crate::protein::ProteinChance> {
         let table = self.protein()?;
-        Some(self.protein_chance.get_or_init(|| {
+        if let Some(made) = self.protein_chance.get() {
+            return Some(made);
+        }
+        let made = {
             // Targets grouped by species (their own taxon where it has none), numbered in
             // target order.
             let mut species = std::collections::HashMap::new();
@@ -241,7 +248,8 @@ impl Index {
                 })
                 .collect();
             crate::protein::ProteinChance::new(&table, &groups)
-        }))
+        };
+        Some(self.protein_chance.get_or_init(|| made))
     }
 
     /// The protein section, when there is one: its lengths always (cheap; `protein` relies on

@@ -187,9 +187,9 @@ impl ProteinChance {
     /// same on every run) that share at least `best` of `codes` by chance. Stops adding once the
     /// sum passes `stop`, as nothing past it changes a call.
     pub fn evalue(&self, targets: impl IntoIterator<Item = u32>, codes: &[u32], best: u32, stop: f64) -> f64 {
-        let mut e = 0.0;
+        let (mut e, ln_best_factorial) = (0.0, ln_factorial(best));
         for t in targets {
-            e += poisson_tail(self.expected(t, codes), best);
+            e += poisson_tail_from(self.expected(t, codes), best, ln_best_factorial);
             if e > stop {
                 break;
             }
@@ -201,6 +201,16 @@ impl ProteinChance {
 /// `P(X >= x)` for `X` Poisson with mean `lambda`: the terms from `x` up, summed until they no
 /// longer change the sum (far in the tail, where calls are made, `1 - P(X < x)` would round to 0).
 pub fn poisson_tail(lambda: f64, x: u32) -> f64 {
+    poisson_tail_from(lambda, x, ln_factorial(x))
+}
+
+/// `ln(x!)`, as [`poisson_tail`] sums it.
+fn ln_factorial(x: u32) -> f64 {
+    (1..=x).map(|i| f64::from(i).ln()).sum()
+}
+
+/// [`poisson_tail`] given `ln(x!)` (the e-value's targets share their `x`).
+fn poisson_tail_from(lambda: f64, x: u32, ln_x_factorial: f64) -> f64 {
     if x == 0 {
         return 1.0;
     }
@@ -217,7 +227,7 @@ pub fn poisson_tail(lambda: f64, x: u32) -> f64 {
         }
         return (1.0 - below).clamp(0.0, 1.0);
     }
-    let log_first = -lambda + f64::from(x) * lambda.ln() - (1..=x).map(|i| f64::from(i).ln()).sum::<f64>();
+    let log_first = -lambda + f64::from(x) * lambda.ln() - ln_x_factorial;
     let mut term = log_first.exp();
     let mut sum = 0.0;
     let mut i = x;
