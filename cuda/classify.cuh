@@ -1,8 +1,8 @@
 // `kmerdb classify` on the GPU: the device twin of src/classify/candidates.rs, bit for bit.
 //
 // Per batch of reads: `read_lookups` sketches each mate (Sketcher::read_features) and looks its
-// features up in the index's key index (bcht::lookup), a scan places every feature's locations,
-// `gather_locations` decodes the lists (LocationList::decode), and `read_candidates` sorts each
+// features up in the index's key index (PackedKeys::lookup), a scan places every feature's
+// locations, `gather_locations` decodes the lists (LocationList::at), and `read_candidates` sorts each
 // read's locations and picks its top candidates (top_candidates). The host takes the decision (an
 // LCA over two candidates is cheaper there than a transfer).
 #pragma once
@@ -22,7 +22,7 @@ struct DeviceIndex {
     u32 entry_bits;
     u32 window_bits;
     u32 targets;
-    u32 pad;
+    u32 _pad;
     u32 nodes;  // taxonomy tree nodes: a clade feature's node must be below
 };
 
@@ -168,7 +168,8 @@ struct List {
 // LocationList::decode of the list that says what it is from entry `at`, bounds checks included
 // (a damaged index gives an empty list, and a clade node past the tree no clade).
 __device__ __forceinline__ List decode_described(const DeviceIndex& ix, List l, u64 at, u64 real_bits, u64 entries) {
-    if (at + 1 >= entries) return l;
+    // The CPU reads a start as a 32-bit slot value of the build's stream, below INLINE_FLAG.
+    if (at + 1 >= entries || at >= INLINE_FLAG) return l;
     const u64 head = read_entry(l.words, ix.entry_bits, at);
     if (head & 1) {
         // A delta list: the length's gamma code after the flag, then the first location; a length
@@ -215,7 +216,9 @@ __device__ __forceinline__ List decode_list(const DeviceIndex& ix, u32 shard, u6
     const u64 skip = kind - LIST_ESCAPED < LIST_MAX_ESCAPED ? kind - LIST_ESCAPED : LIST_MAX_ESCAPED;
     for (u64 i = 0; i < skip; ++i) {
         if (start >= entries) return l;
-        start = start + 1 + read_entry(l.words, ix.entry_bits, start);
+        const u64 size = read_entry(l.words, ix.entry_bits, start);
+        if (size >= entries - start) return l;  // the CPU saturates: past the end, empty
+        start = start + 1 + size;
     }
     if (start >= entries) return l;
     return decode_described(ix, l, start + 1, real_bits, entries);

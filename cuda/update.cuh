@@ -5,13 +5,22 @@
 #pragma once
 #include "classify.cuh"
 
+// Whether slot s of bucket b is one PackedKeys::slots lists: occupied, and no empty slot before it
+// (the writer never leaves one; a damaged index may, and then the CPU stops there too).
+__device__ __forceinline__ bool slot_listed(const ShardKeys& k, u64 b, u32 s) {
+    for (u32 i = 0; i <= s; ++i) {
+        if (slot_tag(k, b, i) == 0) return false;
+    }
+    return true;
+}
+
 // The length of the list of each of shard `shard`'s n slots (0 for an empty slot).
 extern "C" __global__ void old_list_lengths(DeviceIndex ix, u32 shard, u64 n, u64* lens) {
     const ShardKeys k = shard_keys(ix, shard);
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
         const u64 b = i / BUCKET_SLOTS;
         const u32 s = (u32)(i % BUCKET_SLOTS);
-        lens[i] = slot_tag(k, b, s) == 0 ? 0 : decode_list(ix, shard, slot_list(k, b, s, slot_code(k, b, s))).len;
+        lens[i] = !slot_listed(k, b, s) ? 0 : decode_list(ix, shard, slot_list(k, b, s, slot_code(k, b, s))).len;
     }
 }
 
@@ -24,8 +33,8 @@ extern "C" __global__ void expand_old_lists(DeviceIndex ix, u32 shard, u64 n, co
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
         const u64 b = i / BUCKET_SLOTS;
         const u32 s = (u32)(i % BUCKET_SLOTS);
+        if (!slot_listed(k, b, s)) continue;
         const u64 tag = slot_tag(k, b, s);
-        if (tag == 0) continue;
         // A tag with hash bits 0 comes only from a damaged index (packed_keys.rs KeyCode::key).
         const int j = (int)((tag & 3) ? (tag & 3) : 1) - 1;
         const u32 h = (u32)((tag >> 2) * k.buckets + b);

@@ -103,7 +103,7 @@ pub struct Classifier<'a> {
     /// End of each mate's features in `features` (mates of all reads of a group, in order).
     mate_ends: Vec<usize>,
     /// Each feature's (shard, list), if the index holds it.
-    values: Vec<Option<(usize, crate::index::ListRef)>>,
+    found: Vec<Option<(usize, crate::index::ListRef)>>,
     /// Features whose next candidate bucket is still to be probed, and those of the round after.
     pending: Vec<usize>,
     next: Vec<usize>,
@@ -137,7 +137,7 @@ impl<'a> Classifier<'a> {
             sketcher: Sketcher::new(index.header().sketch),
             features: Vec::new(),
             mate_ends: Vec::new(),
-            values: Vec::new(),
+            found: Vec::new(),
             pending: Vec::new(),
             next: Vec::new(),
             locations: Vec::new(),
@@ -199,8 +199,8 @@ impl<'a> Classifier<'a> {
     }
 
     /// Classifies several reads. The lookups are memory-bound, so each stage runs over the whole
-    /// group before the next: all features, then all their buckets prefetched, then all slot values
-    /// read (prefetching the lists they point to), then the lists decoded read by read. The cache
+    /// group before the next: all features, then all their buckets prefetched, then all slots read
+    /// (prefetching the lists they point to), then the lists decoded read by read. The cache
     /// misses of one read then overlap those of the others instead of coming one after another.
     pub fn classify_group(&mut self, reads: &[&[&[u8]]], hit_list: bool) -> Vec<Call> {
         let index = self.index;
@@ -220,19 +220,19 @@ impl<'a> Classifier<'a> {
         // and read after the others' first ones, and so on, so that the misses of features found
         // in no bucket (most of a read's, for reads of taxa the index lacks) overlap too. Probing
         // a feature's buckets one after another is `Index::lookup_value`.
-        self.values.clear();
+        self.found.clear();
         self.pending.clear();
-        self.values.resize(self.features.len(), None);
+        self.found.resize(self.features.len(), None);
         self.pending.extend(0..self.features.len());
         for j in 0..HASH_FUNCTIONS {
             self.next.clear();
             for &i in &self.pending {
                 let f = self.features[i];
                 match index.probe(f, j) {
-                    Probe::Found(value) => {
+                    Probe::Found(list) => {
                         let shard = index.shard_of(f);
-                        index.prefetch_list(shard, value);
-                        self.values[i] = Some((shard, value));
+                        index.prefetch_list(shard, list);
+                        self.found[i] = Some((shard, list));
                     }
                     Probe::Absent => {}
                     Probe::Full if j + 1 < HASH_FUNCTIONS => {
@@ -259,8 +259,8 @@ impl<'a> Classifier<'a> {
             for m in 0..mates.len() {
                 let end = self.mate_ends[mate_index];
                 mate_index += 1;
-                for found in &self.values[start..end] {
-                    let list = found.map(|(shard, value)| index.list(shard, value));
+                for found in &self.found[start..end] {
+                    let list = found.map(|(shard, at)| index.list(shard, at));
                     let before = self.locations.len();
                     if let Some(list) = &list {
                         list.append_to(&mut self.locations);

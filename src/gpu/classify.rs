@@ -38,7 +38,7 @@ pub(crate) struct IndexArgs<'a> {
     entry_bits: u32,
     window_bits: u32,
     targets: u32,
-    pad: u32,
+    _pad: u32,
     /// Nodes of the index's taxonomy tree: a clade feature's node is below.
     nodes: u32,
 }
@@ -534,7 +534,7 @@ impl IndexTables {
             entry_bits: self.entry_bits,
             window_bits: self.window_bits,
             targets: self.targets,
-            pad: 0,
+            _pad: 0,
             nodes: self.nodes,
         }
     }
@@ -563,7 +563,7 @@ impl DeviceTree {
     }
 }
 
-/// What `read_lookups` gives, on the device: per feature its value, where its locations are found,
+/// What `read_lookups` gives, on the device: per feature its list, where its locations are found,
 /// how many there are and its clade; per mate its feature count.
 struct Lookups {
     features: CudaSlice<u32>,

@@ -23,6 +23,7 @@ use crate::gpu::{Gpu, GpuError};
 use crate::index::bcht::{self, BUCKET_SLOTS, EMPTY_SLOT, KeyHash, Slot};
 use crate::index::clade_lists::CladeLists;
 use crate::index::locations::{LocationLayout, PAD_WORDS, ShardOverflow};
+use crate::index::stored_shard::{self, StoredShard};
 use crate::index::write::ShardData;
 use crate::indexing::condense::{Clades, Condensed, ShardStats};
 use crate::indexing::error::BuildError;
@@ -140,12 +141,7 @@ pub fn condense(
         let mut slots = download(place.slots.clone())?;
         let left = download(place.left.clone())?;
         let words = s.clone_dtoh(&dev.words.slice(place.words.clone())).map_err(GpuError::from)?;
-        let hash = KeyHash::new(shard_bits);
-        let shard = match finish_shard(&mut slots, &left, &words, layout, hash)? {
-            None => ShardData { slots, words },
-            Some(rebuilt) => rebuilt,
-        };
-        let data = crate::index::stored_shard::store(&shard, layout, hash).map_err(|_| shard_overflow())?;
+        let data = finish_and_store(&mut slots, &left, &words, layout, KeyHash::new(shard_bits))?;
         out.push(Condensed { data, stats: *stats, clade_lists });
     }
     Ok(out)
@@ -616,9 +612,24 @@ fn walk_or_rebuild(mut shard: ShardData, left: &[Slot], layout: &LocationLayout)
     }
 }
 
+/// [`finish_shard`], then the shard laid out as the index stores it (`index::stored_shard`).
+pub fn finish_and_store(
+    slots: &mut [Slot],
+    left: &[Slot],
+    words: &[u32],
+    layout: &LocationLayout,
+    hash: KeyHash,
+) -> Result<StoredShard, BuildError> {
+    let stored = match finish_shard(slots, left, words, layout, hash)? {
+        None => stored_shard::store_parts(slots, words, layout, hash),
+        Some(rebuilt) => stored_shard::store(&rebuilt, layout, hash),
+    };
+    stored.map_err(|_| shard_overflow())
+}
+
 /// A shard that does not fit the location layout; without a path, which the build's driver adds
 /// (`BuildError::naming_index`).
-fn shard_overflow() -> BuildError {
+pub(crate) fn shard_overflow() -> BuildError {
     BuildError::Index(crate::index::IndexError::ShardOverflow {
         path: std::path::PathBuf::new(),
         source: ShardOverflow,

@@ -1013,12 +1013,11 @@ impl Downloaded {
         let checksum = |s: &StoredShard| {
             crate::index::format::shard_checksum(bytemuck::cast_slice(s.keys()), bytemuck::cast_slice(s.words()))
         };
-        let overflow =
-            |source| BuildError::from(crate::index::IndexError::ShardOverflow { path: Default::default(), source });
         let mut d = match self {
             Downloaded::Empty(shard) => {
                 let words = vec![0; crate::index::locations::PAD_WORDS];
-                let stored = stored_shard::store_parts(&[], &words, layout, hash).map_err(overflow)?;
+                let stored = stored_shard::store_parts(&[], &words, layout, hash)
+                    .map_err(|_| crate::gpu::condense::shard_overflow())?;
                 return Ok(Finished {
                     shard,
                     buf: None,
@@ -1037,11 +1036,7 @@ impl Downloaded {
         let order: &mut [crate::index::bcht::Slot] = bytemuck::cast_slice_mut(&mut order[..d.slots + d.left]);
         let (slots, left) = order.split_at_mut(d.slots);
         let words = &words[..d.words];
-        let stored = match crate::gpu::condense::finish_shard(slots, left, words, layout, hash)? {
-            None => stored_shard::store_parts(slots, words, layout, hash),
-            Some(r) => stored_shard::store(&r, layout, hash),
-        }
-        .map_err(overflow)?;
+        let stored = crate::gpu::condense::finish_and_store(slots, left, words, layout, hash)?;
         Ok(Finished {
             shard: d.shard,
             checksum: checksum(&stored),

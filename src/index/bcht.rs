@@ -137,9 +137,9 @@ const fn inverse(m: u32) -> u32 {
     x
 }
 
-/// The value stored for `key`, if any. `slots` holds whole buckets (the builder's table; the
-/// stored one is read by `index::packed_keys`).
-#[inline]
+/// The value stored for `key`, if any. `slots` holds whole buckets (the builder's table, which the
+/// tests read; the stored one is read by `index::packed_keys`).
+#[cfg(test)]
 pub fn lookup(slots: &[Slot], key: Feature, hash: KeyHash) -> Option<u32> {
     let n_buckets = slots.len() / BUCKET_SLOTS;
     if n_buckets == 0 {

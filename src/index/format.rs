@@ -57,6 +57,9 @@ pub const MAGIC: [u8; 8] = *b"\x89KMERDB\n";
 /// Version 9: key index slots packed (`index::packed_keys`): a key's quotient under a permuting hash
 /// instead of the key, a value as wide as the shard needs; the shard table records both widths. A
 /// delta-coded list's length is a gamma code after its flag bit, not a whole head entry.
+/// Version 10: no list offsets (`index::stored_shard`): each shard's lists in slot order, a
+/// bucket's base entry before its slots, each slot a tag and a code for its list's kind and size;
+/// single locations in the stream, short fixed lists without their head.
 pub const FORMAT_VERSION: u32 = 10;
 pub const PREAMBLE_LEN: usize = 64;
 pub const SECTION_ALIGN: u64 = 4096;

@@ -119,7 +119,8 @@ impl ListWriter {
         }
     }
 
-    fn push(&mut self, value: u64) {
+    /// Appends one whole entry.
+    pub(crate) fn push(&mut self, value: u64) {
         self.push_bits(value, self.layout.entry_bits);
         self.entries += 1;
     }
@@ -160,11 +161,6 @@ impl ListWriter {
         Ok(start)
     }
 
-    /// Appends one whole entry (the stored shard's writer copies lists entry by entry).
-    pub(crate) fn push_entry(&mut self, value: u64) {
-        self.push(value);
-    }
-
     /// Appends entries `first..first + n` of the stream `words` (padded as [`ListWriter::finish`]
     /// pads), 64 bits at a time.
     pub(crate) fn copy_entries(&mut self, words: &[u32], first: u64, n: u64) {
@@ -186,7 +182,7 @@ impl ListWriter {
 
     /// A writer whose words are reserved for `entries` entries.
     pub(crate) fn with_capacity(layout: LocationLayout, entries: u64) -> Self {
-        let words = (entries * layout.entry_bits as u64).div_ceil(32) as usize + PAD_WORDS;
+        let words = (entries * layout.entry_bits as u64).div_ceil(32) as usize;
         Self { layout, words: Vec::with_capacity(words), pending: 0, pending_bits: 0, entries: 0 }
     }
 
@@ -207,12 +203,10 @@ impl ListWriter {
     }
 
     /// The stream's words, padded.
-    pub fn finish(mut self) -> Vec<u32> {
-        if self.pending_bits > 0 {
-            self.words.push(self.pending as u32);
-        }
-        self.words.extend([0; PAD_WORDS]);
-        self.words
+    pub fn finish(self) -> Vec<u32> {
+        let mut words = self.finish_unpadded();
+        words.extend([0; PAD_WORDS]);
+        words
     }
 }
 
@@ -458,6 +452,15 @@ impl<'a> LocationList<'a> {
         }
     }
 
+    /// The bit after a delta list's last code (readable or not); 0 for other lists.
+    pub(crate) fn end_bit(&self) -> u64 {
+        let LocationList::Delta { words, mut bit, end, len, .. } = *self else { return 0 };
+        for _ in 1..len {
+            let _ = read_gamma(words, &mut bit, end).zip(read_gamma(words, &mut bit, end));
+        }
+        bit
+    }
+
     /// The locations in the list (0 for a clade feature).
     pub fn len(&self) -> usize {
         match self {
@@ -519,23 +522,6 @@ impl<'a> LocationList<'a> {
     /// The locations, in order; those a damaged stream cannot give read as [`UNREADABLE`].
     pub fn iter(&self) -> Locations<'a> {
         Locations { list: *self, i: 0, prev: (0, 0) }
-    }
-}
-
-/// Entries that the list written at entry `start` of a [`ListWriter`]'s stream takes (not an
-/// inline one): its head and locations, a clade's two, or a delta list to its last code's entry.
-pub(crate) fn written_entries(start: u32, words: &[u32], layout: &LocationLayout) -> u64 {
-    let eb = layout.entry_bits as u64;
-    match LocationList::decode(start, words, layout) {
-        LocationList::Single(_) => 0,
-        LocationList::Packed { len, .. } => len as u64 + 1,
-        LocationList::Clade(_) => 2,
-        LocationList::Delta { words, mut bit, end, len, .. } => {
-            for _ in 1..len {
-                let _ = read_gamma(words, &mut bit, end).zip(read_gamma(words, &mut bit, end));
-            }
-            (bit - start as u64 * eb).div_ceil(eb)
-        }
     }
 }
 

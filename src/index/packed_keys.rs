@@ -395,8 +395,7 @@ impl<'a> PackedKeys<'a> {
 mod tests {
     use super::*;
     use crate::index::bcht;
-    use crate::index::locations::{ListWriter, LocationLayout, LocationList};
-    use crate::index::write::ShardData;
+    use crate::index::locations::{LocationLayout, LocationList};
     use rand::{Rng, SeedableRng, rngs::StdRng};
 
     const ANY_CODES: SlotCodes = SlotCodes { bits: 1, fixed: 0 };
@@ -416,17 +415,14 @@ mod tests {
                 .collect();
             keys.sort_unstable();
             keys.dedup();
-            let mut writer = ListWriter::new(layout);
-            let lists: Vec<Vec<u64>> = keys
+            let lists: Vec<(Feature, Vec<u64>)> = keys
                 .iter()
-                .map(|&k| (0..k % 3 + 1).map(|i| layout.pack(i * 7 + k % 100, k % 1000)).collect())
+                .map(|&k| (k, (0..k % 3 + 1).map(|i| layout.pack(i * 7 + k % 100, k % 1000)).collect()))
                 .collect();
-            let entries: Vec<Slot> =
-                keys.iter().zip(&lists).map(|(&key, l)| Slot { key, value: writer.add(l).unwrap() }).collect();
-            let data = ShardData { slots: bcht::build(&entries, hash), words: writer.finish() };
+            let data = crate::index::stored_shard::built(&layout, hash, &lists);
             let stored = crate::index::stored_shard::store(&data, &layout, hash).unwrap();
             let packed = stored.packed_keys(shard as usize);
-            for (key, l) in keys.iter().zip(&lists) {
+            for (key, l) in &lists {
                 let r = packed.lookup(*key).expect("stored");
                 let got: Vec<u64> = LocationList::at(r, stored.words(), &layout).iter().collect();
                 assert_eq!(&got, l, "shard bits {shard_bits}, {n} keys");

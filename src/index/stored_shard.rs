@@ -21,7 +21,6 @@ use crate::index::locations::{
 };
 use crate::index::packed_keys::{self, KeyCode, PackedKeys, SlotCodes, bucket_words, tag_bits};
 use crate::index::write::ShardData;
-use crate::sketch::Feature;
 
 /// One shard's block as stored: its key index, then its stream (padded).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,8 +49,14 @@ impl StoredShard {
         PackedKeys::new(&self.block, self.code, shard)
     }
 
-    /// The list of `key` (of shard `shard`), if stored.
-    pub fn lookup(&self, key: Feature, shard: usize, layout: &LocationLayout) -> Option<LocationList<'_>> {
+    /// The list of `key` (of shard `shard`), if stored (the tests').
+    #[cfg(test)]
+    pub fn lookup(
+        &self,
+        key: crate::sketch::Feature,
+        shard: usize,
+        layout: &LocationLayout,
+    ) -> Option<LocationList<'_>> {
         Some(LocationList::at(self.packed_keys(shard).lookup(key)?, self.words(), layout))
     }
 }
@@ -79,16 +84,23 @@ enum Kind {
 
 impl Built {
     fn of(slot: &Slot, words: &[u32], layout: &LocationLayout) -> Self {
-        let (value, built) = (slot.value, |at, n: u64, kind| Built { at, n: n as u32, kind });
+        let built = |at, n: u64, kind| Built { at, n: n as u32, kind };
         if slot.key == EMPTY_KEY {
             return built(0, 0, Kind::Empty);
         }
-        if value & INLINE_FLAG != 0 && layout.inline_single() {
-            return built((value & !INLINE_FLAG) as u64, 1, Kind::Inline);
-        }
-        match LocationList::decode(value, words, layout) {
-            LocationList::Packed { first, len, .. } => built(first, len as u64, Kind::Fixed),
-            _ => built(value as u64, locations::written_entries(value, words, layout), Kind::Described),
+        let eb = layout.entry_bits as u64;
+        match LocationList::decode(slot.value, words, layout) {
+            LocationList::Single(loc) => built(loc, 1, Kind::Inline),
+            LocationList::Packed { first, len, .. } => {
+                debug_assert!(len > 0, "the build writes no empty list");
+                built(first, len as u64, Kind::Fixed)
+            }
+            LocationList::Clade(_) => built(slot.value as u64, 2, Kind::Described),
+            // From its head to its last code's entry.
+            list @ LocationList::Delta { .. } => {
+                let start = slot.value as u64 * eb;
+                built(slot.value as u64, (list.end_bit() - start).div_ceil(eb), Kind::Described)
+            }
         }
     }
 
@@ -119,11 +131,11 @@ impl Built {
     fn write(&self, out: &mut ListWriter, words: &[u32], headless: bool) {
         let n = self.n as u64;
         match self.kind {
-            Kind::Inline | Kind::Fixed if !headless => out.push_entry(n << 1),
+            Kind::Inline | Kind::Fixed if !headless => out.push(n << 1),
             _ => {}
         }
         match self.kind {
-            Kind::Inline => out.push_entry(self.at),
+            Kind::Inline => out.push(self.at),
             Kind::Fixed | Kind::Described => out.copy_entries(words, self.at, n),
             Kind::Empty => {}
         }
@@ -237,7 +249,7 @@ fn write_piece(
             }
         }
         for &(list, n) in &escaped {
-            out.push_entry(n);
+            out.push(n);
             list.write(&mut out, words, false);
         }
     }
@@ -296,6 +308,7 @@ fn store_with(
     let counts: Vec<u64> = lists.par_chunks(piece).map(|p| p.iter().map(|l| l.cost(&codes)).sum()).collect();
     let offsets: Vec<u64> = counts.iter().scan(0, |at, &n| Some(std::mem::replace(at, *at + n))).collect();
     let total: u64 = counts.iter().sum();
+    // A reader takes a list's start for a slot value of the build's stream, below the flag.
     if total >= INLINE_FLAG as u64 {
         return Err(ShardOverflow);
     }
@@ -316,10 +329,28 @@ fn store_with(
     Ok(StoredShard { block, code })
 }
 
+/// A shard as the build lays it out, from keys (of one shard, any order) and their sorted lists,
+/// an empty list standing for a clade feature of tree node 1 (the tests').
+#[cfg(test)]
+pub(crate) fn built(layout: &LocationLayout, hash: KeyHash, lists: &[(crate::sketch::Feature, Vec<u64>)]) -> ShardData {
+    let mut writer = ListWriter::new(*layout);
+    let mut entries: Vec<Slot> = lists
+        .iter()
+        .map(|(key, list)| {
+            let value = match list.is_empty() {
+                true => writer.add_clade(1),
+                false => writer.add(list),
+            };
+            Slot { key: *key, value: value.expect("a small shard") }
+        })
+        .collect();
+    entries.sort_unstable_by_key(|s| s.key);
+    ShardData { slots: crate::index::bcht::build(&entries, hash), words: writer.finish() }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::bcht;
 
     /// Lists of every kind (single, short and long fixed, delta, clade), stored and read back by
     /// lookup and by the slots' walk, at code choices from escaping most lists to escaping none.
@@ -327,9 +358,7 @@ mod tests {
     fn stored_lists_read_back_by_lookup_and_walk() {
         let layout = LocationLayout::for_counts(300, 5000, 254, 50);
         let hash = KeyHash::new(4);
-        let mut writer = ListWriter::new(layout);
         let mut expected = Vec::new();
-        let mut keys = Vec::new();
         for f in 0..3000u32 {
             let key = (f * 7919 + 3) << 4 | 5;
             let list: Vec<u64> = match f % 6 {
@@ -340,23 +369,16 @@ mod tests {
                 4 => (0..(f % 40 + 3)).map(|i| layout.pack(i + f % 100, 17)).collect(),
                 _ => vec![],
             };
-            let value = match list.is_empty() {
-                true => writer.add_clade(f % 50).unwrap(),
-                false => writer.add(&list).unwrap(),
-            };
-            keys.push(bcht::Slot { key, value });
-            expected.push((key, list, f % 6 == 5));
+            expected.push((key, list));
         }
-        keys.sort_unstable_by_key(|s| s.key);
-        let slots = bcht::build(&keys, hash);
-        let built = ShardData { slots, words: writer.finish() };
+        let built = built(&layout, hash, &expected);
         let stored = store(&built, &layout, hash).unwrap();
         let packed = stored.packed_keys(5);
         let words = stored.words();
-        for (key, list, clade) in &expected {
+        for (key, list) in &expected {
             let r = packed.lookup(*key).expect("stored");
             let got = LocationList::at(r, words, &layout);
-            match clade {
+            match list.is_empty() {
                 true => assert!(got.clade().is_some()),
                 false => assert_eq!(got.iter().collect::<Vec<_>>(), *list, "key {key}"),
             }
@@ -377,26 +399,23 @@ mod tests {
     fn every_code_choice_reads_back() {
         let layout = LocationLayout::for_counts(64, 4096, 254, 10);
         let hash = KeyHash::new(2);
-        let mut writer = ListWriter::new(layout);
-        let mut entries = Vec::new();
-        let mut lists = Vec::new();
-        for f in 0..400u32 {
-            let mut l: Vec<u64> = (0..(f % 13 + 1)).map(|i| layout.pack((i * 5 + f) % 64, f % 4096)).collect();
-            l.sort_unstable();
-            l.dedup();
-            entries.push(bcht::Slot { key: (f + 1) << 2 | 1, value: writer.add(&l).unwrap() });
-            lists.push(l);
-        }
-        let slots = bcht::build(&entries, hash);
-        let words = writer.finish();
+        let lists: Vec<(u32, Vec<u64>)> = (0..400u32)
+            .map(|f| {
+                let mut l: Vec<u64> = (0..(f % 13 + 1)).map(|i| layout.pack((i * 5 + f) % 64, f % 4096)).collect();
+                l.sort_unstable();
+                l.dedup();
+                ((f + 1) << 2 | 1, l)
+            })
+            .collect();
+        let ShardData { slots, words } = built(&layout, hash, &lists);
         for bits in 1..=4 {
             for fixed in 0..(1 << bits) {
                 let codes = SlotCodes { bits, fixed };
                 let stored = store_with(&slots, &words, &layout, hash, Some(codes)).unwrap();
                 assert_eq!(stored.code.codes, codes);
                 let packed = stored.packed_keys(1);
-                for (e, l) in entries.iter().zip(&lists) {
-                    let r = packed.lookup(e.key).unwrap();
+                for (key, l) in &lists {
+                    let r = packed.lookup(*key).unwrap();
                     let got: Vec<u64> = LocationList::at(r, stored.words(), &layout).iter().collect();
                     assert_eq!(&got, l, "codes {codes:?}");
                 }

@@ -323,16 +323,12 @@ mod tests {
     /// `longest` locations.
     fn shard(shard_bits: u32, s: u32, keys: u32, longest: u32) -> StoredShard {
         let layout = header(shard_bits).layout;
-        let mut lists = crate::index::locations::ListWriter::new(layout);
-        let entries: Vec<Slot> = (0..keys)
-            .map(|i| {
-                let locs: Vec<u64> = (0..i % longest + 1).map(|t| layout.pack(t, i ^ s)).collect();
-                Slot { key: (1000 + i) << shard_bits | s, value: lists.add(&locs).unwrap() }
-            })
+        let lists: Vec<(u32, Vec<u64>)> = (0..keys)
+            .map(|i| ((1000 + i) << shard_bits | s, (0..i % longest + 1).map(|t| layout.pack(t, i ^ s)).collect()))
             .collect();
         let hash = crate::index::bcht::KeyHash::new(shard_bits);
-        let data = ShardData { slots: crate::index::bcht::build(&entries, hash), words: lists.finish() };
-        crate::index::stored_shard::store(&data, &layout, hash).unwrap()
+        crate::index::stored_shard::store(&crate::index::stored_shard::built(&layout, hash, &lists), &layout, hash)
+            .unwrap()
     }
 
     /// Shards of odd sizes (empty ones too), written one by one, read back in place: each block
