@@ -169,6 +169,9 @@ pub fn select(all: &[Assembly], selection: &Selection) -> Vec<Assembly> {
         }
     };
     let mut chosen: Vec<&Assembly> = all.iter().filter(|a| a.level <= selection.level && in_clades(a)).collect();
+    // Each once, if `all` lists one twice (a group given twice, `--group bacteria,bacteria`).
+    chosen.sort_by(|a, b| a.accession.cmp(&b.accession));
+    chosen.dedup_by(|a, b| a.accession == b.accession);
     if let Some(cap) = selection.per_species {
         let rank = |c: &str| match c {
             "reference genome" => 0,

@@ -47,6 +47,9 @@ pub struct BuildConfig {
     pub sources: Vec<Source>,
     pub db: PathBuf,
     pub taxonomy: Option<PathBuf>,
+    /// GTDB's taxonomy files that `taxonomy` was made from (`--taxonomy-gtdb`), which the
+    /// provenance records instead of the temporary folder.
+    pub taxonomy_gtdb: Vec<PathBuf>,
     pub seqid_maps: Vec<PathBuf>,
     pub sketch: SketchParams,
     pub max_locations_per_feature: u32,
@@ -80,7 +83,9 @@ impl BuildConfig {
         opt("--stride", p.stride.to_string());
         opt("--sketch-size", p.sketch_size.to_string());
         opt("--max-locations-per-feature", self.max_locations_per_feature.to_string());
-        if let Some(t) = &self.taxonomy {
+        if !self.taxonomy_gtdb.is_empty() {
+            self.taxonomy_gtdb.iter().for_each(|f| opt("--taxonomy-gtdb", f.display().to_string()));
+        } else if let Some(t) = &self.taxonomy {
             opt("--taxonomy", t.display().to_string());
         }
         for m in &self.seqid_maps {

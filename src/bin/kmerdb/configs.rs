@@ -94,7 +94,10 @@ pub fn update(args: UpdateArgs) -> Result<kmerdb::indexing::update::UpdateConfig
     if let Some(f) = &args.remove_taxa {
         opt("--remove-taxa", f);
     }
-    if let Some(t) = &args.taxa.taxonomy {
+    // GTDB's files, not the temporary dump made from them, which `taxonomy` names then.
+    if !args.taxa.taxonomy_gtdb.is_empty() {
+        args.taxa.taxonomy_gtdb.iter().for_each(|f| opt("--taxonomy-gtdb", f));
+    } else if let Some(t) = &args.taxa.taxonomy {
         opt("--taxonomy", t);
     }
     for m in &args.taxa.seqid_maps {
@@ -160,6 +163,7 @@ pub fn build(args: BuildArgs, quiet: bool) -> Result<BuildConfig> {
         sources,
         db: args.db,
         taxonomy: args.taxa.taxonomy,
+        taxonomy_gtdb: args.taxa.taxonomy_gtdb,
         seqid_maps: args.taxa.seqid_maps,
         sketch,
         max_locations_per_feature: args.max_locations_per_feature,

@@ -37,8 +37,8 @@ pub fn run(what: DownloadWhat, quiet: bool) -> Result<()> {
             log::info!(
                 "GTDB taxonomy in {}: {} taxa, {} genomes (nodes.dmp, names.dmp, accession2taxid.tsv)",
                 out.display(),
-                taxonomy.taxa.len(),
-                taxonomy.genomes.len()
+                taxonomy.counts().0,
+                taxonomy.counts().1
             );
             Ok(())
         }
@@ -52,14 +52,13 @@ fn mirror<'a>(common: &'a DownloadCommon, default: &'a str) -> &'a str {
 
 /// The client, and the output folder, created.
 fn start(common: &DownloadCommon) -> Result<(Fetcher, &std::path::Path)> {
-    if !(common.retry_wait >= 0.0 && common.retry_wait.is_finite()) {
-        bail!("--retry-wait must be a number of seconds, not {}", common.retry_wait);
-    }
+    // Negative, not a number, or past what a duration holds (1e30).
+    let wait = std::time::Duration::try_from_secs_f64(common.retry_wait)
+        .map_err(|_| anyhow::anyhow!("--retry-wait must be a number of seconds, not {}", common.retry_wait))?;
     if common.out.exists() && !common.out.is_dir() {
         bail!("--out {}: not a folder", common.out.display());
     }
     std::fs::create_dir_all(&common.out).with_context(|| format!("creating {}", common.out.display()))?;
-    let wait = std::time::Duration::from_secs_f64(common.retry_wait);
     Ok((Fetcher::new(common.attempts, wait), &common.out))
 }
 
@@ -71,7 +70,10 @@ fn genomes(args: &DownloadGenomesArgs, quiet: bool) -> Result<()> {
         GenomeSource::Genbank => "genbank",
     };
     let mut all = Vec::new();
-    for group in &args.group {
+    let mut groups = args.group.clone();
+    groups.sort();
+    groups.dedup();
+    for group in &groups {
         let url = format!("{mirror}/genomes/{source}/{group}/assembly_summary.txt");
         all.extend(ncbi::parse_summary(&fetcher.text(&url)?, &url)?);
     }
@@ -187,7 +189,8 @@ pub fn gtdb_taxonomy_dir(taxa: &mut crate::args::TaxaArgs) -> Result<Option<temp
     }
     let dir = tempfile::Builder::new().prefix("kmerdb-gtdb-").tempdir().context("a folder for GTDB's taxonomy")?;
     taxonomy.write(dir.path())?;
-    log::info!("GTDB taxonomy: {} taxa, {} genomes", taxonomy.taxa.len(), taxonomy.genomes.len());
+    let (taxon_count, genome_count) = taxonomy.counts();
+    log::info!("GTDB taxonomy: {taxon_count} taxa, {genome_count} genomes");
     taxa.taxonomy = Some(dir.path().to_path_buf());
     Ok(Some(dir))
 }
