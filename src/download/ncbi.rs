@@ -285,6 +285,30 @@ pub fn write_maps(out: &Path, assemblies: &[&Assembly]) -> Result<usize, Downloa
     Ok(sequences)
 }
 
+/// Removes from `out/genomes` the genome files (`*_genomic.fna.gz`) of assemblies this run did not
+/// choose: an earlier run's with other choices, or an assembly's older version. `build
+/// out/genomes` reads every file there, and the map names only this run's sequences. Returns how
+/// many it removed.
+pub fn remove_unchosen(out: &Path, chosen: &[Assembly]) -> Result<usize, DownloadError> {
+    let genomes = out.join("genomes");
+    let keep: std::collections::HashSet<String> = chosen.iter().map(Assembly::fasta_name).collect();
+    let io = |path: &Path, source| DownloadError::Io { path: path.to_path_buf(), source };
+    let entries = match std::fs::read_dir(&genomes) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        entries => entries.map_err(|e| io(&genomes, e))?,
+    };
+    let mut removed = 0;
+    for entry in entries {
+        let path = entry.map_err(|e| io(&genomes, e))?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if name.ends_with("_genomic.fna.gz") && !keep.contains(name) && path.is_file() {
+            std::fs::remove_file(&path).map_err(|e| io(&path, e))?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
 /// The files of NCBI's taxonomy dump that kmerdb reads.
 pub const TAXDUMP_FILES: [&str; 4] = ["nodes.dmp", "names.dmp", "merged.dmp", "delnodes.dmp"];
 
@@ -341,6 +365,30 @@ GCF_4.1\tPRJ3\t1280\t1280\tStaphylococcus aureus\tna\treplaced\tComplete Genome\
 GCF_5.1\tPRJ3\t1280\t1280\tStaphylococcus aureus\tna\tlatest\tChromosome\tna
 GCF_6.1\tPRJ3\t1280\t1280\tStaphylococcus aureus X\tna\tlatest\tChromosome\tftp://ftp.ncbi.nlm.nih.gov/genomes/all/GCF/000/000/006/GCF_6.1_X/
 ";
+
+    /// Review: a rerun with other choices left the earlier run's genome files beside the new ones,
+    /// which `build out/genomes` read (their sequences dropped for want of a taxid, or an older
+    /// version indexed beside the newer). Only the chosen ones' files and other files stay.
+    #[test]
+    fn genome_files_of_assemblies_no_longer_chosen_are_removed() {
+        let all = parse_summary(SUMMARY, "summary").unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let genomes = out.path().join("genomes");
+        std::fs::create_dir(&genomes).unwrap();
+        for a in &all {
+            std::fs::write(genomes.join(a.fasta_name()), "x").unwrap();
+        }
+        std::fs::write(genomes.join("mine.fa"), ">a\nACGT\n").unwrap();
+        let chosen: Vec<Assembly> = all.iter().filter(|a| a.species_taxid == 562).cloned().collect();
+        assert_eq!(remove_unchosen(out.path(), &chosen).unwrap(), all.len() - chosen.len());
+        let mut left: Vec<String> =
+            std::fs::read_dir(&genomes).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        left.sort();
+        let mut expected: Vec<String> = chosen.iter().map(Assembly::fasta_name).chain(["mine.fa".into()]).collect();
+        expected.sort();
+        assert_eq!(left, expected);
+        assert_eq!(remove_unchosen(out.path(), &chosen).unwrap(), 0);
+    }
 
     #[test]
     fn the_summary_keeps_current_assemblies_with_a_folder() {

@@ -143,8 +143,10 @@ fn genomes(args: &DownloadGenomesArgs, quiet: bool) -> Result<()> {
         done.push(a);
     }
     let sequences = ncbi::write_maps(out, &done)?;
+    let removed = ncbi::remove_unchosen(out, &chosen)?;
     log::info!(
-        "{fetched} downloaded ({}), {present} already there, {} failed; {sequences} sequences of {} assemblies in {}",
+        "{fetched} downloaded ({}), {present} already there, {} failed, {removed} no longer chosen removed; \
+         {sequences} sequences of {} assemblies in {}",
         human_bytes(bytes),
         failed.len(),
         done.len(),
