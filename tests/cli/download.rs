@@ -122,9 +122,7 @@ fn make_mirror(root: &Path) -> Vec<MirrorGenome> {
     let header = "#assembly_accession\tbioproject\tbiosample\twgs_master\trefseq_category\ttaxid\tspecies_taxid\torganism_name\tinfraspecific_name\tisolate\tversion_status\tassembly_level\trelease_type\tgenome_rep\tseq_rel_date\tasm_name\tsubmitter\tgbrs_paired_asm\tpaired_asm_comp\tftp_path\n";
     let mut summaries: std::collections::BTreeMap<&str, String> = Default::default();
     let mut genomes = Vec::new();
-    let mut files: Vec<PathBuf> =
-        std::fs::read_dir(data().join("genomes")).unwrap().map(|e| e.unwrap().path()).collect();
-    files.sort();
+    let files = crate::genome_files();
     for (i, file) in files.iter().enumerate() {
         let stem = file.file_name().unwrap().to_str().unwrap().trim_end_matches(".fna.gz").to_owned();
         let seqid = kmerdb::download::ncbi::sequence_ids(file).unwrap().remove(0);
@@ -225,12 +223,24 @@ fn download(server: &Server, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
-#[test]
-fn genomes_and_taxonomy_download_resume_and_build() {
+/// A mirror of NCBI's layout made from `data/` and served: the folder that holds it (and the
+/// test's outputs), its genomes and the server.
+fn served_mirror() -> (tempfile::TempDir, Vec<MirrorGenome>, Server) {
     let dir = tempfile::tempdir().unwrap();
     let mirror = dir.path().join("mirror");
     let genomes = make_mirror(&mirror);
-    let server = Server::start(mirror);
+    (dir, genomes, Server::start(mirror))
+}
+
+/// Temporary files (`*.tmp`) in `dir`.
+fn temporary_files(dir: &Path) -> usize {
+    let names = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name());
+    names.filter(|n| n.to_string_lossy().ends_with(".tmp")).count()
+}
+
+#[test]
+fn genomes_and_taxonomy_download_resume_and_build() {
+    let (dir, genomes, server) = served_mirror();
     let (tax, lib) = (dir.path().join("tax"), dir.path().join("lib"));
 
     let out = download(&server, &["taxonomy", "-o", tax.to_str().unwrap()]);
@@ -255,13 +265,7 @@ fn genomes_and_taxonomy_download_resume_and_build() {
     assert_eq!(server.requested("Phage_lambda_genomic.fna.gz").len(), 2, "the cut transfer is tried again");
     let got = lib.join("genomes");
     assert!(got.join(&genomes.iter().find(|g| g.stem == "Phage_lambda").unwrap().fasta).is_file());
-    let leftovers = |d: &Path| {
-        std::fs::read_dir(d)
-            .unwrap()
-            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".tmp"))
-            .count()
-    };
-    assert_eq!(leftovers(&got), 0, "temporary files left in {}", got.display());
+    assert_eq!(temporary_files(&got), 0, "temporary files left in {}", got.display());
     let map = std::fs::read_to_string(lib.join("seqid2taxid.map")).unwrap();
     assert_eq!(map.lines().count(), 6, "{map}");
     assert!(map.contains("NC_001416.1\t10710"), "{map}");
@@ -290,10 +294,7 @@ fn genomes_and_taxonomy_download_resume_and_build() {
 
 #[test]
 fn choices_and_damaged_files() {
-    let dir = tempfile::tempdir().unwrap();
-    let mirror = dir.path().join("mirror");
-    let genomes = make_mirror(&mirror);
-    let server = Server::start(mirror);
+    let (dir, genomes, server) = served_mirror();
     let (tax, lib) = (dir.path().join("tax"), dir.path().join("lib"));
     assert!(download(&server, &["taxonomy", "-o", tax.to_str().unwrap()]).status.success());
 
@@ -336,11 +337,7 @@ fn choices_and_damaged_files() {
     assert!(stderr.contains(&g.fasta) && stderr.contains("md5"), "{stderr}");
     assert_eq!(server.requested(&g.fasta).len(), 1 + 3, "fetched once before, then three attempts");
     assert!(!lib2.join("genomes").join(&g.fasta).exists());
-    let temps = std::fs::read_dir(lib2.join("genomes"))
-        .unwrap()
-        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".tmp"))
-        .count();
-    assert_eq!(temps, 0, "the damaged file's temporary file stays");
+    assert_eq!(temporary_files(&lib2.join("genomes")), 0, "the damaged file's temporary file stays");
 
     // Bad choices are clear errors, and a file given as the folder is left as it was.
     let file = dir.path().join("a file");
@@ -374,10 +371,7 @@ fn choices_and_damaged_files() {
 
 #[test]
 fn gtdb_taxonomy_and_its_genomes_build_with_gtdb_names() {
-    let dir = tempfile::tempdir().unwrap();
-    let mirror = dir.path().join("mirror");
-    make_mirror(&mirror);
-    let server = Server::start(mirror);
+    let (dir, _, server) = served_mirror();
     let (gtdb, lib) = (dir.path().join("gtdb"), dir.path().join("lib"));
     let out = kmerdb()
         .args(["download", "gtdb-taxonomy", "-o", gtdb.to_str().unwrap(), "--mirror", &format!("{}/gtdb", server.url)])

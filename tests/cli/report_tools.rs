@@ -87,15 +87,15 @@ fn taxpasta_and_multiqc_read_the_kreport() {
         assert_eq!(rows[&10710], ("Lambdavirus lambda".to_string(), if sample == "sample" { 798 } else { 812 }));
     }
 
-    let out = Command::new(&multiqc)
-        .args(["-q", "--no-ansi", "--cl-config", "extra_fn_clean_exts: [\".kreport\"]", "-o"])
-        .arg(dir.path().join("multiqc"))
-        .arg(&reports)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "multiqc:\n{}", String::from_utf8_lossy(&out.stderr));
-    let json = std::fs::read_to_string(dir.path().join("multiqc/multiqc_data/multiqc_data.json")).unwrap();
-    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    // MultiQC run on `input` with `options`, into `out`: its data's JSON.
+    let multiqc_json = |options: &[&str], out: &Path, input: &Path| -> serde_json::Value {
+        let run = Command::new(&multiqc).args(["-q", "--no-ansi"]).args(options).arg("-o").arg(out).arg(input).output();
+        let run = run.unwrap();
+        assert!(run.status.success(), "multiqc:\n{}", String::from_utf8_lossy(&run.stderr));
+        serde_json::from_str(&std::fs::read_to_string(out.join("multiqc_data/multiqc_data.json")).unwrap()).unwrap()
+    };
+    let clean = ["--cl-config", "extra_fn_clean_exts: [\".kreport\"]"];
+    let json = multiqc_json(&clean, &dir.path().join("multiqc"), &reports);
     let kraken = &json["report_general_stats_data"]["kraken"];
     assert!(kraken["sample"]["pct_top_n"].as_f64().unwrap() > 99.0, "MultiQC's Kraken stats: {kraken}");
     let unclassified = kraken["partial"]["pct_unclassified"].as_f64().unwrap();
@@ -108,15 +108,7 @@ fn taxpasta_and_multiqc_read_the_kreport() {
     let nextflow = dir.path().join("nextflow");
     std::fs::create_dir(&nextflow).unwrap();
     std::fs::copy(reports.join("sample.kreport"), nextflow.join("sample.report.txt")).unwrap();
-    let out = Command::new(&multiqc)
-        .args(["-q", "--no-ansi", "-o"])
-        .arg(dir.path().join("multiqc-default"))
-        .arg(&nextflow)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "multiqc:\n{}", String::from_utf8_lossy(&out.stderr));
-    let json = std::fs::read_to_string(dir.path().join("multiqc-default/multiqc_data/multiqc_data.json")).unwrap();
-    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let json = multiqc_json(&[], &dir.path().join("multiqc-default"), &nextflow);
     let samples: Vec<&String> = json["report_general_stats_data"]["kraken"].as_object().unwrap().keys().collect();
     assert_eq!(samples, ["sample"], "MultiQC's sample names with its default configuration");
 }
