@@ -48,6 +48,9 @@ pub enum DownloadError {
     Format { url: String, line: usize, what: String },
     #[error("{url}: no md5 listed for {file}")]
     NoChecksum { url: String, file: String },
+    /// A downloaded genome file that cannot be read as FASTA (it names the file and record).
+    #[error(transparent)]
+    Input(#[from] crate::input::InputError),
 }
 
 impl DownloadError {

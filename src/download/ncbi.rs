@@ -19,7 +19,6 @@ use super::fetch::{Fetcher, md5_of_file};
 use crate::taxonomy::NcbiTaxonomy;
 use crate::taxonomy::TaxId;
 use std::collections::HashMap;
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 /// NCBI's server; `--mirror` replaces it.
@@ -241,17 +240,13 @@ pub fn fetch_assembly(fetcher: &Fetcher, mirror: &str, assembly: &Assembly, dir:
     run().unwrap_or_else(Outcome::Failed)
 }
 
-/// Each sequence id of the gzipped FASTA at `path` (the header's first word).
+/// Each sequence id of the FASTA at `path` (plain or compressed), as `kmerdb build` reads it: the
+/// header's first word.
 pub fn sequence_ids(path: &Path) -> Result<Vec<String>, DownloadError> {
-    let io = |source| DownloadError::Io { path: path.to_owned(), source };
-    let file = std::fs::File::open(path).map_err(io)?;
-    let reader = std::io::BufReader::new(flate2::read::MultiGzDecoder::new(file));
+    let mut reader = crate::input::SeqReader::open(&crate::input::Source::File(path.to_owned()))?;
     let mut ids = Vec::new();
-    for line in reader.lines() {
-        let line = line.map_err(io)?;
-        if let Some(header) = line.strip_prefix('>') {
-            ids.push(header.split_whitespace().next().unwrap_or_default().to_owned());
-        }
+    while let Some(record) = reader.next_record() {
+        ids.push(String::from_utf8_lossy(record?.id()).into_owned());
     }
     Ok(ids)
 }
