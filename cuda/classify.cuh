@@ -18,13 +18,26 @@ struct DeviceIndex {
     const u64* buckets;
     const u64* shard_words;
     const u64* key_code;     // per shard: tag bits | code bits << 8 | fixed codes << 16 | base bits << 32
+    const u64* window_starts;  // GlobalWindows (locations.rs): each target's first global window, then the total
+    const u32* window_dir;     // the target holding window i << dir_shift
     u32 shard_bits;
-    u32 entry_bits;
+    u32 entry_bits;  // a stored stream's
     u32 window_bits;
     u32 targets;
-    u32 _pad;
+    u32 dir_shift;
     u32 nodes;  // taxonomy tree nodes: a clade feature's node must be below
 };
+
+#define NOT_FOUND 0xFFFFFFFFFFFFFFFFull
+
+// GlobalWindows::location: the location (target << window_bits | window) of a stored entry, a global
+// window number; NOT_FOUND (the CPU's UNREADABLE) past the last window.
+__device__ __forceinline__ u64 stored_location(const DeviceIndex& ix, u64 g) {
+    if (g >= ix.window_starts[ix.targets]) return NOT_FOUND;
+    u64 t = ix.window_dir[g >> ix.dir_shift];
+    while (ix.window_starts[t + 1] <= g) ++t;
+    return (t << ix.window_bits) | (g - ix.window_starts[t]);
+}
 
 // The `bits` (at most 34) of a key index at bit `bit`; two words past it are readable (the
 // stream's padding follows the key index): src/index/packed_keys.rs field.
@@ -179,7 +192,7 @@ __device__ __forceinline__ List decode_described(const DeviceIndex& ix, List l, 
         if (bit + ix.entry_bits > real_bits || len > (real_bits - bit - ix.entry_bits) / 2 + 1) return l;
         const u64 mask = ix.entry_bits == 64 ? ~0ull : ((1ull << ix.entry_bits) - 1);
         l.delta = true;
-        l.loc = bits_at(l.words, bit) & mask;
+        l.loc = stored_location(ix, bits_at(l.words, bit) & mask);
         l.first = bit + ix.entry_bits;
         l.end = real_bits;
         l.len = (u32)len;
@@ -233,7 +246,7 @@ struct Cursor {
 // The list's next location; those a damaged stream cannot give read as NOT_FOUND.
 __device__ __forceinline__ u64 list_next(const DeviceIndex& ix, const List& l, Cursor& c) {
     const u32 i = c.i++;
-    if (!l.delta) return read_entry(l.words, ix.entry_bits, l.first + i);
+    if (!l.delta) return stored_location(ix, read_entry(l.words, ix.entry_bits, l.first + i));
     const u32 wb = ix.window_bits;
     const u64 mask = (1ull << wb) - 1;
     if (i == 0) {
@@ -285,8 +298,6 @@ struct Mates {
     const u64* feature_first;
     u64 count;
 };
-
-#define NOT_FOUND 0xFFFFFFFFFFFFFFFFull
 
 // Per mate: its features (Sketcher::read_features: a short mate is one window at the reference
 // density, a long one is cut into windows), each feature's list (index_lookup's; its shard is its key's) or NOT_FOUND, its
@@ -517,7 +528,7 @@ extern "C" __global__ void read_candidates32(const u64* locations, const u64* re
 }
 
 // The host builds these arguments as Rust structs, which assert the same sizes.
-static_assert(sizeof(DeviceIndex) == 64, "struct DeviceIndex must match IndexArgs in src/gpu/classify.rs");
+static_assert(sizeof(DeviceIndex) == 80, "struct DeviceIndex must match IndexArgs in src/gpu/classify.rs");
 static_assert(sizeof(DeviceTree) == 32, "struct DeviceTree must match TreeArgs in src/gpu/classify.rs");
 static_assert(sizeof(Mates) == 40, "struct Mates must match MatesArgs in src/gpu/classify.rs");
 static_assert(sizeof(Candidate) == 16, "struct Candidate must match DeviceCandidate in src/gpu/classify.rs");

@@ -120,11 +120,11 @@ pub fn render_text(info: &IndexInfo) -> String {
     );
     let _ = writeln!(
         s,
-        "locations        {} bits = {} target bits + {} window bits, lists of {}-bit entries",
+        "locations        {} bits = {} target bits + {} window bits, stored as global window numbers in lists of {}-bit entries",
         h.layout.bits(),
         h.layout.target_bits,
         h.layout.window_bits,
-        h.layout.entry_bits
+        h.layout.stored_bits
     );
     let taxonomy = match h.taxonomy {
         crate::index::format::TaxonomySource::Ncbi => {

@@ -569,7 +569,9 @@ fn gpu_condense_equals_the_cpu_assembler() {
         .map(|f| kmerdb::index::TargetInfo { name: format!("t{f}"), taxid: 1000 + f, length: 1000, windows: 10 })
         .collect();
     let clades = kmerdb::indexing::condense::Clades::new(&infos, &taxa).unwrap();
-    let layout = LocationLayout::for_counts(finals as u64, windows as u64, cap, clades.nodes());
+    let layout =
+        LocationLayout::for_counts(finals as u64, windows as u64, (finals * windows) as u64, cap, clades.nodes());
+    let numbering = kmerdb::index::GlobalWindows::new(std::iter::repeat_n(windows as u64, finals as usize), &layout);
     let shard_bits = 6;
 
     let mut per_shard: Vec<Vec<(u32, u64)>> = vec![Vec::new(); 1 << shard_bits];
@@ -580,13 +582,16 @@ fn gpu_condense_equals_the_cpu_assembler() {
     }
     let expected: Vec<_> = per_shard
         .into_iter()
-        .map(|p| condense_all(p, &layout, kmerdb::index::bcht::KeyHash::new(shard_bits), cap, &clades).unwrap())
+        .map(|p| {
+            condense_all(p, (&layout, &numbering), kmerdb::index::bcht::KeyHash::new(shard_bits), cap, &clades).unwrap()
+        })
         .collect();
 
     let mut t = BucketListTable::new(&g, TableConfig::new(keys.len() as u64, keys.len() as u64 * 3)).unwrap();
     t.insert_pairs(&keys, &values).unwrap();
     assert_eq!(t.status().unwrap().bits, 0);
-    let got = kmerdb::gpu::condense::condense(&t, &g, &final_id, &layout, (cap, &clades), shard_bits).unwrap();
+    let got =
+        kmerdb::gpu::condense::condense(&t, &g, &final_id, (&layout, &numbering), (cap, &clades), shard_bits).unwrap();
     assert_eq!(got.len(), expected.len());
     let over: usize = expected.iter().map(|c| c.clade_lists.len()).sum();
     assert!(over > 100, "lists over the cap: {over}");

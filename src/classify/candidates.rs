@@ -669,7 +669,7 @@ pub(super) mod tests {
     /// by hits, then by target id, and cut at `max`.
     #[test]
     fn top_candidates_take_each_targets_best_range_and_break_ties_by_target() {
-        let layout = LocationLayout::for_counts(4, 1000, 254, 6);
+        let layout = LocationLayout::uniform(4, 1000, 254, 6);
         let mut locations: Vec<u64> = [
             (3, 10),
             (3, 11),

@@ -34,18 +34,24 @@ pub(crate) struct IndexArgs<'a> {
     buckets: DevAddr<'a>,
     shard_words: DevAddr<'a>,
     key_code: DevAddr<'a>,
+    /// The targets' first global windows, then the total, and the directory of
+    /// `index::GlobalWindows`.
+    window_starts: DevAddr<'a>,
+    window_dir: DevAddr<'a>,
     shard_bits: u32,
+    /// A stored stream's entries.
     entry_bits: u32,
     window_bits: u32,
     targets: u32,
-    _pad: u32,
+    /// `GlobalWindows`' directory: the target of every `2^dir_shift`-th window.
+    dir_shift: u32,
     /// Nodes of the index's taxonomy tree: a clade feature's node is below.
     nodes: u32,
 }
 // SAFETY: plain old data with the layout of the CUDA struct (`DevAddr` is a `u64`).
 unsafe impl DeviceRepr for IndexArgs<'_> {}
 // Kernels read it as `struct DeviceIndex` (cuda/classify.cuh), which asserts the same size.
-const _: () = assert!(std::mem::size_of::<IndexArgs>() == 64);
+const _: () = assert!(std::mem::size_of::<IndexArgs>() == 80);
 
 /// Kernel view of the taxonomy; must match `struct DeviceTree` in `cuda/classify.cuh`. It borrows
 /// the tree's arrays ([`DeviceTree::args`]).
@@ -472,10 +478,14 @@ pub(crate) struct IndexTables {
     /// Per shard: its slots' tag bits, code bits << 8, fixed codes << 16 and its buckets' base
     /// bits << 32 (`struct DeviceIndex`).
     key_code: CudaSlice<u64>,
+    window_starts: CudaSlice<u64>,
+    /// Never empty (a kernel's argument is a buffer's address).
+    window_dir: CudaSlice<u32>,
     shard_bits: u32,
     entry_bits: u32,
     window_bits: u32,
     targets: u32,
+    dir_shift: u32,
     nodes: u32,
 }
 
@@ -502,16 +512,20 @@ impl IndexTables {
                     | (e.base_bits as u64) << 32
             })
             .collect();
+        let (starts, dir, dir_shift) = index.windows().tables();
         Ok(Self {
             slot_base: s.clone_htod(slot_base)?,
             word_base: s.clone_htod(word_base)?,
             buckets: s.clone_htod(buckets)?,
             shard_words: s.clone_htod(shard_words)?,
             key_code: s.clone_htod(&key_code)?,
+            window_starts: s.clone_htod(starts)?,
+            window_dir: s.clone_htod(if dir.is_empty() { &[0u32][..] } else { dir })?,
             shard_bits: index.header().shard_bits,
-            entry_bits: layout.entry_bits,
+            entry_bits: layout.stored_bits,
             window_bits: layout.window_bits,
             targets: index.targets().len() as u32,
+            dir_shift,
             nodes: index.taxonomy().taxa().len() as u32,
         })
     }
@@ -530,11 +544,13 @@ impl IndexTables {
             buckets: DevAddr::of(gpu, &self.buckets),
             shard_words: DevAddr::of(gpu, &self.shard_words),
             key_code: DevAddr::of(gpu, &self.key_code),
+            window_starts: DevAddr::of(gpu, &self.window_starts),
+            window_dir: DevAddr::of(gpu, &self.window_dir),
             shard_bits: self.shard_bits,
             entry_bits: self.entry_bits,
             window_bits: self.window_bits,
             targets: self.targets,
-            _pad: 0,
+            dir_shift: self.dir_shift,
             nodes: self.nodes,
         }
     }

@@ -22,7 +22,7 @@ use crate::gpu::table::{BucketListTable, DeviceKeys, KeyList, launch_config};
 use crate::gpu::{Gpu, GpuError};
 use crate::index::bcht::{self, BUCKET_SLOTS, EMPTY_SLOT, KeyHash, Slot};
 use crate::index::clade_lists::CladeLists;
-use crate::index::locations::{LocationLayout, PAD_WORDS, ShardOverflow};
+use crate::index::locations::{GlobalWindows, LocationLayout, PAD_WORDS, ShardOverflow};
 use crate::index::stored_shard::{self, StoredShard};
 use crate::index::write::ShardData;
 use crate::indexing::condense::{Clades, Condensed, ShardStats};
@@ -123,7 +123,7 @@ pub fn condense(
     table: &BucketListTable,
     gpu: &Gpu,
     final_id: &[Option<u32>],
-    layout: &LocationLayout,
+    (layout, numbering): (&LocationLayout, &GlobalWindows),
     (cap, clades): (u32, &Clades),
     shard_bits: u32,
 ) -> Result<Vec<Condensed>, BuildError> {
@@ -141,7 +141,7 @@ pub fn condense(
         let mut slots = download(place.slots.clone())?;
         let left = download(place.left.clone())?;
         let words = s.clone_dtoh(&dev.words.slice(place.words.clone())).map_err(GpuError::from)?;
-        let data = finish_and_store(&mut slots, &left, &words, layout, KeyHash::new(shard_bits))?;
+        let data = finish_and_store(&mut slots, &left, &words, (layout, numbering), KeyHash::new(shard_bits))?;
         out.push(Condensed { data, stats: *stats, clade_lists });
     }
     Ok(out)
@@ -617,12 +617,12 @@ pub fn finish_and_store(
     slots: &mut [Slot],
     left: &[Slot],
     words: &[u32],
-    layout: &LocationLayout,
+    (layout, numbering): (&LocationLayout, &GlobalWindows),
     hash: KeyHash,
 ) -> Result<StoredShard, BuildError> {
     let stored = match finish_shard(slots, left, words, layout, hash)? {
-        None => stored_shard::store_parts(slots, words, layout, hash),
-        Some(rebuilt) => stored_shard::store(&rebuilt, layout, hash),
+        None => stored_shard::store_parts(slots, words, layout, numbering, hash),
+        Some(rebuilt) => stored_shard::store(&rebuilt, layout, numbering, hash),
     };
     stored.map_err(|_| shard_overflow())
 }
@@ -675,7 +675,7 @@ mod tests {
     /// lists gives the CPU's bytes.
     #[test]
     fn rebuilding_a_shard_from_its_lists_gives_the_same_bytes() {
-        let layout = LocationLayout::for_counts(50, 1000, 254, 60);
+        let layout = LocationLayout::uniform(50, 1000, 254, 60);
         let mut assembler = ShardAssembler::new(&layout, H);
         let mut x = 12345u64;
         let mut next = || {
@@ -706,7 +706,7 @@ mod tests {
     #[test]
     fn a_shard_whose_walk_fails_gets_the_cpu_bytes() {
         use crate::index::locations::ListWriter;
-        let layout = LocationLayout::for_counts(50, 1000, 254, 60);
+        let layout = LocationLayout::uniform(50, 1000, 254, 60);
         let mut x = 99u64;
         let mut next = move || {
             x ^= x << 13;

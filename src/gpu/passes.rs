@@ -34,7 +34,7 @@ use crate::gpu::{Gpu, GpuError};
 use crate::index::bcht::KeyHash;
 use crate::index::clade_lists::CladeLists;
 use crate::index::stored_shard::{self, StoredShard};
-use crate::index::{IndexWriter, LocationLayout};
+use crate::index::{GlobalWindows, IndexWriter, LocationLayout};
 use crate::indexing::condense::ShardStats;
 use crate::indexing::error::BuildError;
 use crate::indexing::sketching::Pending;
@@ -105,6 +105,8 @@ pub struct ShardsToBuild<'a> {
     /// The provisional targets' final numbers (`None`: dropped).
     pub final_id: &'a [Option<u32>],
     pub layout: &'a LocationLayout,
+    /// The targets' global window numbers, which stored lists hold.
+    pub numbering: &'a GlobalWindows,
     /// The most locations a feature's list holds: a feature with more is a clade feature.
     pub cap: u32,
     /// The index's tree, which names the clade features' clades.
@@ -577,7 +579,7 @@ impl<'g> PassBuild<'g> {
         pool: &rayon::ThreadPool,
         writer: &mut IndexWriter,
     ) -> Result<(ShardStats, PassReport), BuildError> {
-        let ShardsToBuild { counts, first_windows, final_id, layout, cap, clades } = what;
+        let ShardsToBuild { counts, first_windows, final_id, layout, numbering, cap, clades } = what;
         let passes = self.plan(counts)?;
         let n = self.gpus.len();
         log::info!(
@@ -614,7 +616,7 @@ impl<'g> PassBuild<'g> {
             let hash = KeyHash::new(self.shard_bits);
             let finish = move |shard: Result<Downloaded, BuildError>| {
                 let t = Instant::now();
-                let done = shard?.finish(layout, hash);
+                let done = shard?.finish((layout, numbering), hash);
                 *finishing.lock().expect("no finishing panicked") += t.elapsed();
                 done
             };
@@ -1009,14 +1011,18 @@ struct Finished {
 impl Downloaded {
     /// Waits for the copies, places the leftover keys in place, lays the shard out as stored
     /// (`index::stored_shard`) and computes the checksum.
-    fn finish(self, layout: &LocationLayout, hash: KeyHash) -> Result<Finished, BuildError> {
+    fn finish(
+        self,
+        (layout, numbering): (&LocationLayout, &GlobalWindows),
+        hash: KeyHash,
+    ) -> Result<Finished, BuildError> {
         let checksum = |s: &StoredShard| {
             crate::index::format::shard_checksum(bytemuck::cast_slice(s.keys()), bytemuck::cast_slice(s.words()))
         };
         let mut d = match self {
             Downloaded::Empty(shard) => {
                 let words = vec![0; crate::index::locations::PAD_WORDS];
-                let stored = stored_shard::store_parts(&[], &words, layout, hash)
+                let stored = stored_shard::store_parts(&[], &words, layout, numbering, hash)
                     .map_err(|_| crate::gpu::condense::shard_overflow())?;
                 return Ok(Finished {
                     shard,
@@ -1036,7 +1042,7 @@ impl Downloaded {
         let order: &mut [crate::index::bcht::Slot] = bytemuck::cast_slice_mut(&mut order[..d.slots + d.left]);
         let (slots, left) = order.split_at_mut(d.slots);
         let words = &words[..d.words];
-        let stored = crate::gpu::condense::finish_and_store(slots, left, words, layout, hash)?;
+        let stored = crate::gpu::condense::finish_and_store(slots, left, words, (layout, numbering), hash)?;
         Ok(Finished {
             shard: d.shard,
             checksum: checksum(&stored),

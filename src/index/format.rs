@@ -60,7 +60,9 @@ pub const MAGIC: [u8; 8] = *b"\x89KMERDB\n";
 /// Version 10: no list offsets (`index::stored_shard`): each shard's lists in slot order, a
 /// bucket's base entry before its slots, each slot a tag and a code for its list's kind and size;
 /// single locations in the stream, short fixed lists without their head.
-pub const FORMAT_VERSION: u32 = 10;
+/// Version 11: a stored list's locations are global window numbers (`locations::GlobalWindows`:
+/// the windows of the targets before, plus the window), in entries of the layout's `stored_bits`.
+pub const FORMAT_VERSION: u32 = 11;
 pub const PREAMBLE_LEN: usize = 64;
 pub const SECTION_ALIGN: u64 = 4096;
 /// Alignment of each shard's block in the shard data: a cache line.

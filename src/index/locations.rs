@@ -26,7 +26,9 @@
 //! where the feature's list starts. The index stores neither (format 10, `index::stored_shard`):
 //! it writes the lists again in slot order, a single location as a one-entry list, and fixed
 //! lists short enough for the slot's code without their head; a lookup finds a list's start from
-//! its bucket ([`ListRef`]).
+//! its bucket ([`ListRef`]). And it stores a location (a fixed list's entries, a delta list's
+//! first) as its global window number ([`GlobalWindows`], format 11) in entries of the layout's
+//! `stored_bits`; the delta codes stay the differences of (target, window) pairs.
 //!
 //! A feature in more locations than the cap is a *clade feature*: its "list" is a head of 0 (no
 //! real list is empty) followed by one entry, the tree node (index of the taxon in the index's
@@ -47,18 +49,34 @@ pub const PAD_WORDS: usize = 2;
 pub struct LocationLayout {
     pub target_bits: u32,
     pub window_bits: u32,
-    /// Width of one entry of a shard's list stream (a location or a list length).
+    /// Width of one entry of a shard's list stream as the build writes it (a location or a list
+    /// length).
     pub entry_bits: u32,
+    /// Width of one entry of a stored shard's stream, where a location is its global window
+    /// number ([`GlobalWindows`]; format 11).
+    pub stored_bits: u32,
 }
 
 impl LocationLayout {
-    /// The tightest layout for `targets` targets whose longest has `max_windows` windows, with
-    /// lists of up to `max_list` locations and clade features naming any of `taxa` tree nodes.
-    pub fn for_counts(targets: u64, max_windows: u64, max_list: u32, taxa: u64) -> Self {
+    /// The tightest layout for `targets` targets whose longest has `max_windows` windows and
+    /// which have `windows` in all, with lists of up to `max_list` locations and clade features
+    /// naming any of `taxa` tree nodes.
+    pub fn for_counts(targets: u64, max_windows: u64, windows: u64, max_list: u32, taxa: u64) -> Self {
         let (target_bits, window_bits) = (bits_for(targets), bits_for(max_windows));
-        let head = bits_for((max_list as u64 + 1) * 2);
-        let entry_bits = (target_bits + window_bits).max(head).max(bits_for(taxa));
-        Self { target_bits, window_bits, entry_bits }
+        let head = bits_for((max_list as u64 + 1) * 2).max(bits_for(taxa));
+        let entry_bits = (target_bits + window_bits).max(head);
+        Self { target_bits, window_bits, entry_bits, stored_bits: bits_for(windows).max(head) }
+    }
+
+    /// [`Self::for_counts`] of targets of `max_windows` windows each (the tests').
+    #[cfg(test)]
+    pub(crate) fn uniform(targets: u64, max_windows: u64, max_list: u32, taxa: u64) -> Self {
+        Self::for_counts(targets, max_windows, targets.saturating_mul(max_windows), max_list, taxa)
+    }
+
+    /// This layout with its stored entries as the stream's: how a stored stream is written.
+    pub(crate) fn as_stored(&self) -> Self {
+        Self { entry_bits: self.stored_bits, ..*self }
     }
 
     pub fn bits(&self) -> u32 {
@@ -78,6 +96,90 @@ impl LocationLayout {
     #[inline]
     pub fn unpack(&self, loc: u64) -> (u32, u32) {
         ((loc >> self.window_bits) as u32, (loc & ((1u64 << self.window_bits) - 1)) as u32)
+    }
+}
+
+/// Global window numbers: a stored list's location is the number of its window among all the
+/// index's windows, target after target (the windows of the targets before it, plus its window),
+/// which takes `bits_for(windows)` bits where `(target, window)` takes the bits of the target
+/// count and of the longest target. Real collections mix chromosomes with plasmids and viruses:
+/// `../shared/data/refs` has 101 targets and 878,225 windows, 20 bits against 7 + 16.
+///
+/// A number goes back to its target by a directory of the target at each `2^shift`-th window
+/// and a step forward past the targets that start before it (a few: the directory has about
+/// twice as many entries as there are targets); the GPU's twin is `stored_location` in
+/// `cuda/classify.cuh`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GlobalWindows {
+    /// The first window of each target, then the total.
+    starts: Vec<u64>,
+    /// The target holding window `i << shift`.
+    dir: Vec<u32>,
+    shift: u32,
+    window_bits: u32,
+    /// The last of `starts`.
+    total: u64,
+}
+
+impl GlobalWindows {
+    /// The numbering of targets with `windows` windows each, under `layout`.
+    pub fn new(windows: impl IntoIterator<Item = u64>, layout: &LocationLayout) -> Self {
+        let mut starts = vec![0u64];
+        for w in windows {
+            starts.push(starts.last().unwrap().saturating_add(w));
+        }
+        let (targets, total) = (starts.len() as u64 - 1, *starts.last().unwrap());
+        let shift = bits_for(total).saturating_sub(bits_for(targets.max(1)) + 1);
+        let mut dir = Vec::with_capacity(total.div_ceil(1 << shift) as usize);
+        let mut t = 0usize;
+        for b in 0..total.div_ceil(1 << shift) {
+            while starts[t + 1] <= b << shift {
+                t += 1;
+            }
+            dir.push(t as u32);
+        }
+        Self { starts, dir, shift, window_bits: layout.window_bits, total }
+    }
+
+    /// Windows in all.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// The global window number of a location of a target it numbers.
+    #[inline]
+    pub fn global(&self, loc: u64) -> u64 {
+        let (t, w) = (loc >> self.window_bits, loc & ((1u64 << self.window_bits) - 1));
+        self.starts[t as usize] + w
+    }
+
+    /// The location of global window `g`; [`UNREADABLE`] past the last (a damaged stream).
+    #[inline]
+    pub fn location(&self, g: u64) -> u64 {
+        if g >= self.total {
+            return UNREADABLE;
+        }
+        // SAFETY: `g` is below the total, so its block is in the directory, and the walk ends at
+        // the target whose end is above `g`, at the last one at most: `t + 1 < starts.len()`.
+        // (The classifier's hot path: this is every location of a fixed list.)
+        unsafe {
+            let mut t = *self.dir.get_unchecked((g >> self.shift) as usize) as usize;
+            while *self.starts.get_unchecked(t + 1) <= g {
+                t += 1;
+            }
+            (t as u64) << self.window_bits | (g - *self.starts.get_unchecked(t))
+        }
+    }
+
+    /// The numbering of `targets` targets of `windows` windows each (the tests').
+    #[cfg(test)]
+    pub(crate) fn uniform(targets: u64, windows: u64, layout: &LocationLayout) -> Self {
+        Self::new(std::iter::repeat_n(windows, targets as usize), layout)
+    }
+
+    /// The tables as the GPU takes them: the starts (with the total), the directory, its shift.
+    pub(crate) fn tables(&self) -> (&[u64], &[u32], u32) {
+        (&self.starts, &self.dir, self.shift)
     }
 }
 
@@ -144,7 +246,6 @@ impl ListWriter {
             Some(bits) => {
                 // A one bit, the length's gamma code, the first location, the codes, zeros to the
                 // next entry.
-                let total = 1 + gamma_len(len) as u64 + eb + bits;
                 self.push_bits(1, 1);
                 self.push_bits(gamma(len), gamma_len(len));
                 self.push_bits(locs[0], eb as u32);
@@ -153,26 +254,41 @@ impl ListWriter {
                     self.push_bits(gamma(a), gamma_len(a));
                     self.push_bits(gamma(b), gamma_len(b));
                 }
-                let entries = total.div_ceil(eb);
-                self.push_bits(0, (entries * eb - total) as u32);
-                self.entries += entries;
+                self.end_delta(len, bits);
             }
         }
         Ok(start)
     }
 
-    /// Appends entries `first..first + n` of the stream `words` (padded as [`ListWriter::finish`]
-    /// pads), 64 bits at a time.
-    pub(crate) fn copy_entries(&mut self, words: &[u32], first: u64, n: u64) {
+    /// Zeros after a delta list of `len` locations whose codes took `bits`, to the next entry.
+    fn end_delta(&mut self, len: u64, bits: u64) {
         let eb = self.layout.entry_bits as u64;
-        let (mut bit, end) = (first * eb, (first + n) * eb);
+        let entries = delta_entries(len, eb, bits);
+        self.push_bits(0, (entries * eb - delta_list_bits(len, eb, bits)) as u32);
+        self.entries += entries;
+    }
+
+    /// Appends a delta list of `len` locations whose first is the entry `first` and whose codes
+    /// are bits `codes.0..codes.0 + codes.1` of the stream `words` (a built list, stored again by
+    /// `index::stored_shard` with its first location renumbered).
+    pub(crate) fn push_delta(&mut self, len: u64, first: u64, words: &[u32], codes: (u64, u64)) {
+        self.push_bits(1, 1);
+        self.push_bits(gamma(len), gamma_len(len));
+        self.push_bits(first, self.layout.entry_bits);
+        self.copy_bits(words, codes.0, codes.1);
+        self.end_delta(len, codes.1);
+    }
+
+    /// Appends bits `bit..bit + n` of the stream `words` (padded as [`ListWriter::finish`] pads),
+    /// 64 at a time; counts no entry.
+    fn copy_bits(&mut self, words: &[u32], mut bit: u64, n: u64) {
+        let end = bit + n;
         while bit < end {
             let take = (end - bit).min(64) as u32;
             let v = bits_at(words, bit);
             self.push_bits(if take == 64 { v } else { v & ((1u64 << take) - 1) }, take);
             bit += take as u64;
         }
-        self.entries += n;
     }
 
     /// Entries written so far.
@@ -228,6 +344,19 @@ fn delta_codes(a: (u32, u32), b: (u32, u32)) -> (u64, u64) {
         ((d << 1) ^ (d >> 63)) as u64
     };
     (t_code, dw + 1)
+}
+
+/// Bits of a delta list of `len` locations in `eb`-bit entries whose codes take `bits`: its flag,
+/// its length's gamma code, its first location and its codes.
+#[inline]
+fn delta_list_bits(len: u64, eb: u64, bits: u64) -> u64 {
+    1 + gamma_len(len) as u64 + eb + bits
+}
+
+/// Entries a delta list takes (see [`delta_list_bits`]).
+#[inline]
+pub(crate) fn delta_entries(len: u64, eb: u64, bits: u64) -> u64 {
+    delta_list_bits(len, eb, bits).div_ceil(eb)
 }
 
 /// Whether a list of `len` locations whose delta codes take `bits` is delta-coded: when that
@@ -296,12 +425,14 @@ pub(crate) fn entry(words: &[u32], eb: u32, i: u64) -> u64 {
 #[derive(Debug, Clone, Copy)]
 pub enum LocationList<'a> {
     Single(u64),
-    /// `len` locations, one entry each, from entry `first`.
+    /// `len` locations, one entry each, from entry `first`: global window numbers in a stored
+    /// stream (`windows`), packed locations in a built one.
     Packed {
         words: &'a [u32],
         entry_bits: u32,
         first: u64,
         len: usize,
+        windows: Option<&'a GlobalWindows>,
     },
     /// `len` locations: `first_loc`, then delta codes from bit `bit`, which end by bit `end`.
     Delta {
@@ -365,18 +496,25 @@ impl ListRef {
 pub const UNREADABLE: u64 = u64::MAX;
 
 impl<'a> LocationList<'a> {
-    /// Decodes a slot value. `words` is the shard's stream.
+    /// Decodes a slot value of a shard as the build writes it (`words` its stream).
     #[inline]
     pub fn decode(value: u32, words: &'a [u32], layout: &LocationLayout) -> Self {
         if value & INLINE_FLAG != 0 && layout.inline_single() {
             return LocationList::Single((value & !INLINE_FLAG) as u64);
         }
+        Self::decode_in(value, words, layout, None)
+    }
+
+    /// The list from entry `value` of a stream of `layout`'s entries, whose locations are global
+    /// window numbers if `windows` is given (a stored stream), else packed (a built one).
+    #[inline]
+    fn decode_in(value: u32, words: &'a [u32], layout: &LocationLayout, windows: Option<&'a GlobalWindows>) -> Self {
         let eb = layout.entry_bits;
         // Bounds are checked here and as codes are read, so that reading cannot fail: a damaged
         // index opened without verification gives empty lists or unreadable locations, not a crash.
         let real_bits = words.len().saturating_sub(PAD_WORDS) as u64 * 32;
         let entries = real_bits / eb as u64;
-        let empty = LocationList::Packed { words, entry_bits: eb, first: 0, len: 0 };
+        let empty = LocationList::Packed { words, entry_bits: eb, first: 0, len: 0, windows };
         if value as u64 + 1 >= entries {
             return empty;
         }
@@ -391,7 +529,8 @@ impl<'a> LocationList<'a> {
                 return empty;
             }
             let mask = if eb == 64 { u64::MAX } else { (1u64 << eb) - 1 };
-            let first_loc = bits_at(words, bit) & mask;
+            let first = bits_at(words, bit) & mask;
+            let first_loc = windows.map_or(first, |g| g.location(first));
             return LocationList::Delta {
                 words,
                 window_bits: layout.window_bits,
@@ -408,24 +547,26 @@ impl<'a> LocationList<'a> {
             // A fixed list, whose second entry is its first location.
             len => match value as u64 + 1 + len as u64 > entries {
                 true => empty,
-                false => LocationList::Packed { words, entry_bits: eb, first: value as u64 + 1, len },
+                false => LocationList::Packed { words, entry_bits: eb, first: value as u64 + 1, len, windows },
             },
         }
     }
 
-    /// The list `r` points to in a stored shard's stream `words` (bounds checked as in
-    /// [`LocationList::decode`]: a damaged index gives an empty list).
+    /// The list `r` points to in a stored shard's stream `words`, whose locations `windows`
+    /// numbers (bounds checked as in [`LocationList::decode`]: a damaged index gives an empty list).
     #[inline]
-    pub fn at(r: ListRef, words: &'a [u32], layout: &LocationLayout) -> Self {
-        let eb = layout.entry_bits;
+    pub fn at(r: ListRef, words: &'a [u32], layout: &LocationLayout, windows: &'a GlobalWindows) -> Self {
+        let stored = layout.as_stored();
+        let eb = stored.entry_bits;
         let entries = words.len().saturating_sub(PAD_WORDS) as u64 * 32 / eb as u64;
-        let empty = LocationList::Packed { words, entry_bits: eb, first: 0, len: 0 };
+        let windows = Some(windows);
+        let empty = LocationList::Packed { words, entry_bits: eb, first: 0, len: 0, windows };
         let (mut start, kind) = (r.start(), r.kind());
         match kind {
-            0 => Self::described(start, words, layout),
+            0 => Self::described(start, words, &stored, windows),
             len if len <= ListRef::MAX_FIXED => match start + len > entries {
                 true => empty,
-                false => LocationList::Packed { words, entry_bits: eb, first: start, len: len as usize },
+                false => LocationList::Packed { words, entry_bits: eb, first: start, len: len as usize, windows },
             },
             escaped => {
                 // Past the bucket's other escaped lists, each after its length in entries.
@@ -436,19 +577,20 @@ impl<'a> LocationList<'a> {
                     start = start.saturating_add(1).saturating_add(entry(words, eb, start));
                 }
                 match start.checked_add(1) {
-                    Some(at) if at < entries => Self::described(at, words, layout),
+                    Some(at) if at < entries => Self::described(at, words, &stored, windows),
                     _ => empty,
                 }
             }
         }
     }
 
-    /// The list that says what it is from entry `start` (see the module's comment).
+    /// The list that says what it is from entry `start` of a stored stream (see the module's
+    /// comment).
     #[inline]
-    fn described(start: u64, words: &'a [u32], layout: &LocationLayout) -> Self {
+    fn described(start: u64, words: &'a [u32], stored: &LocationLayout, windows: Option<&'a GlobalWindows>) -> Self {
         match u32::try_from(start) {
-            Ok(v) if v & INLINE_FLAG == 0 => Self::decode(v, words, layout),
-            _ => LocationList::Packed { words, entry_bits: layout.entry_bits, first: 0, len: 0 },
+            Ok(v) if v & INLINE_FLAG == 0 => Self::decode_in(v, words, stored, windows),
+            _ => LocationList::Packed { words, entry_bits: stored.entry_bits, first: 0, len: 0, windows },
         }
     }
 
@@ -488,7 +630,7 @@ impl<'a> LocationList<'a> {
     pub fn append_to(&self, out: &mut Vec<u64>) {
         match *self {
             LocationList::Single(loc) => out.push(loc),
-            LocationList::Packed { words, entry_bits, first, len } if entry_bits <= 32 => {
+            LocationList::Packed { words, entry_bits, first, len, windows } if entry_bits <= 32 => {
                 out.reserve(len);
                 let eb = entry_bits as u64;
                 let mask = (1u64 << eb) - 1;
@@ -496,7 +638,8 @@ impl<'a> LocationList<'a> {
                 for _ in 0..len {
                     let w = (bit / 32) as usize;
                     let two = words[w] as u64 | (words[w + 1] as u64) << 32;
-                    out.push((two >> (bit % 32)) & mask);
+                    let e = (two >> (bit % 32)) & mask;
+                    out.push(windows.map_or(e, |g| g.location(e)));
                     bit += eb;
                 }
             }
@@ -579,8 +722,9 @@ impl Iterator for Locations<'_> {
         self.i += 1;
         match &mut self.list {
             LocationList::Single(loc) => Some(*loc),
-            LocationList::Packed { words, entry_bits, first, .. } => {
-                Some(entry(words, *entry_bits, *first + self.i as u64 - 1))
+            LocationList::Packed { words, entry_bits, first, windows, .. } => {
+                let e = entry(words, *entry_bits, *first + self.i as u64 - 1);
+                Some(windows.map_or(e, |g| g.location(e)))
             }
             LocationList::Delta { words, window_bits, first_loc, bit, end, .. } => {
                 let wb = *window_bits;
@@ -614,19 +758,19 @@ mod tests {
         assert_eq!(bits_for(3), 2);
         assert_eq!(bits_for(256), 8);
         assert_eq!(bits_for(257), 9);
-        let l = LocationLayout::for_counts(101, 51_000, 254, 40);
+        let l = LocationLayout::uniform(101, 51_000, 254, 40);
         assert_eq!((l.target_bits, l.window_bits, l.entry_bits), (7, 16, 23));
         assert!(l.inline_single());
         // One short target: the list's head needs more bits than a location.
-        assert_eq!(LocationLayout::for_counts(1, 2, 254, 2).entry_bits, 9);
+        assert_eq!(LocationLayout::uniform(1, 2, 254, 2).entry_bits, 9);
         // Many taxa and few targets: the clade's node needs more.
-        assert_eq!(LocationLayout::for_counts(1, 2, 254, 1000).entry_bits, 10);
+        assert_eq!(LocationLayout::uniform(1, 2, 254, 1000).entry_bits, 10);
     }
 
     #[test]
     fn round_trip_at_every_width() {
         for (targets, windows) in [(2, 2), (100, 1000), (1 << 16, 1 << 15), (1 << 20, 1 << 20), (1 << 32, 1 << 32)] {
-            let layout = LocationLayout::for_counts(targets, windows, 254, 3);
+            let layout = LocationLayout::uniform(targets, windows, 254, 3);
             let mut w = ListWriter::new(layout);
             // Scattered lists (fixed), strain-like runs of neighbouring targets at nearby windows
             // (delta), and the extremes: the last target and window, a window going back by all.
@@ -671,7 +815,7 @@ mod tests {
     /// about 600 bits and a few entries, not 300 entries.
     #[test]
     fn neighbouring_strains_cost_two_bits_each() {
-        let layout = LocationLayout::for_counts(1000, 10_000, 400, 10);
+        let layout = LocationLayout::uniform(1000, 10_000, 400, 10);
         let mut w = ListWriter::new(layout);
         let list: Vec<u64> = (0..300).map(|t| layout.pack(t, 77)).collect();
         let v = w.add(&list).unwrap();
@@ -684,7 +828,7 @@ mod tests {
     /// reads outside the words.
     #[test]
     fn damaged_streams_decode_without_reading_outside() {
-        let layout = LocationLayout::for_counts(64, 4096, 254, 10);
+        let layout = LocationLayout::uniform(64, 4096, 254, 10);
         let mut x = 7u64;
         for round in 0..300 {
             let words: Vec<u32> = (0..round % 40)
@@ -705,9 +849,83 @@ mod tests {
         }
     }
 
+    /// Targets of every size (empty ones, one window, long ones side by side with short ones):
+    /// each window's global number goes back to its location, and a number past the last reads
+    /// as unreadable.
+    #[test]
+    fn global_window_numbers_go_back_to_their_locations() {
+        for sizes in [
+            vec![],
+            vec![1],
+            vec![0, 3, 0, 0, 5],
+            vec![47_457, 1_571, 961, 38, 31, 26_439, 0, 1, 9_575],
+            (0..300).map(|t| t * 37 % 101).collect(),
+        ] {
+            let max = sizes.iter().copied().max().unwrap_or(1).max(1);
+            let layout = LocationLayout::for_counts(sizes.len().max(1) as u64, max, sizes.iter().sum(), 64, 3);
+            let g = GlobalWindows::new(sizes.iter().copied(), &layout);
+            assert_eq!(g.total(), sizes.iter().sum::<u64>());
+            assert!(bits_for(g.total()) <= layout.stored_bits);
+            let mut n = 0;
+            for (t, &size) in sizes.iter().enumerate() {
+                for w in 0..size {
+                    let loc = layout.pack(t as u32, w as u32);
+                    assert_eq!(g.global(loc), n);
+                    assert_eq!(g.location(n), loc, "sizes {sizes:?}, target {t}, window {w}");
+                    n += 1;
+                }
+            }
+            assert_eq!(g.location(n), UNREADABLE);
+            assert_eq!(g.location(u64::MAX), UNREADABLE);
+        }
+        // refs' 101 targets in 878,225 windows: 20 bits, not 7 + 16.
+        let l = LocationLayout::for_counts(101, 47_625, 878_225, 64, 207);
+        assert_eq!((l.bits(), l.stored_bits), (23, 20));
+    }
+
+    /// Stored lists of targets of unequal sizes read back through the numbering: fixed and delta
+    /// lists, singles and clades.
+    #[test]
+    fn stored_lists_of_unequal_targets_read_back() {
+        let sizes: Vec<u64> = (0..200u64).map(|t| if t % 9 == 0 { 3000 } else { t % 40 + 1 }).collect();
+        let total = sizes.iter().sum();
+        let layout = LocationLayout::for_counts(200, 3000, total, 64, 30);
+        let numbering = GlobalWindows::new(sizes.iter().copied(), &layout);
+        let hash = crate::index::bcht::KeyHash::new(3);
+        let lists: Vec<(u32, Vec<u64>)> = (0..2000u32)
+            .map(|f| {
+                let n = [1, 1, 2, 5, 30, 0][f as usize % 6];
+                let mut l: Vec<u64> = (0..n)
+                    .map(|i| {
+                        let t = (f * 13 + i * (1 + f % 3)) % 200;
+                        layout.pack(t, (f + i) % sizes[t as usize] as u32)
+                    })
+                    .collect();
+                l.sort_unstable();
+                l.dedup();
+                ((f + 1) << 3 | 2, l)
+            })
+            .collect();
+        let built = crate::index::stored_shard::built(&layout, hash, &lists);
+        let stored = crate::index::stored_shard::store(&built, &layout, &numbering, hash).unwrap();
+        let packed = stored.packed_keys(2);
+        for (key, l) in &lists {
+            let got = LocationList::at(packed.lookup(*key).unwrap(), stored.words(), &layout, &numbering);
+            match l.is_empty() {
+                true => assert!(got.clade().is_some()),
+                false => {
+                    assert_eq!(&got.iter().collect::<Vec<_>>(), l, "key {key}");
+                    let mut appended = Vec::new();
+                    got.append_to(&mut appended);
+                    assert_eq!(&appended, l);
+                }
+            }
+        }
+    }
+
     #[test]
     fn a_32_bit_layout_stores_single_locations_in_the_list() {
-        let layout = LocationLayout { target_bits: 16, window_bits: 16, entry_bits: 32 };
+        let layout = LocationLayout { target_bits: 16, window_bits: 16, entry_bits: 32, stored_bits: 32 };
         assert!(!layout.inline_single());
         let mut w = ListWriter::new(layout);
         let loc = layout.pack(0xffff, 0xffff);

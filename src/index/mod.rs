@@ -28,7 +28,7 @@ pub mod stored_shard;
 pub mod write;
 
 pub use format::{Header, IndexError, SectionKind, TargetInfo};
-pub use locations::{ListRef, LocationLayout, LocationList};
+pub use locations::{GlobalWindows, ListRef, LocationLayout, LocationList};
 pub use write::{IndexFile, IndexWriter, ShardData, write_index};
 
 use crate::mapped::Mapped;
@@ -58,6 +58,8 @@ pub struct Index {
     header: Header,
     shards: Vec<ShardEntry>,
     targets: Vec<TargetInfo>,
+    /// The targets' global window numbers, which stored lists hold (format 11).
+    windows: GlobalWindows,
     taxonomy: TaxonTree,
     /// Absolute offset of the shard data section.
     data_at: usize,
@@ -141,6 +143,7 @@ impl Index {
                 return Err(IndexError::Corrupt { path: p(), what });
             }
         }
+        let layout = header.layout;
         let mut index = Index {
             path: p(),
             file,
@@ -148,6 +151,7 @@ impl Index {
             header,
             shards: Vec::new(),
             targets: Vec::new(),
+            windows: GlobalWindows::new([], &layout),
             taxonomy: TaxonTree::new(vec![Taxon { taxid: 1, parent: 1, rank: "no rank".into(), name: "root".into() }])
                 .expect("a lone root is a valid tree"),
             data_at: 0,
@@ -169,6 +173,8 @@ impl Index {
             let what = format!("target '{}' has taxid {}, which is not in its taxonomy", t.name, t.taxid);
             return Err(IndexError::Corrupt { path: p(), what });
         }
+        index.check_targets()?;
+        index.windows = GlobalWindows::new(index.targets.iter().map(|t| t.windows), &index.header.layout);
         index.check_shard_table()?;
         let hash = bcht::KeyHash::new(index.header.shard_bits);
         index.key_codes = index
@@ -324,6 +330,30 @@ impl Index {
         })
     }
 
+    /// The targets must be the ones the location layout numbers: as many as its target bits
+    /// count, none longer than its window bits, their windows the header's (lists number them).
+    fn check_targets(&self) -> Result<(), IndexError> {
+        let corrupt = |what: String| IndexError::Corrupt { path: self.path.clone(), what };
+        let l = &self.header.layout;
+        if self.targets.len() as u64 > 1u64 << l.target_bits {
+            return Err(corrupt(format!("{} targets for {} target bits", self.targets.len(), l.target_bits)));
+        }
+        if let Some(t) = self.targets.iter().find(|t| t.windows > 1u64 << l.window_bits) {
+            return Err(corrupt(format!(
+                "target '{}' has {} windows, more than {} window bits number",
+                t.name, t.windows, l.window_bits
+            )));
+        }
+        let windows = self.targets.iter().map(|t| t.windows).fold(0u64, u64::saturating_add);
+        if windows != self.header.counts.windows {
+            return Err(corrupt(format!(
+                "its targets have {windows} windows, its header says {}",
+                self.header.counts.windows
+            )));
+        }
+        Ok(())
+    }
+
     /// The shard table must lay the blocks out one after the other, each at the 128-byte boundary
     /// after the one before, exactly filling the shard data section: a lookup never reads outside
     /// it, and the layout is the one every build writes.
@@ -392,6 +422,11 @@ impl Index {
 
     pub fn layout(&self) -> &LocationLayout {
         &self.header.layout
+    }
+
+    /// The targets' global window numbers, in which stored lists hold locations.
+    pub fn windows(&self) -> &GlobalWindows {
+        &self.windows
     }
 
     #[inline]
@@ -481,14 +516,14 @@ impl Index {
     /// The list at `list` of shard `shard`.
     #[inline]
     pub fn list(&self, shard: usize, list: ListRef) -> LocationList<'_> {
-        LocationList::at(list, self.shard_words(shard), &self.header.layout)
+        LocationList::at(list, self.shard_words(shard), &self.header.layout, &self.windows)
     }
 
     /// Like [`Index::prefetch`], for the start of the list at `list`.
     #[inline]
     pub fn prefetch_list(&self, shard: usize, list: ListRef) {
         let words = self.shard_words(shard);
-        let w = (list.start().saturating_mul(self.header.layout.entry_bits as u64) / 32) as usize;
+        let w = (list.start().saturating_mul(self.header.layout.stored_bits as u64) / 32) as usize;
         if let Some(word) = words.get(w) {
             prefetch_word(word);
         }
@@ -552,6 +587,10 @@ fn check_header(path: &Path, h: &Header) -> Result<(), IndexError> {
     }
     if l.entry_bits < l.bits() || l.entry_bits > 64 {
         return Err(corrupt(format!("{}-bit list entries for {}-bit locations", l.entry_bits, l.bits())));
+    }
+    let windows = h.counts.windows;
+    if l.stored_bits < locations::bits_for(windows) || l.stored_bits > 64 {
+        return Err(corrupt(format!("{}-bit stored list entries for {windows} windows", l.stored_bits)));
     }
     Ok(())
 }

@@ -404,7 +404,7 @@ mod tests {
     /// every shard count and table size (tags from 3 to 34 bits).
     #[test]
     fn packed_slots_give_back_their_keys_and_lists() {
-        let layout = LocationLayout::for_counts(1000, 1000, 254, 10);
+        let layout = LocationLayout::uniform(1000, 1000, 254, 10);
         for (shard_bits, n) in [(0, 0), (0, 1), (0, 17), (6, 1000), (6, 50_000), (12, 3000), (31, 1), (3, 5)] {
             let shard = if shard_bits == 0 { 0 } else { 5 };
             let hash = KeyHash::new(shard_bits);
@@ -420,11 +420,12 @@ mod tests {
                 .map(|&k| (k, (0..k % 3 + 1).map(|i| layout.pack(i * 7 + k % 100, k % 1000)).collect()))
                 .collect();
             let data = crate::index::stored_shard::built(&layout, hash, &lists);
-            let stored = crate::index::stored_shard::store(&data, &layout, hash).unwrap();
+            let numbering = crate::index::GlobalWindows::uniform(1000, 1000, &layout);
+            let stored = crate::index::stored_shard::store(&data, &layout, &numbering, hash).unwrap();
             let packed = stored.packed_keys(shard as usize);
             for (key, l) in &lists {
                 let r = packed.lookup(*key).expect("stored");
-                let got: Vec<u64> = LocationList::at(r, stored.words(), &layout).iter().collect();
+                let got: Vec<u64> = LocationList::at(r, stored.words(), &layout, &numbering).iter().collect();
                 assert_eq!(&got, l, "shard bits {shard_bits}, {n} keys");
             }
             let listed: Vec<Feature> = packed.slots().map(|s| s.key).collect();

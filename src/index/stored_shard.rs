@@ -14,10 +14,15 @@
 //! Against format 9 on `../shared/data/refs` this takes the slots from 40 bits (a 16-bit tag and a
 //! 24-bit value, most of it an offset or an inline location) to the tag and two or three bits,
 //! and drops the heads of short fixed lists; single locations move into the stream.
+//!
+//! The stored stream's entries are narrower than the built one's where the targets' windows are
+//! fewer than their (target, window) pairs could number (format 11): each location is written
+//! again as its global window number (`locations::GlobalWindows`), a delta list's codes copied
+//! as they are after its renumbered first location. On refs that is 20 bits against 23.
 
 use crate::index::bcht::{BUCKET_SLOTS, EMPTY_KEY, KeyHash, Slot};
 use crate::index::locations::{
-    self, INLINE_FLAG, ListWriter, LocationLayout, LocationList, PAD_WORDS, ShardOverflow, bits_for,
+    self, GlobalWindows, INLINE_FLAG, ListWriter, LocationLayout, LocationList, PAD_WORDS, ShardOverflow, bits_for,
 };
 use crate::index::packed_keys::{self, KeyCode, PackedKeys, SlotCodes, bucket_words, tag_bits};
 use crate::index::write::ShardData;
@@ -51,23 +56,26 @@ impl StoredShard {
 
     /// The list of `key` (of shard `shard`), if stored (the tests').
     #[cfg(test)]
-    pub fn lookup(
-        &self,
+    pub fn lookup<'a>(
+        &'a self,
         key: crate::sketch::Feature,
         shard: usize,
         layout: &LocationLayout,
-    ) -> Option<LocationList<'_>> {
-        Some(LocationList::at(self.packed_keys(shard).lookup(key)?, self.words(), layout))
+        windows: &'a GlobalWindows,
+    ) -> Option<LocationList<'a>> {
+        Some(LocationList::at(self.packed_keys(shard).lookup(key)?, self.words(), layout, windows))
     }
 }
 
-/// A slot's list as the build wrote it (16 bytes: a shard has millions of slots).
+/// A slot's list as the build wrote it (24 bytes: a shard has millions of slots).
 #[derive(Debug, Clone, Copy)]
 struct Built {
     /// The first entry in the built stream (the location itself for [`Kind::Inline`]).
     at: u64,
-    /// Locations of a fixed list; entries of a described one.
+    /// Locations of a fixed list; stored entries of a described one.
     n: u32,
+    /// A delta list's codes' bits.
+    codes: u32,
     kind: Kind,
 }
 
@@ -78,32 +86,32 @@ enum Kind {
     Inline,
     /// Locations, one entry each, after a head.
     Fixed,
-    /// A list that says what it is (delta or clade).
+    /// A list that says what it is: a delta list (`codes` > 0 or `n` > 2) or a clade.
     Described,
 }
 
 impl Built {
+    /// The list of `slot` in the built stream `words`, stored in entries of `stored_bits`.
     fn of(slot: &Slot, words: &[u32], layout: &LocationLayout) -> Self {
-        let built = |at, n: u64, kind| Built { at, n: n as u32, kind };
+        let built = |at, n: u64, codes: u64, kind| Built { at, n: n as u32, codes: codes as u32, kind };
         if slot.key == EMPTY_KEY {
-            return built(0, 0, Kind::Empty);
+            return built(0, 0, 0, Kind::Empty);
         }
-        let eb = layout.entry_bits as u64;
         match LocationList::decode(slot.value, words, layout) {
-            LocationList::Single(loc) => built(loc, 1, Kind::Inline),
+            LocationList::Single(loc) => built(loc, 1, 0, Kind::Inline),
             LocationList::Packed { first, len, .. } => {
                 debug_assert!(len > 0, "the build writes no empty list");
-                built(first, len as u64, Kind::Fixed)
+                built(first, len as u64, 0, Kind::Fixed)
             }
-            LocationList::Clade(_) => built(slot.value as u64, 2, Kind::Described),
-            // From its head to its last code's entry.
-            list @ LocationList::Delta { .. } => {
-                let start = slot.value as u64 * eb;
-                built(slot.value as u64, (list.end_bit() - start).div_ceil(eb), Kind::Described)
+            LocationList::Clade(_) => built(slot.value as u64, 2, 0, Kind::Described),
+            // Its codes are stored as they are; its first location and padding take stored entries.
+            list @ LocationList::Delta { bit, len, .. } => {
+                let codes = list.end_bit() - bit;
+                let n = locations::delta_entries(len as u64, layout.stored_bits as u64, codes);
+                built(slot.value as u64, n, codes, Kind::Described)
             }
         }
     }
-
     /// How it is stored under `codes`: its code (`None`: escaped) and its entries (without the
     /// size entry an escaped list has before it).
     #[inline]
@@ -127,16 +135,38 @@ impl Built {
         entries + code.is_none() as u64
     }
 
-    /// Writes it, without a head if `headless` (a fixed list whose code is its length).
-    fn write(&self, out: &mut ListWriter, words: &[u32], headless: bool) {
+    /// Writes it into `out` (stored entries), its locations as the global window numbers of
+    /// `windows`, without a head if `headless` (a fixed list whose code is its length).
+    fn write(
+        &self,
+        out: &mut ListWriter,
+        words: &[u32],
+        layout: &LocationLayout,
+        windows: &GlobalWindows,
+        headless: bool,
+    ) {
         let n = self.n as u64;
         match self.kind {
             Kind::Inline | Kind::Fixed if !headless => out.push(n << 1),
             _ => {}
         }
         match self.kind {
-            Kind::Inline => out.push(self.at),
-            Kind::Fixed | Kind::Described => out.copy_entries(words, self.at, n),
+            Kind::Inline => out.push(windows.global(self.at)),
+            Kind::Fixed => {
+                for i in 0..n {
+                    out.push(windows.global(locations::entry(words, layout.entry_bits, self.at + i)));
+                }
+            }
+            Kind::Described => match LocationList::decode(self.at as u32, words, layout) {
+                LocationList::Clade(node) => {
+                    out.push(0);
+                    out.push(node as u64);
+                }
+                LocationList::Delta { first_loc, bit, len, .. } => {
+                    out.push_delta(len as u64, windows.global(first_loc), words, (bit, self.codes as u64));
+                }
+                _ => unreachable!("a described list decodes as it did"),
+            },
             Kind::Empty => {}
         }
     }
@@ -182,7 +212,7 @@ impl Sizes {
     fn entries(&self, codes: &SlotCodes) -> u64 {
         let cost = |kind, counts: &[u64]| -> u64 {
             let listed = counts.iter().enumerate().filter(|(_, n)| **n > 0);
-            listed.map(|(size, n)| n * Built { at: 0, n: size as u32, kind }.cost(codes)).sum()
+            listed.map(|(size, n)| n * Built { at: 0, n: size as u32, codes: 0, kind }.cost(codes)).sum()
         };
         cost(Kind::Fixed, &self.fixed) + cost(Kind::Described, &self.described)
     }
@@ -223,13 +253,12 @@ struct Piece {
 /// `entries` entries.
 fn write_piece(
     lists: &[Built],
-    words: &[u32],
-    layout: &LocationLayout,
+    (words, layout, windows): (&[u32], &LocationLayout, &GlobalWindows),
     codes: &SlotCodes,
     offset: u64,
     entries: u64,
 ) -> Piece {
-    let mut out = ListWriter::with_capacity(*layout, entries);
+    let mut out = ListWriter::with_capacity(layout.as_stored(), entries);
     let mut slot_codes = vec![0u8; lists.len()];
     let mut bases = Vec::with_capacity(lists.len() / BUCKET_SLOTS);
     let mut escaped = Vec::new();
@@ -240,7 +269,7 @@ fn write_piece(
             match list.stored(codes) {
                 (Some(c), _) => {
                     slot_codes[b * BUCKET_SLOTS + i] = c as u8;
-                    list.write(&mut out, words, (c as u32) < codes.fixed);
+                    list.write(&mut out, words, layout, windows, (c as u32) < codes.fixed);
                 }
                 (None, n) => {
                     slot_codes[b * BUCKET_SLOTS + i] = codes.escape() as u8;
@@ -250,7 +279,7 @@ fn write_piece(
         }
         for &(list, n) in &escaped {
             out.push(n);
-            list.write(&mut out, words, false);
+            list.write(&mut out, words, layout, windows, false);
         }
     }
     debug_assert_eq!(out.entries(), entries);
@@ -269,9 +298,15 @@ fn or_bits(into: &mut [u32], at: u64, from: &[u32], bits: u64) {
     }
 }
 
-/// Rewrites a shard as built (final slots, whole buckets; values into `shard.words`) as stored.
-pub fn store(shard: &ShardData, layout: &LocationLayout, hash: KeyHash) -> Result<StoredShard, ShardOverflow> {
-    store_parts(&shard.slots, &shard.words, layout, hash)
+/// Rewrites a shard as built (final slots, whole buckets; values into `shard.words`) as stored,
+/// its locations numbered by `windows`.
+pub fn store(
+    shard: &ShardData,
+    layout: &LocationLayout,
+    windows: &GlobalWindows,
+    hash: KeyHash,
+) -> Result<StoredShard, ShardOverflow> {
+    store_parts(&shard.slots, &shard.words, layout, windows, hash)
 }
 
 /// [`store`] of the slots and words of a shard held elsewhere (a GPU's download buffer).
@@ -279,31 +314,32 @@ pub fn store_parts(
     slots: &[Slot],
     words: &[u32],
     layout: &LocationLayout,
+    windows: &GlobalWindows,
     hash: KeyHash,
 ) -> Result<StoredShard, ShardOverflow> {
-    store_with(slots, words, layout, hash, None)
+    store_with(slots, (words, layout, windows), hash, None)
 }
 
 /// [`store_parts`] with the codes `forced`, if given, instead of the best ones. The pieces run on
 /// the current rayon pool; the bytes do not depend on it.
 fn store_with(
     slots: &[Slot],
-    words: &[u32],
-    layout: &LocationLayout,
+    built: (&[u32], &LocationLayout, &GlobalWindows),
     hash: KeyHash,
     forced: Option<SlotCodes>,
 ) -> Result<StoredShard, ShardOverflow> {
     use rayon::prelude::*;
     debug_assert_eq!(slots.len() % BUCKET_SLOTS, 0);
+    let (words, layout, _) = built;
     let buckets = (slots.len() / BUCKET_SLOTS) as u64;
-    let eb = layout.entry_bits as u64;
+    let eb = layout.stored_bits as u64;
     let piece = PIECE_BUCKETS * BUCKET_SLOTS;
     let lists: Vec<Built> = slots.par_iter().map(|s| Built::of(s, words, layout)).collect();
     let sizes = lists.par_chunks(piece).map(Sizes::of).reduce(Sizes::default, Sizes::add);
     let tb = tag_bits(hash, buckets);
     let (codes, base_bits) = match forced {
         Some(codes) => (codes, bits_for(sizes.entries(&codes) + 1)),
-        None => choose_codes(&sizes, buckets, tb, layout.entry_bits),
+        None => choose_codes(&sizes, buckets, tb, layout.stored_bits),
     };
     let counts: Vec<u64> = lists.par_chunks(piece).map(|p| p.iter().map(|l| l.cost(&codes)).sum()).collect();
     let offsets: Vec<u64> = counts.iter().scan(0, |at, &n| Some(std::mem::replace(at, *at + n))).collect();
@@ -313,7 +349,7 @@ fn store_with(
         return Err(ShardOverflow);
     }
     let pieces: Vec<Piece> = (lists.par_chunks(piece).zip(&offsets).zip(&counts))
-        .map(|((p, &offset), &n)| write_piece(p, words, layout, &codes, offset, n))
+        .map(|((p, &offset), &n)| write_piece(p, built, &codes, offset, n))
         .collect();
     drop(lists);
     let code = KeyCode::new(hash, buckets, codes, base_bits);
@@ -356,7 +392,7 @@ mod tests {
     /// lookup and by the slots' walk, at code choices from escaping most lists to escaping none.
     #[test]
     fn stored_lists_read_back_by_lookup_and_walk() {
-        let layout = LocationLayout::for_counts(300, 5000, 254, 50);
+        let layout = LocationLayout::uniform(300, 5000, 254, 50);
         let hash = KeyHash::new(4);
         let mut expected = Vec::new();
         for f in 0..3000u32 {
@@ -371,13 +407,14 @@ mod tests {
             };
             expected.push((key, list));
         }
+        let numbering = GlobalWindows::uniform(300, 5000, &layout);
         let built = built(&layout, hash, &expected);
-        let stored = store(&built, &layout, hash).unwrap();
+        let stored = store(&built, &layout, &numbering, hash).unwrap();
         let packed = stored.packed_keys(5);
         let words = stored.words();
         for (key, list) in &expected {
             let r = packed.lookup(*key).expect("stored");
-            let got = LocationList::at(r, words, &layout);
+            let got = LocationList::at(r, words, &layout, &numbering);
             match list.is_empty() {
                 true => assert!(got.clade().is_some()),
                 false => assert_eq!(got.iter().collect::<Vec<_>>(), *list, "key {key}"),
@@ -397,7 +434,7 @@ mod tests {
     /// Each choice of codes reads back: every width, every split between fixed and described.
     #[test]
     fn every_code_choice_reads_back() {
-        let layout = LocationLayout::for_counts(64, 4096, 254, 10);
+        let layout = LocationLayout::uniform(64, 4096, 254, 10);
         let hash = KeyHash::new(2);
         let lists: Vec<(u32, Vec<u64>)> = (0..400u32)
             .map(|f| {
@@ -408,15 +445,16 @@ mod tests {
             })
             .collect();
         let ShardData { slots, words } = built(&layout, hash, &lists);
+        let numbering = GlobalWindows::uniform(64, 4096, &layout);
         for bits in 1..=4 {
             for fixed in 0..(1 << bits) {
                 let codes = SlotCodes { bits, fixed };
-                let stored = store_with(&slots, &words, &layout, hash, Some(codes)).unwrap();
+                let stored = store_with(&slots, (&words, &layout, &numbering), hash, Some(codes)).unwrap();
                 assert_eq!(stored.code.codes, codes);
                 let packed = stored.packed_keys(1);
                 for (key, l) in &lists {
                     let r = packed.lookup(*key).unwrap();
-                    let got: Vec<u64> = LocationList::at(r, stored.words(), &layout).iter().collect();
+                    let got: Vec<u64> = LocationList::at(r, stored.words(), &layout, &numbering).iter().collect();
                     assert_eq!(&got, l, "codes {codes:?}");
                 }
                 assert!(packed.slots().all(|s| packed.lookup(s.key) == Some(s.list)));

@@ -310,7 +310,7 @@ mod tests {
             max_locations_per_feature: 254,
             shard_bits,
             key_index: KeyIndexParams { bucket_slots: 16, hash_functions: 3, seeds: crate::index::bcht::BUCKET_SEEDS },
-            layout: LocationLayout::for_counts(10, 1000, 254, 20),
+            layout: LocationLayout::uniform(10, 1000, 254, 20),
             taxonomy: TaxonomySource::PerSequence,
             collection: crate::index::format::Collection::whole(0),
             counts: Counts::default(),
@@ -327,8 +327,14 @@ mod tests {
             .map(|i| ((1000 + i) << shard_bits | s, (0..i % longest + 1).map(|t| layout.pack(t, i ^ s)).collect()))
             .collect();
         let hash = crate::index::bcht::KeyHash::new(shard_bits);
-        crate::index::stored_shard::store(&crate::index::stored_shard::built(&layout, hash, &lists), &layout, hash)
-            .unwrap()
+        let numbering = crate::index::GlobalWindows::uniform(10, 1000, &layout);
+        crate::index::stored_shard::store(
+            &crate::index::stored_shard::built(&layout, hash, &lists),
+            &layout,
+            &numbering,
+            hash,
+        )
+        .unwrap()
     }
 
     /// Shards of odd sizes (empty ones too), written one by one, read back in place: each block
@@ -343,7 +349,7 @@ mod tests {
         for s in &shards {
             w.add_shard(s, None).unwrap();
         }
-        let counts = Counts { targets: 1, ..Default::default() };
+        let counts = Counts { targets: 1, windows: 1, ..Default::default() };
         let mut final_header = h.clone();
         final_header.counts = counts;
         let targets = vec![TargetInfo { name: "t".into(), taxid: 2, length: 10, windows: 1 }];
@@ -382,6 +388,7 @@ mod tests {
             let path = dir.path().join(name);
             let mut h = header(2);
             h.provenance.command_line = command_line;
+            h.counts.windows = 1;
             let shards: Vec<StoredShard> = (0..4).map(|s| shard(2, s, 20, 3)).collect();
             let targets = vec![TargetInfo { name: "t".into(), taxid: 1, length: 10, windows: 1 }];
             let taxa = vec![Taxon { taxid: 1, parent: 1, rank: "no rank".into(), name: "root".into() }];

@@ -12,7 +12,7 @@
 use crate::index::TargetInfo;
 use crate::index::bcht;
 use crate::index::clade_lists::{self, CladeLists};
-use crate::index::locations::{ListWriter, LocationLayout, ShardOverflow};
+use crate::index::locations::{GlobalWindows, ListWriter, LocationLayout, ShardOverflow};
 use crate::index::stored_shard::{self, StoredShard};
 use crate::index::write::ShardData;
 use crate::sketch::Feature;
@@ -199,23 +199,23 @@ pub struct Condensed {
 pub fn condense_bin(
     bin: crate::indexing::sketching::Bin,
     windows: &WindowMap,
-    layout: &LocationLayout,
+    lists: (&LocationLayout, &GlobalWindows),
     hash: bcht::KeyHash,
     cap: u32,
     clades: &Clades,
 ) -> Result<Condensed, ShardOverflow> {
     let mut located: Vec<(Feature, u64)> = Vec::with_capacity(bin.iter().map(Vec::len).sum());
     for chunk in bin {
-        located.extend(chunk.iter().filter_map(|p| windows.locate(p.window, layout).map(|loc| (p.feature, loc))));
+        located.extend(chunk.iter().filter_map(|p| windows.locate(p.window, lists.0).map(|loc| (p.feature, loc))));
     }
-    condense_all(located, layout, hash, cap, clades)
+    condense_all(located, lists, hash, cap, clades)
 }
 
 /// Condenses one shard from (feature, packed final location) pairs in any order; the clade
 /// features' lists come back whole, unpacked.
 pub fn condense_all(
     mut located: Vec<(Feature, u64)>,
-    layout: &LocationLayout,
+    (layout, numbering): (&LocationLayout, &GlobalWindows),
     hash: bcht::KeyHash,
     cap: u32,
     clades: &Clades,
@@ -238,7 +238,7 @@ pub fn condense_all(
     }
     drop(located);
     let (built, stats) = shard.finish()?;
-    let data = stored_shard::store(&built, layout, hash)?;
+    let data = stored_shard::store(&built, layout, numbering, hash)?;
     Ok(Condensed { data, stats, clade_lists })
 }
 
@@ -269,7 +269,7 @@ mod tests {
     fn lists_are_sorted_capped_and_renumbered() {
         use crate::indexing::sketching::{Pair, RawTarget};
         let clades = clades();
-        let layout = LocationLayout::for_counts(4, 100, 254, clades.nodes());
+        let layout = LocationLayout::uniform(4, 100, 254, clades.nodes());
         // Provisional targets 0..4 with 10 windows each: global windows 0-9, 10-19, 20-29, 30-39.
         let raw: Vec<RawTarget> = (0..4)
             .map(|i| RawTarget {
@@ -285,13 +285,14 @@ mod tests {
             .collect();
         // Provisional target 2 becomes 0, 0 becomes 1, 1 is left out, 3 becomes 2.
         let windows = WindowMap::new(&raw, &[Some(1), None, Some(0), Some(2)]);
+        let numbering = GlobalWindows::uniform(3, 10, &layout);
         let p = |feature, target: u32, window: u32| Pair { feature, window: target * 10 + window };
         let bin = vec![
             vec![p(7, 0, 3), p(5, 2, 1), p(7, 2, 9)],
             vec![p(5, 1, 4), p(9, 0, 1), p(9, 2, 1), p(9, 3, 1), p(7, 3, 0)],
         ];
         let Condensed { data: shard, stats, clade_lists } =
-            condense_bin(bin, &windows, &layout, H, 2, &clades).unwrap();
+            condense_bin(bin, &windows, (&layout, &numbering), H, 2, &clades).unwrap();
         assert_eq!((stats.features, stats.locations, stats.clade_features, stats.clade_locations), (3, 1, 2, 6));
         // The clade features keep every location, renumbered and sorted, unpacked, for updates.
         let mut expected = CladeLists::default();
@@ -299,24 +300,24 @@ mod tests {
         expected.push(7, [l(0, 9), l(1, 3), l(2, 0)]);
         expected.push(9, [l(0, 1), l(1, 1), l(2, 1)]);
         assert_eq!(clade_lists, expected);
-        let list = shard.lookup(5, 0, &layout).unwrap();
+        let list = shard.lookup(5, 0, &layout, &numbering).unwrap();
         assert_eq!(list.iter().map(|l| layout.unpack(l)).collect::<Vec<_>>(), vec![(0, 1)]);
         // Over the cap: both features name their targets' LCA, the root (strains of species 100
         // and a species of another genus), and hold no locations.
         let root = clades.tree().node(1).unwrap();
         for f in [7, 9] {
-            let list = shard.lookup(f, 0, &layout).unwrap();
+            let list = shard.lookup(f, 0, &layout, &numbering).unwrap();
             assert_eq!((list.clade(), list.len()), (Some(root), 0));
         }
         // Two strains of one species: their species.
         let bin = vec![vec![p(7, 0, 3), p(7, 2, 9), p(7, 2, 5)]];
-        let shard = condense_bin(bin, &windows, &layout, H, 2, &clades).unwrap().data;
-        let list = shard.lookup(7, 0, &layout).unwrap();
+        let shard = condense_bin(bin, &windows, (&layout, &numbering), H, 2, &clades).unwrap().data;
+        let list = shard.lookup(7, 0, &layout, &numbering).unwrap();
         assert_eq!(list.clade(), clades.tree().node(100));
 
         let bin = vec![vec![p(7, 0, 3), p(7, 2, 9), p(7, 3, 0)]];
-        let shard = condense_bin(bin, &windows, &layout, H, 254, &clades).unwrap().data;
-        let list = shard.lookup(7, 0, &layout).unwrap();
+        let shard = condense_bin(bin, &windows, (&layout, &numbering), H, 254, &clades).unwrap().data;
+        let list = shard.lookup(7, 0, &layout, &numbering).unwrap();
         assert_eq!(list.iter().map(|l| layout.unpack(l)).collect::<Vec<_>>(), vec![(0, 9), (1, 3), (2, 0)]);
     }
 }

@@ -33,7 +33,7 @@ use crate::compute::{GpuBuildOptions, GpuRequest};
 use crate::index::format::{
     Collection, Counts, DEFAULT_SHARD_BITS, Header, IndexError, KeyIndexParams, Provenance, TaxonomySource,
 };
-use crate::index::{IndexFile, IndexWriter, LocationLayout, bcht};
+use crate::index::{GlobalWindows, IndexFile, IndexWriter, LocationLayout, bcht};
 use crate::input::Source;
 use crate::pipeline;
 use crate::sketch::{HASH_FUNCTION_ID, SketchParams};
@@ -259,7 +259,9 @@ fn build_in_pool(
     let max_windows = resolved.targets.iter().map(|t| t.windows).max().unwrap_or(1);
     let clades = condense::Clades::new(&resolved.targets, &resolved.taxa)?;
     let cap = config.max_locations_per_feature;
-    let layout = LocationLayout::for_counts(resolved.targets.len() as u64, max_windows, cap, clades.nodes());
+    let windows = resolved.targets.iter().map(|t| t.windows).sum();
+    let layout = LocationLayout::for_counts(resolved.targets.len() as u64, max_windows, windows, cap, clades.nodes());
+    let numbering = GlobalWindows::new(resolved.targets.iter().map(|t| t.windows), &layout);
     let job = LayOut {
         config,
         collection,
@@ -267,6 +269,7 @@ fn build_in_pool(
         resolved: &resolved,
         clades: &clades,
         layout,
+        numbering,
         shard_bits,
         progress: &progress,
         pool,
@@ -397,6 +400,8 @@ struct LayOut<'a> {
     /// The clade of each feature over the cap is named in this tree.
     clades: &'a condense::Clades,
     layout: LocationLayout,
+    /// The targets' global window numbers, which stored lists hold.
+    numbering: GlobalWindows,
     shard_bits: u32,
     #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
     progress: &'a sketching::Progress,
@@ -442,7 +447,8 @@ impl LayOut<'_> {
         let mut writer = self.writer(out)?;
         let mut stats = condense::ShardStats::default();
         let condense = |bin| {
-            condense::condense_bin(bin, &windows, &self.layout, bcht::KeyHash::new(self.shard_bits), cap, self.clades)
+            let lists = (&self.layout, &self.numbering);
+            condense::condense_bin(bin, &windows, lists, bcht::KeyHash::new(self.shard_bits), cap, self.clades)
                 .map_err(|source| BuildError::from(IndexError::ShardOverflow { path: self.config.db.clone(), source }))
         };
         // This thread is one of the pool's: it condenses, and a thread of its own writes.
@@ -473,6 +479,7 @@ impl LayOut<'_> {
             first_windows: &first,
             final_id: &self.resolved.final_id,
             layout: &self.layout,
+            numbering: &self.numbering,
             cap: self.config.max_locations_per_feature,
             clades: self.clades,
         };

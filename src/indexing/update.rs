@@ -19,7 +19,7 @@
 
 use crate::index::clade_lists::{CladeLists, target_window};
 use crate::index::format::{Counts, Header, Provenance, TaxonomySource};
-use crate::index::{Index, IndexFile, IndexWriter, LocationLayout, TargetInfo, Verify, bcht};
+use crate::index::{GlobalWindows, Index, IndexFile, IndexWriter, LocationLayout, TargetInfo, Verify, bcht};
 use crate::indexing::condense::{self, Clades, Condensed, ShardStats, WindowMap};
 use crate::indexing::error::BuildError;
 use crate::indexing::sketching::{self, RawTarget};
@@ -154,6 +154,7 @@ pub fn update(config: &UpdateConfig) -> Result<UpdateSummary, BuildError> {
         let taxa = new.taxa(&old, taxonomy)?;
         let clades = Clades::new(&new.targets, &taxa)?;
         let layout = new.layout(header.max_locations_per_feature, &clades);
+        let numbering = GlobalWindows::new(new.targets.iter().map(|t| t.windows), &layout);
         let shards = Shards {
             old: &old,
             clade_lists: by_shard(&clade_lists, header.shard_bits),
@@ -161,6 +162,7 @@ pub fn update(config: &UpdateConfig) -> Result<UpdateSummary, BuildError> {
             raw: &raw,
             clades: &clades,
             layout,
+            numbering,
         };
         let mut template = header.clone();
         template.layout = layout;
@@ -325,7 +327,8 @@ impl Renumbered {
     /// The layout a build of these targets would choose, with `clades` for their taxa.
     fn layout(&self, cap: u32, clades: &Clades) -> LocationLayout {
         let max_windows = self.targets.iter().map(|t| t.windows).max().unwrap_or(1);
-        LocationLayout::for_counts(self.targets.len() as u64, max_windows, cap, clades.nodes())
+        let windows = self.targets.iter().map(|t| t.windows).sum();
+        LocationLayout::for_counts(self.targets.len() as u64, max_windows, windows, cap, clades.nodes())
     }
 
     /// The new index's taxa, as a build of its targets would prune them: from the taxonomy given
@@ -395,6 +398,8 @@ struct Shards<'a> {
     /// The updated index's tree, for the clade features' LCAs, and its layout.
     clades: &'a Clades,
     layout: LocationLayout,
+    /// The updated index's global window numbers, which its stored lists hold.
+    numbering: GlobalWindows,
 }
 
 impl Shards<'_> {
@@ -436,7 +441,7 @@ impl Shards<'_> {
             let cap = self.old.header().max_locations_per_feature;
             condense::condense_all(
                 located,
-                &self.layout,
+                (&self.layout, &self.numbering),
                 bcht::KeyHash::new(self.old.header().shard_bits),
                 cap,
                 self.clades,

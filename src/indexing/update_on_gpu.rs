@@ -83,7 +83,8 @@ pub(super) fn lay_out(
             let bug = "the table is sized for every value it gets: this is a bug, please report it";
             return Err(table.full(&status, bug).into());
         }
-        let all = crate::gpu::condense::condense(&table, gpu, &final_id, layout, (cap, shards.clades), shard_bits)?;
+        let lists = (layout, &shards.numbering);
+        let all = crate::gpu::condense::condense(&table, gpu, &final_id, lists, (cap, shards.clades), shard_bits)?;
         Ok(all.into_iter().skip(range.start).take(range.len()).collect())
     };
     let (mut writer, mut stats) = (writer, ShardStats::default());
