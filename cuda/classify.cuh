@@ -60,7 +60,7 @@ __device__ __forceinline__ u64 key_field(const u32* words, u64 bit, u32 bits) {
 struct ShardKeys {
     const u32* words;
     u64 buckets;
-    u64 bucket_bits;  // a bucket's bits, whole words
+    u64 bucket_bits;  // a bucket's bits (bucket b starts at bit b * bucket_bits)
     u32 tb, cb, fixed, base_bits;
 };
 
@@ -69,7 +69,7 @@ __device__ __forceinline__ ShardKeys shard_keys(const DeviceIndex& ix, u32 sh) {
     const u32 tb = (u32)(code & 0xff), cb = (u32)((code >> 8) & 0xff), fixed = (u32)((code >> 16) & 0xffff);
     const u32 base_bits = (u32)(code >> 32);
     const u64 bits = (u64)base_bits + 16 * (u64)(tb + cb);
-    return {(const u32*)ix.slot_base[sh], ix.buckets[sh], (bits + 31) / 32 * 32, tb, cb, fixed, base_bits};
+    return {(const u32*)ix.slot_base[sh], ix.buckets[sh], bits, tb, cb, fixed, base_bits};
 }
 
 // Slot s of bucket b: its tag (0 for an empty slot) and its code, which follows the tag.

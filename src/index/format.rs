@@ -269,14 +269,14 @@ impl ShardEntry {
         crate::index::packed_keys::SlotCodes { bits: self.code_bits, fixed: self.fixed_codes }
     }
 
-    /// Bytes of one bucket (`packed_keys::KeyCode::bucket_words`).
-    pub fn bucket_bytes(&self) -> u64 {
-        crate::index::packed_keys::bucket_words(self.base_bits, self.tag_bits, self.code_bits) * 4
+    /// Bits of one bucket (`packed_keys::KeyCode::bucket_bits`).
+    pub fn bucket_bits(&self) -> u64 {
+        crate::index::packed_keys::bucket_bits(self.base_bits, self.tag_bits, self.code_bits)
     }
 
-    /// Bytes of the key index.
+    /// Bytes of the key index (whole words).
     pub fn key_bytes(&self) -> u64 {
-        self.buckets * self.bucket_bytes()
+        crate::index::packed_keys::key_words(self.buckets, self.bucket_bits()) * 4
     }
 
     /// Bytes of the key index and the words (the block without its padding).
@@ -286,7 +286,8 @@ impl ShardEntry {
 
     /// [`Self::len`], or `None` where a damaged entry's sizes overflow.
     pub fn len_checked(&self) -> Option<u64> {
-        self.buckets.checked_mul(self.bucket_bytes())?.checked_add(self.words.checked_mul(4)?)
+        let key_words = crate::index::packed_keys::key_words_checked(self.buckets, self.bucket_bits())?;
+        key_words.checked_mul(4)?.checked_add(self.words.checked_mul(4)?)
     }
 
     pub fn is_empty(&self) -> bool {

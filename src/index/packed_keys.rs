@@ -4,11 +4,13 @@
 //! an offset or an inline location, and up to version 8 a slot was a whole feature and a 32-bit
 //! value).
 //!
-//! A bucket of [`BUCKET_SLOTS`] slots is [`KeyCode::bucket_words`] little-endian `u32` words: its
-//! **base** (`base_bits`: the entry of the shard's stream where its lists start), then the slots
-//! one after the other, each its tag (`tag_bits`) then its code (`SlotCodes::bits`), LSB first,
-//! then zero bits to the word. A slot's code lies beside its tag, so a lookup whose bucket was not
-//! prefetched (a key in its second or third candidate) waits for one cache line, not two.
+//! A bucket of [`BUCKET_SLOTS`] slots is [`KeyCode::bucket_bits`] bits of a little-endian stream
+//! of `u32` words, bucket `b` from bit `b * bucket_bits` (format 11; up to format 10 each bucket
+//! took whole words, a sixteenth of a bit a slot lost to the rounding on average): its **base**
+//! (`base_bits`: the entry of the shard's stream where its lists start), then the slots one
+//! after the other, each its tag (`tag_bits`) then its code (`SlotCodes::bits`), LSB first. A
+//! slot's code lies beside its tag, so a lookup whose bucket was not prefetched (a key in its
+//! second or third candidate) waits for one cache line, or two where its bucket straddles them.
 //!
 //! - A **tag** is 0 for an empty slot, else `quotient << 2 | (j + 1)`: the key's `j`-th hash is
 //!   `quotient * buckets + bucket` ([`KeyHash`]: a permutation of the shard's local keys), so the
@@ -129,10 +131,10 @@ impl KeyCode {
         (self.tag_bits + self.codes.bits) as u64
     }
 
-    /// Words of one bucket.
+    /// Bits of one bucket.
     #[inline]
-    pub fn bucket_words(&self) -> u64 {
-        bucket_words(self.base_bits, self.tag_bits, self.codes.bits)
+    pub fn bucket_bits(&self) -> u64 {
+        bucket_bits(self.base_bits, self.tag_bits, self.codes.bits)
     }
 
     /// `h / buckets` and `h % buckets`, for a shard of fewer than 2^32 buckets (a table of more
@@ -148,7 +150,7 @@ impl KeyCode {
 
     /// Words of the whole key index.
     pub fn words(&self) -> u64 {
-        self.buckets * self.bucket_words()
+        key_words(self.buckets, self.bucket_bits())
     }
 
     /// The bucket of `key`'s `j`-th candidate, and the tag it has there.
@@ -168,9 +170,20 @@ impl KeyCode {
     }
 }
 
-/// Words of a bucket with a `base_bits` base and 16 slots of a tag and a code.
-pub fn bucket_words(base_bits: u32, tag_bits: u32, code_bits: u32) -> u64 {
-    (base_bits as u64 + BUCKET_SLOTS as u64 * (tag_bits as u64 + code_bits as u64)).div_ceil(32)
+/// Bits of a bucket with a `base_bits` base and 16 slots of a tag and a code.
+pub fn bucket_bits(base_bits: u32, tag_bits: u32, code_bits: u32) -> u64 {
+    base_bits as u64 + BUCKET_SLOTS as u64 * (tag_bits as u64 + code_bits as u64)
+}
+
+/// Words of a key index of `buckets` buckets of `bucket_bits` bits (`None` where a damaged
+/// shard table's sizes overflow).
+pub fn key_words_checked(buckets: u64, bucket_bits: u64) -> Option<u64> {
+    Some(buckets.checked_mul(bucket_bits)?.div_ceil(32))
+}
+
+/// [`key_words_checked`] of a key index whose size fits.
+pub fn key_words(buckets: u64, bucket_bits: u64) -> u64 {
+    (buckets * bucket_bits).div_ceil(32)
 }
 
 /// Bits of a tag in a shard of `buckets` buckets: its largest quotient's and two.
@@ -183,17 +196,20 @@ pub fn tag_bits(hash: KeyHash, buckets: u64) -> u32 {
 /// and each bucket's base into `words`, the key index's (zeroed), in parallel by buckets.
 pub fn pack_into(words: &mut [u32], slots: &[Slot], codes: &[u8], bases: &[u64], code: &KeyCode) {
     use rayon::prelude::*;
+    // A multiple of 32 buckets starts at a whole word.
     const BUCKETS: usize = 4096;
     debug_assert_eq!(slots.len(), code.buckets as usize * BUCKET_SLOTS);
     debug_assert_eq!(words.len() as u64, code.words());
-    let (tb, cb, bw) = (code.tag_bits, code.codes.bits, code.bucket_words() as usize);
-    if bw == 0 {
+    let (tb, cb, bits) = (code.tag_bits, code.codes.bits, code.bucket_bits());
+    if code.buckets == 0 {
         return;
     }
-    words.par_chunks_mut(bw * BUCKETS).enumerate().for_each(|(chunk, words)| {
-        for (i, bucket_words) in words.chunks_mut(bw).enumerate() {
-            let b = chunk * BUCKETS + i;
-            put(bucket_words, 0, bases[b], code.base_bits);
+    let chunk_words = (BUCKETS as u64 * bits / 32) as usize;
+    words.par_chunks_mut(chunk_words).enumerate().for_each(|(chunk, words)| {
+        let first = chunk * BUCKETS;
+        for i in 0..BUCKETS.min(code.buckets as usize - first) {
+            let (b, start) = (first + i, i as u64 * bits);
+            put(words, start, bases[b], code.base_bits);
             let bucket = &slots[b * BUCKET_SLOTS..(b + 1) * BUCKET_SLOTS];
             for (s, slot) in bucket.iter().enumerate().filter(|(_, s)| s.key != crate::index::bcht::EMPTY_KEY) {
                 let tag = (0..HASH_FUNCTIONS)
@@ -201,9 +217,9 @@ pub fn pack_into(words: &mut [u32], slots: &[Slot], codes: &[u8], bases: &[u64],
                     .find(|&(at, _)| at == b as u64)
                     .expect("a key is in one of its candidate buckets")
                     .1;
-                let at = code.base_bits as u64 + s as u64 * code.slot_bits();
-                put(bucket_words, at, tag, tb);
-                put(bucket_words, at + tb as u64, codes[b * BUCKET_SLOTS + s] as u64, cb);
+                let at = start + code.base_bits as u64 + s as u64 * code.slot_bits();
+                put(words, at, tag, tb);
+                put(words, at + tb as u64, codes[b * BUCKET_SLOTS + s] as u64, cb);
             }
         }
     });
@@ -300,9 +316,9 @@ impl<'a> PackedKeys<'a> {
         let (tb, cb) = (c.tag_bits as u64, c.codes.bits);
         let (tag_mask, code_mask) = ((1u64 << tb) - 1, (1u64 << cb) - 1);
         let (b, tag) = c.place(key, j);
-        let bucket = self.bucket(b);
-        let base = bits57(bucket, 0) & ((1u64 << c.base_bits) - 1);
-        let (mut at, mut before, mut escaped) = (c.base_bits as u64, 0, 0);
+        let (bucket, start) = self.bucket(b);
+        let base = bits57(bucket, start) & ((1u64 << c.base_bits) - 1);
+        let (mut at, mut before, mut escaped) = (start + c.base_bits as u64, 0, 0);
         for s in 0..BUCKET_SLOTS {
             let t = bits57(bucket, at) & tag_mask;
             if t == 0 {
@@ -314,7 +330,7 @@ impl<'a> PackedKeys<'a> {
                     return Probe::Found(c.codes.list_at(code, base + before));
                 }
                 // Escaped lists follow the whole run: the sizes of the slots after this one too.
-                let run = before + self.run_from(bucket, s + 1);
+                let run = before + self.run_from((bucket, start), s + 1);
                 return Probe::Found(ListRef::escaped(base + run, escaped));
             }
             before += c.codes.entries(code);
@@ -324,14 +340,15 @@ impl<'a> PackedKeys<'a> {
         Probe::Full
     }
 
-    /// Entries of the run of the occupied slots of `bucket` from slot `s` on.
-    fn run_from(&self, bucket: &[u8], s: usize) -> u64 {
+    /// Entries of the run of the occupied slots of a bucket (its bytes and first bit,
+    /// [`PackedKeys::bucket`]'s) from slot `s` on.
+    fn run_from(&self, (bucket, start): (&[u8], u64), s: usize) -> u64 {
         let c = &self.code;
         let (tb, cb) = (c.tag_bits as u64, c.codes.bits);
         let (tag_mask, code_mask) = ((1u64 << tb) - 1, (1u64 << cb) - 1);
         let mut run = 0;
         for i in s..BUCKET_SLOTS {
-            let at = c.base_bits as u64 + i as u64 * (tb + cb as u64);
+            let at = start + c.base_bits as u64 + i as u64 * (tb + cb as u64);
             if bits57(bucket, at) & tag_mask == 0 {
                 break;
             }
@@ -347,8 +364,9 @@ impl<'a> PackedKeys<'a> {
         if self.code.buckets == 0 {
             return None;
         }
-        let (b, bw) = (self.code.place(key, j).0 as usize, self.code.bucket_words() as usize);
-        Some([self.words.get(b * bw)?, self.words.get(b * bw + bw - 1)?])
+        let (b, bits) = (self.code.place(key, j).0, self.code.bucket_bits());
+        let (first, last) = (b * bits / 32, (b * bits + bits - 1) / 32);
+        Some([self.words.get(first as usize)?, self.words.get(last as usize)?])
     }
 
     /// Every occupied slot, key and list, in slot order.
@@ -357,12 +375,12 @@ impl<'a> PackedKeys<'a> {
         let (tb, cb) = (c.tag_bits as u64, c.codes.bits);
         let (tag_mask, code_mask) = ((1u64 << tb) - 1, (1u64 << cb) - 1);
         (0..c.buckets).flat_map(move |b| {
-            let bucket = self.bucket(b);
-            let base = bits57(bucket, 0) & ((1u64 << c.base_bits) - 1);
-            let run = base + self.run_from(bucket, 0);
+            let (bucket, start) = self.bucket(b);
+            let base = bits57(bucket, start) & ((1u64 << c.base_bits) - 1);
+            let run = base + self.run_from((bucket, start), 0);
             let (mut before, mut escaped) = (0, 0);
             (0..BUCKET_SLOTS as u64).map_while(move |i| {
-                let at = c.base_bits as u64 + i * (tb + cb as u64);
+                let at = start + c.base_bits as u64 + i * (tb + cb as u64);
                 let tag = bits57(bucket, at) & tag_mask;
                 if tag == 0 {
                     return None;
@@ -381,13 +399,15 @@ impl<'a> PackedKeys<'a> {
         })
     }
 
-    /// Bucket `b`'s bytes and the 8 after them (the next bucket's, or the stream's padding), by one
-    /// bounds check: what `bits57` may read of any of its fields.
+    /// The bytes of bucket `b` (from the byte of its first bit) and the 8 after them (the next
+    /// bucket's, or the stream's padding), by one bounds check: what `bits57` may read of any of
+    /// its fields; and the bucket's first bit in them.
     #[inline]
-    fn bucket(&self, b: u64) -> &'a [u8] {
-        let (b, bw) = (b as usize, self.code.bucket_words() as usize);
+    fn bucket(&self, b: u64) -> (&'a [u8], u64) {
+        let (first, bits) = (b * self.code.bucket_bits(), self.code.bucket_bits());
+        let (at, end) = ((first / 8) as usize, (first + bits).div_ceil(8) as usize);
         let bytes: &'a [u8] = bytemuck::cast_slice(self.words);
-        &bytes[b * bw * 4..(b * bw + bw + PAD_WORDS) * 4]
+        (&bytes[at..end + PAD_WORDS * 4], first % 8)
     }
 }
 
@@ -441,8 +461,9 @@ mod tests {
     }
 
     /// The sizes the format is for: a shard of 6,000 buckets (64 shards) has 16-bit tags, and a
-    /// bucket of 16 slots of a tag and a 2-bit code with an 18-bit base takes 10 words (format
-    /// 9's, with 24-bit values, took 20).
+    /// bucket of 16 slots of a tag and a 2-bit code with an 18-bit base takes 306 bits, and the
+    /// buckets lie side by side (format 10 rounded each to 10 words; format 9's, with 24-bit
+    /// values, took 20).
     #[test]
     fn fields_are_as_narrow_as_the_shard_allows() {
         let hash = KeyHash::new(6);
@@ -450,7 +471,7 @@ mod tests {
         assert_eq!(tag_bits(hash, 1), 28);
         assert_eq!(tag_bits(KeyHash::new(0), 1), 34);
         let code = KeyCode::new(hash, 6000, SlotCodes { bits: 2, fixed: 1 }, 18);
-        assert_eq!(code.bucket_words(), 10);
+        assert_eq!((code.bucket_bits(), code.words()), (306, 6000 * 306 / 32));
         let codes = SlotCodes { bits: 3, fixed: 2 };
         assert!(codes.valid());
         assert_eq!((0..8).map(|c| codes.entries(c)).collect::<Vec<_>>(), [1, 2, 1, 2, 3, 4, 5, 0]);

@@ -24,7 +24,7 @@ use crate::index::bcht::{BUCKET_SLOTS, EMPTY_KEY, KeyHash, Slot};
 use crate::index::locations::{
     self, GlobalWindows, INLINE_FLAG, ListWriter, LocationLayout, LocationList, PAD_WORDS, ShardOverflow, bits_for,
 };
-use crate::index::packed_keys::{self, KeyCode, PackedKeys, SlotCodes, bucket_words, tag_bits};
+use crate::index::packed_keys::{self, KeyCode, PackedKeys, SlotCodes, bucket_bits, tag_bits};
 use crate::index::write::ShardData;
 
 /// One shard's block as stored: its key index, then its stream (padded).
@@ -228,7 +228,7 @@ fn choose_codes(sizes: &Sizes, buckets: u64, tag_bits: u32, entry_bits: u32) -> 
             let codes = SlotCodes { bits, fixed };
             let entries = sizes.entries(&codes);
             let base_bits = bits_for(entries + 1);
-            let total = buckets * bucket_words(base_bits, tag_bits, bits) * 32 + entries * entry_bits as u64;
+            let total = buckets * bucket_bits(base_bits, tag_bits, bits) + entries * entry_bits as u64;
             if best.is_none_or(|(b, _, _)| total < b) {
                 best = Some((total, codes, base_bits));
             }
