@@ -18,6 +18,7 @@ struct DeviceIndex {
     const u64* buckets;
     const u64* shard_words;
     const u64* key_code;     // per shard: tag bits | code bits << 8 | fixed codes << 16 | base bits << 32
+    const u64* base_line;    // per shard: the slope and the bias of its bases' line (packed_keys.rs BaseLine)
     const u64* window_starts;  // GlobalWindows (locations.rs): each target's first global window, then the total
     const u32* window_dir;     // the target holding window i << dir_shift
     u32 shard_bits;
@@ -61,6 +62,7 @@ struct ShardKeys {
     const u32* words;
     u64 buckets;
     u64 bucket_bits;  // a bucket's bits (bucket b starts at bit b * bucket_bits)
+    u64 slope, bias;  // the bases' line (packed_keys.rs BaseLine)
     u32 tb, cb, fixed, base_bits;
 };
 
@@ -69,7 +71,8 @@ __device__ __forceinline__ ShardKeys shard_keys(const DeviceIndex& ix, u32 sh) {
     const u32 tb = (u32)(code & 0xff), cb = (u32)((code >> 8) & 0xff), fixed = (u32)((code >> 16) & 0xffff);
     const u32 base_bits = (u32)(code >> 32);
     const u64 bits = (u64)base_bits + 16 * (u64)(tb + cb);
-    return {(const u32*)ix.slot_base[sh], ix.buckets[sh], bits, tb, cb, fixed, base_bits};
+    return {(const u32*)ix.slot_base[sh], ix.buckets[sh], bits, ix.base_line[2 * sh], ix.base_line[2 * sh + 1],
+            tb, cb, fixed, base_bits};
 }
 
 // Slot s of bucket b: its tag (0 for an empty slot) and its code, which follows the tag.
@@ -81,8 +84,10 @@ __device__ __forceinline__ u64 slot_code(const ShardKeys& k, u64 b, u32 s) {
     return key_field(k.words, b * k.bucket_bits + k.base_bits + (u64)s * (k.tb + k.cb) + k.tb, k.cb);
 }
 
+// BaseLine::base: the line at b, (b * slope) >> 32, plus the bucket's field, less the bias.
 __device__ __forceinline__ u64 bucket_base(const ShardKeys& k, u64 b) {
-    return key_field(k.words, b * k.bucket_bits, k.base_bits);
+    const u64 line = (__umul64hi(b, k.slope) << 32) | ((b * k.slope) >> 32);
+    return line + key_field(k.words, b * k.bucket_bits, k.base_bits) - k.bias;
 }
 
 __device__ __forceinline__ u64 code_escape(const ShardKeys& k) { return (1ull << k.cb) - 1; }
@@ -528,7 +533,7 @@ extern "C" __global__ void read_candidates32(const u64* locations, const u64* re
 }
 
 // The host builds these arguments as Rust structs, which assert the same sizes.
-static_assert(sizeof(DeviceIndex) == 80, "struct DeviceIndex must match IndexArgs in src/gpu/classify.rs");
+static_assert(sizeof(DeviceIndex) == 88, "struct DeviceIndex must match IndexArgs in src/gpu/classify.rs");
 static_assert(sizeof(DeviceTree) == 32, "struct DeviceTree must match TreeArgs in src/gpu/classify.rs");
 static_assert(sizeof(Mates) == 40, "struct Mates must match MatesArgs in src/gpu/classify.rs");
 static_assert(sizeof(Candidate) == 16, "struct Candidate must match DeviceCandidate in src/gpu/classify.rs");

@@ -34,6 +34,8 @@ pub(crate) struct IndexArgs<'a> {
     buckets: DevAddr<'a>,
     shard_words: DevAddr<'a>,
     key_code: DevAddr<'a>,
+    /// Per shard: the slope and the bias of its bases' line (`packed_keys::BaseLine`).
+    base_line: DevAddr<'a>,
     /// The targets' first global windows, then the total, and the directory of
     /// `index::GlobalWindows`.
     window_starts: DevAddr<'a>,
@@ -51,7 +53,7 @@ pub(crate) struct IndexArgs<'a> {
 // SAFETY: plain old data with the layout of the CUDA struct (`DevAddr` is a `u64`).
 unsafe impl DeviceRepr for IndexArgs<'_> {}
 // Kernels read it as `struct DeviceIndex` (cuda/classify.cuh), which asserts the same size.
-const _: () = assert!(std::mem::size_of::<IndexArgs>() == 80);
+const _: () = assert!(std::mem::size_of::<IndexArgs>() == 88);
 
 /// Kernel view of the taxonomy; must match `struct DeviceTree` in `cuda/classify.cuh`. It borrows
 /// the tree's arrays ([`DeviceTree::args`]).
@@ -478,6 +480,7 @@ pub(crate) struct IndexTables {
     /// Per shard: its slots' tag bits, code bits << 8, fixed codes << 16 and its buckets' base
     /// bits << 32 (`struct DeviceIndex`).
     key_code: CudaSlice<u64>,
+    base_line: CudaSlice<u64>,
     window_starts: CudaSlice<u64>,
     /// Never empty (a kernel's argument is a buffer's address).
     window_dir: CudaSlice<u32>,
@@ -512,6 +515,10 @@ impl IndexTables {
                     | (e.base_bits as u64) << 32
             })
             .collect();
+        let base_line: Vec<u64> = (0..index.shard_count())
+            .map(|sh| index.shard_entry(sh))
+            .flat_map(|e| [e.base_slope, e.base_bias])
+            .collect();
         let (starts, dir, dir_shift) = index.windows().tables();
         Ok(Self {
             slot_base: s.clone_htod(slot_base)?,
@@ -519,6 +526,7 @@ impl IndexTables {
             buckets: s.clone_htod(buckets)?,
             shard_words: s.clone_htod(shard_words)?,
             key_code: s.clone_htod(&key_code)?,
+            base_line: s.clone_htod(&base_line)?,
             window_starts: s.clone_htod(starts)?,
             window_dir: s.clone_htod(if dir.is_empty() { &[0u32][..] } else { dir })?,
             shard_bits: index.header().shard_bits,
@@ -544,6 +552,7 @@ impl IndexTables {
             buckets: DevAddr::of(gpu, &self.buckets),
             shard_words: DevAddr::of(gpu, &self.shard_words),
             key_code: DevAddr::of(gpu, &self.key_code),
+            base_line: DevAddr::of(gpu, &self.base_line),
             window_starts: DevAddr::of(gpu, &self.window_starts),
             window_dir: DevAddr::of(gpu, &self.window_dir),
             shard_bits: self.shard_bits,

@@ -61,7 +61,9 @@ pub const MAGIC: [u8; 8] = *b"\x89KMERDB\n";
 /// bucket's base entry before its slots, each slot a tag and a code for its list's kind and size;
 /// single locations in the stream, short fixed lists without their head.
 /// Version 11: a stored list's locations are global window numbers (`locations::GlobalWindows`:
-/// the windows of the targets before, plus the window), in entries of the layout's `stored_bits`.
+/// the windows of the targets before, plus the window), in entries of the layout's `stored_bits`;
+/// buckets side by side at any bit, not each in whole words; a bucket's base measured from a line
+/// through its shard's bases (`packed_keys::BaseLine`, in the shard table).
 pub const FORMAT_VERSION: u32 = 11;
 pub const PREAMBLE_LEN: usize = 64;
 pub const SECTION_ALIGN: u64 = 4096;
@@ -259,11 +261,19 @@ pub struct ShardEntry {
     pub code_bits: u32,
     /// How many codes name fixed lists by their length (`SlotCodes::fixed`).
     pub fixed_codes: u32,
-    /// Width of a bucket's base, the entry where its lists start.
+    /// Width of a bucket's base field, its distance from the line below (where its lists start).
     pub base_bits: u32,
+    /// The line the bases are measured from (`index::packed_keys::BaseLine`).
+    pub base_slope: u64,
+    pub base_bias: u64,
 }
 
 impl ShardEntry {
+    /// The line its buckets' bases are measured from.
+    pub fn base_line(&self) -> crate::index::packed_keys::BaseLine {
+        crate::index::packed_keys::BaseLine { slope: self.base_slope, bias: self.base_bias }
+    }
+
     /// What its slots' codes mean.
     pub fn codes(&self) -> crate::index::packed_keys::SlotCodes {
         crate::index::packed_keys::SlotCodes { bits: self.code_bits, fixed: self.fixed_codes }

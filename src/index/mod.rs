@@ -180,7 +180,7 @@ impl Index {
         index.key_codes = index
             .shards
             .iter()
-            .map(|s| KeyCode::with_widths(hash, s.buckets, s.tag_bits, s.codes(), s.base_bits))
+            .map(|s| KeyCode::with_widths(hash, s.buckets, s.tag_bits, s.codes(), s.base_bits).with_line(s.base_line()))
             .collect();
         let data_at = index.data_at;
         index.blocks =

@@ -96,6 +96,52 @@ impl SlotCodes {
     }
 }
 
+/// Where a shard's buckets' lists start, as a line: bucket `b`'s base is `b * slope / 2^32 +
+/// field - bias`, its field the distance from the line (format 11). A shard's entries spread
+/// evenly over its buckets, so the field needs the bits of the largest distance (10 on refs and
+/// on the GPU benchmark's collection, where a whole base took 18 to 25). A line of 0 and 0 makes
+/// the field the base itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BaseLine {
+    /// Entries a bucket, fixed point with 32 fractional bits.
+    pub slope: u64,
+    pub bias: u64,
+}
+
+impl BaseLine {
+    /// The line of a shard of `entries` entries in `bases.len()` buckets whose lists start at
+    /// `bases`, and the width of the fields it leaves.
+    pub fn fit(bases: &[u64], entries: u64) -> (Self, u32) {
+        let slope = match bases.len() {
+            0 => 0,
+            n => (((entries as u128) << 32) / n as u128) as u64,
+        };
+        let line = BaseLine { slope, bias: 0 };
+        let below = bases.iter().enumerate().map(|(b, &base)| line.at(b as u64).saturating_sub(base)).max();
+        let line = BaseLine { slope, bias: below.unwrap_or(0) };
+        let widest = bases.iter().enumerate().map(|(b, &base)| line.field(b as u64, base)).max().unwrap_or(0);
+        (line, bits_for(widest + 1))
+    }
+
+    /// The line at bucket `b` (the device twin is `bucket_base` in `cuda/classify.cuh`).
+    #[inline]
+    fn at(&self, b: u64) -> u64 {
+        ((b as u128 * self.slope as u128) >> 32) as u64
+    }
+
+    /// The field of bucket `b` whose base is `base` (at least the line less the bias).
+    fn field(&self, b: u64, base: u64) -> u64 {
+        base + self.bias - self.at(b)
+    }
+
+    /// The base of bucket `b` whose field is `field` (wrapping: a damaged shard table's line gives
+    /// some base, which the list's bounds checks then refuse or read).
+    #[inline]
+    pub fn base(&self, b: u64, field: u64) -> u64 {
+        self.at(b).wrapping_add(field).wrapping_sub(self.bias)
+    }
+}
+
 /// How one shard's slots are packed: its hash, its buckets and its fields' widths.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KeyCode {
@@ -104,6 +150,8 @@ pub struct KeyCode {
     pub tag_bits: u32,
     pub codes: SlotCodes,
     pub base_bits: u32,
+    /// What a bucket's base field is measured from.
+    pub line: BaseLine,
     /// `ceil(2^64 / buckets)` (0 for one bucket): a hash's bucket and quotient by a
     /// multiplication, not a division (Lemire, Kaser and Kurz 2019: exact for every 32-bit hash),
     /// which lookups do for every feature of every read.
@@ -122,7 +170,12 @@ impl KeyCode {
             0 | 1 => 0,
             b => ((1u128 << 64) / b as u128 + 1) as u64,
         };
-        Self { hash, buckets, tag_bits, codes, base_bits, magic }
+        Self { hash, buckets, tag_bits, codes, base_bits, line: BaseLine::default(), magic }
+    }
+
+    /// This code with its bases measured from `line`.
+    pub fn with_line(self, line: BaseLine) -> Self {
+        Self { line, ..self }
     }
 
     /// Bits of one slot: its tag and its code.
@@ -209,7 +262,7 @@ pub fn pack_into(words: &mut [u32], slots: &[Slot], codes: &[u8], bases: &[u64],
         let first = chunk * BUCKETS;
         for i in 0..BUCKETS.min(code.buckets as usize - first) {
             let (b, start) = (first + i, i as u64 * bits);
-            put(words, start, bases[b], code.base_bits);
+            put(words, start, code.line.field(b as u64, bases[b]), code.base_bits);
             let bucket = &slots[b * BUCKET_SLOTS..(b + 1) * BUCKET_SLOTS];
             for (s, slot) in bucket.iter().enumerate().filter(|(_, s)| s.key != crate::index::bcht::EMPTY_KEY) {
                 let tag = (0..HASH_FUNCTIONS)
@@ -317,7 +370,7 @@ impl<'a> PackedKeys<'a> {
         let (tag_mask, code_mask) = ((1u64 << tb) - 1, (1u64 << cb) - 1);
         let (b, tag) = c.place(key, j);
         let (bucket, start) = self.bucket(b);
-        let base = bits57(bucket, start) & ((1u64 << c.base_bits) - 1);
+        let base = c.line.base(b, bits57(bucket, start) & ((1u64 << c.base_bits) - 1));
         let (mut at, mut before, mut escaped) = (start + c.base_bits as u64, 0, 0);
         for s in 0..BUCKET_SLOTS {
             let t = bits57(bucket, at) & tag_mask;
@@ -327,11 +380,11 @@ impl<'a> PackedKeys<'a> {
             let code = bits57(bucket, at + tb) & code_mask;
             if t == tag {
                 if code != c.codes.escape() {
-                    return Probe::Found(c.codes.list_at(code, base + before));
+                    return Probe::Found(c.codes.list_at(code, base.wrapping_add(before)));
                 }
                 // Escaped lists follow the whole run: the sizes of the slots after this one too.
                 let run = before + self.run_from((bucket, start), s + 1);
-                return Probe::Found(ListRef::escaped(base + run, escaped));
+                return Probe::Found(ListRef::escaped(base.wrapping_add(run), escaped));
             }
             before += c.codes.entries(code);
             escaped += (code == c.codes.escape()) as u64;
@@ -376,8 +429,8 @@ impl<'a> PackedKeys<'a> {
         let (tag_mask, code_mask) = ((1u64 << tb) - 1, (1u64 << cb) - 1);
         (0..c.buckets).flat_map(move |b| {
             let (bucket, start) = self.bucket(b);
-            let base = bits57(bucket, start) & ((1u64 << c.base_bits) - 1);
-            let run = base + self.run_from((bucket, start), 0);
+            let base = c.line.base(b, bits57(bucket, start) & ((1u64 << c.base_bits) - 1));
+            let run = base.wrapping_add(self.run_from((bucket, start), 0));
             let (mut before, mut escaped) = (0, 0);
             (0..BUCKET_SLOTS as u64).map_while(move |i| {
                 let at = start + c.base_bits as u64 + i * (tb + cb as u64);
@@ -391,7 +444,7 @@ impl<'a> PackedKeys<'a> {
                         escaped += 1;
                         ListRef::escaped(run, escaped - 1)
                     }
-                    false => c.codes.list_at(code, base + before),
+                    false => c.codes.list_at(code, base.wrapping_add(before)),
                 };
                 before += c.codes.entries(code);
                 Some(StoredSlot { key: c.key(b, tag, self.shard), list })
@@ -458,6 +511,28 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A line through a shard's bases gives each back from its field, which is narrower than the
+    /// base where the entries spread evenly; no buckets and one bucket take a line too.
+    #[test]
+    fn bases_come_back_from_their_line() {
+        let mut rng = StdRng::seed_from_u64(5);
+        let mut bases = vec![0u64];
+        for _ in 1..20_000 {
+            bases.push(bases.last().unwrap() + rng.random_range(0..80));
+        }
+        let entries = bases.last().unwrap() + 40;
+        let (line, bits) = BaseLine::fit(&bases, entries);
+        assert!(bits < bits_for(entries) - 4, "{bits} bits for {entries} entries");
+        for (b, &base) in bases.iter().enumerate() {
+            let field = line.field(b as u64, base);
+            assert!(field < 1 << bits);
+            assert_eq!(line.base(b as u64, field), base);
+        }
+        assert_eq!(BaseLine::fit(&[], 0), (BaseLine::default(), 1));
+        let (one, bits) = BaseLine::fit(&[0], 7);
+        assert_eq!((one.base(0, 0), bits), (0, 1));
     }
 
     /// The sizes the format is for: a shard of 6,000 buckets (64 shards) has 16-bit tags, and a

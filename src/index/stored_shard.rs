@@ -24,7 +24,7 @@ use crate::index::bcht::{BUCKET_SLOTS, EMPTY_KEY, KeyHash, Slot};
 use crate::index::locations::{
     self, GlobalWindows, INLINE_FLAG, ListWriter, LocationLayout, LocationList, PAD_WORDS, ShardOverflow, bits_for,
 };
-use crate::index::packed_keys::{self, KeyCode, PackedKeys, SlotCodes, bucket_bits, tag_bits};
+use crate::index::packed_keys::{self, BaseLine, KeyCode, PackedKeys, SlotCodes, bucket_bits, tag_bits};
 use crate::index::write::ShardData;
 
 /// One shard's block as stored: its key index, then its stream (padded).
@@ -219,9 +219,10 @@ impl Sizes {
 }
 
 /// The codes for which the shard takes the fewest bits (the fewest code bits, then the fewest
-/// fixed codes, among equals), and the width of its buckets' bases under them.
-fn choose_codes(sizes: &Sizes, buckets: u64, tag_bits: u32, entry_bits: u32) -> (SlotCodes, u32) {
-    let mut best: Option<(u64, SlotCodes, u32)> = None;
+/// fixed codes, among equals). The bases are counted whole here: measured from their line
+/// (`packed_keys::BaseLine`) they take about ten bits whatever the codes.
+fn choose_codes(sizes: &Sizes, buckets: u64, tag_bits: u32, entry_bits: u32) -> SlotCodes {
+    let mut best: Option<(u64, SlotCodes)> = None;
     for bits in 1..=SlotCodes::MAX_BITS {
         let most = ((1u64 << bits) - 1).min(locations::ListRef::MAX_FIXED) as u32;
         for fixed in 0..=most {
@@ -229,13 +230,12 @@ fn choose_codes(sizes: &Sizes, buckets: u64, tag_bits: u32, entry_bits: u32) -> 
             let entries = sizes.entries(&codes);
             let base_bits = bits_for(entries + 1);
             let total = buckets * bucket_bits(base_bits, tag_bits, bits) + entries * entry_bits as u64;
-            if best.is_none_or(|(b, _, _)| total < b) {
-                best = Some((total, codes, base_bits));
+            if best.is_none_or(|(b, _)| total < b) {
+                best = Some((total, codes));
             }
         }
     }
-    let (_, codes, base_bits) = best.expect("at least one choice");
-    (codes, base_bits)
+    best.expect("at least one choice").1
 }
 
 /// Buckets stored by one task: a shard is written in pieces in parallel (a GPU build finishes
@@ -337,10 +337,7 @@ fn store_with(
     let lists: Vec<Built> = slots.par_iter().map(|s| Built::of(s, words, layout)).collect();
     let sizes = lists.par_chunks(piece).map(Sizes::of).reduce(Sizes::default, Sizes::add);
     let tb = tag_bits(hash, buckets);
-    let (codes, base_bits) = match forced {
-        Some(codes) => (codes, bits_for(sizes.entries(&codes) + 1)),
-        None => choose_codes(&sizes, buckets, tb, layout.stored_bits),
-    };
+    let codes = forced.unwrap_or_else(|| choose_codes(&sizes, buckets, tb, layout.stored_bits));
     let counts: Vec<u64> = lists.par_chunks(piece).map(|p| p.iter().map(|l| l.cost(&codes)).sum()).collect();
     let offsets: Vec<u64> = counts.iter().scan(0, |at, &n| Some(std::mem::replace(at, *at + n))).collect();
     let total: u64 = counts.iter().sum();
@@ -352,7 +349,9 @@ fn store_with(
         .map(|((p, &offset), &n)| write_piece(p, built, &codes, offset, n))
         .collect();
     drop(lists);
-    let code = KeyCode::new(hash, buckets, codes, base_bits);
+    let bases: Vec<u64> = pieces.iter().flat_map(|p| p.bases.iter().copied()).collect();
+    let (line, base_bits) = BaseLine::fit(&bases, total);
+    let code = KeyCode::new(hash, buckets, codes, base_bits).with_line(line);
     let key_words = code.words() as usize;
     let mut block = vec![0u32; key_words + (total * eb).div_ceil(32) as usize + PAD_WORDS];
     let (keys, stream) = block.split_at_mut(key_words);
@@ -360,7 +359,6 @@ fn store_with(
         or_bits(stream, offset * eb, &p.words, n * eb);
     }
     let slot_codes: Vec<u8> = pieces.iter().flat_map(|p| p.codes.iter().copied()).collect();
-    let bases: Vec<u64> = pieces.iter().flat_map(|p| p.bases.iter().copied()).collect();
     packed_keys::pack_into(keys, slots, &slot_codes, &bases, &code);
     Ok(StoredShard { block, code })
 }

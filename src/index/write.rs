@@ -149,6 +149,8 @@ impl IndexWriter {
             code_bits: code.codes.bits,
             fixed_codes: code.codes.fixed,
             base_bits: code.base_bits,
+            base_slope: code.line.slope,
+            base_bias: code.line.bias,
         };
         debug_assert_eq!(entry.checksum, shard_checksum(slot_bytes, word_bytes));
         debug_assert_eq!(entry.key_bytes(), slot_bytes.len() as u64);
