@@ -55,7 +55,7 @@ pub enum BrackenError {
         "{missing} of the index's {total} targets are not among the genomes given (the first: '{first}'); Bracken needs every genome's stretches"
     )]
     Missing { missing: usize, total: usize, first: String },
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Output { path: String, source: std::io::Error },
     #[error("cannot start {threads} threads: {reason}")]
     Threads { threads: usize, reason: String },

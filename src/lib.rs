@@ -28,6 +28,7 @@ pub mod bracken;
 pub mod classify;
 pub mod compute;
 pub mod download;
+pub mod errors;
 #[doc(hidden)]
 pub mod fuzzing;
 #[cfg(feature = "gpu")]

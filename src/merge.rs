@@ -45,7 +45,7 @@ pub enum MergeError {
     NoParts,
     #[error("{path}: {message}")]
     Input { path: String, message: String },
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Candidates { path: String, source: crate::output::candidates::CandidatesError },
     #[error("{a} and {b} were not made with the same settings ({what}); merge parts of one run")]
     Mismatch { a: String, b: String, what: &'static str },
@@ -76,7 +76,7 @@ pub enum MergeError {
     Overlap { target: String, a: String, b: String },
     #[error("read {number}: {a} has '{id_a}' but {b} has '{id_b}'; the parts must classify the same reads")]
     Reads { number: u64, a: String, b: String, id_a: String, id_b: String },
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Output { path: String, source: std::io::Error },
     #[error("the parts' taxonomies do not join into one tree: {0}")]
     Taxonomy(String),
@@ -377,7 +377,7 @@ impl Reader {
         let mut ended = Vec::new();
         for (i, p) in self.parts.iter_mut().enumerate() {
             let (targets, taxa) = (p.targets.len(), &p.header.taxa);
-            let next = p.reader.next_record().map_err(|e| e.to_string());
+            let next = p.reader.next_record().map_err(|e| crate::errors::chain(&e));
             match next.and_then(|rec| rec.map(|rec| check_record(rec, targets, taxa)).transpose()) {
                 Ok(Some(mut rec)) => {
                     for c in &mut rec.candidates {

@@ -180,7 +180,7 @@ pub enum ClassifyError {
     Index(#[from] IndexError),
     #[error(transparent)]
     Reads(#[from] reads::ReadError),
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Output { path: String, source: std::io::Error },
     #[error("--lowest-rank / --abundance-rank {0}: no taxon of the index has this rank")]
     UnknownRank(String),
@@ -281,7 +281,7 @@ pub fn classify(
             Ok(c) => c,
             // With `all`, an index the GPUs cannot hold means the CPU, with the reason.
             Err(e) if config.gpus == crate::compute::GpuRequest::All => {
-                log::info!("{e}; classifying on the CPU");
+                log::info!("{}; classifying on the CPU", crate::errors::chain(&e));
                 Vec::new()
             }
             Err(e) => return Err(e.into()),

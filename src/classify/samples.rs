@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SampleSheetError {
-    #[error("{sheet}: {source}")]
+    #[error("{sheet}")]
     Io { sheet: PathBuf, source: std::io::Error },
     #[error("{sheet}: not UTF-8 text (line {line})")]
     NotText { sheet: PathBuf, line: usize },

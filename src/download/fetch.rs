@@ -96,7 +96,7 @@ impl Fetcher {
             match attempt() {
                 Ok(v) => return Ok(v),
                 Err(e) if tried < self.attempts && e.is_transient() => {
-                    log::debug!("{e}; trying again in {:.1} s", wait.as_secs_f64());
+                    log::debug!("{}; trying again in {:.1} s", crate::errors::chain(&e), wait.as_secs_f64());
                     std::thread::sleep(wait);
                     wait *= 2;
                 }

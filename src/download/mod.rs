@@ -22,13 +22,13 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum DownloadError {
-    #[error("{url}: {source}")]
+    #[error("{url}")]
     Http {
         url: String,
         #[source]
         source: Box<ureq::Error>,
     },
-    #[error("{url}: the connection broke while reading ({source})")]
+    #[error("{url}: the connection broke while reading")]
     Read {
         url: String,
         #[source]
@@ -38,7 +38,7 @@ pub enum DownloadError {
     Status { url: String, status: u16 },
     #[error("{url}: the file's md5 is {got}, its checksum list says {want}")]
     Checksum { url: String, got: String, want: String },
-    #[error("{}: {source}", path.display())]
+    #[error("{}", path.display())]
     Io {
         path: PathBuf,
         #[source]

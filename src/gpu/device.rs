@@ -75,7 +75,7 @@ pub fn select(request: &GpuRequest) -> Result<Vec<Gpu>, GpuError> {
     match (opened, request) {
         // `all` means "GPUs if they work": a GPU that cannot be used is a warning there.
         (Err(e), GpuRequest::All) => {
-            log::warn!("GPU unusable ({e}): running on the CPU");
+            log::warn!("GPU unusable ({}): running on the CPU", crate::errors::chain(&e));
             Ok(Vec::new())
         }
         (result, _) => result,

@@ -35,7 +35,7 @@ use crate::resources::human_bytes;
 
 #[derive(Debug, thiserror::Error)]
 pub enum GpuError {
-    #[error("CUDA driver: {0}")]
+    #[error("CUDA driver")]
     Driver(#[from] cudarc::driver::DriverError),
     #[error("NVRTC could not compile the kernels:\n{log}")]
     Nvrtc { log: String },

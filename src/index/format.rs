@@ -327,7 +327,7 @@ pub fn shard_checksum(slots: &[u8], words: &[u8]) -> u64 {
 /// Errors reading or writing an index. Every one names the file.
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Io { path: PathBuf, source: std::io::Error },
     #[error("{path} is not a kmerdb index (its first bytes are not the kmerdb magic)")]
     NotAnIndex { path: PathBuf },
@@ -357,9 +357,9 @@ pub enum IndexError {
     Corrupt { path: PathBuf, what: String },
     #[error("{path} uses {what}, which this kmerdb does not read; rebuild it with this version")]
     Unsupported { path: PathBuf, what: String },
-    #[error("{path}: cannot encode the {what}: {source}")]
+    #[error("{path}: cannot encode the {what}")]
     Encode { path: PathBuf, what: &'static str, source: bincode::error::EncodeError },
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     ShardOverflow { path: PathBuf, source: crate::index::locations::ShardOverflow },
 }
 

@@ -370,7 +370,7 @@ fn read_and_sketch<'g>(
             // With `--gpus all`, GPUs that cannot start the build mean the CPU, not a failure
             // (but an input too large for the machine is too large for the CPU as well).
             Err(BuildError::Gpu(e)) if config.gpus == GpuRequest::All => {
-                log::warn!("GPU build: {e}; building on the CPU");
+                log::warn!("GPU build: {}; building on the CPU", crate::errors::chain(&e));
             }
             Err(e) => return Err(e),
         }

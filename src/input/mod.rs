@@ -62,7 +62,7 @@ impl fmt::Display for Format {
 pub enum InputError {
     #[error("{0}: no such file or directory")]
     NotFound(PathBuf),
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Io { path: PathBuf, source: std::io::Error },
     #[error("directory {0} holds no FASTA files (.fa .fasta .fna .ffn .fas, optionally .gz .bz2 .xz .zst)")]
     EmptyDirectory(PathBuf),
@@ -482,7 +482,7 @@ mod tests {
         let err = loop {
             match r.next_record() {
                 Some(Ok(_)) => continue,
-                Some(Err(e)) => break e.to_string(),
+                Some(Err(e)) => break crate::errors::chain(&e),
                 None => panic!("a truncated file must not read as complete"),
             }
         };

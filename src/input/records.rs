@@ -867,7 +867,7 @@ mod tests {
                     n += 1
                 }
                 Ok(None) => panic!("no error"),
-                Err(e) => break e.to_string(),
+                Err(e) => break crate::errors::chain(&e),
             }
         };
         assert_eq!(n, 300_000);

@@ -255,7 +255,7 @@ pub enum CandidatesError {
     Undecodable { block: u64, what: &'static str, detail: String },
     #[error("its end block counts {said} reads but its blocks hold {held}: blocks are missing or repeated")]
     Count { said: u64, held: u64 },
-    #[error("cannot read block {block}: {source}")]
+    #[error("cannot read block {block}")]
     Io { block: u64, source: std::io::Error },
 }
 

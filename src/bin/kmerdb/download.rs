@@ -135,7 +135,7 @@ fn genomes(args: &DownloadGenomesArgs, quiet: bool) -> Result<()> {
             Outcome::Fetched(n) => (fetched, bytes) = (fetched + 1, bytes + n),
             Outcome::Present => present += 1,
             Outcome::Failed(e) => {
-                log::error!("{} ({}): {e}", a.accession, a.organism);
+                log::error!("{} ({}): {}", a.accession, a.organism, kmerdb::errors::chain(&e));
                 failed.push(a.accession.clone());
                 continue;
             }

@@ -97,13 +97,8 @@ fn main() {
         if e.chain().any(broken_pipe) {
             std::process::exit(128 + libc::SIGPIPE);
         }
-        // The library's messages already quote their causes; add only what they do not say.
-        let mut message = e.to_string();
-        for cause in e.chain().skip(1).map(|c| c.to_string()) {
-            if !message.contains(&cause) {
-                message = format!("{message}: {cause}");
-            }
-        }
+        // What failed, then each cause (the library's messages do not repeat their causes).
+        let message = format!("{e:#}");
         eprintln!("kmerdb: error: {}", kmerdb::terminal::escape_controls(&message));
         let usage = e.downcast_ref::<UsageError>().is_some()
             || e.downcast_ref::<kmerdb::paths::PathClash>().is_some()
