@@ -178,6 +178,7 @@ impl GlobalWindows {
     }
 
     /// The tables as the GPU takes them: the starts (with the total), the directory, its shift.
+    #[cfg(feature = "gpu")]
     pub(crate) fn tables(&self) -> (&[u64], &[u32], u32) {
         (&self.starts, &self.dir, self.shift)
     }
