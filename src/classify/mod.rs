@@ -507,6 +507,9 @@ struct Scratch<'i> {
     clades: Vec<(TaxId, u32)>,
     #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
     runs: [Vec<(TaxId, u32)>; 2],
+    /// A weak call's hit runs, for its evidence.
+    #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
+    weak_runs: [Vec<(TaxId, u32)>; 2],
 }
 
 /// A read's top candidates as (target, hits) and its clade features' counts as (clade, count).
@@ -859,7 +862,13 @@ impl Run<'_> {
                 || {
                     let mut classifier = Classifier::new(self.index, self.params, self.target_taxa);
                     classifier.keep_candidates = want.candidates;
-                    Scratch { classifier, candidates: Vec::new(), clades: Vec::new(), runs: [Vec::new(), Vec::new()] }
+                    Scratch {
+                        classifier,
+                        candidates: Vec::new(),
+                        clades: Vec::new(),
+                        runs: [Vec::new(), Vec::new()],
+                        weak_runs: [Vec::new(), Vec::new()],
+                    }
                 },
                 |sc, g| {
                     let reads = g * group_reads..((g + 1) * group_reads).min(batch.len());
@@ -968,10 +977,23 @@ impl Run<'_> {
                 let decided = on_gpu.then(|| {
                     candidates::decide_scored(&sc.candidates, &sc.clades, self.params, self.target_taxa, tree)
                 });
-                let Some((taxid, _)) = decided.filter(|&(t, top)| !evidence::is_weak(t, top, self.params.hitmin))
-                else {
+                // A weak call's evidence rule reads every feature's taxon: from the GPU's hit lists
+                // where it made them.
+                let checked = match decided {
+                    Some((t, top)) if evidence::is_weak(t, top, self.params.hitmin) => {
+                        match gpu_runs(found, r, tree, hit_list, &mut sc.weak_runs) {
+                            true => {
+                                let [a, b] = &sc.weak_runs;
+                                Some(sc.classifier.with_evidence_of_runs(t, mates, [a, b]))
+                            }
+                            false => None,
+                        }
+                    }
+                    other => other.map(|(t, _)| t),
+                };
+                let Some(taxid) = checked else {
                     // More locations than the GPU's shared memory, more clades than it counts, or
-                    // a weak call, whose evidence rule reads every feature's taxon: the CPU's code.
+                    // a weak call without hit lists: the CPU's code.
                     let call = sc.classifier.classify(mates, hit_list);
                     let found = (&call.candidates[..], &call.clades[..]);
                     emit(r, call.taxid, found, [&call.hit_runs[0], &call.hit_runs[1]], None);
@@ -1023,4 +1045,29 @@ impl Run<'_> {
         }
         Ok(())
     }
+}
+
+/// Read `r`'s hit runs, a mate's each, from the GPU's hit lists (its column's text, or its
+/// features' taxa) into `out`; false where the GPU made none (no output needed them).
+#[cfg(feature = "gpu")]
+fn gpu_runs(
+    found: &GpuFound,
+    r: usize,
+    tree: &crate::taxonomy::TaxonTree,
+    hit_list: bool,
+    out: &mut [Vec<(TaxId, u32)>; 2],
+) -> bool {
+    if !hit_list {
+        return false;
+    }
+    if let Some(text) = found.hit_text(r) {
+        return output::parse_hit_list(text, out).is_some();
+    }
+    out.iter_mut().for_each(Vec::clear);
+    for (runs, taxa) in out.iter_mut().zip(found.feature_taxa(r)) {
+        for &t in taxa {
+            candidates::push_run(runs, if t == 0 { 0 } else { tree.node_taxid(t - 1) });
+        }
+    }
+    true
 }

@@ -129,6 +129,25 @@ pub fn write_hit_list<W: Write + ?Sized>(w: &mut W, hits: [&[(TaxId, u32)]; 2], 
     Ok(())
 }
 
+/// The runs of a hit-list column as [`write_hit_list`] writes it (a mate's runs, then `|:|` and
+/// the second mate's), into `out` (cleared first); `None` for text it does not write. Runs of one
+/// taxid that the column merged stay merged: a mate's features are the runs' counts in order.
+pub fn parse_hit_list(text: &[u8], out: &mut [Vec<(TaxId, u32)>; 2]) -> Option<()> {
+    out.iter_mut().for_each(Vec::clear);
+    let mut mate = 0;
+    for token in text.split(|&b| b == b' ').filter(|t| !t.is_empty()) {
+        if token == b"|:|" {
+            mate += 1;
+            continue;
+        }
+        let colon = token.iter().position(|&b| b == b':')?;
+        let number = |bytes: &[u8]| std::str::from_utf8(bytes).ok()?.parse::<u32>().ok();
+        let run = (number(&token[..colon])?, number(&token[colon + 1..])?);
+        out.get_mut(mate)?.push(run);
+    }
+    Some(())
+}
+
 fn has_runs(runs: &[(TaxId, u32)]) -> bool {
     runs.iter().any(|&(_, n)| n > 0)
 }
@@ -166,6 +185,35 @@ fn write_runs<W: Write + ?Sized>(w: &mut W, runs: &[(TaxId, u32)]) -> io::Result
 
 #[cfg(test)]
 mod tests {
+    /// A column parses back to runs with the same features, taxon for taxon, for single reads and
+    /// pairs, empty mates included.
+    #[test]
+    fn hit_lists_parse_back_to_their_runs() {
+        let cases: [[&[(u32, u32)]; 2]; 5] = [
+            [&[(0, 3), (562, 2), (562, 1), (0, 0), (1, 4)], &[(9606, 1)]],
+            [&[], &[(2, 5)]],
+            [&[(2, 5)], &[]],
+            [&[], &[]],
+            [&[(0, 0)], &[(0, 2)]],
+        ];
+        let expand = |runs: &[(u32, u32)]| -> Vec<u32> {
+            runs.iter().flat_map(|&(t, n)| std::iter::repeat_n(t, n as usize)).collect()
+        };
+        for paired in [false, true] {
+            for hits in cases {
+                let hits = if paired { hits } else { [hits[0], &[][..]] };
+                let mut text = Vec::new();
+                super::write_hit_list(&mut text, hits, paired).unwrap();
+                let mut runs = [Vec::new(), Vec::new()];
+                super::parse_hit_list(&text, &mut runs).unwrap();
+                for m in 0..2 {
+                    assert_eq!(expand(&runs[m]), expand(hits[m]), "{}", String::from_utf8_lossy(&text));
+                }
+            }
+        }
+        assert!(super::parse_hit_list(b"12:x", &mut [Vec::new(), Vec::new()]).is_none());
+    }
+
     use super::*;
     use crate::output::test_tree::tree;
 

@@ -34,7 +34,8 @@ pub use abundance::write_abundance;
 pub use file::{Output, create_output, note_stdout_closed, stdout_closed_error};
 pub use html::{RunSettings, SampleView, write_html};
 pub use kraken::{
-    ReadResult, read_id, read_id_bytes, write_hit_list, write_kraken_line, write_kraken_line_with_hit_text,
+    ReadResult, parse_hit_list, read_id, read_id_bytes, write_hit_list, write_kraken_line,
+    write_kraken_line_with_hit_text,
 };
 pub use kreport::{clade_counts, write_kreport};
 pub use profiles::{write_cami, write_krona, write_mpa};
