@@ -158,11 +158,28 @@ pub fn chance_log10(spots: impl Iterator<Item = (u8, u32, u64)>, k: u32, read_km
 /// taxon in `runs` (the mate's hit runs, one taxon per feature in sketch order) is not 0. What a
 /// candidates file keeps of each read for `kmerdb merge`'s evidence rule.
 pub fn found_positions(sketcher: &mut Sketcher, seq: &[u8], runs: &[(TaxId, u32)]) -> Vec<u32> {
-    let (mut features, mut positions) = (Vec::new(), Vec::new());
-    sketcher.read_features(seq, &mut features);
-    sketcher.feature_positions(seq, &features, &mut positions);
+    let mut spots = Vec::new();
+    sketched_spots(sketcher, (0, seq), runs, (&mut Vec::new(), &mut Vec::new()), &mut spots);
+    spots.iter().map(|s| s.pos).collect()
+}
+
+/// Appends the spots of one mate (its number and bases) whose hit runs are `runs`: its features
+/// sketched again for their positions (`scratch`: buffers for the features and positions), those
+/// with a taxon kept. What the evidence rule needs of a read whose hit lists are known but whose
+/// features were not kept (the GPU's path).
+pub fn sketched_spots(
+    sketcher: &mut Sketcher,
+    (mate, seq): (u8, &[u8]),
+    runs: &[(TaxId, u32)],
+    (features, positions): (&mut Vec<crate::sketch::Feature>, &mut Vec<u32>),
+    out: &mut Vec<Spot>,
+) {
+    features.clear();
+    sketcher.read_features(seq, features);
+    sketcher.feature_positions(seq, features, positions);
     let taxa = runs.iter().flat_map(|&(t, n)| std::iter::repeat_n(t, n as usize));
-    positions.iter().zip(taxa).filter(|&(_, t)| t != 0).map(|(&p, _)| p).collect()
+    let found = positions.iter().zip(taxa).filter(|&(_, t)| t != 0);
+    out.extend(found.map(|(&pos, taxon)| Spot { mate, pos, taxon }));
 }
 
 /// Appends a part's found features of one mate as (feature index, position): `runs` its hit runs,
