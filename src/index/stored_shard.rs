@@ -86,12 +86,12 @@ enum Kind {
     Inline,
     /// Locations, one entry each, after a head.
     Fixed,
-    /// A list that says what it is: a delta list (`codes` > 0 or `n` > 2) or a clade.
+    /// A list that says what it is: a delta list or a clade.
     Described,
 }
 
 impl Built {
-    /// The list of `slot` in the built stream `words`, stored in entries of `stored_bits`.
+    /// The list of `slot` in the built stream `words`, sized in the layout's stored entries.
     fn of(slot: &Slot, words: &[u32], layout: &LocationLayout) -> Self {
         let built = |at, n: u64, codes: u64, kind| Built { at, n: n as u32, codes: codes as u32, kind };
         if slot.key == EMPTY_KEY {
@@ -112,6 +112,7 @@ impl Built {
             }
         }
     }
+
     /// How it is stored under `codes`: its code (`None`: escaped) and its entries (without the
     /// size entry an escaped list has before it).
     #[inline]
