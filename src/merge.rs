@@ -585,11 +585,9 @@ impl Merger<'_> {
             s.found.dedup_by_key(|f| f.0);
             evidence::spots_of(m as u8, runs, &s.found, &mut s.spots);
         }
-        let (a, b) = read[0].lengths;
-        let kmers = |len: u32| u64::from(len + 1).saturating_sub(u64::from(self.k));
-        let read_kmers = kmers(a) + b.map_or(0, kmers);
+        let features = hits.iter().flatten().map(|&(_, n)| u64::from(n)).sum();
         let ev = Evidence { tree: self.tree, bases: self.clade_bases, hitmin: self.params.hitmin, k: self.k };
-        ev.check(call, &mut s.spots, read_kmers)
+        ev.check(call, &mut s.spots, features)
     }
 }
 

@@ -323,20 +323,17 @@ impl<'a> Classifier<'a> {
     /// `self.features[read_start]` and whose first mate is `self.mate_ends[first_mate]`'s, with
     /// their taxa in `self.feature_taxa`.
     fn with_evidence(&mut self, call: TaxId, mates: &[&[u8]], read_start: usize, first_mate: usize) -> TaxId {
-        let k = self.index.header().sketch.k;
         self.spots.clear();
         let mut start = read_start;
-        let mut read_kmers = 0u64;
         for (m, seq) in mates.iter().enumerate() {
             let end = self.mate_ends[first_mate + m];
-            read_kmers += (seq.len() + 1).saturating_sub(k as usize) as u64;
             self.sketcher.feature_positions(seq, &self.features[start..end], &mut self.positions);
             let taxa = &self.feature_taxa[start - read_start..end - read_start];
             let found = self.positions.iter().zip(taxa).filter(|&(_, &t)| t != 0);
             self.spots.extend(found.map(|(&pos, &taxon)| Spot { mate: m as u8, pos, taxon }));
             start = end;
         }
-        self.check_spots(call, read_kmers)
+        self.check_spots(call, (start - read_start) as u64)
     }
 
     /// [`Evidence::check`] of a weak `call` of the read of `mates` from its hit runs (one taxon a
@@ -345,19 +342,17 @@ impl<'a> Classifier<'a> {
     /// to the CPU's whole classification before: a tenth of the reads' host time against a 50
     /// Gbp index, where chance gives most random reads a few hits).
     pub fn with_evidence_of_runs(&mut self, call: TaxId, mates: &[&[u8]], runs: [&[(TaxId, u32)]; 2]) -> TaxId {
-        let k = self.index.header().sketch.k;
         self.spots.clear();
-        let mut read_kmers = 0u64;
+        let mut features = 0;
         for (m, (seq, runs)) in mates.iter().zip(runs).enumerate() {
-            read_kmers += (seq.len() + 1).saturating_sub(k as usize) as u64;
             let scratch = (&mut self.mate_features, &mut self.positions);
-            evidence::sketched_spots(&mut self.sketcher, (m as u8, seq), runs, scratch, &mut self.spots);
+            features += evidence::sketched_spots(&mut self.sketcher, (m as u8, seq), runs, scratch, &mut self.spots);
         }
-        self.check_spots(call, read_kmers)
+        self.check_spots(call, features)
     }
 
-    /// [`Evidence::check`] of `call` with the spots in `self.spots`.
-    fn check_spots(&mut self, call: TaxId, read_kmers: u64) -> TaxId {
+    /// [`Evidence::check`] of `call` with the spots in `self.spots`, of a read of `features`.
+    fn check_spots(&mut self, call: TaxId, features: u64) -> TaxId {
         let k = self.index.header().sketch.k;
         let tree = self.index.taxonomy();
         // Made at the first weak call: a classifier is made per parallel task, most reads are
@@ -367,7 +362,7 @@ impl<'a> Classifier<'a> {
             .clade_bases
             .get_or_insert_with(|| CladeBases::new(tree, index.targets().iter().map(|t| (t.taxid, t.length))));
         let evidence = Evidence { tree, bases, hitmin: self.params.hitmin, k };
-        evidence.check(call, &mut self.spots, read_kmers)
+        evidence.check(call, &mut self.spots, features)
     }
 
     /// The candidates of the last classified read, best first.

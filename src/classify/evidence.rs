@@ -7,12 +7,13 @@
 //! are one piece of evidence, not three. So a weak call's features in its lineage are grouped into
 //! *stretches* (features of one mate whose k-mers overlap: one exact match, where the clade is
 //! small), and the call is scored by how often chance would give such stretches in the clade's
-//! sequence ([`chance_log10`]): in a small clade, a stretch spanning `L` bases of a read of `n`
-//! k-mers matches somewhere in `G` bases (either strand) by chance about `n * 2G / 4^L` times,
-//! and stretches multiply, each counted as if it could lie
-//! anywhere in the clade (a lineage's features may be in different targets, and the candidates'
-//! window ranges are not at hand here: this errs towards leaving reads unclassified). A call stands when that
-//! expectation (an e-value, as alignment tools report) is at most `10^MAX_CHANCE_LOG10`.
+//! sequence ([`chance_log10`]): a chance match shows only where the sketch picked one of its
+//! k-mers, so in a small clade a stretch spanning `L` bases matches somewhere in `G` bases (either
+//! strand) by chance about `n * 2G / 4^L` times for a read of `n` features, and `s` stretches start
+//! at any `s` of them (`C(n, s)` ways), each counted as if it could lie anywhere in the clade (a
+//! lineage's features may be in different targets, and the candidates' window ranges are not at
+//! hand here: this errs towards leaving reads unclassified). A call stands when that expectation
+//! (an e-value, as alignment tools report) is at most `10^MAX_CHANCE_LOG10`.
 //!
 //! `G` is the bases of the targets in the call's clade: chance matches of a large clade are
 //! frequent, those of a virus of 10 kbp are not, so a read of a divergent virus with one
@@ -23,7 +24,8 @@
 //! and four such features found across the whole collection.
 //!
 //! Only weak calls (best score below [`WEAK_CALL_HITMINS`] x `hitmin`) are checked, so only their
-//! reads need each feature's taxon and position (the GPU's path classifies them again on the CPU).
+//! reads need each feature's taxon and position (the GPU's path sketches them again and takes
+//! the taxa from its hit lists).
 
 use crate::sketch::Sketcher;
 use crate::taxonomy::{TaxId, TaxonTree};
@@ -34,11 +36,11 @@ pub const WEAK_CALL_HITMINS: u32 = 3;
 
 /// The largest log10 of the chance expectation a weak call may have (see the module
 /// documentation). Measured on the held-out sets and negative controls (BENCHMARKS.md, "Chance
-/// matches"): at 1e-2, 1e-3 and 1e-4 the reads of left-out families were called 0.13-0.17%,
-/// 0.07-0.12% and 0.06-0.10% of the time (Kraken 2: 0.11-0.15%), the shuffled mock 14, 5 and 3
-/// times in 39,504 pairs, and species sensitivity on the held-out sets fell by 0.0008-0.0017
-/// from 1e-2 to 1e-4.
-pub const MAX_CHANCE_LOG10: f64 = -4.0;
+/// matches counted by the read's features"): at 1e-4, 1e-6, 1e-7 and 1e-8 the reads of left-out
+/// families were called 0.10-0.15%, 0.06-0.12%, 0.05-0.10% and 0.05-0.07% of the time (Kraken 2:
+/// 0.11-0.15%), the shuffled mock 7, 0, 0 and 0 times in 39,504 pairs; species F1 on the held-out
+/// and validation sets is within 0.003 across them, highest at 1e-4.
+pub const MAX_CHANCE_LOG10: f64 = -7.0;
 
 /// Whether a call (`taxid`, best score `top`) is weak and so needs [`with_evidence`].
 pub fn is_weak(taxid: TaxId, top: u32, hitmin: u32) -> bool {
@@ -93,15 +95,15 @@ pub struct Evidence<'a> {
 }
 
 impl Evidence<'_> {
-    /// The evidence rule for a weak `call` of a read of `read_kmers` k-mers whose found features
-    /// are `spots`: it stands if at least `hitmin` of them lie in its lineage (its clade or its path
+    /// The evidence rule for a weak `call` of a read of `features` sketched features whose found
+    /// ones are `spots`: it stands if at least `hitmin` of them lie in its lineage (its clade or its path
     /// to the root) and their stretches are unlikely by chance ([`chance_log10`] at most
     /// [`MAX_CHANCE_LOG10`]); else the read is unclassified. `spots` is sorted here.
     ///
     /// The lineage count alone (the rule before the stretches) took calls outside the true family
     /// on the held-out sets from 114 to 65; the stretches take the shuffled mock's calls from 51
     /// to 3 and the left-out families' from 0.32-0.41% to 0.06-0.10% (BENCHMARKS.md, "Chance matches").
-    pub fn check(&self, call: TaxId, spots: &mut [Spot], read_kmers: u64) -> TaxId {
+    pub fn check(&self, call: TaxId, spots: &mut [Spot], features: u64) -> TaxId {
         if call == 0 {
             return 0;
         }
@@ -119,35 +121,45 @@ impl Evidence<'_> {
         // ancestor (found across that ancestor's clade) in the ancestor's.
         let clade_bases = |s: &Spot| self.bases.of(self.tree, self.tree.lca(call, s.taxon));
         let lineage = spots.iter().filter(in_lineage).map(|s| (s.mate, s.pos, clade_bases(s)));
-        match chance_log10(lineage, self.k, read_kmers) <= MAX_CHANCE_LOG10 {
+        match chance_log10(lineage, self.k, features) <= MAX_CHANCE_LOG10 {
             true => call,
             false => 0,
         }
     }
 }
 
-/// log10 of how often chance would match a read of `read_kmers` k-mers as `spots` do: each spot
-/// its mate, its k-mer's position and the bases its match could lie in by chance (`G`); sorted
-/// by mate and position.
+/// log10 of how often chance would match a read of `features` sketched features as `spots` do:
+/// each spot its mate, its k-mer's position and the bases its match could lie in by chance (`G`);
+/// sorted by mate and position.
 ///
 /// A k-mer is somewhere in `G` bases (either strand) by chance with probability about
-/// `q = min(1, 2G / 4^k)`. A stretch's first k-mer may start at any of the read's k-mers:
-/// `read_kmers * q`. Each next k-mer of the stretch, `d` bases on, overlaps the one before: it
-/// matches either as the same match grown by `d` bases (`4^-d`) or as a match of its own
-/// (`q`): `min(1, 4^-d + q)`. So in a small clade a stretch counts as one match of its whole
-/// span, and in a large one (where most k-mers are somewhere) overlapping k-mers add little.
-/// Stretches multiply.
-pub fn chance_log10(spots: impl Iterator<Item = (u8, u32, u64)>, k: u32, read_kmers: u64) -> f64 {
+/// `q = min(1, 2G / 4^k)`. A chance match shows only where the sketch picked one of its k-mers, so
+/// a stretch starts at one of the read's features, and `s` stretches at any `s` of them: `C(features,
+/// s)` ways, each with probability `q` a stretch. Each next k-mer of a stretch, `d` bases on,
+/// overlaps the one before: it matches either as the same match grown by `d` bases (`4^-d`) or as a
+/// match of its own (`q`): `min(1, 4^-d + q)`. So in a small clade a stretch counts as one match of
+/// its whole span, and in a large one (where most k-mers are somewhere) overlapping k-mers add
+/// little.
+///
+/// The starts were once counted as the read's k-mers, once for each stretch (`k-mers^s`, not
+/// `C(features, s)`): twelve single matches of a read of a new *E. coli* strain in the 25 Mbp of
+/// the species' targets came to 10^6, chance, and such reads went unclassified; they are 10^-13.
+pub fn chance_log10(spots: impl Iterator<Item = (u8, u32, u64)>, k: u32, features: u64) -> f64 {
     let kmers_of_k = 4f64.powi(k as i32);
     let q = |bases: u64| (2.0 * bases.max(1) as f64 / kmers_of_k).min(1.0);
-    let (mut total, mut last): (f64, Option<(u8, u64)>) = (0.0, None);
+    let (mut total, mut last, mut stretches): (f64, Option<(u8, u64)>, u64) = (0.0, None, 0);
     for (mate, pos, bases) in spots {
         let pos = u64::from(pos);
         total += match last {
             Some((m, before)) if m == mate && pos < before + u64::from(k) => {
                 (4f64.powi(-((pos - before) as i32)) + q(bases)).min(1.0).log10()
             }
-            _ => (read_kmers.max(1) as f64 * q(bases)).log10(),
+            _ => {
+                // The (s+1)-th stretch: C(f, s+1) = C(f, s) (f - s) / (s + 1).
+                let ways = features.saturating_sub(stretches).max(1) as f64 / (stretches + 1) as f64;
+                stretches += 1;
+                (ways * q(bases)).log10()
+            }
         };
         last = Some((mate, pos));
     }
@@ -166,20 +178,21 @@ pub fn found_positions(sketcher: &mut Sketcher, seq: &[u8], runs: &[(TaxId, u32)
 /// Appends the spots of one mate (its number and bases) whose hit runs are `runs`: its features
 /// sketched again for their positions (`scratch`: buffers for the features and positions), those
 /// with a taxon kept. What the evidence rule needs of a read whose hit lists are known but whose
-/// features were not kept (the GPU's path).
+/// features were not kept (the GPU's path). Returns the mate's features, found or not.
 pub fn sketched_spots(
     sketcher: &mut Sketcher,
     (mate, seq): (u8, &[u8]),
     runs: &[(TaxId, u32)],
     (features, positions): (&mut Vec<crate::sketch::Feature>, &mut Vec<u32>),
     out: &mut Vec<Spot>,
-) {
+) -> u64 {
     features.clear();
     sketcher.read_features(seq, features);
     sketcher.feature_positions(seq, features, positions);
     let taxa = runs.iter().flat_map(|&(t, n)| std::iter::repeat_n(t, n as usize));
     let found = positions.iter().zip(taxa).filter(|&(_, t)| t != 0);
     out.extend(found.map(|(&pos, taxon)| Spot { mate, pos, taxon }));
+    features.len() as u64
 }
 
 /// Appends a part's found features of one mate as (feature index, position): `runs` its hit runs,
@@ -233,62 +246,71 @@ mod tests {
     }
 
     /// In a small clade overlapping k-mers are one match of their span; separate stretches
-    /// multiply; in a large clade overlapping k-mers add little.
+    /// multiply, each starting at any of the features the ones before left (`C(features, s)`); in
+    /// a large clade overlapping k-mers add little.
     #[test]
     fn chance_counts_stretches_by_their_span() {
-        let one = |spots: &[(u8, u32)], g: u64| chance_log10(spots.iter().map(|&(m, p)| (m, p, g)), 16, 270);
+        let f = 38.0;
+        let one = |spots: &[(u8, u32)], g: u64| chance_log10(spots.iter().map(|&(m, p)| (m, p, g)), 16, 38);
         let q = |g: f64| (2.0 * g / 4f64.powi(16)).min(1.0);
         let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
-        let first = |g: f64| (270.0 * q(g)).log10();
+        let first = |g: f64| (f * q(g)).log10();
+        let second = |g: f64| ((f - 1.0) / 2.0 * q(g)).log10();
         let next = |d: i32, g: f64| (4f64.powi(-d) + q(g)).min(1.0).log10();
         let g = 5e6;
         assert!(close(one(&[(0, 108), (0, 109), (0, 111)], 5_000_000), first(g) + next(1, g) + next(2, g)));
-        assert!(close(one(&[(0, 10), (0, 40)], 5_000_000), 2.0 * first(g)), "two stretches");
-        assert!(close(one(&[(0, 10), (1, 10)], 5_000_000), 2.0 * first(g)), "mates apart");
-        assert!(close(one(&[(0, 10), (0, 26)], 5_000_000), 2.0 * first(g)), "adjacent, not overlapping");
+        assert!(close(one(&[(0, 10), (0, 40)], 5_000_000), first(g) + second(g)), "two stretches");
+        assert!(close(one(&[(0, 10), (1, 10)], 5_000_000), first(g) + second(g)), "mates apart");
+        assert!(close(one(&[(0, 10), (0, 26)], 5_000_000), first(g) + second(g)), "adjacent, not overlapping");
         assert!(close(one(&[(0, 10), (0, 25)], 5_000_000), first(g) + next(15, g)), "one base of overlap");
         // In a small clade a 19-base stretch is about one match of 19 bases.
         let small = one(&[(0, 108), (0, 109), (0, 111)], 20_000);
-        assert!((small - (270.0 * 2.0 * 2e4 / 4f64.powi(19)).log10()).abs() < 0.01, "{small}");
+        assert!((small - (f * 2.0 * 2e4 / 4f64.powi(19)).log10()).abs() < 0.01, "{small}");
         // Where most 16-mers are somewhere (2 Gbp), four overlapping k-mers are no evidence.
         assert!(one(&[(0, 92), (0, 93), (0, 94), (0, 106)], 2_000_000_000) > 0.0);
+        // Many single matches are evidence even in a large clade: twelve of 38 features in 25 Mbp
+        // (a read of a new E. coli strain), where one is chance (38 x 1.2e-2 = 0.44).
+        let twelve: Vec<(u8, u32)> = (0..12).map(|i| (i % 2, 20 * (i / 2) as u32)).collect();
+        assert!(one(&twelve[..1], 25_000_000) > -1.0);
+        assert!(one(&twelve, 25_000_000) < -10.0, "{}", one(&twelve, 25_000_000));
     }
 
     /// The rule: `hitmin` features in the lineage (clade or path to the root; a sibling's do not
-    /// count), and stretches chance would rarely give in the clade's bases.
+    /// count), and stretches chance would rarely give in the clade's bases (at most 1e-7).
     #[test]
     fn weak_calls_need_features_in_their_lineage_that_chance_would_not_give() {
+        assert_eq!(MAX_CHANCE_LOG10, -7.0, "the cases below are set around it");
         let tree = tree();
-        let bases = CladeBases::new(&tree, [(1000, 10_000), (1001, 10_000), (101, 5_000_000)]);
+        let bases = CladeBases::new(&tree, [(1000, 10_000), (1001, 10_000), (101, 50_000_000)]);
         let ev = Evidence { tree: &tree, bases: &bases, hitmin: 3, k: 16 };
-        let check = |call, spots: &[Spot]| ev.check(call, &mut spots.to_vec(), 270);
-        // Three spread features of species 100 (20 kbp): far beyond chance.
-        let spread = [spot(0, 0, 100), spot(0, 40, 1000), spot(1, 70, 10)];
+        let check = |call, spots: &[Spot]| ev.check(call, &mut spots.to_vec(), 38);
+        // Three spread features of species 100 (20 kbp: 3.5e-4, 1.7e-4, 1.1e-4): far beyond chance.
+        let spread = [spot(0, 0, 100), spot(0, 40, 1000), spot(1, 70, 1001)];
         assert_eq!(check(100, &spread), 100);
         assert_eq!(check(100, &spread[..2]), 0, "two features are too few");
         assert_eq!(check(100, &[spread[0], spread[1], spot(1, 70, 101)]), 0, "a sibling is not in the lineage");
         assert_eq!(check(0, &spread), 0);
-        // One 19-base stretch: rare in 20 kbp (270 x 40,000 / 4^19 = 4e-5)...
-        let stretch = [spot(0, 108, 100), spot(0, 109, 100), spot(0, 111, 100)];
+        // One 24-base stretch: rare in 20 kbp (38 x 40,000 / 4^24 = 5e-9)...
+        let stretch = [spot(0, 108, 100), spot(0, 112, 100), spot(0, 116, 100)];
         assert_eq!(check(100, &stretch), 100);
-        // ... but not in 5 Mbp (1e-2): a chance match of the kind shuffled reads make.
+        // ... but not in 50 Mbp (6e-4): a chance match of the kind shuffled reads make.
         let stretch_101 = stretch.map(|s| spot(s.mate, s.pos, 101));
         assert_eq!(check(101, &stretch_101), 0);
-        // A feature of an ancestor (the genus) matched somewhere in the genus's bases: three
-        // 16-mers of species 100 (20 kbp: 2.5e-3 each) stand, but not when two are the genus's
-        // (5 Mbp: 0.63 each).
-        let own = [spot(0, 10, 100), spot(1, 50, 100), spot(1, 90, 1000)];
-        assert_eq!(check(100, &own), 100);
-        let via_genus = [spot(0, 10, 100), spot(1, 50, 10), spot(1, 90, 10)];
+        // A feature of an ancestor (the genus) matched somewhere in the genus's bases (50 Mbp:
+        // 0.4 to 0.2 each here): one of species 100's among three of the genus's is chance
+        // (1e-5), three of them with one of the genus's are not.
+        let via_genus = [spot(0, 10, 100), spot(0, 60, 10), spot(1, 50, 10), spot(1, 90, 10)];
         assert_eq!(check(100, &via_genus), 0);
+        let own = [spot(0, 10, 100), spot(0, 60, 1000), spot(1, 50, 100), spot(1, 90, 10)];
+        assert_eq!(check(100, &own), 100);
         // Stretches multiply as if each could lie anywhere in the clade (they do not need to be
         // near each other: the lineage's features may be in different targets): three single
-        // 16-mers in 5 Mbp are chance (0.63 each), three stretches of two k-mers 3 bases apart
-        // are not (1e-2 each).
+        // 16-mers in 50 Mbp are chance, three stretches of three k-mers 3 bases apart are not
+        // (5e-5, 2.5e-5 and 1.6e-5 each).
         let singles = spread.map(|s| spot(s.mate, s.pos, 101));
         assert_eq!(check(101, &singles), 0);
         let stretches: Vec<Spot> =
-            spread.iter().flat_map(|s| [spot(s.mate, s.pos, 101), spot(s.mate, s.pos + 3, 101)]).collect();
+            spread.iter().flat_map(|s| [0, 3, 6].map(|d| spot(s.mate, s.pos + d, 101))).collect();
         assert_eq!(check(101, &stretches), 101);
         assert!(is_weak(100, 8, 3) && !is_weak(100, 9, 3) && !is_weak(0, 0, 3));
     }
