@@ -238,7 +238,8 @@ pub fn classify(
     on_sample: &mut (dyn FnMut(&SampleSummary) + Send),
 ) -> Result<ClassifySummary, ClassifyError> {
     let start = Instant::now();
-    let index = Index::open(&config.db, config.verify)?;
+    // The large sections are verified below, while the GPUs start.
+    let index = Index::open(&config.db, Verify::Metadata)?;
     warn_without_taxonomy(&index);
     let params = decision_params(config, &index)?;
     let pool = std::sync::Arc::new(
@@ -248,10 +249,6 @@ pub fn classify(
             .map_err(|e| ClassifyError::Threads { threads: config.threads, reason: e.to_string() })?,
     );
     let target_taxa: Vec<TaxId> = index.targets().iter().map(|t| t.taxid).collect();
-    if params.protein_hitmin > 0 {
-        // Made once, with the run's threads, before any read needs it.
-        pool.install(|| index.protein_chance());
-    }
     #[cfg(feature = "gpu")]
     let request = device_request(config, &index);
     // Where `start_gpus` puts the GPUs it opened: the classifiers borrow them.
@@ -262,12 +259,16 @@ pub fn classify(
         return Err(ClassifyError::NoGpuSupport(format!("{ids:?}")));
     }
     std::thread::scope(|scope| -> Result<ClassifySummary, ClassifyError> {
-        // The GPUs start and the index goes to them while the first sample's files start being
-        // read: starting a GPU alone takes about 0.3 s.
+        // The GPUs start and the index goes to them while the index is verified and then the
+        // first sample's files start being read: starting a GPU alone takes about 0.3 s.
         #[cfg(feature = "gpu")]
         let loading = scope.spawn(|| start_gpus(&request, &opened, &index, &params));
         #[cfg(not(feature = "gpu"))]
         let _ = scope;
+        // A damaged index is reported before anything about the reads.
+        if config.verify == Verify::All {
+            index.verify_data()?;
+        }
         #[cfg(feature = "gpu")]
         let ahead = read_ahead(request != crate::compute::GpuRequest::None && crate::gpu::device::probably_present());
         #[cfg(not(feature = "gpu"))]
@@ -276,6 +277,11 @@ pub fn classify(
             Some(s) => Some(ReadStream::with_read_ahead(s.reads.clone(), pool.clone(), ahead)?),
             None => None,
         };
+        if params.protein_hitmin > 0 {
+            // Made once, with the run's threads, before any read needs it (and after the
+            // protein section was verified).
+            pool.install(|| index.protein_chance());
+        }
         #[cfg(feature = "gpu")]
         let classifiers = match loading.join().expect("starting the GPUs does not panic") {
             Ok(c) => c,
