@@ -42,6 +42,7 @@ pub struct BrackenConfig {
 }
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BrackenError {
     #[error(transparent)]
     Input(#[from] InputError),

@@ -13,6 +13,7 @@ use crate::classify::evidence::{self, CladeBases, Evidence, is_weak};
 use crate::output::candidates::{CandidatesHeader, CandidatesReader, ReadCandidates};
 use crate::output::{self, ReadResult};
 use crate::pipeline::Pipeline;
+use crate::sketch::SketchParams;
 use crate::taxonomy::{TaxId, Taxon, TaxonTree};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Write};
@@ -40,6 +41,7 @@ pub struct MergeConfig {
 }
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum MergeError {
     #[error("merge needs the candidates files of a partitioned index's parts; none were given")]
     NoParts,
@@ -47,8 +49,17 @@ pub enum MergeError {
     Input { path: String, message: String },
     #[error("{path}")]
     Candidates { path: String, source: crate::output::candidates::CandidatesError },
-    #[error("{a} and {b} were not made with the same settings ({what}); merge parts of one run")]
-    Mismatch { a: String, b: String, what: &'static str },
+    #[error("{a} and {b} were sketched differently ({sketch_a} against {sketch_b}); merge parts of one run")]
+    MismatchSketch { a: String, b: String, sketch_a: SketchParams, sketch_b: SketchParams },
+    #[error(
+        "{a} and {b} were built with different --max-locations-per-feature ({cap_a} against {cap_b}); merge parts of one run"
+    )]
+    MismatchCap { a: String, b: String, cap_a: u32, cap_b: u32 },
+    /// `setting` names the classification setting (a flag) whose values differ.
+    #[error(
+        "{a} and {b} were classified with different {setting} ({value_a} against {value_b}); merge parts of one run"
+    )]
+    MismatchSetting { a: String, b: String, setting: &'static str, value_a: String, value_b: String },
     /// Two files of different partitioned builds (or different splits of one collection).
     #[error(
         "{a} and {b} are not parts of one partitioned build (build ids {id_a:016x} and {id_b:016x}): merge takes the parts that `kmerdb build --partition I/N` made of one collection"
@@ -88,7 +99,9 @@ impl MergeError {
         use MergeError::*;
         matches!(
             self,
-            Mismatch { .. }
+            MismatchSketch { .. }
+                | MismatchCap { .. }
+                | MismatchSetting { .. }
                 | OtherBuild { .. }
                 | OtherTaxonomy { .. }
                 | SamePart { .. }
@@ -286,18 +299,24 @@ fn shared_params(parts: &[Part]) -> Result<ClassifyParams, MergeError> {
     let first = &parts[0];
     for p in &parts[1..] {
         let (a, b) = (&first.header, &p.header);
-        let same = |what| MergeError::Mismatch { a: first.path.clone(), b: p.path.clone(), what };
+        let (pa, pb) = (first.path.clone(), p.path.clone());
         if a.sketch != b.sketch {
-            return Err(same("sketch parameters"));
+            return Err(MergeError::MismatchSketch { a: pa, b: pb, sketch_a: a.sketch, sketch_b: b.sketch });
         }
         if a.max_locations_per_feature != b.max_locations_per_feature {
-            return Err(same("--max-locations-per-feature"));
+            let (cap_a, cap_b) = (a.max_locations_per_feature, b.max_locations_per_feature);
+            return Err(MergeError::MismatchCap { a: pa, b: pb, cap_a, cap_b });
         }
-        if (a.hitmin, a.max_candidates, &a.lowest_rank) != (b.hitmin, b.max_candidates, &b.lowest_rank)
-            || a.hitdiff != b.hitdiff
-            || a.strain_margin != b.strain_margin
-        {
-            return Err(same("classification settings"));
+        let rank = |r: &Option<String>| r.clone().unwrap_or_else(|| "none".into());
+        let settings: [(&'static str, String, String); 5] = [
+            ("--hitmin", a.hitmin.to_string(), b.hitmin.to_string()),
+            ("--max-candidates", a.max_candidates.to_string(), b.max_candidates.to_string()),
+            ("--lowest-rank", rank(&a.lowest_rank), rank(&b.lowest_rank)),
+            ("--hitdiff", a.hitdiff.to_string(), b.hitdiff.to_string()),
+            ("--strain-margin", a.strain_margin.to_string(), b.strain_margin.to_string()),
+        ];
+        if let Some((setting, value_a, value_b)) = settings.into_iter().find(|(_, x, y)| x != y) {
+            return Err(MergeError::MismatchSetting { a: pa, b: pb, setting, value_a, value_b });
         }
     }
     Ok(ClassifyParams {

@@ -33,6 +33,7 @@ pub type Feature = u32;
 
 /// Invalid sketching parameters, found before any work starts.
 #[derive(Debug, Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ParamError {
     #[error("k must be between 1 and {MAX_K}, got {0}")]
     K(u32),
@@ -54,6 +55,16 @@ pub struct SketchParams {
     pub stride: u32,
     pub sketch_size: u32,
     pub hash_seed: u64,
+}
+
+impl std::fmt::Display for SketchParams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "k={} window={} stride={} sketch-size={} seed={}",
+            self.k, self.window, self.stride, self.sketch_size, self.hash_seed
+        )
+    }
 }
 
 impl SketchParams {

@@ -175,6 +175,7 @@ pub struct ClassifyConfig {
 }
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ClassifyError {
     #[error(transparent)]
     Index(#[from] IndexError),

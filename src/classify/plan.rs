@@ -57,6 +57,7 @@ pub struct OutputNames {
 }
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PlanError {
     /// The command line asks for what cannot be done (exit code 2).
     #[error("{0}")]

@@ -120,6 +120,7 @@ fn strip_mate_suffix(id: &[u8]) -> &[u8] {
 
 /// Mates that do not belong together.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PairingError {
     #[error("{shorter} has fewer reads than {longer}: it ends after {count} reads")]
     Count { shorter: String, longer: String, count: u64 },
@@ -132,6 +133,7 @@ pub enum PairingError {
 }
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ReadError {
     #[error(transparent)]
     Input(#[from] InputError),

@@ -9,6 +9,7 @@ use crate::input::Source;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SampleSheetError {
     #[error("{sheet}")]
     Io { sheet: PathBuf, source: std::io::Error },

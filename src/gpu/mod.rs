@@ -34,6 +34,7 @@ pub use crate::compute::GpuRequest;
 use crate::resources::human_bytes;
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum GpuError {
     #[error("CUDA driver")]
     Driver(#[from] cudarc::driver::DriverError),

@@ -122,6 +122,19 @@ pub struct KeyIndexParams {
     pub seeds: [u32; 3],
 }
 
+impl std::fmt::Display for KeyIndexParams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let seeds: Vec<String> = self.seeds.iter().map(|s| format!("{s:#x}")).collect();
+        write!(
+            f,
+            "buckets of {} slots with {} hash functions (seeds {})",
+            self.bucket_slots,
+            self.hash_functions,
+            seeds.join(", ")
+        )
+    }
+}
+
 /// Where the targets' taxa came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TaxonomySource {
@@ -326,6 +339,7 @@ pub fn shard_checksum(slots: &[u8], words: &[u8]) -> u64 {
 
 /// Errors reading or writing an index. Every one names the file.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum IndexError {
     #[error("{path}")]
     Io { path: PathBuf, source: std::io::Error },
@@ -355,8 +369,14 @@ pub enum IndexError {
     Checksum { path: PathBuf, what: String },
     #[error("{path} is corrupted: {what}")]
     Corrupt { path: PathBuf, what: String },
-    #[error("{path} uses {what}, which this kmerdb does not read; rebuild it with this version")]
-    Unsupported { path: PathBuf, what: String },
+    #[error(
+        "{path} uses k-mer hash function {found}, which this kmerdb does not read (it reads {supported}); rebuild it with this version"
+    )]
+    UnsupportedHash { path: PathBuf, found: u32, supported: u32 },
+    #[error(
+        "{path} uses a key index of {found}, which this kmerdb does not read (it reads {supported}); rebuild it with this version"
+    )]
+    UnsupportedKeyIndex { path: PathBuf, found: KeyIndexParams, supported: KeyIndexParams },
     #[error("{path}: cannot encode the {what}")]
     Encode { path: PathBuf, what: &'static str, source: bincode::error::EncodeError },
     #[error("{path}")]

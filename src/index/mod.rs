@@ -562,25 +562,18 @@ fn prefetch_word(word: &u32) {
 /// hash function and key-index shape this reader implements, sketch parameters a build accepts,
 /// shards that a feature's bits can number, and a location layout whose fields fit its entries.
 fn check_header(path: &Path, h: &Header) -> Result<(), IndexError> {
-    let unsupported = |what: String| IndexError::Unsupported { path: path.to_path_buf(), what };
     let corrupt = |what: String| IndexError::Corrupt { path: path.to_path_buf(), what };
     if h.hash_function != crate::sketch::HASH_FUNCTION_ID {
-        return Err(unsupported(format!("k-mer hash function {}", h.hash_function)));
+        let (found, supported) = (h.hash_function, crate::sketch::HASH_FUNCTION_ID);
+        return Err(IndexError::UnsupportedHash { path: path.to_path_buf(), found, supported });
     }
-    let key_index = format::KeyIndexParams {
+    let supported = format::KeyIndexParams {
         bucket_slots: bcht::BUCKET_SLOTS as u32,
         hash_functions: bcht::HASH_FUNCTIONS as u32,
         seeds: bcht::BUCKET_SEEDS,
     };
-    if h.key_index != key_index {
-        let k = h.key_index;
-        let seeds: Vec<String> = k.seeds.iter().map(|s| format!("{s:#x}")).collect();
-        return Err(unsupported(format!(
-            "a key index of buckets of {} slots with {} hash functions (seeds {})",
-            k.bucket_slots,
-            k.hash_functions,
-            seeds.join(", ")
-        )));
+    if h.key_index != supported {
+        return Err(IndexError::UnsupportedKeyIndex { path: path.to_path_buf(), found: h.key_index, supported });
     }
     let p = h.sketch;
     if let Err(e) = crate::sketch::SketchParams::new(p.k, p.window, Some(p.stride), p.sketch_size, p.hash_seed) {
@@ -811,7 +804,9 @@ mod tests {
         ];
         for (expected, change) in cases {
             match open_fixed(&with_header(&seed(), change), Verify::Metadata) {
-                Err(e @ IndexError::Unsupported { .. }) => assert!(e.to_string().contains(expected), "{e}"),
+                Err(e @ (IndexError::UnsupportedHash { .. } | IndexError::UnsupportedKeyIndex { .. })) => {
+                    assert!(e.to_string().contains(expected), "{e}")
+                }
                 other => panic!("expected an unsupported index, got {:?}", other.err()),
             }
         }

@@ -8,6 +8,7 @@ use crate::taxonomy::TaxonomyError;
 use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BuildError {
     #[error(transparent)]
     Input(#[from] InputError),

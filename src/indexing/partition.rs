@@ -15,6 +15,7 @@ pub struct Partition {
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PartitionError {
     #[error("--partition {0}: expected I/N with 1 <= I <= N, such as 2/4")]
     Syntax(String),

@@ -59,6 +59,7 @@ impl fmt::Display for Format {
 }
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum InputError {
     #[error("{0}: no such file or directory")]
     NotFound(PathBuf),

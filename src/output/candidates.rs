@@ -236,6 +236,7 @@ pub fn fix_checksums(file: &mut [u8]) {
 
 /// What is wrong with a candidates file (the caller names the file).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CandidatesError {
     #[error("not a kmerdb candidates file")]
     NotCandidates,

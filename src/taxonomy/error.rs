@@ -11,6 +11,7 @@ use super::TaxId;
 
 /// Everything that can go wrong while loading a taxonomy, a sequence-id map, or building a tree.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TaxonomyError {
     /// A file could not be opened or read (this includes a corrupt gzip stream).
     #[error("cannot read {}", path.display())]

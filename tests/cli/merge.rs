@@ -185,7 +185,18 @@ fn merge_takes_exactly_the_parts_of_one_build() {
     };
     let (code, stderr) = merge(&[&two[1], &two[0]]);
     assert_eq!(code, Some(0), "{stderr}");
+    // Part 2 classified with another --hitmin: the setting and both values are named.
+    let other_hitmin = d.join("a2.hitmin5.cand");
+    kmerdb()
+        .args(["classify", "-q", "-o", "/dev/null", "--hitmin", "5", "-d"])
+        .arg(d.join("a2.db"))
+        .arg(data().join("reads/single.fa"))
+        .arg("--candidates-out")
+        .arg(&other_hitmin)
+        .assert()
+        .success();
     for (parts, says) in [
+        (vec![&two[0], &other_hitmin], "classified with different --hitmin (3 against 5)"),
         (vec![&two[0]], "part 2/2 of the build is missing"),
         (vec![&two[0], &two[0]], "are the same part"),
         (vec![&two[0], &three[1], &three[2]], "not parts of one partitioned build"),
