@@ -96,10 +96,11 @@ struct DeviceCandidate {
     first_window: u32,
     last_window: u32,
 }
-// SAFETY: plain old data with the layout of the CUDA struct; all zeros is a valid value.
+// SAFETY: plain old data with the layout of the CUDA struct.
 unsafe impl DeviceRepr for DeviceCandidate {}
 // Kernels read it as `struct Candidate` (cuda/classify.cuh), which asserts the same size.
 const _: () = assert!(std::mem::size_of::<DeviceCandidate>() == 16);
+// SAFETY: four `u32`s: all zeros is a valid value (the empty candidate).
 unsafe impl cudarc::driver::ValidAsZeroBits for DeviceCandidate {}
 
 /// What a batch's hit lists (Kraken's last column) come back as.

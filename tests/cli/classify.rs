@@ -668,6 +668,7 @@ fn cpu_and_wall(args: &[&std::ffi::OsStr]) -> (f64, f64) {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
+    // SAFETY: `rusage` is plain integers and timevals: all zeros is a valid value.
     let (mut status, mut usage) = (0, unsafe { std::mem::zeroed::<libc::rusage>() });
     // SAFETY: waits for our own child, filling the two values given.
     let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };

@@ -5,7 +5,6 @@ mod bracken;
 mod build;
 mod classify;
 mod clobber;
-mod code_rules;
 mod download;
 mod faults;
 mod info;
