@@ -53,3 +53,5 @@ pub mod synth;
 pub mod taxonomy;
 pub mod temp_files;
 pub mod terminal;
+#[cfg(test)]
+mod test_support;

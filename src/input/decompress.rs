@@ -1380,11 +1380,7 @@ mod tests {
         out
     }
 
-    fn gzip(data: &[u8]) -> Vec<u8> {
-        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
-        enc.write_all(data).unwrap();
-        enc.finish().unwrap()
-    }
+    use crate::test_support::gzip;
 
     /// A gzip member with every optional header field (extra, name, comment, header CRC).
     fn gzip_full_header(data: &[u8]) -> Vec<u8> {

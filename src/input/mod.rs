@@ -471,13 +471,9 @@ mod tests {
 
     #[test]
     fn truncated_gzip_is_an_error() {
-        use std::io::Write;
         let dir = tempfile::tempdir().unwrap();
-        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-        for i in 0..2000 {
-            writeln!(enc, ">s{i}\n{}", "ACGTTGCA".repeat(20)).unwrap();
-        }
-        let bytes = enc.finish().unwrap();
+        let text: String = (0..2000).map(|i| format!(">s{i}\n{}\n", "ACGTTGCA".repeat(20))).collect();
+        let bytes = crate::test_support::gzip(text.as_bytes());
         let p = write(dir.path(), "cut.fa.gz", &bytes[..bytes.len() / 2]);
         let mut r = SeqReader::open(&Source::File(p)).unwrap();
         let err = loop {

@@ -847,12 +847,9 @@ mod tests {
         assert_eq!(got.len(), 300_000);
         assert!(got.iter().enumerate().all(|(i, r)| r.0 == format!("read{i}")));
         // Two gzip members, as `cat a.gz b.gz` makes.
-        use std::io::Write;
         let mut gz = Vec::new();
         for part in [&text[..text.len() / 2 - 7], &text[text.len() / 2 - 7..]] {
-            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-            e.write_all(part.as_bytes()).unwrap();
-            gz.extend(e.finish().unwrap());
+            gz.extend(crate::test_support::gzip(part.as_bytes()));
         }
         let mut s = stream(dir.path(), "many.fq.gz", &gz).unwrap();
         assert_eq!(all(&mut s).unwrap(), got);
@@ -898,12 +895,8 @@ mod tests {
             }
         }
         // A truncated gzip file is an error, not a short file.
-        use std::io::Write;
-        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-        for i in 0..20_000 {
-            writeln!(e, "@r{i}\nACGTACGTAC\n+\nIIIIIIIIII").unwrap();
-        }
-        let gz = e.finish().unwrap();
+        let text: String = (0..20_000).map(|i| format!("@r{i}\nACGTACGTAC\n+\nIIIIIIIIII\n")).collect();
+        let gz = crate::test_support::gzip(text.as_bytes());
         let mut s = stream(dir.path(), "cut.fq.gz", &gz[..gz.len() / 2]).unwrap();
         let err = all(&mut s).unwrap_err().to_string();
         assert!(err.contains("cut.fq.gz") && err.contains("truncated"), "{err}");

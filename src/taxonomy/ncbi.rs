@@ -651,7 +651,6 @@ fn parse_merged(path: &Path) -> Result<TaxidMap<TaxId>, TaxonomyError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
 
     /// root → cellular organisms → Bacteria → Pseudomonadota → Gammaproteobacteria
     /// → Enterobacterales → Enterobacteriaceae → Escherichia → E. coli → K-12 → MG1655,
@@ -700,10 +699,7 @@ mod tests {
     }
 
     fn write_gz(dir: &Path, name: &str, text: &str) {
-        let file = std::fs::File::create(dir.join(name)).expect("create fixture");
-        let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::fast());
-        gz.write_all(text.as_bytes()).expect("write fixture");
-        gz.finish().expect("finish gzip");
+        crate::test_support::write_gz(dir, name, text);
     }
 
     fn check_fixture(tax: &NcbiTaxonomy) {

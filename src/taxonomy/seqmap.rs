@@ -266,7 +266,6 @@ fn strip_version(id: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
 
     fn write_plain(dir: &Path, name: &str, text: &str) -> PathBuf {
         let path = dir.join(name);
@@ -274,14 +273,7 @@ mod tests {
         path
     }
 
-    fn write_gz(dir: &Path, name: &str, text: &str) -> PathBuf {
-        let path = dir.join(name);
-        let file = std::fs::File::create(&path).expect("create fixture");
-        let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::fast());
-        gz.write_all(text.as_bytes()).expect("write fixture");
-        gz.finish().expect("finish gzip");
-        path
-    }
+    use crate::test_support::write_gz;
 
     #[test]
     fn header_tags() {
