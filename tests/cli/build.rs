@@ -149,13 +149,13 @@ fn accession2taxid_maps_are_read() {
         .success();
 }
 
-/// Runs a build that must fail: a non-zero exit, a message containing each of `expect`, and no
-/// index (nor temporary file) left in `dir`.
-fn fails(dir: &Path, args: &[&std::ffi::OsStr], expect: &[&str]) {
+/// Runs a build that must fail: exit `code` (2: bad usage, 1: bad input or a failed write), a
+/// message containing each of `expect`, and no index (nor temporary file) left in `dir`.
+fn fails(dir: &Path, code: i32, args: &[&std::ffi::OsStr], expect: &[&str]) {
     let before = listing(dir);
     let out = kmerdb().current_dir(dir).arg("build").args(args).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "expected failure, got success: {stderr}");
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
     for e in expect {
         assert!(stderr.contains(e), "message lacks {e:?}: {stderr}");
     }
@@ -191,19 +191,24 @@ fn bad_inputs_fail_clearly_and_leave_no_index() {
     std::fs::write(d.join("tax/nodes.dmp"), nodes).unwrap();
     std::fs::create_dir(d.join("readonly")).unwrap();
 
-    fails(d, &[os("nope.fa")], &["nope.fa", "no such file"]);
-    fails(d, &[empty.as_os_str()], &["empty.fa", "empty"]);
-    fails(d, &[text.as_os_str()], &["notes.fa", "not a FASTA"]);
-    fails(d, &[truncated.as_os_str()], &["cut.fna.gz", "truncated"]);
-    fails(d, &[fastq.as_os_str()], &["reads.fq", "record 1", "'r1'", "FASTQ"]);
-    fails(d, &[dup_a.as_os_str(), dup_b.as_os_str()], &["same_id", "dup_a.fa record 1", "dup_b.fa record 2"]);
+    fails(d, 1, &[os("nope.fa")], &["nope.fa", "no such file"]);
+    fails(d, 1, &[empty.as_os_str()], &["empty.fa", "empty"]);
+    fails(d, 1, &[text.as_os_str()], &["notes.fa", "not a FASTA"]);
+    fails(d, 1, &[truncated.as_os_str()], &["cut.fna.gz", "truncated"]);
+    fails(d, 1, &[fastq.as_os_str()], &["reads.fq", "record 1", "'r1'", "FASTQ"]);
+    fails(d, 1, &[dup_a.as_os_str(), dup_b.as_os_str()], &["same_id", "dup_a.fa record 1", "dup_b.fa record 2"]);
     let tax = data().join("taxonomy");
-    fails(d, &[os("--taxonomy"), tax.as_os_str(), bad_taxid.as_os_str()], &["badtaxid.fa", "record 1", "99999999"]);
+    fails(d, 1, &[os("--taxonomy"), tax.as_os_str(), bad_taxid.as_os_str()], &["badtaxid.fa", "record 1", "99999999"]);
     let badtax = d.join("tax");
-    fails(d, &[os("--taxonomy"), badtax.as_os_str(), lambda.as_os_str()], &["nodes.dmp", "line"]);
-    fails(d, &[os("-k"), os("33"), lambda.as_os_str()], &["k must be between 1 and 32"]);
-    fails(d, &[os("-k"), os("20"), os("-w"), os("19"), lambda.as_os_str()], &["window (19) must be at least k (20)"]);
-    fails(d, &[os("-d"), os("missing/dir/x.db"), lambda.as_os_str()], &["missing/dir", "does not exist"]);
+    fails(d, 1, &[os("--taxonomy"), badtax.as_os_str(), lambda.as_os_str()], &["nodes.dmp", "line"]);
+    fails(d, 2, &[os("-k"), os("33"), lambda.as_os_str()], &["k must be between 1 and 32"]);
+    fails(
+        d,
+        2,
+        &[os("-k"), os("20"), os("-w"), os("19"), lambda.as_os_str()],
+        &["window (19) must be at least k (20)"],
+    );
+    fails(d, 1, &[os("-d"), os("missing/dir/x.db"), lambda.as_os_str()], &["missing/dir", "does not exist"]);
 
     // An unwritable directory (permissions do not bind root, so only check as a normal user).
     let ro = d.join("readonly");
@@ -212,7 +217,7 @@ fn bad_inputs_fail_clearly_and_leave_no_index() {
     std::fs::set_permissions(&ro, perms).unwrap();
     if tempfile::tempfile_in(&ro).is_err() {
         let target = ro.join("x.db");
-        fails(d, &[os("-d"), target.as_os_str(), lambda.as_os_str()], &["readonly", "not writable"]);
+        fails(d, 1, &[os("-d"), target.as_os_str(), lambda.as_os_str()], &["readonly", "not writable"]);
     }
 }
 

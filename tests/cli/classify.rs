@@ -327,13 +327,13 @@ fn reads_shorter_than_k_are_unclassified_not_errors() {
     assert_eq!(text.lines().count(), 2);
 }
 
-/// A classify run that must fail: non-zero exit, the expected words in the message, and no output
-/// file left in `dir`.
+/// A classify run that must fail: exit 1 (bad input, not bad usage), the expected words in the
+/// message, and no output file left in `dir`.
 fn fails(dir: &Path, cmd: &mut assert_cmd::Command, expect: &[&str]) {
     let before = listing(dir);
     let out = cmd.arg("-o").arg(dir.join("out.kraken")).arg("-r").arg(dir.join("out.kreport")).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "expected failure: {stderr}");
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
     for e in expect {
         assert!(stderr.contains(e), "message lacks {e:?}: {stderr}");
     }

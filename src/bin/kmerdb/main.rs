@@ -100,7 +100,10 @@ fn main() {
         // What failed, then each cause (the library's messages do not repeat their causes).
         let message = format!("{e:#}");
         eprintln!("kmerdb: error: {}", kmerdb::terminal::escape_controls(&message));
+        // Bad usage (exit 2): flags that contradict each other or values no run accepts (sketch
+        // parameters included: `SketchParams::new` is the library's check of the flags).
         let usage = e.downcast_ref::<UsageError>().is_some()
+            || e.downcast_ref::<kmerdb::sketch::ParamError>().is_some()
             || e.downcast_ref::<kmerdb::paths::PathClash>().is_some()
             || e.downcast_ref::<kmerdb::merge::MergeError>().is_some_and(|m| m.is_usage());
         std::process::exit(if usage { 2 } else { 1 });
