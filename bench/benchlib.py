@@ -322,13 +322,15 @@ def cmd_table(a):
         print('(no results)'); return
     print('| tool | read set | reads | classified | species sens | species prec | species F1 | '
           'genus sens | genus prec | genus F1 | family sens | family prec | family F1 | '
-          'classify wall | classify peak RSS |')
-    print('|---|---|---:|---:|' + '---:|' * 11)
+          'calls outside the family | classify wall | classify peak RSS |')
+    print('|---|---|---:|---:|' + '---:|' * 12)
     for r in rs:
         s = r['score']; k = s['ranks']
         cells = [r['tool'], r['set'], str(s['reads']), f"{100 * s['called'] / max(1, s['reads']):.2f}%"]
         for R in ('species', 'genus', 'family'):
             cells += [fmt(k[R]['sensitivity']), fmt(k[R]['precision']), fmt(k[R]['f1'])]
+        # Reads called in a family other than their own (issue 33's cross-family calls).
+        cells += [str(k['family']['wrong'])]
         cells += [fmt(r.get('wall_s'), 2) + ' s' if r.get('wall_s') is not None else '-', mb(r.get('rss_kb'))]
         print('| ' + ' | '.join(cells) + ' |')
     if any('build_wall_s' in r or 'index_bytes' in r for r in rs):
