@@ -11,8 +11,8 @@
 //! - [`hits`]: what a read's lookups found (candidates, hit runs), below both classifiers;
 //! - [`classify`]: reads → taxa; [`output`]: the files classification writes;
 //! - [`info`]: describing an index; [`bracken`]: Bracken's read distribution file;
-//! - [`slab_hash`]: the dynamic slab-list hash table of the GPU (`cuda/slab_hash.cuh`): its layout
-//!   and its CPU twin;
+//! - [`slab_hash`]: the dynamic slab-list hash table of the GPU (`cuda/slab_hash.cuh`, compiled as
+//!   a unit of its own, not into the commands' kernels): its layout and its CPU twin;
 //! - [`pipeline`]: stages on threads of their own joined by bounded queues (classify, merge, the
 //!   builds' shards, update);
 //! - [`paths`]: the files a command reads and writes, checked against each other before any work;

@@ -34,6 +34,13 @@ pub fn limits_source() -> String {
     expanded("limits.cuh")
 }
 
+/// The slab hash table's kernels (`slab_hash.cuh`), a unit of their own: no command uses the
+/// table (its tests and `kmerdb-gpu-bench` do), so `kmerdb`'s kernels do not carry it. Compiled
+/// and cached on first use by [`cubin_of`].
+pub fn slab_source() -> String {
+    expanded("slab_hash.cuh")
+}
+
 fn expanded(name: &str) -> String {
     let mut out = String::new();
     let mut seen = Vec::new();
@@ -153,15 +160,20 @@ pub fn cached() -> bool {
 /// and cached. Returns it and whether it came from the cache. A cache that cannot be written is
 /// only a slower start.
 pub fn cubin(arch: &str) -> Result<(Vec<u8>, bool), GpuError> {
+    cubin_of(&source(), "kmerdb.cu", arch)
+}
+
+/// [`cubin`] of another translation unit (`source`, named `name` in NVRTC's messages).
+pub fn cubin_of(source: &str, name: &str, arch: &str) -> Result<(Vec<u8>, bool), GpuError> {
     let (major, minor) = nvrtc_version()?;
-    let key = format!("{:016x}-{arch}-nvrtc{major}.{minor}", xxhash_rust::xxh3::xxh3_64(source().as_bytes()));
+    let key = format!("{:016x}-{arch}-nvrtc{major}.{minor}", xxhash_rust::xxh3::xxh3_64(source.as_bytes()));
     let path = cache_dir().map(|d| d.join(format!("kernels-{key}.cubin")));
     if let Some(p) = &path {
         if let Ok(bytes) = std::fs::read(p) {
             return Ok((bytes, true));
         }
     }
-    let bytes = compile(arch)?;
+    let bytes = compile_source(source, name, arch)?;
     if let Some(p) = &path {
         let stored = p.parent().map(std::fs::create_dir_all).transpose().ok().and_then(|_| {
             let dir = p.parent()?;
@@ -189,14 +201,15 @@ mod tests {
             s.contains("ENTRY_POINTS(32)")
                 && s.contains("__global__ void fill_lists")
                 && s.contains("void select_pass")
-                && s.contains("void slab_apply")
         );
+        assert!(!s.contains("slab_apply"), "the slab table's kernels are a unit of their own");
+        assert!(slab_source().contains("void slab_apply"));
     }
 
     /// The constants both sides define (`#define` in `cuda/`, `const` in Rust) agree.
     #[test]
     fn constants_shared_with_cuda_agree() {
-        let text = source() + &limits_source();
+        let text = source() + &limits_source() + &slab_source();
         let defined = |name: &str| -> u64 {
             let line = text
                 .lines()
@@ -267,6 +280,10 @@ mod tests {
             match compile_source(&limits_source(), "limits.cuh", arch) {
                 Ok(bytes) => assert!(bytes.len() > 1000, "{arch}, the benchmark's kernels: {} bytes", bytes.len()),
                 Err(e) => panic!("{arch}, the benchmark's kernels: {e}"),
+            }
+            match compile_source(&slab_source(), "slab_hash.cuh", arch) {
+                Ok(bytes) => assert!(bytes.len() > 1000, "{arch}, the slab table's kernels: {} bytes", bytes.len()),
+                Err(e) => panic!("{arch}, the slab table's kernels: {e}"),
             }
         }
         assert!(!source().contains("limit_cas"), "the benchmark's kernels are not kmerdb's");

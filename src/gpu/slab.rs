@@ -6,7 +6,8 @@ use crate::gpu::address::DevAddr;
 use crate::gpu::table::{fill_u32, max_threads};
 use crate::gpu::{Gpu, GpuError};
 use crate::slab_hash::{SLAB_BLOCK_SLABS, SLAB_EMPTY, SLAB_WORDS, SlabConfig, SlabMemory, SlabOp};
-use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaModule, CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
+use std::sync::Arc;
 
 /// Kernel view of a table; must match `struct SlabTable` in `cuda/slab_hash.cuh`. It holds
 /// device addresses, so it borrows the table it was made from: it cannot outlive the buffers.
@@ -37,6 +38,8 @@ pub enum Warps {
 /// A slab table on one GPU.
 pub struct DeviceSlabTable<'g> {
     gpu: &'g Gpu,
+    /// `cuda/slab_hash.cuh`, compiled for this GPU (`kernels::slab_source`: not in kmerdb's unit).
+    module: Arc<CudaModule>,
     config: SlabConfig,
     buckets: CudaSlice<u32>,
     pool: CudaSlice<u32>,
@@ -87,7 +90,10 @@ impl<'g> DeviceSlabTable<'g> {
         fill_u32(gpu, &mut pool, SLAB_EMPTY)?;
         let bitmaps = s.alloc_zeros::<u32>(config.blocks as usize * 32)?;
         let status = s.alloc_zeros::<u32>(1)?;
-        Ok(Self { gpu, config, buckets, pool, bitmaps, status })
+        let (cubin, _) =
+            crate::gpu::kernels::cubin_of(&crate::gpu::kernels::slab_source(), "slab_hash.cuh", &gpu.arch)?;
+        let module = gpu.ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin))?;
+        Ok(Self { gpu, module, config, buckets, pool, bitmaps, status })
     }
 
     pub fn config(&self) -> SlabConfig {
@@ -125,7 +131,7 @@ impl<'g> DeviceSlabTable<'g> {
         };
         let args = self.args();
         let n = batch.len as u64;
-        let f = self.gpu.function("slab_apply")?;
+        let f = self.module.load_function("slab_apply")?;
         let mut b = self.gpu.stream.launch_builder(&f);
         b.arg(&args).arg(&batch.ops).arg(&batch.keys).arg(&batch.values).arg(&n).arg(&mut batch.results);
         // SAFETY: `slab_apply` takes (SlabTable, ops, keys, values, n, results), each array of n
