@@ -25,6 +25,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod bracken;
+pub(crate) mod checked_str;
 pub mod classify;
 pub mod compute;
 pub mod download;

@@ -353,6 +353,10 @@ fn start_gpus<'g>(
     }
     let mut classifiers =
         crate::gpu::classify::GpuClassifier::on_gpus(gpus, index, params.max_candidates, params.insert_size)?;
+    // The next `--gpus all` judges the copy from the host by this one.
+    if let Some((bytes, seconds)) = classifiers.first().and_then(|c| c.timed_upload()) {
+        device_choice::record_upload(bytes, seconds);
+    }
     // The amino-acid stage's translation and k-mers run on the GPUs too; the host looks them up.
     if let Some(table) = index.protein().filter(|_| params.protein_hitmin > 0) {
         for c in &mut classifiers {

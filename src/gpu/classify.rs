@@ -768,6 +768,10 @@ pub struct DeviceShards {
     bases: Vec<ShardBases>,
     buckets: Vec<u64>,
     shard_words: Vec<u64>,
+    /// The copy from the host as (bytes, seconds), for the next `--gpus all` to judge the copy
+    /// rate by (`classify::device_choice`): only a copy from memory (not a read from the disk)
+    /// with no copies between GPUs, which are not timed apart.
+    pub timed_upload: Option<(u64, f64)>,
 }
 
 /// The device buffers a copy made, where each copy's shards start in them, and the bytes copied
@@ -821,17 +825,13 @@ impl DeviceShards {
         } else {
             Self::spread(gpus, &free, index, data, &starts, &entries)?
         };
-        // The next `--gpus all` judges the copy from the host by this one
-        // (`classify::device_choice`); copies between GPUs are not timed apart, so the time of a
-        // run that made some is left out.
-        if in_memory && !whole_on_each {
-            crate::classify::device_choice::record_upload(copied, started.elapsed().as_secs_f64());
-        }
+        let seconds = started.elapsed().as_secs_f64();
         Ok(Self {
             _buffers: buffers,
             bases,
             buckets: entries.iter().map(|e| e.buckets).collect(),
             shard_words: entries.iter().map(|e| e.words).collect(),
+            timed_upload: (in_memory && !whole_on_each).then_some((copied, seconds)),
         })
     }
 
@@ -1007,6 +1007,11 @@ impl<'g> GpuClassifier<'g> {
             .collect::<Result<Vec<_>, _>>()?;
         all[0].load_time = start.elapsed();
         Ok(all)
+    }
+
+    /// [`DeviceShards::timed_upload`] of the index this classifier reads.
+    pub fn timed_upload(&self) -> Option<(u64, f64)> {
+        self._shards.timed_upload
     }
 
     /// Lists every mate's amino-acid k-mers with `params` (the index's table's) from now on, for

@@ -23,10 +23,10 @@ pub struct Taxon {
     /// Its parent's taxid; the root (taxid 1) is its own parent.
     pub parent: TaxId,
     /// NCBI rank, e.g. `"species"` or `"no rank"`.
-    #[serde(deserialize_with = "crate::index::format::checked_str::string")]
+    #[serde(deserialize_with = "crate::checked_str::string")]
     pub rank: String,
     /// Scientific name.
-    #[serde(deserialize_with = "crate::index::format::checked_str::string")]
+    #[serde(deserialize_with = "crate::checked_str::string")]
     pub name: String,
 }
 
