@@ -91,6 +91,9 @@ pub enum MergeError {
     Output { path: String, source: std::io::Error },
     #[error("the parts' taxonomies do not join into one tree: {0}")]
     Taxonomy(String),
+    /// A setting no run accepts ([`MergeConfig::validate`]).
+    #[error("{0}")]
+    Setting(String),
 }
 
 impl MergeError {
@@ -107,6 +110,7 @@ impl MergeError {
                 | SamePart { .. }
                 | MissingParts { .. }
                 | Overlap { .. }
+                | Setting(_)
         )
     }
 }
@@ -153,7 +157,18 @@ const BATCH_READS: usize = 4096;
 /// part, checked to be the same reads), merging (each read's candidates and hit lists joined and
 /// decided, its Kraken line formatted; in parallel over the batch), writing (counts and lines, in
 /// order).
+impl MergeConfig {
+    /// The settings' ranges, named by their flags (`--confidence` between 0 and 1).
+    pub fn validate(&self) -> Result<(), MergeError> {
+        if !(0.0..=1.0).contains(&self.confidence) {
+            return Err(MergeError::Setting("--confidence must be between 0 and 1".into()));
+        }
+        Ok(())
+    }
+}
+
 pub fn merge(config: &MergeConfig) -> Result<MergeSummary, MergeError> {
+    config.validate()?;
     let mut parts = open_parts(&config.inputs)?;
     check_parts(&parts)?;
     let parts_k = parts[0].header.sketch.k;

@@ -137,7 +137,8 @@ pub struct Sample {
     pub outputs: SampleOutputs,
 }
 
-/// Checked settings of one classify run.
+/// Settings of one classify run; [`classify`] checks them ([`ClassifyConfig::validate`]) before
+/// any work, as the command's flags are checked.
 #[derive(Debug, Clone)]
 pub struct ClassifyConfig {
     pub db: PathBuf,
@@ -196,6 +197,9 @@ pub enum ClassifyError {
         "{0} has an amino-acid table (build --protein), whose stage `kmerdb merge` cannot redo: give --protein-hitmin 0 with --candidates-out"
     )]
     ProteinPartitions(String),
+    /// A setting no run accepts ([`ClassifyConfig::validate`]).
+    #[error("{0}")]
+    Setting(String),
 }
 
 /// What classifying one sample did.
@@ -233,11 +237,40 @@ fn warn_without_taxonomy(index: &Index) {
     }
 }
 
+impl ClassifyConfig {
+    /// The settings' ranges, named by their flags: shares between 0 and 1, at least one thread,
+    /// candidate and sample at once. The command reports a failure as bad usage.
+    pub fn validate(&self) -> Result<(), ClassifyError> {
+        let bad = |m: &str| Err(ClassifyError::Setting(m.to_string()));
+        for (flag, share) in
+            [("--confidence", self.confidence), ("--strain-margin", self.strain_margin), ("--hitdiff", self.hitdiff)]
+        {
+            if !(0.0..=1.0).contains(&share) {
+                return Err(ClassifyError::Setting(format!("{flag} must be between 0 and 1")));
+            }
+        }
+        if self.threads == 0 {
+            return bad("--threads must be at least 1");
+        }
+        if self.max_candidates == 0 {
+            return bad("--max-candidates must be at least 1");
+        }
+        if self.hitmin == Some(0) {
+            return bad("--hitmin must be at least 1");
+        }
+        if self.samples_at_once == Some(0) {
+            return bad("--samples-at-once must be at least 1");
+        }
+        Ok(())
+    }
+}
+
 /// Opens the index once and classifies every sample. `on_sample` is called after each sample.
 pub fn classify(
     config: &ClassifyConfig,
     on_sample: &mut (dyn FnMut(&SampleSummary) + Send),
 ) -> Result<ClassifySummary, ClassifyError> {
+    config.validate()?;
     let start = Instant::now();
     // The large sections are verified below, while the GPUs start.
     let index = Index::open(&config.db, Verify::Metadata)?;

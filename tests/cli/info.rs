@@ -87,11 +87,19 @@ fn errors_name_their_cause_once_and_usage_errors_exit_2() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert_eq!(stderr.matches("nope.db").count(), 1, "{stderr}");
     assert_eq!(stderr.matches("No such file").count(), 1, "{stderr}");
-    for flag in ["--threads", "--max-candidates"] {
+    for flag in ["--threads", "--max-candidates", "--hitmin"] {
         let out = kmerdb().args(["classify", "-d", "none.db", flag, "0", "reads.fq"]).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{flag} 0: {stderr}");
         assert!(stderr.contains(&format!("{flag} must be at least 1")), "{stderr}");
+    }
+    // Shares are checked by the library's `ClassifyConfig::validate` and `MergeConfig::validate`,
+    // which the command calls: the same message and exit 2.
+    for (command, flag) in [("classify", "--confidence"), ("classify", "--strain-margin"), ("merge", "--confidence")] {
+        let out = kmerdb().args([command, flag, "1.5", "-o", "out.kraken", "reads.fq"]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{command} {flag} 1.5: {stderr}");
+        assert!(stderr.contains(&format!("{flag} must be between 0 and 1")), "{stderr}");
     }
 }
 

@@ -216,18 +216,6 @@ pub fn classify(args: ClassifyArgs) -> Result<ClassifyConfig> {
     use kmerdb::classify::plan::{self, OutputNames, PlanError, ReadsGiven};
     use kmerdb::classify::{ClassifyConfig, SampleOutputs};
     let threads = compute_threads(&args.compute)?;
-    if args.max_candidates == 0 {
-        usage!("--max-candidates must be at least 1");
-    }
-    if !(0.0..=1.0).contains(&args.confidence) {
-        usage!("--confidence must be between 0 and 1");
-    }
-    if !(0.0..=1.0).contains(&args.strain_margin) {
-        usage!("--strain-margin must be between 0 and 1");
-    }
-    if !(0.0..=1.0).contains(&args.hitdiff) {
-        usage!("--hitdiff must be between 0 and 1");
-    }
     let usage = |e: PlanError| -> anyhow::Error {
         match e {
             PlanError::Usage(m) => UsageError(m).into(),
@@ -289,6 +277,8 @@ pub fn classify(args: ClassifyArgs) -> Result<ClassifyConfig> {
         progress: None,
         samples_at_once: args.samples_at_once,
     };
+    // The library's own check of its settings: bad usage here.
+    config.validate().map_err(|e| UsageError(e.to_string()))?;
     Ok(config)
 }
 
@@ -326,9 +316,6 @@ pub fn merge(args: MergeArgs) -> Result<kmerdb::merge::MergeConfig> {
         let first = args.inputs[0].file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         first.split('.').next().unwrap_or("sample").to_string()
     });
-    if !(0.0..=1.0).contains(&args.confidence) {
-        usage!("--confidence must be between 0 and 1");
-    }
     let config = kmerdb::merge::MergeConfig {
         inputs: args.inputs,
         kraken,
@@ -344,6 +331,7 @@ pub fn merge(args: MergeArgs) -> Result<kmerdb::merge::MergeConfig> {
         report_zero_counts: args.report_zero_counts,
         confidence: args.confidence,
     };
+    config.validate().map_err(|e| UsageError(e.to_string()))?;
     Ok(config)
 }
 
