@@ -189,7 +189,7 @@ pub fn merge(config: &MergeConfig) -> Result<MergeSummary, MergeError> {
         names: config.use_names.then_some(&tree),
         lines: config.kraken.clone(),
     };
-    let mut counts = Counts::default();
+    let mut counts = Tallies::default();
     let mut reader = Reader { parts, reads: 0 };
     std::thread::scope(|scope| {
         let (mut pipeline, read) = Pipeline::source(scope, "reading", 1, || reader.next_batch());
@@ -574,13 +574,13 @@ struct Scratch {
 
 /// The writing stage's tallies.
 #[derive(Default)]
-struct Counts {
+struct Tallies {
     direct: HashMap<TaxId, u64>,
     reads: u64,
     unclassified: u64,
 }
 
-impl Counts {
+impl Tallies {
     /// Counts a merged batch and writes its lines.
     fn write(&mut self, m: Merged, kraken: &mut Option<(output::Output, PathBuf)>) -> Result<(), MergeError> {
         for taxid in m.taxids {

@@ -20,7 +20,7 @@ pub enum Use {
 
 /// One file of a command, with the flag (or argument name) that named it.
 #[derive(Debug, Clone)]
-struct Named {
+struct NamedFile {
     flag: String,
     path: PathBuf,
     usage: Use,
@@ -41,7 +41,7 @@ pub struct PathClash {
 /// file of the plan.
 #[derive(Debug, Default)]
 pub struct FilePlan {
-    files: Vec<Named>,
+    files: Vec<NamedFile>,
 }
 
 /// What a path names, for comparison.
@@ -60,20 +60,20 @@ impl FilePlan {
 
     /// A file the command reads, named by `flag`.
     pub fn reads(&mut self, flag: impl Into<String>, path: &Path) -> &mut Self {
-        self.files.push(Named { flag: flag.into(), path: path.to_path_buf(), usage: Use::Reads });
+        self.files.push(NamedFile { flag: flag.into(), path: path.to_path_buf(), usage: Use::Reads });
         self
     }
 
     /// A file the command writes (replaces), named by `flag`.
     pub fn writes(&mut self, flag: impl Into<String>, path: &Path) -> &mut Self {
-        self.files.push(Named { flag: flag.into(), path: path.to_path_buf(), usage: Use::Writes });
+        self.files.push(NamedFile { flag: flag.into(), path: path.to_path_buf(), usage: Use::Writes });
         self
     }
 
     /// The first output that names the same file as an input or an earlier output, if any.
     pub fn check(&self) -> Result<(), PathClash> {
         let ids: Vec<Option<Identity>> = self.files.iter().map(|f| identity(&f.path, f.usage)).collect();
-        let stdout = |f: &Named| f.usage == Use::Writes && is_stdio(&f.path);
+        let stdout = |f: &NamedFile| f.usage == Use::Writes && is_stdio(&f.path);
         for (i, out) in self.files.iter().enumerate().filter(|(_, f)| f.usage == Use::Writes) {
             let Some(id) = &ids[i] else { continue };
             // Every input, and every output named before this one (`-` and `-` are one stream, not

@@ -582,7 +582,7 @@ struct Run<'a> {
 }
 
 /// A sample's calls: reads per taxon (0 left out), reads, unclassified reads.
-struct Counts {
+struct SampleCounts {
     direct: HashMap<TaxId, u64>,
     total: u64,
     unclassified: u64,
@@ -660,7 +660,7 @@ impl Run<'_> {
             Some(s) => s,
             None => ReadStream::with_read_ahead(sample.reads.clone(), self.pool.clone(), read_ahead(self.on_gpus()))?,
         };
-        let Counts { direct, total, unclassified } = self.batches(&sample.name, stream, &mut outs)?;
+        let SampleCounts { direct, total, unclassified } = self.batches(&sample.name, stream, &mut outs)?;
         let finishing_outputs = Instant::now();
         let tree = self.index.taxonomy();
         let summaries = output::Summaries {
@@ -740,7 +740,7 @@ impl Run<'_> {
 
     /// Classifies a sample's reads batch by batch through the pipeline's stages, writing the
     /// per-read outputs into `outs`; returns the counts.
-    fn batches(&self, name: &str, mut stream: ReadStream, outs: &mut Outputs) -> Result<Counts, ClassifyError> {
+    fn batches(&self, name: &str, mut stream: ReadStream, outs: &mut Outputs) -> Result<SampleCounts, ClassifyError> {
         let want = Wanted {
             lines: outs.kraken.is_some(),
             candidates: outs.candidates.is_some(),
@@ -820,7 +820,7 @@ impl Run<'_> {
         }
         (outs.kraken, outs.candidates) = (kraken, candidates_out);
         log::debug!("{name}: {}; each stage on a thread of its own", pipeline::describe(&times));
-        Ok(Counts { direct, total, unclassified })
+        Ok(SampleCounts { direct, total, unclassified })
     }
 
     fn on_gpus(&self) -> bool {

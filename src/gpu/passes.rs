@@ -129,7 +129,7 @@ enum Held {
 }
 
 /// One batch's pairs for one owner.
-struct Block {
+struct PairBlock {
     held: Held,
     pairs: u64,
     /// For blocks sorted by shard: where each shard's pairs start, and the end.
@@ -138,7 +138,7 @@ struct Block {
 
 /// The blocks a GPU owns.
 struct Owner {
-    blocks: Vec<Block>,
+    blocks: Vec<PairBlock>,
     device_bytes: u64,
     device_budget: u64,
     /// A stream on this GPU per sending GPU, for the copies from it.
@@ -454,7 +454,7 @@ impl<'g> PassBuild<'g> {
                 let copied = recv.record_event(None).map_err(GpuError::from)?;
                 split.wait(&copied).map_err(GpuError::from)?;
                 owner.device_bytes += bytes;
-                owner.blocks.push(Block { held: Held::Device(dst), pairs: count, shard_start: Vec::new() });
+                owner.blocks.push(PairBlock { held: Held::Device(dst), pairs: count, shard_start: Vec::new() });
                 return Ok(());
             }
         }
@@ -495,7 +495,7 @@ impl<'g> PassBuild<'g> {
             Held::Spilled(off.spill(gpu, &split, &sorted, count)?)
         };
         let mut owner = self.owners[d].lock().expect("no GPU batch panicked");
-        owner.blocks.push(Block { held, pairs: count, shard_start });
+        owner.blocks.push(PairBlock { held, pairs: count, shard_start });
         Ok(())
     }
 
@@ -836,7 +836,7 @@ impl PassBuild<'_> {
     fn copy_in(
         &self,
         gpu: &Gpu,
-        block: &Block,
+        block: &PairBlock,
         range: std::ops::Range<usize>,
         staging: &mut Option<HostBuffer<u64>>,
     ) -> Result<Option<CudaSlice<u64>>, BuildError> {

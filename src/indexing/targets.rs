@@ -41,7 +41,7 @@ pub fn resolve(
     let order = name_order(raw, sources)?;
     let taxids = given_taxids(raw, &order, sources, taxonomy, seqid_map)?;
     let without_taxid = left_out(raw, &order, &taxids, taxonomy.is_some(), strict)?;
-    let named = order.iter().zip(&taxids).map(|(&i, &taxid)| Named {
+    let named = order.iter().zip(&taxids).map(|(&i, &taxid)| Unnumbered {
         name: &raw[i].name,
         taxid,
         length: raw[i].length,
@@ -177,7 +177,7 @@ pub fn left_out(
 }
 
 /// A sequence before numbering: its name, the taxid it was given (resolved), its size.
-pub struct Named<'a> {
+pub struct Unnumbered<'a> {
     pub name: &'a str,
     pub taxid: Option<TaxId>,
     pub length: u64,
@@ -189,7 +189,7 @@ pub struct Named<'a> {
 /// id) when there is none. Returns the targets and each sequence's id. (`kmerdb update` numbers
 /// the old targets and the added ones together here, as a build of them all would.)
 pub fn number<'a>(
-    named: impl Iterator<Item = Named<'a>>,
+    named: impl Iterator<Item = Unnumbered<'a>>,
     with_taxonomy: bool,
 ) -> Result<(Vec<TargetInfo>, Vec<Option<u32>>), BuildError> {
     let (mut targets, mut ids) = (Vec::new(), Vec::new());

@@ -23,7 +23,7 @@ use crate::index::{GlobalWindows, Index, IndexFile, IndexWriter, LocationLayout,
 use crate::indexing::condense::{self, Clades, Condensed, ShardStats, WindowMap};
 use crate::indexing::error::BuildError;
 use crate::indexing::sketching::{self, RawTarget};
-use crate::indexing::targets::{self, Named, SYNTHETIC_TAXID_BASE};
+use crate::indexing::targets::{self, SYNTHETIC_TAXID_BASE, Unnumbered};
 use crate::input::Source;
 use crate::sketch::Feature;
 use crate::taxonomy::{NcbiTaxonomy, SeqIdMap, TaxId, Taxon};
@@ -283,14 +283,14 @@ impl Renumbered {
         let taxids = targets::given_taxids(raw, &order, &config.add, taxonomy, seqid_map)?;
         let without_taxid = targets::left_out(raw, &order, &taxids, taxonomy.is_some(), config.strict)?;
         let ncbi = old.header().taxonomy == TaxonomySource::Ncbi;
-        let mut named: Vec<(Named<'_>, Origin)> = Vec::with_capacity(old.targets().len() + raw.len());
+        let mut named: Vec<(Unnumbered<'_>, Origin)> = Vec::with_capacity(old.targets().len() + raw.len());
         for (i, t) in old.targets().iter().enumerate().filter(|(i, _)| !removed[*i]) {
             let taxid = old_taxid(config, t, ncbi, taxonomy)?;
-            named.push((Named { name: &t.name, taxid, length: t.length, windows: t.windows }, Origin::Old(i)));
+            named.push((Unnumbered { name: &t.name, taxid, length: t.length, windows: t.windows }, Origin::Old(i)));
         }
         for (&i, &taxid) in order.iter().zip(&taxids) {
             let t = &raw[i];
-            named.push((Named { name: &t.name, taxid, length: t.length, windows: t.windows }, Origin::Added(i)));
+            named.push((Unnumbered { name: &t.name, taxid, length: t.length, windows: t.windows }, Origin::Added(i)));
         }
         named.sort_by(|a, b| a.0.name.cmp(b.0.name));
         if let Some(pair) = named.windows(2).find(|p| p[0].0.name == p[1].0.name) {

@@ -257,14 +257,14 @@ fn decoder(
         Compression::Bgzf => Box::new(Parallel::bgzf(s, r, pool, tuning)),
         Compression::Bzip2 => {
             let inner = bzip2::bufread::MultiBzDecoder::new(BufReader::with_capacity(READ_BUF, r));
-            Box::new(Named { source: s, what: "bzip2", inner })
+            Box::new(NamingReader { source: s, what: "bzip2", inner })
         }
         Compression::Xz => {
             let inner = liblzma::bufread::XzDecoder::new_multi_decoder(BufReader::with_capacity(READ_BUF, r));
-            Box::new(Named { source: s, what: "xz", inner })
+            Box::new(NamingReader { source: s, what: "xz", inner })
         }
         Compression::Zstd => match zstd::stream::read::Decoder::with_buffer(BufReader::with_capacity(READ_BUF, r)) {
-            Ok(inner) => Box::new(Named { source: s, what: "zstd", inner }),
+            Ok(inner) => Box::new(NamingReader { source: s, what: "zstd", inner }),
             Err(e) => return Box::new(Sticky { inner: io::empty(), failed: Some((e.kind(), e.to_string())) }),
         },
     };
@@ -453,13 +453,13 @@ fn truncated(source: &Source, what: String, detail: impl fmt::Display) -> io::Er
 }
 
 /// A reader whose errors name the file (bzip2, xz and zstd).
-struct Named<R> {
+struct NamingReader<R> {
     source: Source,
     what: &'static str,
     inner: R,
 }
 
-impl<R: Read> Read for Named<R> {
+impl<R: Read> Read for NamingReader<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.inner.read(buf).map_err(|e| {
             if e.get_ref().is_some_and(|inner| inner.is::<InputError>()) {
@@ -1085,7 +1085,7 @@ struct JobSink {
 // BGZF
 
 /// One BGZF block inside a batch.
-struct Block {
+struct BgzfBlock {
     range: std::ops::Range<usize>,
     number: u64,
     at: u64,
@@ -1111,7 +1111,7 @@ fn cut_bgzf(source: Source, r: Box<dyn Read + Send>, sink: JobSink, tuning: Tuni
                 Ok(BlockRead::Block) => {
                     number += 1;
                     pos += (batch.len() - start) as u64;
-                    blocks.push(Block { range: start..batch.len(), number, at });
+                    blocks.push(BgzfBlock { range: start..batch.len(), number, at });
                 }
                 Ok(BlockRead::NotBgzf) => {
                     not_bgzf = Some(batch.split_off(start));
@@ -1199,7 +1199,7 @@ fn read_bgzf_block(r: &mut impl BufRead, batch: &mut Vec<u8>) -> io::Result<Bloc
 }
 
 /// Inflates a batch of BGZF blocks, checking each one's CRC32 and size.
-fn decode_bgzf(source: &Source, batch: &[u8], blocks: &[Block], inf: &mut Inflater) -> Outcome {
+fn decode_bgzf(source: &Source, batch: &[u8], blocks: &[BgzfBlock], inf: &mut Inflater) -> Outcome {
     let mut data = Vec::with_capacity(blocks.len() * BGZF_MAX_ISIZE);
     for b in blocks {
         let block = &batch[b.range.clone()];
