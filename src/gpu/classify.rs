@@ -295,7 +295,6 @@ pub fn classify_on(
 pub struct PackedBatch {
     parts: Vec<Packed>,
     chunk: usize,
-    packing: Duration,
 }
 
 /// A batch's reads as the packer takes them: read `r`'s mate `m`, each read with the same
@@ -329,7 +328,6 @@ impl Reads for [&[&[u8]]] {
 pub fn pack_on<R: Reads + ?Sized>(classifiers: &[GpuClassifier], reads: &R) -> Result<PackedBatch, GpuError> {
     let n = reads.count();
     let chunk = n.div_ceil(classifiers.len()).max(1);
-    let t = Instant::now();
     // A GPU whose share would be empty gets no part (the parts are found by read / chunk).
     let parts: Vec<Packed> = classifiers
         .iter()
@@ -337,15 +335,15 @@ pub fn pack_on<R: Reads + ?Sized>(classifiers: &[GpuClassifier], reads: &R) -> R
         .take(n.div_ceil(chunk))
         .map(|(i, c)| c.pack(reads, i * chunk..((i + 1) * chunk).min(n)))
         .collect::<Result<_, _>>()?;
-    Ok(PackedBatch { parts, chunk, packing: t.elapsed() })
+    Ok(PackedBatch { parts, chunk })
 }
 
 /// Uploads and classifies a packed batch, each GPU its share on a thread of its own.
 pub fn run_on(classifiers: &[GpuClassifier], packed: PackedBatch, hit_lists: HitLists) -> Result<GpuResults, GpuError> {
-    let PackedBatch { parts, chunk, packing } = packed;
+    let PackedBatch { parts, chunk } = packed;
     let parts = std::thread::scope(|scope| {
         let jobs: Vec<_> =
-            classifiers.iter().zip(parts).map(|(c, p)| scope.spawn(move || c.run(p, hit_lists, packing))).collect();
+            classifiers.iter().zip(parts).map(|(c, p)| scope.spawn(move || c.run(p, hit_lists))).collect();
         jobs.into_iter().map(|j| j.join().expect("a GPU batch does not panic")).collect::<Result<Vec<_>, _>>()
     })?;
     Ok(GpuResults { parts, chunk })
@@ -362,6 +360,10 @@ pub struct Packed {
     read_mates: Vec<usize>,
     /// Per read: the windows of its candidate range.
     range: Vec<u32>,
+    /// How long packing this share took. Each GPU's share is timed on its own: the stage times
+    /// are summed over GPUs, and adding the whole batch's packing to each share counted it once
+    /// per GPU (on 2 GPUs, 10.1 s of "packing and upload" against 5.1 s on one).
+    packing: Duration,
 }
 
 /// How many features a mate of `len` bases has room for: every window's sketch for long mates,
@@ -1035,9 +1037,8 @@ impl<'g> GpuClassifier<'g> {
 
     /// The candidates (and the hit lists `hit_lists` asks for) of each read, given as its mates.
     pub fn classify(&self, reads: &[&[&[u8]]], hit_lists: HitLists) -> Result<GpuBatch, GpuError> {
-        let t = Instant::now();
         let packed = self.pack(reads, 0..reads.len())?;
-        self.run(packed, hit_lists, t.elapsed())
+        self.run(packed, hit_lists)
     }
 
     /// Packs reads `range` of `reads` into this GPU's pinned staging memory: per mate where its
@@ -1048,6 +1049,7 @@ impl<'g> GpuClassifier<'g> {
     /// (milliseconds each): packing on one thread, or in several parallel passes, held the
     /// packing stage to 35-40 ms a batch on an H100 host.
     pub fn pack<R: Reads + ?Sized>(&self, reads: &R, range: std::ops::Range<usize>) -> Result<Packed, GpuError> {
+        let started = Instant::now();
         use rayon::prelude::*;
         const GROUP: usize = 4096;
         let p = &self.sketch;
@@ -1133,14 +1135,22 @@ impl<'g> GpuClassifier<'g> {
                 }
             });
         }
-        Ok(Packed { staging, bases, offset, len, feature_first, read_mates, range: read_range })
+        Ok(Packed {
+            staging,
+            bases,
+            offset,
+            len,
+            feature_first,
+            read_mates,
+            range: read_range,
+            packing: started.elapsed(),
+        })
     }
 
-    /// Uploads a packed share, runs the kernels and downloads the results; `packing` is the time
-    /// its packing took, for the stage times.
-    pub fn run(&self, packed: Packed, hit_lists: HitLists, packing: Duration) -> Result<GpuBatch, GpuError> {
+    /// Uploads a packed share, runs the kernels and downloads the results.
+    pub fn run(&self, packed: Packed, hit_lists: HitLists) -> Result<GpuBatch, GpuError> {
         let s = &self.gpu.stream;
-        let Packed { staging, bases, offset, len, feature_first, read_mates, range } = packed;
+        let Packed { staging, bases, offset, len, feature_first, read_mates, range, packing } = packed;
         let n_reads = read_mates.len() as u64 - 1;
         if n_reads == 0 {
             self.staging.lock().expect("no batch panicked").push(staging);
