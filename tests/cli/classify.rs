@@ -145,15 +145,10 @@ fn single_end_fasta_stdin_and_names() {
 /// as several members (`cat a.gz b.gz`), and zstd give the plain file's lines.
 #[test]
 fn compressed_stdin_equals_the_file() {
-    use std::io::Write;
     let single = data().join("reads/single.fa");
     let plain = std::fs::read(&single).unwrap();
     let want = classify().arg(&single).output().unwrap().stdout;
-    let gzip = |bytes: &[u8]| {
-        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-        e.write_all(bytes).unwrap();
-        e.finish().unwrap()
-    };
+    let gzip = crate::gzip;
     let half = plain.len() / 2;
     let members = [gzip(&plain[..half]), gzip(&plain[half..])].concat();
     let zst = zstd::encode_all(&plain[..], 3).unwrap();

@@ -182,12 +182,7 @@ fn make_mirror(root: &Path) -> Vec<MirrorGenome> {
     let ar = "GB_GCA_900000001.1\td__Archaea;p__Methanobacteriota;c__Methanobacteria;o__Methanobacteriales;f__Methanobacteriaceae;g__Methanobrevibacter;s__Methanobrevibacter smithii\n";
     std::fs::create_dir_all(root.join("gtdb")).unwrap();
     for (file, text) in [("bac120_taxonomy.tsv.gz", bac.as_str()), ("ar53_taxonomy.tsv.gz", ar)] {
-        let mut gz = flate2::write::GzEncoder::new(
-            std::fs::File::create(root.join("gtdb").join(file)).unwrap(),
-            Default::default(),
-        );
-        gz.write_all(text.as_bytes()).unwrap();
-        gz.finish().unwrap();
+        std::fs::write(root.join("gtdb").join(file), crate::gzip(text.as_bytes())).unwrap();
     }
     genomes
 }

@@ -112,6 +112,14 @@ pub fn genome_files() -> Vec<PathBuf> {
     files
 }
 
+/// `bytes` as one gzip member.
+pub fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(bytes).unwrap();
+    e.finish().unwrap()
+}
+
 /// Decompressed text of a gzipped file.
 pub fn gunzip(path: &Path) -> String {
     use std::io::Read;
