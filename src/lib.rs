@@ -13,7 +13,7 @@
 //! - [`info`]: describing an index; [`bracken`]: Bracken's read distribution file;
 //! - [`slab_hash`]: the dynamic slab-list hash table of the GPU (`cuda/slab_hash.cuh`, compiled as
 //!   a unit of its own, not into the commands' kernels): its layout and its CPU twin;
-//! - [`pipeline`]: stages on threads of their own joined by bounded queues (classify, merge, the
+//! - `pipeline`: stages on threads of their own joined by bounded queues (classify, merge, the
 //!   builds' shards, update);
 //! - [`paths`]: the files a command reads and writes, checked against each other before any work;
 //! - [`temp_files`]: temporary files, named per process and removed on error, signal or next run.
@@ -44,7 +44,7 @@ pub mod mapped;
 pub mod merge;
 pub mod output;
 pub mod paths;
-pub mod pipeline;
+pub(crate) mod pipeline;
 pub mod protein;
 pub mod replacing;
 pub mod resources;

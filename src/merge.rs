@@ -153,7 +153,7 @@ const BATCH_READS: usize = 4096;
 
 /// Merges the parts; writes the outputs asked for.
 ///
-/// Three stages on the [`pipeline`](crate::pipeline): reading (a batch of records from every
+/// Three stages on the `pipeline`: reading (a batch of records from every
 /// part, checked to be the same reads), merging (each read's candidates and hit lists joined and
 /// decided, its Kraken line formatted; in parallel over the batch), writing (counts and lines, in
 /// order).
