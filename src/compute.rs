@@ -55,7 +55,7 @@ impl ProbeGroup {
     /// Every size there is a kernel for.
     pub const ALL: [ProbeGroup; 6] =
         [ProbeGroup(1), ProbeGroup(2), ProbeGroup(4), ProbeGroup(8), ProbeGroup(16), ProbeGroup(32)];
-    /// The default: 4 threads a key (BENCHMARKS.md, "GPU build").
+    /// The default: 4 threads a key (bench/results/HISTORY.md, "GPU build").
     pub const DEFAULT: ProbeGroup = ProbeGroup(4);
 
     /// `threads` as a group size, if it is one of [`ProbeGroup::ALL`].

@@ -21,7 +21,7 @@
 //! species, where MetaCache (which drops such features) leaves it unclassified.
 //!
 //! Where kmerdb departs from MetaCache's defaults, measured on the mock and on held-out strains
-//! (BENCHMARKS.md): `hitdiff` is a relative tolerance, 0 by default (only candidates tied with the
+//! (bench/results/HISTORY.md): `hitdiff` is a relative tolerance, 0 by default (only candidates tied with the
 //! best join the LCA; MetaCache joins every candidate within `hitmin` hits of the best, which sent
 //! reads of genomes with near-identical regions, such as phage lambda and E. coli prophages, to the
 //! root); `hitmin` defaults to s / 5 (3 for s = 16) instead of s / 3, which classifies more reads
@@ -469,7 +469,7 @@ pub fn with_confidence(call: TaxId, runs: [&[(TaxId, u32)]; 2], confidence: f64,
     0
 }
 
-/// The default [`ClassifyParams::protein_hitmin`], chosen on the held-out sets (BENCHMARKS.md,
+/// The default [`ClassifyParams::protein_hitmin`], chosen on the held-out sets (bench/results/HISTORY.md,
 /// "The amino-acid stage").
 pub const DEFAULT_PROTEIN_HITMIN: u32 = 6;
 
@@ -521,7 +521,7 @@ pub fn with_protein(
 }
 
 /// The default [`ClassifyParams::strain_margin`]: a strain is called when its runner-up in the
-/// same species has fewer than 90% of its hits. Chosen on the mock (BENCHMARKS.md, "Strain calls"):
+/// same species has fewer than 90% of its hits. Chosen on the mock (bench/results/HISTORY.md, "Strain calls"):
 /// reads put on a wrong sibling strain fell from 20.3% to 1.0% (Kraken 2: 1.0%), species F1 within
 /// 0.0001.
 pub const DEFAULT_STRAIN_MARGIN: f64 = 0.1;

@@ -35,7 +35,7 @@ use crate::taxonomy::{TaxId, TaxonTree};
 pub const WEAK_CALL_HITMINS: u32 = 3;
 
 /// The largest log10 of the chance expectation a weak call may have (see the module
-/// documentation). Measured on the held-out sets and negative controls (BENCHMARKS.md, "Chance
+/// documentation). Measured on the held-out sets and negative controls (bench/results/HISTORY.md, "Chance
 /// matches counted by the read's features"): at 1e-4, 1e-6, 1e-7 and 1e-8 the reads of left-out
 /// families were called 0.10-0.15%, 0.06-0.12%, 0.05-0.10% and 0.05-0.07% of the time (Kraken 2:
 /// 0.11-0.15%), the shuffled mock 7, 0, 0 and 0 times in 39,504 pairs; species F1 on the held-out
@@ -102,7 +102,7 @@ impl Evidence<'_> {
     ///
     /// The lineage count alone (the rule before the stretches) took calls outside the true family
     /// on the held-out sets from 114 to 65; the stretches take the shuffled mock's calls from 51
-    /// to 3 and the left-out families' from 0.32-0.41% to 0.06-0.10% (BENCHMARKS.md, "Chance matches").
+    /// to 3 and the left-out families' from 0.32-0.41% to 0.06-0.10% (bench/results/HISTORY.md, "Chance matches").
     pub fn check(&self, call: TaxId, spots: &mut [Spot], features: u64) -> TaxId {
         if call == 0 {
             return 0;

@@ -170,7 +170,7 @@ pub struct ClassifyConfig {
     /// Samples classified at once; `None`: a quarter of the threads on GPUs (where the host's
     /// share is what takes the time: a gzipped sample's two files decompress on a thread each,
     /// so that half the cores inflate while the pool parses and finishes; half the threads, the
-    /// earlier default, was slower in each of eight H100 runs, BENCHMARKS.md), one on the CPU
+    /// earlier default, was slower in each of eight H100 runs, bench/results/HISTORY.md), one on the CPU
     /// (whose classification uses every thread).
     pub samples_at_once: Option<usize>,
 }

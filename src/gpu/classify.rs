@@ -759,7 +759,7 @@ fn upload_pinned(gpu: &Gpu, index: &Index, range: std::ops::Range<usize>) -> Res
 /// each GPU's lookups stay in its own memory. Otherwise GPU `d` of `n` holds the shards `s` with
 /// `s * n / shards == d` (contiguous in the file, so one copy each), and every GPU reads the
 /// others' shards through peer access: on 2 H200s against a 20 GB index that held two GPUs to the
-/// rate of one (BENCHMARKS.md, issue 32).
+/// rate of one (bench/results/HISTORY.md, issue 32).
 pub struct DeviceShards {
     /// Each GPU's slots and words (kept alive here).
     _buffers: Vec<CudaSlice<u8>>,

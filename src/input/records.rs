@@ -22,7 +22,7 @@ use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 pub const BLOCK_BYTES: usize = 8 << 20;
 /// Blocks a file's reader keeps ahead of its consumer (64 MiB). 32 (more than a GPU batch's share
 /// of a file) measured no faster on an H100 and raised the CPU path's peak memory from about 100 to
-/// 700 MiB (BENCHMARKS.md, issue 13).
+/// 700 MiB (bench/results/HISTORY.md, issue 13).
 pub const BLOCKS_AHEAD: usize = 8;
 
 /// A stretch of a block's bytes.

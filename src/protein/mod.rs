@@ -52,7 +52,7 @@ pub struct ProteinParams {
 }
 
 impl ProteinParams {
-    /// The defaults, measured on the held-out sets (BENCHMARKS.md, "The amino-acid stage"): a
+    /// The defaults, measured on the held-out sets (bench/results/HISTORY.md, "The amino-acid stage"): a
     /// minimum ORF of 100 amino acids keeps most of GC-rich genomes' non-coding frames out (with
     /// 30, reads of *M. tuberculosis* matched them in *Klebsiella*); keeping every k-mer instead
     /// of half gained nothing measurable for 1.6x the section.
@@ -309,7 +309,7 @@ impl<'a> ProteinTable<'a> {
 /// The most a protein call's e-value may be ([`ProteinChance::evalue`]: the expected number of
 /// targets that share as many of the read's k-mers by chance). Chosen with
 /// [`PROTEIN_LCA_DIVISOR`] on the held-out set with `--protein` and the left-out families, and
-/// checked on the validation set (BENCHMARKS.md, "The protein stage's e-value"): no shuffled read
+/// checked on the validation set (bench/results/HISTORY.md, "The protein stage's e-value"): no shuffled read
 /// of the mock is called by the stage (143 of 39,504 pairs with the decoys before), and reads of a
 /// species of an indexed genus share their genus's proteins far beyond it (a median of 1e-14).
 /// From 1e-5 to 1e-8, genus F1 on the held-out set fell by 0.003 and the left-out families' calls

@@ -234,12 +234,12 @@ pub struct BuildArgs {
     /// feature) instead of its list of locations. 64, not MetaCache's 254: on a species in 300
     /// strains, lists of up to 254 strains made classify 2x slower and the index 18% larger, with
     /// the same calls, and on the mock the species F1 is 0.9980 at 64 against 0.9979
-    /// (BENCHMARKS.md, "Strain-dense collections").
+    /// (bench/results/HISTORY.md, "Strain-dense collections").
     #[arg(long, default_value_t = 64, value_name = "N")]
     pub max_locations_per_feature: u32,
     /// Also index the references' amino-acid k-mers (six-frame translations of their open
     /// reading frames), so that classify can place reads of divergent relatives (another
-    /// serotype, a species of an indexed genus) at genus level (BENCHMARKS.md: its cost and gain).
+    /// serotype, a species of an indexed genus) at genus level (bench/results/HISTORY.md: its cost and gain).
     #[arg(long)]
     pub protein: bool,
     /// With --protein: index one amino-acid k-mer in N (by hash; reads use the same ones).
