@@ -398,7 +398,7 @@ pub fn streams_per_gpu() -> usize {
 pub struct GpuClassifier<'g> {
     gpu: &'g Gpu,
     /// The index, shared by the classifiers of all GPUs (its per-shard tables point into it).
-    _shards: std::sync::Arc<DeviceShards>,
+    shards: std::sync::Arc<DeviceShards>,
     index: IndexTables,
     tree: DeviceTree,
     sketch: SketchParams,
@@ -773,7 +773,7 @@ pub struct DeviceShards {
     /// The copy from the host as (bytes, seconds), for the next `--gpus all` to judge the copy
     /// rate by (`classify::device_choice`): only a copy from memory (not a read from the disk)
     /// with no copies between GPUs, which are not timed apart.
-    pub timed_upload: Option<(u64, f64)>,
+    timed_upload: Option<(u64, f64)>,
 }
 
 /// The device buffers a copy made, where each copy's shards start in them, and the bytes copied
@@ -966,7 +966,7 @@ impl<'g> GpuClassifier<'g> {
         s.synchronize()?;
         Ok(Self {
             gpu,
-            _shards: shards,
+            shards,
             index: tables,
             tree,
             sketch: index.header().sketch,
@@ -1013,7 +1013,7 @@ impl<'g> GpuClassifier<'g> {
 
     /// [`DeviceShards::timed_upload`] of the index this classifier reads.
     pub fn timed_upload(&self) -> Option<(u64, f64)> {
-        self._shards.timed_upload
+        self.shards.timed_upload
     }
 
     /// Lists every mate's amino-acid k-mers with `params` (the index's table's) from now on, for
