@@ -17,7 +17,7 @@ struct DeviceIndex {
     const u64* word_base;    // per shard: address of its stream's first word
     const u64* buckets;
     const u64* shard_words;
-    const u64* key_code;     // per shard: tag bits | code bits << 8 | fixed codes << 16 | base bits << 32
+    const u64* key_code;     // per shard: tag bits | code bits << 8 | fixed codes << 16 | unit bits << 24 | base bits << 32
     const u64* base_line;    // per shard: the slope and the bias of its bases' line (packed_keys.rs BaseLine)
     const u64* window_starts;  // GlobalWindows (locations.rs): each target's first global window, then the total
     const u32* window_dir;     // the target holding window i << dir_shift
@@ -50,9 +50,9 @@ __device__ __forceinline__ u64 key_field(const u32* words, u64 bit, u32 bits) {
     return v & ((1ull << bits) - 1);
 }
 
-// Where a feature's list is, as a lookup hands it on (locations.rs ListRef): start << 8 | kind;
-// kind 1..MAX_FIXED a fixed list of that length, 0 a list that says what it is, ESCAPED + k the
-// bucket's k-th escaped list, after the others from `start`.
+// Where a feature's list is, as a lookup hands it on (locations.rs ListRef): start << 8 | kind,
+// `start` a bit of the shard's stream; kind 1..MAX_FIXED a fixed list of that length, 0 a list
+// that says what it is, ESCAPED + k the bucket's k-th escaped list, after the others from `start`.
 #define LIST_MAX_FIXED 239ull
 #define LIST_ESCAPED 240ull
 #define LIST_MAX_ESCAPED 16ull
@@ -64,15 +64,16 @@ struct ShardKeys {
     u64 bucket_bits;  // a bucket's bits (bucket b starts at bit b * bucket_bits)
     u64 slope, bias;  // the bases' line (packed_keys.rs BaseLine)
     u32 tb, cb, fixed, base_bits;
+    u32 entry_bits, unit_bits;  // a fixed list's locations; a described list's size unit (SlotCodes)
 };
 
 __device__ __forceinline__ ShardKeys shard_keys(const DeviceIndex& ix, u32 sh) {
     const u64 code = ix.key_code[sh];
-    const u32 tb = (u32)(code & 0xff), cb = (u32)((code >> 8) & 0xff), fixed = (u32)((code >> 16) & 0xffff);
-    const u32 base_bits = (u32)(code >> 32);
+    const u32 tb = (u32)(code & 0xff), cb = (u32)((code >> 8) & 0xff), fixed = (u32)((code >> 16) & 0xff);
+    const u32 unit = (u32)((code >> 24) & 0xff), base_bits = (u32)(code >> 32);
     const u64 bits = (u64)base_bits + 16 * (u64)(tb + cb);
     return {(const u32*)ix.slot_base[sh], ix.buckets[sh], bits, ix.base_line[2 * sh], ix.base_line[2 * sh + 1],
-            tb, cb, fixed, base_bits};
+            tb, cb, fixed, base_bits, ix.entry_bits, unit};
 }
 
 // Slot s of bucket b: its tag (0 for an empty slot) and its code, which follows the tag.
@@ -92,10 +93,10 @@ __device__ __forceinline__ u64 bucket_base(const ShardKeys& k, u64 b) {
 
 __device__ __forceinline__ u64 code_escape(const ShardKeys& k) { return (1ull << k.cb) - 1; }
 
-// Entries in its bucket's run of a slot with code c (SlotCodes::entries).
-__device__ __forceinline__ u64 code_entries(const ShardKeys& k, u64 c) {
-    if (c < k.fixed) return c + 1;
-    if (c < code_escape(k)) return c - k.fixed + 1;
+// Bits in its bucket's run of a slot with code c (SlotCodes::size).
+__device__ __forceinline__ u64 code_size(const ShardKeys& k, u64 c) {
+    if (c < k.fixed) return (c + 1) * k.entry_bits;
+    if (c < code_escape(k)) return (c - k.fixed + 1) * k.unit_bits;
     return 0;
 }
 
@@ -105,12 +106,12 @@ __device__ __forceinline__ u64 slot_list(const ShardKeys& k, u64 b, u32 s, u64 c
     u64 before = 0, escaped = 0;
     for (u32 i = 0; i < s; ++i) {
         const u64 ci = slot_code(k, b, i);
-        before += code_entries(k, ci);
+        before += code_size(k, ci);
         escaped += ci == code_escape(k);
     }
     if (c != code_escape(k)) return ((base + before) << 8) | (c < k.fixed ? c + 1 : 0);
     // Escaped lists follow the whole run: the sizes of the slots after this one too.
-    for (u32 i = s + 1; i < BUCKET_SLOTS && slot_tag(k, b, i) != 0; ++i) before += code_entries(k, slot_code(k, b, i));
+    for (u32 i = s + 1; i < BUCKET_SLOTS && slot_tag(k, b, i) != 0; ++i) before += code_size(k, slot_code(k, b, i));
     return ((base + before) << 8) | (LIST_ESCAPED + escaped);
 }
 
@@ -137,9 +138,8 @@ __device__ __forceinline__ bool index_lookup(const DeviceIndex& ix, u32 key, u32
     return false;
 }
 
-// Entry i of a stream of eb-bit entries (locations.rs `entry`).
-__device__ __forceinline__ u64 read_entry(const u32* words, u32 eb, u64 i) {
-    const u64 bit = i * eb;
+// The eb-bit entry at bit `bit` of a stream (locations.rs `entry_at`).
+__device__ __forceinline__ u64 read_entry(const u32* words, u32 eb, u64 bit) {
     const u64 w = bit >> 5;
     const u32 shift = (u32)(bit & 31);
     const u64 mask = eb == 64 ? ~0ull : ((1ull << eb) - 1);
@@ -170,7 +170,7 @@ __device__ __forceinline__ bool read_gamma(const u32* words, u64* bit, u64 end, 
     return true;
 }
 
-// A decoded list (LocationList::at): `len` entries from entry `first`, or (delta) `len`
+// A decoded list (LocationList::at): `len` entries from bit `first`, or (delta) `len`
 // locations, `loc` then gamma codes from bit `first` to `end`; a clade feature's is empty, with
 // its clade's node + 1 in `clade` (0 otherwise).
 struct List {
@@ -183,16 +183,17 @@ struct List {
     bool delta;
 };
 
-// LocationList::decode of the list that says what it is from entry `at`, bounds checks included
+// LocationList::decode_at of the list that says what it is from bit `at`, bounds checks included
 // (a damaged index gives an empty list, and a clade node past the tree no clade).
-__device__ __forceinline__ List decode_described(const DeviceIndex& ix, List l, u64 at, u64 real_bits, u64 entries) {
-    // The CPU reads a start as a 32-bit slot value of the build's stream, below INLINE_FLAG.
-    if (at + 1 >= entries || at >= INLINE_FLAG) return l;
+__device__ __forceinline__ List decode_described(const DeviceIndex& ix, List l, u64 at, u64 real_bits) {
+    const u64 eb = ix.entry_bits;
+    // Every list is two entries or more (a delta list's flag, length and first location).
+    if (at > real_bits || real_bits - at < 2 * eb) return l;
     const u64 head = read_entry(l.words, ix.entry_bits, at);
     if (head & 1) {
         // A delta list: the length's gamma code after the flag, then the first location; a length
         // longer than the stream could hold (two codes of a bit or more a location) is damage.
-        u64 bit = at * ix.entry_bits + 1, len;
+        u64 bit = at + 1, len;
         if (!read_gamma(l.words, &bit, real_bits, &len)) return l;
         if (bit + ix.entry_bits > real_bits || len > (real_bits - bit - ix.entry_bits) / 2 + 1) return l;
         const u64 mask = ix.entry_bits == 64 ? ~0ull : ((1ull << ix.entry_bits) - 1);
@@ -203,14 +204,14 @@ __device__ __forceinline__ List decode_described(const DeviceIndex& ix, List l, 
         l.len = (u32)len;
         return l;
     }
-    const u64 second = read_entry(l.words, ix.entry_bits, at + 1);
+    const u64 second = read_entry(l.words, ix.entry_bits, at + eb);
     const u64 len = (head >> 1) < 0xFFFFFFFFull ? (head >> 1) : 0xFFFFFFFFull;
     if (len == 0) {
         if (second < ix.nodes) l.clade = (u32)second + 1;
         return l;
     }
-    if (at + 1 + len > entries) return l;
-    l.first = at + 1;
+    if ((len + 1) * eb > real_bits - at) return l;
+    l.first = at + eb;
     l.len = (u32)len;
     return l;
 }
@@ -220,12 +221,12 @@ __device__ __forceinline__ List decode_list(const DeviceIndex& ix, u32 shard, u6
     List l = {(const u32*)ix.word_base[shard], 0, 0, 0, 0, 0, false};
     const u64 words = ix.shard_words[shard];
     const u64 real_bits = words >= PAD_WORDS ? (words - PAD_WORDS) * 32 : 0;
-    const u64 entries = real_bits / ix.entry_bits;
+    const u64 eb = ix.entry_bits;
     u64 start = list >> 8;
     const u64 kind = list & 0xff;
-    if (kind == 0) return decode_described(ix, l, start, real_bits, entries);
+    if (kind == 0) return decode_described(ix, l, start, real_bits);
     if (kind <= LIST_MAX_FIXED) {
-        if (start + kind > entries) return l;
+        if (start > real_bits || kind * eb > real_bits - start) return l;
         l.first = start;
         l.len = (u32)kind;
         return l;
@@ -233,13 +234,13 @@ __device__ __forceinline__ List decode_list(const DeviceIndex& ix, u32 shard, u6
     // Past the bucket's other escaped lists, each after its length in entries.
     const u64 skip = kind - LIST_ESCAPED < LIST_MAX_ESCAPED ? kind - LIST_ESCAPED : LIST_MAX_ESCAPED;
     for (u64 i = 0; i < skip; ++i) {
-        if (start >= entries) return l;
+        if (start > real_bits || real_bits - start < eb) return l;
         const u64 size = read_entry(l.words, ix.entry_bits, start);
-        if (size >= entries - start) return l;  // the CPU saturates: past the end, empty
-        start = start + 1 + size;
+        if (size >= (real_bits - start) / eb) return l;  // the CPU saturates: past the end, empty
+        start = start + eb + size * eb;
     }
-    if (start >= entries) return l;
-    return decode_described(ix, l, start + 1, real_bits, entries);
+    if (start > real_bits || real_bits - start < eb) return l;
+    return decode_described(ix, l, start + eb, real_bits);
 }
 
 // Where a walk through a list is: the locations' iterator (locations.rs Locations).
@@ -251,7 +252,7 @@ struct Cursor {
 // The list's next location; those a damaged stream cannot give read as NOT_FOUND.
 __device__ __forceinline__ u64 list_next(const DeviceIndex& ix, const List& l, Cursor& c) {
     const u32 i = c.i++;
-    if (!l.delta) return stored_location(ix, read_entry(l.words, ix.entry_bits, l.first + i));
+    if (!l.delta) return stored_location(ix, read_entry(l.words, ix.entry_bits, l.first + (u64)i * ix.entry_bits));
     const u32 wb = ix.window_bits;
     const u64 mask = (1ull << wb) - 1;
     if (i == 0) {

@@ -19,6 +19,9 @@ pub struct IndexInfo {
     /// padding between blocks).
     pub key_index_bytes: u64,
     pub list_bytes: u64,
+    /// The narrowest and widest unit (bits) the shards size their described lists in (delta
+    /// lists, clades, long fixed lists: `index::packed_keys::SlotCodes`).
+    pub list_unit_bits: [u32; 2],
     pub bytes_per_reference_base: f64,
     pub sections: Vec<SectionInfo>,
     /// The amino-acid table of `build --protein`, if there is one.
@@ -61,6 +64,10 @@ pub fn describe(index: &Index, verified: bool) -> IndexInfo {
         key_index_load_factor: if slots == 0 { 0.0 } else { h.counts.features as f64 / slots as f64 },
         key_index_bytes: (0..index.shard_count()).map(|s| index.shard_entry(s).key_bytes()).sum(),
         list_bytes: (0..index.shard_count()).map(|s| index.shard_entry(s).words * 4).sum(),
+        list_unit_bits: {
+            let units = (0..index.shard_count()).map(|s| index.shard_entry(s).unit_bits);
+            [units.clone().min().unwrap_or(0), units.max().unwrap_or(0)]
+        },
         bytes_per_reference_base: index.file_size() as f64 / h.counts.bases.max(1) as f64,
         sections: SectionKind::ALL
             .iter()
@@ -120,11 +127,15 @@ pub fn render_text(info: &IndexInfo) -> String {
     );
     let _ = writeln!(
         s,
-        "locations        {} bits = {} target bits + {} window bits, stored as global window numbers in lists of {}-bit entries",
+        "locations        {} bits = {} target bits + {} window bits, stored as global window numbers in lists of {}-bit entries (delta lists sized in {}-bit units)",
         h.layout.bits(),
         h.layout.target_bits,
         h.layout.window_bits,
-        h.layout.stored_bits
+        h.layout.stored_bits,
+        match info.list_unit_bits {
+            [a, b] if a == b => a.to_string(),
+            [a, b] => format!("{a}- to {b}"),
+        }
     );
     let taxonomy = match h.taxonomy {
         crate::index::format::TaxonomySource::Ncbi => {

@@ -515,6 +515,7 @@ impl IndexTables {
                 e.tag_bits as u64
                     | (e.code_bits as u64) << 8
                     | (e.fixed_codes as u64) << 16
+                    | (e.unit_bits as u64) << 24
                     | (e.base_bits as u64) << 32
             })
             .collect();

@@ -64,7 +64,11 @@ pub const MAGIC: [u8; 8] = *b"\x89KMERDB\n";
 /// the windows of the targets before, plus the window), in entries of the layout's `stored_bits`;
 /// buckets side by side at any bit, not each in whole words; a bucket's base measured from a line
 /// through its shard's bases (`packed_keys::BaseLine`, in the shard table).
-pub const FORMAT_VERSION: u32 = 11;
+/// Version 12: lists start at any bit, not at whole entries: a bucket's base is a bit, and a list
+/// that says what it is (a delta list mostly) is sized in its shard's unit (`SlotCodes::unit`,
+/// [`ShardEntry::unit_bits`]), which the writer picks with the codes; on the GPU benchmark's
+/// strain-rich collection delta lists had been padded by 12 bits on average.
+pub const FORMAT_VERSION: u32 = 12;
 pub const PREAMBLE_LEN: usize = 64;
 pub const SECTION_ALIGN: u64 = 4096;
 /// Alignment of each shard's block in the shard data: a cache line.
@@ -279,6 +283,10 @@ pub struct ShardEntry {
     /// The line the bases are measured from (`index::packed_keys::BaseLine`).
     pub base_slope: u64,
     pub base_bias: u64,
+    /// Bits of the unit a described list's size is counted in (`SlotCodes::unit`, format 12).
+    pub unit_bits: u32,
+    /// Zero (the entry's size stays a multiple of 8).
+    pub reserved: u32,
 }
 
 impl ShardEntry {
@@ -287,9 +295,11 @@ impl ShardEntry {
         crate::index::packed_keys::BaseLine { slope: self.base_slope, bias: self.base_bias }
     }
 
-    /// What its slots' codes mean.
-    pub fn codes(&self) -> crate::index::packed_keys::SlotCodes {
-        crate::index::packed_keys::SlotCodes { bits: self.code_bits, fixed: self.fixed_codes }
+    /// What its slots' codes mean, in a stream of `entry_bits`-bit entries (the layout's stored
+    /// entries).
+    pub fn codes(&self, entry_bits: u32) -> crate::index::packed_keys::SlotCodes {
+        let (bits, fixed, unit) = (self.code_bits, self.fixed_codes, self.unit_bits);
+        crate::index::packed_keys::SlotCodes { bits, fixed, entry: entry_bits, unit }
     }
 
     /// Bits of one bucket (`packed_keys::KeyCode::bucket_bits`).

@@ -28,7 +28,9 @@
 //! lists short enough for the slot's code without their head; a lookup finds a list's start from
 //! its bucket ([`ListRef`]). And it stores a location (a fixed list's entries, a delta list's
 //! first) as its global window number ([`GlobalWindows`], format 11) in entries of the layout's
-//! `stored_bits`; the delta codes stay the differences of (target, window) pairs.
+//! `stored_bits`; the delta codes stay the differences of (target, window) pairs. A stored list
+//! starts at any bit (format 12): a delta list is padded to its shard's unit
+//! (`index::packed_keys::SlotCodes::unit`), not to a whole entry.
 //!
 //! A feature in more locations than the cap is a *clade feature*: its "list" is a head of 0 (no
 //! real list is empty) followed by one entry, the tree node (index of the taxon in the index's
@@ -271,13 +273,28 @@ impl ListWriter {
 
     /// Appends a delta list of `len` locations whose first is the entry `first` and whose codes
     /// are bits `codes.0..codes.0 + codes.1` of the stream `words` (a built list, stored again by
-    /// `index::stored_shard` with its first location renumbered).
+    /// `index::stored_shard` with its first location renumbered), without padding: the stored
+    /// stream pads each list to its size ([`ListWriter::zeros_to`]).
     pub(crate) fn push_delta(&mut self, len: u64, first: u64, words: &[u32], codes: (u64, u64)) {
         self.push_bits(1, 1);
         self.push_bits(gamma(len), gamma_len(len));
         self.push_bits(first, self.layout.entry_bits);
         self.copy_bits(words, codes.0, codes.1);
-        self.end_delta(len, codes.1);
+    }
+
+    /// Appends zeros up to bit `bit` (not before the bits written).
+    pub(crate) fn zeros_to(&mut self, bit: u64) {
+        let mut gap = bit - self.bits();
+        while gap > 0 {
+            let n = gap.min(64) as u32;
+            self.push_bits(0, n);
+            gap -= n as u64;
+        }
+    }
+
+    /// Bits written so far.
+    pub(crate) fn bits(&self) -> u64 {
+        self.words.len() as u64 * 32 + self.pending_bits as u64
     }
 
     /// Appends bits `bit..bit + n` of the stream `words` (padded as [`ListWriter::finish`] pads),
@@ -292,14 +309,9 @@ impl ListWriter {
         }
     }
 
-    /// Entries written so far.
-    pub(crate) fn entries(&self) -> u64 {
-        self.entries
-    }
-
-    /// A writer whose words are reserved for `entries` entries.
-    pub(crate) fn with_capacity(layout: LocationLayout, entries: u64) -> Self {
-        let words = (entries * layout.entry_bits as u64).div_ceil(32) as usize;
+    /// A writer whose words are reserved for `bits` bits.
+    pub(crate) fn with_capacity(layout: LocationLayout, bits: u64) -> Self {
+        let words = bits.div_ceil(32) as usize;
         Self { layout, words: Vec::with_capacity(words), pending: 0, pending_bits: 0, entries: 0 }
     }
 
@@ -350,7 +362,7 @@ fn delta_codes(a: (u32, u32), b: (u32, u32)) -> (u64, u64) {
 /// Bits of a delta list of `len` locations in `eb`-bit entries whose codes take `bits`: its flag,
 /// its length's gamma code, its first location and its codes.
 #[inline]
-fn delta_list_bits(len: u64, eb: u64, bits: u64) -> u64 {
+pub(crate) fn delta_list_bits(len: u64, eb: u64, bits: u64) -> u64 {
     1 + gamma_len(len) as u64 + eb + bits
 }
 
@@ -409,7 +421,12 @@ fn bits_at(words: &[u32], bit: u64) -> u64 {
 /// Reads entry `i` of a stream of `eb`-bit entries.
 #[inline]
 pub(crate) fn entry(words: &[u32], eb: u32, i: u64) -> u64 {
-    let bit = i * eb as u64;
+    entry_at(words, eb, i * eb as u64)
+}
+
+/// Reads the `eb`-bit entry at bit `bit` of a stream (a stored stream's entries start at any bit).
+#[inline]
+pub(crate) fn entry_at(words: &[u32], eb: u32, bit: u64) -> u64 {
     let (w, shift) = ((bit / 32) as usize, (bit % 32) as u32);
     let mask = if eb == 64 { u64::MAX } else { (1u64 << eb) - 1 };
     if eb + shift <= 64 {
@@ -426,12 +443,12 @@ pub(crate) fn entry(words: &[u32], eb: u32, i: u64) -> u64 {
 #[derive(Debug, Clone, Copy)]
 pub enum LocationList<'a> {
     Single(u64),
-    /// `len` locations, one entry each, from entry `first`: global window numbers in a stored
-    /// stream (`windows`), packed locations in a built one.
+    /// `len` locations, one entry each, from bit `bit`: global window numbers in a stored stream
+    /// (`windows`), packed locations in a built one.
     Packed {
         words: &'a [u32],
         entry_bits: u32,
-        first: u64,
+        bit: u64,
         len: usize,
         windows: Option<&'a GlobalWindows>,
     },
@@ -503,30 +520,30 @@ impl<'a> LocationList<'a> {
         if value & INLINE_FLAG != 0 && layout.inline_single() {
             return LocationList::Single((value & !INLINE_FLAG) as u64);
         }
-        Self::decode_in(value, words, layout, None)
+        Self::decode_at(value as u64 * layout.entry_bits as u64, words, layout, None)
     }
 
-    /// The list from entry `value` of a stream of `layout`'s entries, whose locations are global
+    /// The list from bit `at` of a stream of `layout`'s entries, whose locations are global
     /// window numbers if `windows` is given (a stored stream), else packed (a built one).
     #[inline]
-    fn decode_in(value: u32, words: &'a [u32], layout: &LocationLayout, windows: Option<&'a GlobalWindows>) -> Self {
-        let eb = layout.entry_bits;
+    fn decode_at(at: u64, words: &'a [u32], layout: &LocationLayout, windows: Option<&'a GlobalWindows>) -> Self {
+        let eb = layout.entry_bits as u64;
         // Bounds are checked here and as codes are read, so that reading cannot fail: a damaged
         // index opened without verification gives empty lists or unreadable locations, not a crash.
         let real_bits = words.len().saturating_sub(PAD_WORDS) as u64 * 32;
-        let entries = real_bits / eb as u64;
-        let empty = LocationList::Packed { words, entry_bits: eb, first: 0, len: 0, windows };
-        if value as u64 + 1 >= entries {
+        let empty = LocationList::Packed { words, entry_bits: eb as u32, bit: 0, len: 0, windows };
+        // Every list is two entries or more (a delta list's flag, length and first location).
+        if at.saturating_add(2 * eb) > real_bits {
             return empty;
         }
-        let head = entry(words, eb, value as u64);
+        let head = entry_at(words, eb as u32, at);
         if head & 1 == 1 {
             // A delta list: the length's gamma code after the flag, then the first location.
-            let mut bit = value as u64 * eb as u64 + 1;
+            let mut bit = at + 1;
             let Some(len) = read_gamma(words, &mut bit, real_bits) else { return empty };
             // Each location after the first takes two codes of a bit or more: a longer length is
             // a damaged stream's (and would have a reader count to 2^32).
-            if bit + eb as u64 > real_bits || len > (real_bits - bit - eb as u64) / 2 + 1 {
+            if bit + eb > real_bits || len > (real_bits - bit - eb) / 2 + 1 {
                 return empty;
             }
             let mask = if eb == 64 { u64::MAX } else { (1u64 << eb) - 1 };
@@ -536,7 +553,7 @@ impl<'a> LocationList<'a> {
                 words,
                 window_bits: layout.window_bits,
                 first_loc,
-                bit: bit + eb as u64,
+                bit: bit + eb,
                 end: real_bits,
                 len: len as usize,
             };
@@ -544,54 +561,42 @@ impl<'a> LocationList<'a> {
         match (head >> 1).min(u32::MAX as u64) as usize {
             // A clade feature; a node past the tree (a damaged index) is left to the reader, which
             // checks it against its tree.
-            0 => LocationList::Clade(entry(words, eb, value as u64 + 1).min(u32::MAX as u64) as u32),
+            0 => LocationList::Clade(entry_at(words, eb as u32, at + eb).min(u32::MAX as u64) as u32),
             // A fixed list, whose second entry is its first location.
-            len => match value as u64 + 1 + len as u64 > entries {
+            len => match (len as u64 + 1).saturating_mul(eb) > real_bits - at {
                 true => empty,
-                false => LocationList::Packed { words, entry_bits: eb, first: value as u64 + 1, len, windows },
+                false => LocationList::Packed { words, entry_bits: eb as u32, bit: at + eb, len, windows },
             },
         }
     }
 
-    /// The list `r` points to in a stored shard's stream `words`, whose locations `windows`
+    /// The list `r` (from a bit of the stream) points to in a stored shard's stream `words`, whose locations `windows`
     /// numbers (bounds checked as in [`LocationList::decode`]: a damaged index gives an empty list).
     #[inline]
     pub fn at(r: ListRef, words: &'a [u32], layout: &LocationLayout, windows: &'a GlobalWindows) -> Self {
         let stored = layout.as_stored();
-        let eb = stored.entry_bits;
-        let entries = words.len().saturating_sub(PAD_WORDS) as u64 * 32 / eb as u64;
+        let eb = stored.entry_bits as u64;
+        let real_bits = words.len().saturating_sub(PAD_WORDS) as u64 * 32;
         let windows = Some(windows);
-        let empty = LocationList::Packed { words, entry_bits: eb, first: 0, len: 0, windows };
+        let empty = LocationList::Packed { words, entry_bits: eb as u32, bit: 0, len: 0, windows };
         let (mut start, kind) = (r.start(), r.kind());
         match kind {
-            0 => Self::described(start, words, &stored, windows),
-            len if len <= ListRef::MAX_FIXED => match start + len > entries {
+            0 => Self::decode_at(start, words, &stored, windows),
+            len if len <= ListRef::MAX_FIXED => match start.saturating_add(len * eb) > real_bits {
                 true => empty,
-                false => LocationList::Packed { words, entry_bits: eb, first: start, len: len as usize, windows },
+                false => LocationList::Packed { words, entry_bits: eb as u32, bit: start, len: len as usize, windows },
             },
             escaped => {
                 // Past the bucket's other escaped lists, each after its length in entries.
                 for _ in 0..(escaped - ListRef::ESCAPED).min(ListRef::MAX_ESCAPED) {
-                    if start >= entries {
+                    if start.saturating_add(eb) > real_bits {
                         return empty;
                     }
-                    start = start.saturating_add(1).saturating_add(entry(words, eb, start));
+                    let size = entry_at(words, eb as u32, start);
+                    start = start.saturating_add(eb).saturating_add(size.saturating_mul(eb));
                 }
-                match start.checked_add(1) {
-                    Some(at) if at < entries => Self::described(at, words, &stored, windows),
-                    _ => empty,
-                }
+                Self::decode_at(start.saturating_add(eb), words, &stored, windows)
             }
-        }
-    }
-
-    /// The list that says what it is from entry `start` of a stored stream (see the module's
-    /// comment).
-    #[inline]
-    fn described(start: u64, words: &'a [u32], stored: &LocationLayout, windows: Option<&'a GlobalWindows>) -> Self {
-        match u32::try_from(start) {
-            Ok(v) if v & INLINE_FLAG == 0 => Self::decode_in(v, words, stored, windows),
-            _ => LocationList::Packed { words, entry_bits: stored.entry_bits, first: 0, len: 0, windows },
         }
     }
 
@@ -631,11 +636,10 @@ impl<'a> LocationList<'a> {
     pub fn append_to(&self, out: &mut Vec<u64>) {
         match *self {
             LocationList::Single(loc) => out.push(loc),
-            LocationList::Packed { words, entry_bits, first, len, windows } if entry_bits <= 32 => {
+            LocationList::Packed { words, entry_bits, mut bit, len, windows } if entry_bits <= 32 => {
                 out.reserve(len);
                 let eb = entry_bits as u64;
                 let mask = (1u64 << eb) - 1;
-                let mut bit = first * eb;
                 for _ in 0..len {
                     let w = (bit / 32) as usize;
                     let two = words[w] as u64 | (words[w + 1] as u64) << 32;
@@ -723,8 +727,8 @@ impl Iterator for Locations<'_> {
         self.i += 1;
         match &mut self.list {
             LocationList::Single(loc) => Some(*loc),
-            LocationList::Packed { words, entry_bits, first, windows, .. } => {
-                let e = entry(words, *entry_bits, *first + self.i as u64 - 1);
+            LocationList::Packed { words, entry_bits, bit, windows, .. } => {
+                let e = entry_at(words, *entry_bits, *bit + (self.i as u64 - 1) * *entry_bits as u64);
                 Some(windows.map_or(e, |g| g.location(e)))
             }
             LocationList::Delta { words, window_bits, first_loc, bit, end, .. } => {

@@ -180,7 +180,10 @@ impl Index {
         index.key_codes = index
             .shards
             .iter()
-            .map(|s| KeyCode::with_widths(hash, s.buckets, s.tag_bits, s.codes(), s.base_bits).with_line(s.base_line()))
+            .map(|s| {
+                let codes = s.codes(index.header.layout.stored_bits);
+                KeyCode::with_widths(hash, s.buckets, s.tag_bits, codes, s.base_bits).with_line(s.base_line())
+            })
             .collect();
         let data_at = index.data_at;
         index.blocks =
@@ -380,7 +383,8 @@ impl Index {
             // The fields a lookup reads must be the ones the builder wrote, and the stream's
             // padding must follow the key index (`packed_keys`).
             let widths = s.tag_bits == packed_keys::tag_bits(hash, s.buckets)
-                && s.codes().valid()
+                && s.codes(self.header.layout.stored_bits).valid()
+                && s.reserved == 0
                 && (1..=32).contains(&s.base_bits)
                 && s.words >= locations::PAD_WORDS as u64;
             if !widths {
@@ -531,7 +535,7 @@ impl Index {
     #[inline]
     pub fn prefetch_list(&self, shard: usize, list: ListRef) {
         let words = self.shard_words(shard);
-        let w = (list.start().saturating_mul(self.header.layout.stored_bits as u64) / 32) as usize;
+        let w = (list.start() / 32) as usize;
         if let Some(word) = words.get(w) {
             prefetch_word(word);
         }

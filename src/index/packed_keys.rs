@@ -1,13 +1,13 @@
 //! A shard's key index as the index stores it: the BCHT of `index::bcht`, each slot packed to the
-//! bits it needs, and no list offsets: a slot's list is found from its bucket's first entry and the
+//! bits it needs, and no list offsets: a slot's list is found from its bucket's first bit and the
 //! sizes its bucket's codes give (format version 10; format 9 kept a value of up to 24 bits a slot,
 //! an offset or an inline location, and up to version 8 a slot was a whole feature and a 32-bit
-//! value).
+//! value; up to version 11 lists started at whole entries).
 //!
 //! A bucket of [`BUCKET_SLOTS`] slots is [`KeyCode::bucket_bits`] bits of a little-endian stream
 //! of `u32` words, bucket `b` from bit `b * bucket_bits` (format 11; up to format 10 each bucket
 //! took whole words, a sixteenth of a bit a slot lost to the rounding on average): its **base**
-//! (`base_bits`: the entry of the shard's stream where its lists start), then the slots one
+//! (`base_bits`: the bit of the shard's stream where its lists start), then the slots one
 //! after the other, each its tag (`tag_bits`) then its code (`SlotCodes::bits`), LSB first. A
 //! slot's code lies beside its tag, so a lookup whose bucket was not prefetched (a key in its
 //! second or third candidate) waits for one cache line, or two where its bucket straddles them.
@@ -18,14 +18,14 @@
 //!   bucket. `j` is the first hash function whose candidate is the bucket (two may coincide), which
 //!   is the one a lookup tries first. A tag needs the quotient's bits, about `32 - shard_bits -
 //!   log2(buckets)`, and two: 16 bits in a shard of 6,000 buckets, where a whole key took 32.
-//! - A **code** ([`SlotCodes`]) says what the slot's list is and how many entries it takes: a
+//! - A **code** ([`SlotCodes`]) says what the slot's list is and how many bits it takes: a
 //!   fixed list of 1 to `fixed` locations (no head: the code is its length), a list of 1 to `max -
-//!   fixed` entries that says what it is (a delta list, a clade, a longer fixed list with its head),
+//!   fixed` units that says what it is (a delta list, a clade, a longer fixed list with its head),
 //!   or, for the code of all ones, an *escaped* list too long for the codes. A bucket's lists follow
 //!   each other from its base in slot order, then its escaped lists, each after an entry holding
 //!   its length in entries (`index::stored_shard` writes them). So a slot's list starts at the base
 //!   plus the sizes of the slots before it: what the lookup has read anyway to find its tag.
-//!   The writer picks each shard's code width and `fixed` for the fewest bytes.
+//!   The writer picks each shard's code width, `fixed` and unit for the fewest bytes.
 //!
 //! The invariants of the BCHT hold slot for slot (empty slots are a suffix of their bucket), so a
 //! lookup reads at most three buckets, usually one. Every shard's block has its stream's padding
@@ -37,12 +37,22 @@ use crate::index::locations::{ListRef, PAD_WORDS, bits_for};
 use crate::sketch::Feature;
 
 /// What a shard's slot codes mean: `bits` wide; codes below `fixed` are fixed lists of code + 1
-/// locations; codes from `fixed` below the escape ([`SlotCodes::escape`], all ones) are lists of
-/// `code - fixed + 1` entries that say what they are; the escape is a list after the bucket's run.
+/// locations (`entry` bits each); codes from `fixed` below the escape ([`SlotCodes::escape`], all
+/// ones) are lists that say what they are, of `code - fixed + 1` units of `unit` bits; the escape
+/// is a list after the bucket's run.
+///
+/// The unit (format 12) is what a delta list is padded to: up to format 11 it was the entry, and
+/// on the strain-rich GPU benchmark's collection the padding was a fifth of a delta list (12 of
+/// 60 bits: an eighth of the index). A narrower unit spreads the lists' sizes over more codes;
+/// the writer picks it with the codes, for the fewest bits (`index::stored_shard`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SlotCodes {
     pub bits: u32,
     pub fixed: u32,
+    /// Bits of a stored entry (the layout's `stored_bits`).
+    pub entry: u32,
+    /// Bits of the unit a described list's size is counted in (1 to `entry`).
+    pub unit: u32,
 }
 
 impl SlotCodes {
@@ -54,6 +64,8 @@ impl SlotCodes {
         (1..=Self::MAX_BITS).contains(&self.bits)
             && (self.fixed as u64) <= self.escape()
             && (self.fixed as u64) <= ListRef::MAX_FIXED
+            && (1..=64).contains(&self.entry)
+            && (1..=self.entry).contains(&self.unit)
     }
 
     /// The escape code (all ones).
@@ -62,20 +74,20 @@ impl SlotCodes {
         (1 << self.bits) - 1
     }
 
-    /// Entries in its bucket's run of the list of a slot with code `c` (0 for an escaped one).
+    /// Bits in its bucket's run of the list of a slot with code `c` (0 for an escaped one).
     #[inline]
-    pub fn entries(&self, c: u64) -> u64 {
+    pub fn size(&self, c: u64) -> u64 {
         let fixed = self.fixed as u64;
         if c < fixed {
-            c + 1
+            (c + 1) * self.entry as u64
         } else if c < self.escape() {
-            c - fixed + 1
+            (c - fixed + 1) * self.unit as u64
         } else {
             0
         }
     }
 
-    /// The list of a slot with code `c` (not the escape) that starts at entry `start`.
+    /// The list of a slot with code `c` (not the escape) that starts at bit `start`.
     #[inline]
     pub fn list_at(&self, c: u64, start: u64) -> ListRef {
         match c < self.fixed as u64 {
@@ -89,32 +101,32 @@ impl SlotCodes {
         (len >= 1 && len <= self.fixed as u64).then(|| len - 1)
     }
 
-    /// The code of a list of `entries` that says what it is, if there is one (else it is escaped).
-    pub fn of_described(&self, entries: u64) -> Option<u64> {
-        let c = self.fixed as u64 + entries.checked_sub(1)?;
+    /// The code of a list of `bits` that says what it is, if there is one (else it is escaped).
+    pub fn of_described(&self, bits: u64) -> Option<u64> {
+        let c = self.fixed as u64 + bits.div_ceil(self.unit as u64).checked_sub(1)?;
         (c < self.escape()).then_some(c)
     }
 }
 
 /// Where a shard's buckets' lists start, as a line: bucket `b`'s base is `b * slope / 2^32 +
-/// field - bias`, its field the distance from the line (format 11). A shard's entries spread
-/// evenly over its buckets, so the field needs the bits of the largest distance (10 on refs and
-/// on the GPU benchmark's collection, where a whole base took 18 to 25). A line of 0 and 0 makes
-/// the field the base itself.
+/// field - bias`, its field the distance from the line (format 11). A shard's lists spread
+/// evenly over its buckets, so the field needs the bits of the largest distance (about 15 in bits,
+/// format 12, on refs and on the GPU benchmark's collection, where a whole base took 23 to 30).
+/// A line of 0 and 0 makes the field the base itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct BaseLine {
-    /// Entries a bucket, fixed point with 32 fractional bits.
+    /// Bits a bucket, fixed point with 32 fractional bits.
     pub slope: u64,
     pub bias: u64,
 }
 
 impl BaseLine {
-    /// The line of a shard of `entries` entries in `bases.len()` buckets whose lists start at
+    /// The line of a shard of `bits` bits of lists in `bases.len()` buckets whose lists start at
     /// `bases`, and the width of the fields it leaves.
-    pub fn fit(bases: &[u64], entries: u64) -> (Self, u32) {
+    pub fn fit(bases: &[u64], bits: u64) -> (Self, u32) {
         let slope = match bases.len() {
             0 => 0,
-            n => (((entries as u128) << 32) / n as u128) as u64,
+            n => (((bits as u128) << 32) / n as u128) as u64,
         };
         let line = BaseLine { slope, bias: 0 };
         let below = bases.iter().enumerate().map(|(b, &base)| line.at(b as u64).saturating_sub(base)).max();
@@ -386,14 +398,14 @@ impl<'a> PackedKeys<'a> {
                 let run = before + self.run_from((bucket, start), s + 1);
                 return Probe::Found(ListRef::escaped(base.wrapping_add(run), escaped));
             }
-            before += c.codes.entries(code);
+            before += c.codes.size(code);
             escaped += (code == c.codes.escape()) as u64;
             at += tb + cb as u64;
         }
         Probe::Full
     }
 
-    /// Entries of the run of the occupied slots of a bucket (its bytes and first bit,
+    /// Bits of the run of the occupied slots of a bucket (its bytes and first bit,
     /// [`PackedKeys::bucket`]'s) from slot `s` on.
     fn run_from(&self, (bucket, start): (&[u8], u64), s: usize) -> u64 {
         let c = &self.code;
@@ -405,7 +417,7 @@ impl<'a> PackedKeys<'a> {
             if bits57(bucket, at) & tag_mask == 0 {
                 break;
             }
-            run += c.codes.entries(bits57(bucket, at + tb) & code_mask);
+            run += c.codes.size(bits57(bucket, at + tb) & code_mask);
         }
         run
     }
@@ -446,7 +458,7 @@ impl<'a> PackedKeys<'a> {
                     }
                     false => c.codes.list_at(code, base.wrapping_add(before)),
                 };
-                before += c.codes.entries(code);
+                before += c.codes.size(code);
                 Some(StoredSlot { key: c.key(b, tag, self.shard), list })
             })
         })
@@ -471,7 +483,7 @@ mod tests {
     use crate::index::locations::{LocationLayout, LocationList};
     use rand::{Rng, SeedableRng, rngs::StdRng};
 
-    const ANY_CODES: SlotCodes = SlotCodes { bits: 1, fixed: 0 };
+    const ANY_CODES: SlotCodes = SlotCodes { bits: 1, fixed: 0, entry: 20, unit: 20 };
 
     /// Stored, every key is found with its list and listed back, absent keys are not found, at
     /// every shard count and table size (tags from 3 to 34 bits).
@@ -545,18 +557,24 @@ mod tests {
         assert_eq!(tag_bits(hash, 6000), 16);
         assert_eq!(tag_bits(hash, 1), 28);
         assert_eq!(tag_bits(KeyHash::new(0), 1), 34);
-        let code = KeyCode::new(hash, 6000, SlotCodes { bits: 2, fixed: 1 }, 18);
+        let code = KeyCode::new(hash, 6000, SlotCodes { bits: 2, fixed: 1, entry: 20, unit: 20 }, 18);
         assert_eq!((code.bucket_bits(), code.words()), (306, 6000 * 306 / 32));
-        let codes = SlotCodes { bits: 3, fixed: 2 };
+        // Fixed lists in 20-bit entries, described ones in 8-bit units.
+        let codes = SlotCodes { bits: 3, fixed: 2, entry: 20, unit: 8 };
         assert!(codes.valid());
-        assert_eq!((0..8).map(|c| codes.entries(c)).collect::<Vec<_>>(), [1, 2, 1, 2, 3, 4, 5, 0]);
+        assert_eq!((0..8).map(|c| codes.size(c)).collect::<Vec<_>>(), [20, 40, 8, 16, 24, 32, 40, 0]);
         assert_eq!(
-            (codes.of_fixed(2), codes.of_fixed(3), codes.of_described(5), codes.of_described(6)),
+            (codes.of_fixed(2), codes.of_fixed(3), codes.of_described(40), codes.of_described(41)),
             (Some(1), None, Some(6), None)
         );
-        assert!(!SlotCodes { bits: 9, fixed: 0 }.valid());
-        assert!(!SlotCodes { bits: 2, fixed: 4 }.valid());
-        assert!(!SlotCodes { bits: 8, fixed: 240 }.valid());
+        assert_eq!((codes.of_described(1), codes.of_described(8), codes.of_described(9)), (Some(2), Some(2), Some(3)));
+        let valid = |bits, fixed, entry, unit| SlotCodes { bits, fixed, entry, unit }.valid();
+        assert!(!valid(9, 0, 20, 20));
+        assert!(!valid(2, 4, 20, 20));
+        assert!(!valid(8, 240, 20, 20));
+        assert!(!valid(2, 1, 20, 21), "a unit wider than an entry");
+        assert!(!valid(2, 1, 20, 0));
+        assert!(!valid(2, 1, 65, 20));
     }
 
     /// Fuzzing (index_open): a damaged tag whose hash bits are 0 underflowed the hash's index.

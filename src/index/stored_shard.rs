@@ -6,10 +6,12 @@
 //! (the GPU writes lists before the host's walk places the keys the rounds left over). [`store`]
 //! then rewrites it once the slots are final, on the thread that finishes the shard: the same
 //! function for every backend, so the bytes stay the same. For each bucket in turn it writes the
-//! lists of its slots in slot order (fixed lists short enough for a code without their head),
-//! then its escaped lists, each after its size in entries, and records where the bucket's lists
-//! start. It picks the shard's code width and how many codes name fixed lengths by counting what
-//! each choice would take, key index and stream together.
+//! lists of its slots in slot order (fixed lists short enough for a code without their head,
+//! the others padded to the shard's unit), then its escaped lists, each after its size in entries,
+//! and records the bit where the bucket's lists start. It picks the shard's code width, how many
+//! codes name fixed lengths and the unit by counting what each choice would take, key index and
+//! stream together (format 12: up to 11 the unit was the entry, and a delta list's padding to a
+//! whole entry was an eighth of the GPU benchmark's strain-rich index).
 //!
 //! Against format 9 on `../shared/data/refs` this takes the slots from 40 bits (a 16-bit tag and a
 //! 24-bit value, most of it an offset or an inline location) to the tag and two or three bits,
@@ -22,7 +24,7 @@
 
 use crate::index::bcht::{BUCKET_SLOTS, EMPTY_KEY, KeyHash, Slot};
 use crate::index::locations::{
-    self, GlobalWindows, INLINE_FLAG, ListWriter, LocationLayout, LocationList, PAD_WORDS, ShardOverflow, bits_for,
+    self, GlobalWindows, ListWriter, LocationLayout, LocationList, PAD_WORDS, ShardOverflow, bits_for,
 };
 use crate::index::packed_keys::{self, BaseLine, KeyCode, PackedKeys, SlotCodes, bucket_bits, tag_bits};
 use crate::index::write::ShardData;
@@ -72,7 +74,7 @@ impl StoredShard {
 struct Built {
     /// The first entry in the built stream (the location itself for [`Kind::Inline`]).
     at: u64,
-    /// Locations of a fixed list; stored entries of a described one.
+    /// Locations of a fixed list; stored bits of a described one (without its padding).
     n: u32,
     /// A delta list's codes' bits.
     codes: u32,
@@ -91,7 +93,7 @@ enum Kind {
 }
 
 impl Built {
-    /// The list of `slot` in the built stream `words`, sized in the layout's stored entries.
+    /// The list of `slot` in the built stream `words`, sized for the layout's stored entries.
     fn of(slot: &Slot, words: &[u32], layout: &LocationLayout) -> Self {
         let built = |at, n: u64, codes: u64, kind| Built { at, n: n as u32, codes: codes as u32, kind };
         if slot.key == EMPTY_KEY {
@@ -99,41 +101,45 @@ impl Built {
         }
         match LocationList::decode(slot.value, words, layout) {
             LocationList::Single(loc) => built(loc, 1, 0, Kind::Inline),
-            LocationList::Packed { first, len, .. } => {
+            LocationList::Packed { bit, len, .. } => {
                 debug_assert!(len > 0, "the build writes no empty list");
-                built(first, len as u64, 0, Kind::Fixed)
+                built(bit / layout.entry_bits as u64, len as u64, 0, Kind::Fixed)
             }
-            LocationList::Clade(_) => built(slot.value as u64, 2, 0, Kind::Described),
-            // Its codes are stored as they are; its first location and padding take stored entries.
+            LocationList::Clade(_) => built(slot.value as u64, 2 * layout.stored_bits as u64, 0, Kind::Described),
+            // Its codes are stored as they are; its first location takes a stored entry.
             list @ LocationList::Delta { bit, len, .. } => {
                 let codes = list.end_bit() - bit;
-                let n = locations::delta_entries(len as u64, layout.stored_bits as u64, codes);
+                let n = locations::delta_list_bits(len as u64, layout.stored_bits as u64, codes);
                 built(slot.value as u64, n, codes, Kind::Described)
             }
         }
     }
 
-    /// How it is stored under `codes`: its code (`None`: escaped) and its entries (without the
-    /// size entry an escaped list has before it).
+    /// How it is stored under `codes`: its code (`None`: escaped) and its bits without padding
+    /// (and without the size entry an escaped list has before it).
     #[inline]
     fn stored(&self, codes: &SlotCodes) -> (Option<u64>, u64) {
-        let n = self.n as u64;
+        let (n, eb) = (self.n as u64, codes.entry as u64);
         match self.kind {
             Kind::Inline | Kind::Fixed => match codes.of_fixed(n) {
-                Some(c) => (Some(c), n),
+                Some(c) => (Some(c), n * eb),
                 // With its head.
-                None => (codes.of_described(n + 1), n + 1),
+                None => (codes.of_described((n + 1) * eb), (n + 1) * eb),
             },
             Kind::Described => (codes.of_described(n), n),
             Kind::Empty => (Some(0), 0),
         }
     }
 
-    /// Entries of the stream it takes under `codes`, an escaped list's size entry included.
+    /// Bits of the stream it takes under `codes`: its code's size, or an escaped list's size
+    /// entry and its entries.
     #[inline]
     fn cost(&self, codes: &SlotCodes) -> u64 {
-        let (code, entries) = self.stored(codes);
-        entries + code.is_none() as u64
+        match (self.kind, self.stored(codes)) {
+            (Kind::Empty, _) => 0,
+            (_, (Some(c), _)) => codes.size(c),
+            (_, (None, bits)) => escaped_bits(bits, codes.entry as u64),
+        }
     }
 
     /// Writes it into `out` (stored entries), its locations as the global window numbers of
@@ -173,12 +179,20 @@ impl Built {
     }
 }
 
+/// Bits an escaped list of `bits` bits takes: an entry with its size in entries, then its
+/// entries (escaped lists are few, long fixed lists mostly: padding them costs little, and their
+/// sizes stay readable without the unit).
+#[inline]
+fn escaped_bits(bits: u64, eb: u64) -> u64 {
+    eb + bits.div_ceil(eb) * eb
+}
+
 /// Counts of a shard's lists by kind and size: what choosing its codes needs.
 #[derive(Default)]
 struct Sizes {
     /// Lists of `i` locations.
     fixed: Vec<u64>,
-    /// Lists that say what they are, of `i` entries.
+    /// Lists that say what they are, of `i` bits.
     described: Vec<u64>,
 }
 
@@ -209,30 +223,55 @@ impl Sizes {
         self
     }
 
-    /// Entries of the stream under `codes`.
-    fn entries(&self, codes: &SlotCodes) -> u64 {
-        let cost = |kind, counts: &[u64]| -> u64 {
-            let listed = counts.iter().enumerate().filter(|(_, n)| **n > 0);
-            listed.map(|(size, n)| n * Built { at: 0, n: size as u32, codes: 0, kind }.cost(codes)).sum()
-        };
-        cost(Kind::Fixed, &self.fixed) + cost(Kind::Described, &self.described)
+    /// The sizes that occur and how often, of fixed lists (locations) and described ones (bits).
+    fn listed(&self) -> [Vec<(u64, u64)>; 2] {
+        let listed =
+            |counts: &[u64]| counts.iter().enumerate().filter(|(_, n)| **n > 0).map(|(s, &n)| (s as u64, n)).collect();
+        [listed(&self.fixed), listed(&self.described)]
     }
 }
 
-/// The codes for which the shard takes the fewest bits (the fewest code bits, then the fewest
-/// fixed codes, among equals). The bases are counted whole here: measured from their line
-/// (`packed_keys::BaseLine`) they take about ten bits whatever the codes.
+/// The codes for which the shard takes the fewest bits (the widest unit, then the fewest code
+/// bits, then the fewest fixed codes, among equals). The bases are counted whole here: measured
+/// from their line (`packed_keys::BaseLine`) they take about fifteen bits whatever the codes.
+///
+/// For each unit, the described lists' bits under every escape threshold come from prefix sums
+/// over their sizes in units, so trying every unit, width and split stays a few milliseconds.
 fn choose_codes(sizes: &Sizes, buckets: u64, tag_bits: u32, entry_bits: u32) -> SlotCodes {
+    let eb = entry_bits as u64;
+    let [fixed_lists, described] = sizes.listed();
     let mut best: Option<(u64, SlotCodes)> = None;
-    for bits in 1..=SlotCodes::MAX_BITS {
-        let most = ((1u64 << bits) - 1).min(locations::ListRef::MAX_FIXED) as u32;
-        for fixed in 0..=most {
-            let codes = SlotCodes { bits, fixed };
-            let entries = sizes.entries(&codes);
-            let base_bits = bits_for(entries + 1);
-            let total = buckets * bucket_bits(base_bits, tag_bits, bits) + entries * entry_bits as u64;
-            if best.is_none_or(|(b, _)| total < b) {
-                best = Some((total, codes));
+    for unit in (1..=entry_bits).rev() {
+        let u = unit as u64;
+        // By size in units m: the bits of those lists coded (m units each) and escaped.
+        let most_units = described.iter().map(|&(b, _)| b.div_ceil(u)).max().unwrap_or(0) as usize;
+        let mut coded = vec![0u64; most_units + 1];
+        let mut escaped = vec![0u64; most_units + 1];
+        for &(b, n) in &described {
+            let m = b.div_ceil(u);
+            coded[m as usize] += n * m * u;
+            escaped[m as usize] += n * escaped_bits(b, eb);
+        }
+        for m in 1..=most_units {
+            coded[m] += coded[m - 1];
+            escaped[m] += escaped[m - 1];
+        }
+        let all_escaped = escaped[most_units];
+        for bits in 1..=SlotCodes::MAX_BITS {
+            let most = ((1u64 << bits) - 1).min(locations::ListRef::MAX_FIXED) as u32;
+            for fixed in 0..=most {
+                let codes = SlotCodes { bits, fixed, entry: entry_bits, unit };
+                // Described lists of up to `t` units have codes; longer ones are escaped.
+                let t = ((codes.escape() - fixed as u64) as usize).min(most_units);
+                let mut stream = coded[t] + all_escaped - escaped[t];
+                for &(n, count) in &fixed_lists {
+                    stream += count * Built { at: 0, n: n as u32, codes: 0, kind: Kind::Fixed }.cost(&codes);
+                }
+                let base_bits = bits_for(stream + 1);
+                let total = buckets * bucket_bits(base_bits, tag_bits, bits) + stream;
+                if best.is_none_or(|(b, _)| total < b) {
+                    best = Some((total, codes));
+                }
             }
         }
     }
@@ -250,40 +289,45 @@ struct Piece {
     bases: Vec<u64>,
 }
 
-/// Writes the lists of `lists` (whole buckets) whose stream starts at entry `offset` and takes
-/// `entries` entries.
+/// Writes the lists of `lists` (whole buckets) whose stream starts at bit `offset` and takes
+/// `bits` bits.
 fn write_piece(
     lists: &[Built],
     (words, layout, windows): (&[u32], &LocationLayout, &GlobalWindows),
     codes: &SlotCodes,
     offset: u64,
-    entries: u64,
+    bits: u64,
 ) -> Piece {
-    let mut out = ListWriter::with_capacity(layout.as_stored(), entries);
+    let mut out = ListWriter::with_capacity(layout.as_stored(), bits);
     let mut slot_codes = vec![0u8; lists.len()];
     let mut bases = Vec::with_capacity(lists.len() / BUCKET_SLOTS);
     let mut escaped = Vec::new();
+    let eb = codes.entry as u64;
     for (b, bucket) in lists.chunks(BUCKET_SLOTS).enumerate() {
-        bases.push(offset + out.entries());
+        bases.push(offset + out.bits());
         escaped.clear();
         for (i, list) in bucket.iter().enumerate().filter(|(_, l)| l.kind != Kind::Empty) {
             match list.stored(codes) {
                 (Some(c), _) => {
                     slot_codes[b * BUCKET_SLOTS + i] = c as u8;
+                    let start = out.bits();
                     list.write(&mut out, words, layout, windows, (c as u32) < codes.fixed);
+                    out.zeros_to(start + codes.size(c));
                 }
                 (None, n) => {
                     slot_codes[b * BUCKET_SLOTS + i] = codes.escape() as u8;
-                    escaped.push((list, n));
+                    escaped.push((list, n.div_ceil(eb)));
                 }
             }
         }
-        for &(list, n) in &escaped {
-            out.push(n);
+        for &(list, entries) in &escaped {
+            out.push(entries);
+            let start = out.bits();
             list.write(&mut out, words, layout, windows, false);
+            out.zeros_to(start + entries * eb);
         }
     }
-    debug_assert_eq!(out.entries(), entries);
+    debug_assert_eq!(out.bits(), bits);
     Piece { words: out.finish_unpadded(), codes: slot_codes, bases }
 }
 
@@ -333,7 +377,6 @@ fn store_with(
     debug_assert_eq!(slots.len() % BUCKET_SLOTS, 0);
     let (words, layout, _) = built;
     let buckets = (slots.len() / BUCKET_SLOTS) as u64;
-    let eb = layout.stored_bits as u64;
     let piece = PIECE_BUCKETS * BUCKET_SLOTS;
     let lists: Vec<Built> = slots.par_iter().map(|s| Built::of(s, words, layout)).collect();
     let sizes = lists.par_chunks(piece).map(Sizes::of).reduce(Sizes::default, Sizes::add);
@@ -342,8 +385,9 @@ fn store_with(
     let counts: Vec<u64> = lists.par_chunks(piece).map(|p| p.iter().map(|l| l.cost(&codes)).sum()).collect();
     let offsets: Vec<u64> = counts.iter().scan(0, |at, &n| Some(std::mem::replace(at, *at + n))).collect();
     let total: u64 = counts.iter().sum();
-    // A reader takes a list's start for a slot value of the build's stream, below the flag.
-    if total >= INLINE_FLAG as u64 {
+    // A list's start is a bit below 2^56 (`ListRef`), and a bucket's base at most 32 bits from
+    // the line through them (the shard table's check).
+    if total >= 1 << 56 {
         return Err(ShardOverflow);
     }
     let pieces: Vec<Piece> = (lists.par_chunks(piece).zip(&offsets).zip(&counts))
@@ -352,12 +396,15 @@ fn store_with(
     drop(lists);
     let bases: Vec<u64> = pieces.iter().flat_map(|p| p.bases.iter().copied()).collect();
     let (line, base_bits) = BaseLine::fit(&bases, total);
+    if base_bits > 32 {
+        return Err(ShardOverflow);
+    }
     let code = KeyCode::new(hash, buckets, codes, base_bits).with_line(line);
     let key_words = code.words() as usize;
-    let mut block = vec![0u32; key_words + (total * eb).div_ceil(32) as usize + PAD_WORDS];
+    let mut block = vec![0u32; key_words + total.div_ceil(32) as usize + PAD_WORDS];
     let (keys, stream) = block.split_at_mut(key_words);
     for ((p, &offset), &n) in pieces.iter().zip(&offsets).zip(&counts) {
-        or_bits(stream, offset * eb, &p.words, n * eb);
+        or_bits(stream, offset, &p.words, n);
     }
     let slot_codes: Vec<u8> = pieces.iter().flat_map(|p| p.codes.iter().copied()).collect();
     packed_keys::pack_into(keys, slots, &slot_codes, &bases, &code);
@@ -430,7 +477,8 @@ mod tests {
         assert!((stored.block.len() as u64) < old);
     }
 
-    /// Each choice of codes reads back: every width, every split between fixed and described.
+    /// Each choice of codes reads back: every width, every split between fixed and described,
+    /// units from a bit to a whole entry.
     #[test]
     fn every_code_choice_reads_back() {
         let layout = LocationLayout::uniform(64, 4096, 254, 10);
@@ -445,9 +493,10 @@ mod tests {
             .collect();
         let ShardData { slots, words } = built(&layout, hash, &lists);
         let numbering = GlobalWindows::uniform(64, 4096, &layout);
-        for bits in 1..=4 {
+        let entry = layout.stored_bits;
+        for (bits, unit) in (1..=4).flat_map(|bits| [1, 3, 8, entry - 1, entry].map(|unit| (bits, unit))) {
             for fixed in 0..(1 << bits) {
-                let codes = SlotCodes { bits, fixed };
+                let codes = SlotCodes { bits, fixed, entry, unit };
                 let stored = store_with(&slots, (&words, &layout, &numbering), hash, Some(codes)).unwrap();
                 assert_eq!(stored.code.codes, codes);
                 let packed = stored.packed_keys(1);

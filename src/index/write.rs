@@ -151,6 +151,8 @@ impl IndexWriter {
             base_bits: code.base_bits,
             base_slope: code.line.slope,
             base_bias: code.line.bias,
+            unit_bits: code.codes.unit,
+            reserved: 0,
         };
         debug_assert_eq!(entry.checksum, shard_checksum(slot_bytes, word_bytes));
         debug_assert_eq!(entry.key_bytes(), slot_bytes.len() as u64);
