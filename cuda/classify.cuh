@@ -27,6 +27,8 @@ struct DeviceIndex {
     u32 targets;
     u32 dir_shift;
     u32 nodes;  // taxonomy tree nodes: a clade feature's node must be below
+    u32 loc_bits;  // target bits + window bits: a delta list's jump (locations.rs JUMP)
+    u32 unused;
 };
 
 #define NOT_FOUND 0xFFFFFFFFFFFFFFFFull
@@ -262,8 +264,24 @@ __device__ __forceinline__ u64 list_next(const DeviceIndex& ix, const List& l, C
         return l.loc;
     }
     u64 a, b;
-    if (!read_gamma(l.words, &c.bit, l.end, &a) || !read_gamma(l.words, &c.bit, l.end, &b)) {
+    if (!read_gamma(l.words, &c.bit, l.end, &a)) {
         c.bit = l.end;  // the rest is unreadable too
+        return 0xFFFFFFFFFFFFFFFFull;
+    }
+    if (a == JUMP_CODE) {
+        // A jump: the location itself (locations.rs read_step).
+        if (c.bit + ix.loc_bits > l.end) {
+            c.bit = l.end;
+            return 0xFFFFFFFFFFFFFFFFull;
+        }
+        const u64 loc = bits_at(l.words, c.bit) & (ix.loc_bits >= 64 ? ~0ull : ((1ull << ix.loc_bits) - 1));
+        c.bit += ix.loc_bits;
+        c.t = (u32)(loc >> wb);
+        c.w = (u32)(loc & mask);
+        return ((u64)c.t << wb) | ((u64)c.w & mask);
+    }
+    if (!read_gamma(l.words, &c.bit, l.end, &b)) {
+        c.bit = l.end;
         return 0xFFFFFFFFFFFFFFFFull;
     }
     const u32 dt = a == 1 ? 1 : a == 2 ? 0 : (u32)(a - 1);
@@ -534,7 +552,7 @@ extern "C" __global__ void read_candidates32(const u64* locations, const u64* re
 }
 
 // The host builds these arguments as Rust structs, which assert the same sizes.
-static_assert(sizeof(DeviceIndex) == 88, "struct DeviceIndex must match IndexArgs in src/gpu/classify.rs");
+static_assert(sizeof(DeviceIndex) == 96, "struct DeviceIndex must match IndexArgs in src/gpu/classify.rs");
 static_assert(sizeof(DeviceTree) == 32, "struct DeviceTree must match TreeArgs in src/gpu/classify.rs");
 static_assert(sizeof(Mates) == 40, "struct Mates must match MatesArgs in src/gpu/classify.rs");
 static_assert(sizeof(Candidate) == 16, "struct Candidate must match DeviceCandidate in src/gpu/classify.rs");

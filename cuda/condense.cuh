@@ -280,11 +280,20 @@ extern "C" __global__ void slot_room(const u64* slots, u64 n_slots, const u32* c
 
 #define MAX_CODE 0xFFFFFFFFull  // src/index/locations.rs MAX_CODE
 
-// The two gamma codes of location b after a (locations.rs delta_codes).
+// A step of JUMP targets or more: the code JUMP + 1, then the location in loc_bits (locations.rs JUMP).
+#define JUMP 4ull
+#define JUMP_CODE (JUMP + 1)
+
+// The codes of location b after a (locations.rs delta_codes): a jump's second is b itself.
 __device__ __forceinline__ void delta_codes(u64 a, u64 b, u32 wb, u64* x, u64* y) {
     const u64 mask = (1ull << wb) - 1;
     const u32 ta = (u32)(a >> wb), wa = (u32)(a & mask), tb = (u32)(b >> wb), wbb = (u32)(b & mask);
     const u64 dt = (u32)(tb - ta);
+    if (dt >= JUMP) {
+        *x = JUMP_CODE;
+        *y = b;
+        return;
+    }
     *x = dt == 0 ? 2 : dt == 1 ? 1 : dt + 1;
     if (dt == 0) {
         *y = (u64)(u32)(wbb - wa - 1) + 1;
@@ -302,13 +311,13 @@ __device__ __forceinline__ u64 gamma_code(u64 x) {
 }
 
 // The bits of a sorted list's delta codes, or ~0 when a code is too large (locations.rs delta_bits).
-__device__ __forceinline__ u64 delta_bits(const u64* list, u64 len, u32 wb) {
+__device__ __forceinline__ u64 delta_bits(const u64* list, u64 len, u32 wb, u32 loc_bits) {
     u64 bits = 0;
     for (u64 x = 1; x < len; ++x) {
         u64 a, b;
         delta_codes(list[x - 1], list[x], wb, &a, &b);
-        if (a > MAX_CODE || b > MAX_CODE) return ~0ull;
-        bits += gamma_len(a) + gamma_len(b);
+        if (a != JUMP_CODE && b > MAX_CODE) return ~0ull;
+        bits += gamma_len(a) + (a == JUMP_CODE ? loc_bits : gamma_len(b));
     }
     return bits;
 }
@@ -324,7 +333,7 @@ __device__ __forceinline__ bool use_delta(u64 bits, u64 len, u32 eb) {
 // location and the rest, fixed or delta-coded, whichever is shorter.
 extern "C" __global__ void sort_lists(Table t, Remap m, const u32* table_slots, const u32* counts, const u32* clade,
                                       const u64* slots, u64 n_slots, const u64* room_start, u32 inline_single,
-                                      u32 entry_bits, u32 window_bits, u64* scratch, u64* entries) {
+                                      u32 entry_bits, u32 window_bits, u32 loc_bits, u64* scratch, u64* entries) {
     for (u64 g = blockIdx.x * (u64)blockDim.x + threadIdx.x; g < n_slots; g += (u64)gridDim.x * blockDim.x) {
         const u64 s = slots[g];
         if ((u32)s == NO_FEATURE) {
@@ -351,7 +360,7 @@ extern "C" __global__ void sort_lists(Table t, Remap m, const u32* table_slots, 
             }
             list[j] = packed;
         });
-        const u64 bits = delta_bits(list, len, window_bits);
+        const u64 bits = delta_bits(list, len, window_bits, loc_bits);
         // Delta: a flag bit, the length's gamma code, the first location and the codes, to whole
         // entries; fixed: a head entry and an entry each.
         entries[g] = use_delta(bits, len, entry_bits)
@@ -387,7 +396,7 @@ __device__ __forceinline__ void put_bits(u32* words, u64 bit, u64 v, u32 bits) {
 // clade feature's list is a zero head and its node. Sets *overflow if an entry index needs 32 bits.
 extern "C" __global__ void write_lists(Table t, Remap m, const u32* table_slots, const u32* counts, const u32* clade,
                                        u64* slots, u64 n_slots, const u64* room_start, const u64* entry_start,
-                                       Shards sh, Streams st, u32 window_bits, const u64* scratch, u32* words,
+                                       Shards sh, Streams st, u32 window_bits, u32 loc_bits, const u64* scratch, u32* words,
                                        u32* overflow) {
     for (u64 g = blockIdx.x * (u64)blockDim.x + threadIdx.x; g < n_slots; g += (u64)gridDim.x * blockDim.x) {
         const u64 s = slots[g];
@@ -416,7 +425,7 @@ extern "C" __global__ void write_lists(Table t, Remap m, const u32* table_slots,
         if (e >= INLINE_FLAG) atomicOr(overflow, 1u);
         const u64* list = scratch + room_start[g];
         const u64 len = counts[s >> 32];
-        const u64 bits = delta_bits(list, len, window_bits);
+        const u64 bits = delta_bits(list, len, window_bits, loc_bits);
         const bool delta = use_delta(bits, len, eb);
         u64 bit = e * eb;
         if (delta) {
@@ -441,6 +450,11 @@ extern "C" __global__ void write_lists(Table t, Remap m, const u32* table_slots,
             delta_codes(list[x - 1], list[x], window_bits, &a, &b);
             put_bits(w, bit, gamma_code(a), gamma_len(a));
             bit += gamma_len(a);
+            if (a == JUMP_CODE) {
+                put_bits(w, bit, b, loc_bits);
+                bit += loc_bits;
+                continue;
+            }
             put_bits(w, bit, gamma_code(b), gamma_len(b));
             bit += gamma_len(b);
         }

@@ -49,11 +49,14 @@ pub(crate) struct IndexArgs<'a> {
     dir_shift: u32,
     /// Nodes of the index's taxonomy tree: a clade feature's node is below.
     nodes: u32,
+    /// Target and window bits: a delta list's jump (`index::locations::JUMP`).
+    loc_bits: u32,
+    unused: u32,
 }
 // SAFETY: plain old data with the layout of the CUDA struct (`DevAddr` is a `u64`).
 unsafe impl DeviceRepr for IndexArgs<'_> {}
 // Kernels read it as `struct DeviceIndex` (cuda/classify.cuh), which asserts the same size.
-const _: () = assert!(std::mem::size_of::<IndexArgs>() == 88);
+const _: () = assert!(std::mem::size_of::<IndexArgs>() == 96);
 
 /// Kernel view of the taxonomy; must match `struct DeviceTree` in `cuda/classify.cuh`. It borrows
 /// the tree's arrays ([`DeviceTree::args`]).
@@ -480,8 +483,8 @@ pub(crate) struct IndexTables {
     word_base: CudaSlice<u64>,
     buckets: CudaSlice<u64>,
     shard_words: CudaSlice<u64>,
-    /// Per shard: its slots' tag bits, code bits << 8, fixed codes << 16 and its buckets' base
-    /// bits << 32 (`struct DeviceIndex`).
+    /// Per shard: its slots' tag bits, code bits << 8, fixed codes << 16, its lists' unit << 24
+    /// and its buckets' base bits << 32 (`struct DeviceIndex`).
     key_code: CudaSlice<u64>,
     base_line: CudaSlice<u64>,
     window_starts: CudaSlice<u64>,
@@ -493,6 +496,7 @@ pub(crate) struct IndexTables {
     targets: u32,
     dir_shift: u32,
     nodes: u32,
+    loc_bits: u32,
 }
 
 impl IndexTables {
@@ -539,6 +543,7 @@ impl IndexTables {
             targets: index.targets().len() as u32,
             dir_shift,
             nodes: index.taxonomy().taxa().len() as u32,
+            loc_bits: layout.bits(),
         })
     }
 
@@ -565,6 +570,8 @@ impl IndexTables {
             targets: self.targets,
             dir_shift: self.dir_shift,
             nodes: self.nodes,
+            loc_bits: self.loc_bits,
+            unused: 0,
         }
     }
 }

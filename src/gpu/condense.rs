@@ -498,7 +498,7 @@ fn write_lists(
     let mut scratch = s.alloc_zeros::<u64>(rooms.max(1) as usize).map_err(GpuError::from)?;
     let mut entries = s.alloc_zeros::<u64>(total as usize + 1).map_err(GpuError::from)?;
     let (targs, margs) = (table.args(), keys.remap.args(gpu));
-    let (entry_bits, window_bits) = (layout.entry_bits, layout.window_bits);
+    let (entry_bits, window_bits, loc_bits) = (layout.entry_bits, layout.window_bits, layout.bits());
     launch!(
         gpu,
         "sort_lists",
@@ -514,6 +514,7 @@ fn write_lists(
         &inline_single,
         &entry_bits,
         &window_bits,
+        &loc_bits,
         &mut scratch,
         &mut entries
     );
@@ -560,6 +561,7 @@ fn write_lists(
         &sh,
         &st,
         &window_bits,
+        &loc_bits,
         &scratch,
         &mut words,
         &mut overflow

@@ -67,7 +67,9 @@ pub const MAGIC: [u8; 8] = *b"\x89KMERDB\n";
 /// Version 12: lists start at any bit, not at whole entries: a bucket's base is a bit, and a list
 /// that says what it is (a delta list mostly) is sized in its shard's unit (`SlotCodes::unit`,
 /// [`ShardEntry::unit_bits`]), which the writer picks with the codes; on the GPU benchmark's
-/// strain-rich collection delta lists had been padded by 12 bits on average.
+/// strain-rich collection delta lists had been padded by 12 bits on average. And a delta list's
+/// step of `locations::JUMP` targets or more is a jump: a code and the location itself (50 Gbp
+/// strain-rich collection: 0.356 -> 0.251 bytes a base).
 pub const FORMAT_VERSION: u32 = 12;
 pub const PREAMBLE_LEN: usize = 64;
 pub const SECTION_ALIGN: u64 = 4096;

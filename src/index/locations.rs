@@ -13,6 +13,11 @@
 //!   stream of gamma codes, two per location, of the differences from the location before: the
 //!   target's plus one, then, within the same target, the window's (less one, as windows ascend)
 //!   plus one, else the zigzag of the window's change plus one; padded with zeros to a whole entry.
+//!   A step of [`JUMP`] targets or more is a *jump* (format 12): the code `JUMP + 1`, then the
+//!   location itself in `target_bits + window_bits` bits. At k = 16 a feature of a large
+//!   collection is shared by unrelated species as well as by strains, and the window's change to an
+//!   unrelated target was a gamma code of about 33 bits; on the 10 Gbp strain-rich collection
+//!   jumps take the lists from 2.49 to 1.98 GB.
 //!   (Up to the first format 9 the length took a whole head entry: a fifth of a strain-rich index.)
 //!
 //! The writer takes the delta form where it is less than half the fixed one (`use_delta`). The strains of a species are numbered side by
@@ -253,9 +258,12 @@ impl ListWriter {
                 self.push_bits(gamma(len), gamma_len(len));
                 self.push_bits(locs[0], eb as u32);
                 for pair in locs.windows(2) {
-                    let (a, b) = delta_codes(self.layout.unpack(pair[0]), self.layout.unpack(pair[1]));
+                    let (a, b) = delta_codes(&self.layout, pair[0], pair[1]);
                     self.push_bits(gamma(a), gamma_len(a));
-                    self.push_bits(gamma(b), gamma_len(b));
+                    match a == JUMP_CODE {
+                        true => self.push_bits(b, self.layout.bits()),
+                        false => self.push_bits(gamma(b), gamma_len(b)),
+                    }
                 }
                 self.end_delta(len, bits);
             }
@@ -339,12 +347,25 @@ impl ListWriter {
     }
 }
 
-/// The two gamma codes (each at least 1) of location `b` after `a`: the target's difference (1 for
-/// the next target, the commonest, 2 for the same target, else the difference plus one), then
-/// within one target the window's less one (windows ascend), else its zigzag, plus one.
+/// Targets apart from which a step is a jump: its location follows whole (see the module's comment).
+/// The device twin is `JUMP` in `cuda/condense.cuh`.
+pub const JUMP: u64 = 4;
+/// The target code of a jump.
+const JUMP_CODE: u64 = JUMP + 1;
+
+/// The codes (the first a gamma code, at least 1) of location `b` after `a`: the target's
+/// difference (1 for the next target, the commonest, 2 for the same target, else the difference
+/// plus one), then within one target the window's less one (windows ascend), else its zigzag, plus
+/// one, as a gamma code; or, [`JUMP`] targets on or more, [`JUMP_CODE`] and `b` itself (packed by
+/// `layout`), written in `layout.bits()` bits.
 #[inline]
-fn delta_codes(a: (u32, u32), b: (u32, u32)) -> (u64, u64) {
-    let dt = b.0.wrapping_sub(a.0) as u64;
+fn delta_codes(layout: &LocationLayout, a: u64, b: u64) -> (u64, u64) {
+    let (a, bp) = (layout.unpack(a), layout.unpack(b));
+    let dt = bp.0.wrapping_sub(a.0) as u64;
+    if dt >= JUMP {
+        return (JUMP_CODE, b);
+    }
+    let b = bp;
     let t_code = match dt {
         0 => 2,
         1 => 1,
@@ -357,6 +378,12 @@ fn delta_codes(a: (u32, u32), b: (u32, u32)) -> (u64, u64) {
         ((d << 1) ^ (d >> 63)) as u64
     };
     (t_code, dw + 1)
+}
+
+/// Bits of one step's codes (see [`delta_codes`]).
+#[inline]
+fn step_bits((a, b): (u64, u64), layout: &LocationLayout) -> u64 {
+    gamma_len(a) as u64 + if a == JUMP_CODE { layout.bits() as u64 } else { gamma_len(b) as u64 }
 }
 
 /// Bits of a delta list of `len` locations in `eb`-bit entries whose codes take `bits`: its flag,
@@ -388,11 +415,11 @@ pub(crate) const MAX_CODE: u64 = (1 << 32) - 1;
 fn delta_bits(locs: &[u64], layout: &LocationLayout) -> Option<u64> {
     let mut bits = 0;
     for pair in locs.windows(2) {
-        let (a, b) = delta_codes(layout.unpack(pair[0]), layout.unpack(pair[1]));
-        if a > MAX_CODE || b > MAX_CODE {
+        let step = delta_codes(layout, pair[0], pair[1]);
+        if step.0 != JUMP_CODE && step.1 > MAX_CODE {
             return None;
         }
-        bits += (gamma_len(a) + gamma_len(b)) as u64;
+        bits += step_bits(step, layout);
     }
     Some(bits)
 }
@@ -452,10 +479,12 @@ pub enum LocationList<'a> {
         len: usize,
         windows: Option<&'a GlobalWindows>,
     },
-    /// `len` locations: `first_loc`, then delta codes from bit `bit`, which end by bit `end`.
+    /// `len` locations: `first_loc`, then delta codes from bit `bit`, which end by bit `end`
+    /// (a jump's location in `loc_bits`).
     Delta {
         words: &'a [u32],
         window_bits: u32,
+        loc_bits: u32,
         first_loc: u64,
         bit: u64,
         end: u64,
@@ -552,6 +581,7 @@ impl<'a> LocationList<'a> {
             return LocationList::Delta {
                 words,
                 window_bits: layout.window_bits,
+                loc_bits: layout.bits(),
                 first_loc,
                 bit: bit + eb,
                 end: real_bits,
@@ -602,9 +632,11 @@ impl<'a> LocationList<'a> {
 
     /// The bit after a delta list's last code (readable or not); 0 for other lists.
     pub(crate) fn end_bit(&self) -> u64 {
-        let LocationList::Delta { words, mut bit, end, len, .. } = *self else { return 0 };
+        let LocationList::Delta { words, mut bit, end, len, loc_bits, .. } = *self else { return 0 };
         for _ in 1..len {
-            let _ = read_gamma(words, &mut bit, end).zip(read_gamma(words, &mut bit, end));
+            if read_step(words, &mut bit, end, loc_bits).is_none() {
+                return end;
+            }
         }
         bit
     }
@@ -648,17 +680,17 @@ impl<'a> LocationList<'a> {
                     bit += eb;
                 }
             }
-            LocationList::Delta { words, window_bits, first_loc, mut bit, end, len } => {
+            LocationList::Delta { words, window_bits, loc_bits, first_loc, mut bit, end, len } => {
                 out.reserve(len);
                 out.push(first_loc);
                 let mask = (1u64 << window_bits) - 1;
                 let (mut t, mut w) = ((first_loc >> window_bits) as u32, (first_loc & mask) as u32);
                 for k in 1..len {
-                    let Some((a, b)) = read_gamma(words, &mut bit, end).zip(read_gamma(words, &mut bit, end)) else {
+                    let Some((a, b)) = read_step(words, &mut bit, end, loc_bits) else {
                         out.extend(std::iter::repeat_n(UNREADABLE, len - k));
                         return;
                     };
-                    (t, w) = apply_delta((t, w), a, b);
+                    (t, w) = apply_delta((t, w), a, b, window_bits);
                     out.push((t as u64) << window_bits | (w as u64 & mask));
                 }
             }
@@ -681,9 +713,13 @@ pub struct Locations<'a> {
     prev: (u32, u32),
 }
 
-/// The (target, window) after `prev` whose delta codes are `a` and `b` (see [`delta_codes`]).
+/// The (target, window) after `prev` whose delta codes are `a` and `b` (see [`delta_codes`]; a
+/// jump's `b` is the location, of `window_bits` window bits).
 #[inline]
-fn apply_delta((t, w): (u32, u32), a: u64, b: u64) -> (u32, u32) {
+fn apply_delta((t, w): (u32, u32), a: u64, b: u64, window_bits: u32) -> (u32, u32) {
+    if a == JUMP_CODE {
+        return ((b >> window_bits) as u32, (b & ((1u64 << window_bits) - 1)) as u32);
+    }
     let dt = match a {
         1 => 1,
         2 => 0,
@@ -697,6 +733,28 @@ fn apply_delta((t, w): (u32, u32), a: u64, b: u64) -> (u32, u32) {
         }
     };
     (t.wrapping_add(dt), w)
+}
+
+/// One step's codes at `*bit` of `words` (see [`delta_codes`]), if whole before `end`: the
+/// target's gamma code, then the window's, or a jump's location of `loc_bits` bits.
+#[inline]
+fn read_step(words: &[u32], bit: &mut u64, end: u64, loc_bits: u32) -> Option<(u64, u64)> {
+    let a = read_gamma(words, bit, end)?;
+    if a != JUMP_CODE {
+        return Some((a, read_gamma(words, bit, end)?));
+    }
+    if *bit + loc_bits as u64 > end {
+        return None;
+    }
+    let loc = bits_at(words, *bit) & low_bits(loc_bits);
+    *bit += loc_bits as u64;
+    Some((a, loc))
+}
+
+/// The low `bits` (1 to 64) set.
+#[inline]
+fn low_bits(bits: u32) -> u64 {
+    if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 }
 }
 
 /// One gamma code at `*bit` of `words`, if it is whole before `end` and at most [`MAX_CODE`].
@@ -731,20 +789,19 @@ impl Iterator for Locations<'_> {
                 let e = entry_at(words, *entry_bits, *bit + (self.i as u64 - 1) * *entry_bits as u64);
                 Some(windows.map_or(e, |g| g.location(e)))
             }
-            LocationList::Delta { words, window_bits, first_loc, bit, end, .. } => {
+            LocationList::Delta { words, window_bits, loc_bits, first_loc, bit, end, .. } => {
                 let wb = *window_bits;
                 let mask = (1u64 << wb) - 1;
                 if self.i == 1 {
                     self.prev = ((*first_loc >> wb) as u32, (*first_loc & mask) as u32);
                     return Some(*first_loc);
                 }
-                let codes = read_gamma(words, bit, *end).zip(read_gamma(words, bit, *end));
-                let Some((a, b)) = codes else {
+                let Some((a, b)) = read_step(words, bit, *end, *loc_bits) else {
                     // The rest is unreadable too.
                     *bit = *end;
                     return Some(UNREADABLE);
                 };
-                self.prev = apply_delta(self.prev, a, b);
+                self.prev = apply_delta(self.prev, a, b, wb);
                 Some((self.prev.0 as u64) << wb | (self.prev.1 as u64 & mask))
             }
             LocationList::Clade(_) => None,
@@ -813,6 +870,37 @@ mod tests {
                 assert_eq!(&appended, l);
             }
             assert!(deltas >= 10, "layout {layout:?}: {deltas} delta lists");
+        }
+    }
+
+    /// A strain run that also holds unrelated targets (at k = 16 a large collection's features
+    /// are shared by unrelated species): each unrelated location is a jump, the jump code and the
+    /// location, not a gamma code of the window's change; the list stays delta-coded and reads
+    /// back, through every reader and at the widest layout too.
+    #[test]
+    fn jumps_to_unrelated_targets_read_back() {
+        for (targets, windows) in [(5000, 50_000), (1 << 32, 1 << 32)] {
+            let layout = LocationLayout::uniform(targets, windows, 254, 10);
+            let (far, last_w) = ((targets - 1) as u32, (windows - 1) as u32);
+            let mut list: Vec<u64> = (0..40).map(|t| layout.pack(100 + t, 4000 + t % 2)).collect();
+            // Steps of JUMP - 1 targets (not a jump), JUMP (the smallest jump), and far.
+            list.push(layout.pack(139 + JUMP as u32 - 1, 4002));
+            list.push(layout.pack(139 + 2 * JUMP as u32 - 1, 17));
+            list.extend([layout.pack(far - 1, last_w), layout.pack(far, last_w)]);
+            let mut w = ListWriter::new(layout);
+            let v = w.add(&list).unwrap();
+            let words = w.finish();
+            let decoded = LocationList::decode(v, &words, &layout);
+            assert!(matches!(decoded, LocationList::Delta { .. }), "{layout:?}");
+            assert_eq!(decoded.iter().collect::<Vec<_>>(), list);
+            let mut appended = Vec::new();
+            decoded.append_to(&mut appended);
+            assert_eq!(appended, list);
+            let LocationList::Delta { bit, .. } = decoded else { unreachable!() };
+            assert_eq!(decoded.end_bit() - bit, delta_bits(&list, &layout).unwrap());
+            // Two jumps (JUMP targets on, and to the far targets); the far targets' own steps are not.
+            let jumps = (1..list.len()).filter(|&i| delta_codes(&layout, list[i - 1], list[i]).0 == JUMP_CODE).count();
+            assert_eq!(jumps, 2);
         }
     }
 
