@@ -278,7 +278,7 @@ __device__ __forceinline__ u64 list_next(const DeviceIndex& ix, const List& l, C
         c.bit += ix.loc_bits;
         c.t = (u32)(loc >> wb);
         c.w = (u32)(loc & mask);
-        return ((u64)c.t << wb) | ((u64)c.w & mask);
+        return loc;
     }
     if (!read_gamma(l.words, &c.bit, l.end, &b)) {
         c.bit = l.end;

@@ -359,13 +359,12 @@ const JUMP_CODE: u64 = JUMP + 1;
 /// one, as a gamma code; or, [`JUMP`] targets on or more, [`JUMP_CODE`] and `b` itself (packed by
 /// `layout`), written in `layout.bits()` bits.
 #[inline]
-fn delta_codes(layout: &LocationLayout, a: u64, b: u64) -> (u64, u64) {
-    let (a, bp) = (layout.unpack(a), layout.unpack(b));
-    let dt = bp.0.wrapping_sub(a.0) as u64;
+fn delta_codes(layout: &LocationLayout, from: u64, to: u64) -> (u64, u64) {
+    let (a, b) = (layout.unpack(from), layout.unpack(to));
+    let dt = b.0.wrapping_sub(a.0) as u64;
     if dt >= JUMP {
-        return (JUMP_CODE, b);
+        return (JUMP_CODE, to);
     }
-    let b = bp;
     let t_code = match dt {
         0 => 2,
         1 => 1,
@@ -455,7 +454,7 @@ pub(crate) fn entry(words: &[u32], eb: u32, i: u64) -> u64 {
 #[inline]
 pub(crate) fn entry_at(words: &[u32], eb: u32, bit: u64) -> u64 {
     let (w, shift) = ((bit / 32) as usize, (bit % 32) as u32);
-    let mask = if eb == 64 { u64::MAX } else { (1u64 << eb) - 1 };
+    let mask = low_bits(eb);
     if eb + shift <= 64 {
         let two = words[w] as u64 | (words[w + 1] as u64) << 32;
         (two >> shift) & mask
@@ -575,7 +574,7 @@ impl<'a> LocationList<'a> {
             if bit + eb > real_bits || len > (real_bits - bit - eb) / 2 + 1 {
                 return empty;
             }
-            let mask = if eb == 64 { u64::MAX } else { (1u64 << eb) - 1 };
+            let mask = low_bits(eb as u32);
             let first = bits_at(words, bit) & mask;
             let first_loc = windows.map_or(first, |g| g.location(first));
             return LocationList::Delta {
