@@ -568,8 +568,9 @@ impl<'g> PassBuild<'g> {
     /// condensed, into one of [`SHARD_BUFFERS`] pinned buffers of that GPU. The rest is a
     /// pipeline (`crate::pipeline`), as the CPU build's: the calling thread takes the shards in
     /// shard order (shard `s` from its owner's queue) and finishes those that have arrived on the
-    /// build's thread pool (leftover keys, checksum); a writer thread writes them and gives their
-    /// buffers back. A GPU that runs out of buffers waits for the writer, so host memory stays
+    /// build's thread pool (leftover keys, layout, checksum), giving each buffer back once its
+    /// shard is in host memory; a writer thread writes them. A GPU that runs out of buffers waits
+    /// for the finishing, which waits for room in the writer's queue, so host memory stays
     /// bounded and a slow disk slows the GPUs rather than filling memory. (No deadlock: each GPU
     /// downloads its shards in order, and the finishing stage waits for a shard only when it
     /// holds none, see `pipeline::in_order_as_ready`.)
@@ -592,7 +593,15 @@ impl<'g> PassBuild<'g> {
             counts.iter().sum::<u64>()
         );
         let first: Vec<u32> = first_windows.iter().map(|&w| u32::try_from(w).expect("checked when read")).collect();
-        let job = PassJob { passes: &passes, counts, first: &first, final_id, layout, cap, clades };
+        // The GPU threads' host work gets threads of its own: the build's pool may be busy, or
+        // its only thread may be this one, waiting for a GPU's next shard (see
+        // `pipeline::in_order_as_ready`), and a GPU thread waiting on it would deadlock.
+        let host = rayon::ThreadPoolBuilder::new()
+            .num_threads(pool.current_num_threads())
+            .thread_name(|i| format!("kmerdb-gpu-host-{i}"))
+            .build()
+            .map_err(|e| BuildError::Threads { threads: pool.current_num_threads(), reason: e.to_string() })?;
+        let job = PassJob { passes: &passes, counts, first: &first, final_id, layout, cap, clades, host: &host };
         let mut report = PassReport { passes: passes.len(), shard_pairs: counts.to_vec(), ..Default::default() };
         let gpu_times: Vec<Mutex<(Duration, Duration)>> = (0..n).map(|_| Mutex::new(Default::default())).collect();
         let (waiting, finishing) = (Mutex::new(Duration::ZERO), Mutex::new(Duration::ZERO));
@@ -616,13 +625,19 @@ impl<'g> PassBuild<'g> {
             let hash = KeyHash::new(self.shard_bits);
             let finish = move |shard: Result<Downloaded, BuildError>| {
                 let t = Instant::now();
-                let done = shard?.finish((layout, numbering), hash);
+                let (done, buf) = shard?.finish((layout, numbering), hash)?;
+                // The shard is in host memory now: its buffer goes back to its GPU at once, so
+                // that a GPU waits for the shards being finished, not for the writer too. (A
+                // GPU that has stopped takes no more buffers.)
+                if let Some((gpu, buf)) = buf {
+                    let _ = pools[gpu].send(buf);
+                }
                 *finishing.lock().expect("no finishing panicked") += t.elapsed();
-                done
+                Ok(done)
             };
             let mut finished = crate::pipeline::in_order_as_ready(pool, next, finish);
             let stats = &mut stats;
-            let mut write = move |f: Finished| write_shard(writer, f, &pools, stats);
+            let mut write = move |f: Finished| write_shard(writer, f, stats);
             let times = crate::pipeline::run_here(("finishing", &mut finished), SHARD_BUFFERS, ("writing", &mut write));
             // The queues to and from the GPU threads close here, so that any still running stop
             // (they would wait for a buffer or send into the void) before the scope joins them.
@@ -638,6 +653,14 @@ impl<'g> PassBuild<'g> {
         report.waiting_for_gpus = waiting.into_inner().expect("no waiting panicked");
         report.finishing = finishing.into_inner().expect("no finishing panicked");
         report.writing = times[1].1.busy;
+        log::debug!(
+            "passes: GPUs select and insert {:.2} s, condense and queue downloads {:.2} s (summed over GPUs); host waits for the GPUs {:.2} s, finishes shards {:.2} s (summed over threads), writes {:.2} s",
+            report.select_insert.as_secs_f64(),
+            report.condense.as_secs_f64(),
+            report.waiting_for_gpus.as_secs_f64(),
+            report.finishing.as_secs_f64(),
+            report.writing.as_secs_f64()
+        );
         Ok((stats, report))
     }
 
@@ -705,11 +728,15 @@ impl<'g> PassBuild<'g> {
             job.layout,
             (job.cap, job.clades),
             self.shard_bits,
+            Some(job.host),
         )?;
         drop(table);
+        let (condensed, mut waited) = (t.elapsed(), Duration::ZERO);
         let s = &gpu.stream;
         for &shard in &wanted {
+            let w = Instant::now();
             let Ok(mut buf) = free.recv() else { return Ok(false) };
+            waited += w.elapsed();
             let place = &dev.places[shard];
             let order = place.slots.start..place.left.end;
             buf = buf.ensure(gpu, order.len(), place.words.len())?;
@@ -749,10 +776,12 @@ impl<'g> PassBuild<'g> {
         drop(dev);
         let condense = t.elapsed();
         log::debug!(
-            "GPU {} pass of shards {range:?}: {values} pairs, select and insert {:.3} s, condense and downloads queued {:.3} s",
+            "GPU {} pass of shards {range:?}: {values} pairs, select and insert {:.3} s, condense and downloads queued {:.3} s (condensed in {:.3} s, {:.3} s waiting for free buffers)",
             gpu.ordinal,
             select_insert.as_secs_f64(),
-            condense.as_secs_f64()
+            condense.as_secs_f64(),
+            condensed.as_secs_f64(),
+            waited.as_secs_f64()
         );
         let mut times = times.lock().expect("no GPU thread panicked");
         times.0 += select_insert;
@@ -1000,8 +1029,6 @@ struct DownloadedShard {
 /// its GPU with it).
 struct Finished {
     shard: usize,
-    /// The buffer it came in, and its GPU.
-    buf: Option<(usize, ShardBuffer)>,
     stored: StoredShard,
     checksum: u64,
     stats: ShardStats,
@@ -1010,12 +1037,13 @@ struct Finished {
 
 impl Downloaded {
     /// Waits for the copies, places the leftover keys in place, lays the shard out as stored
-    /// (`index::stored_shard`) and computes the checksum.
+    /// (`index::stored_shard`) and computes the checksum. Gives back the buffer it came in, with
+    /// its GPU, for that GPU's next shard.
     fn finish(
         self,
         (layout, numbering): (&LocationLayout, &GlobalWindows),
         hash: KeyHash,
-    ) -> Result<Finished, BuildError> {
+    ) -> Result<(Finished, Option<(usize, ShardBuffer)>), BuildError> {
         let checksum = |s: &StoredShard| {
             crate::index::format::shard_checksum(bytemuck::cast_slice(s.keys()), bytemuck::cast_slice(s.words()))
         };
@@ -1024,14 +1052,14 @@ impl Downloaded {
                 let words = vec![0; crate::index::locations::PAD_WORDS];
                 let stored = stored_shard::store_parts(&[], &words, layout, numbering, hash)
                     .map_err(|_| crate::gpu::condense::shard_overflow())?;
-                return Ok(Finished {
+                let finished = Finished {
                     shard,
-                    buf: None,
                     checksum: checksum(&stored),
                     stored,
                     stats: ShardStats::default(),
                     clade_lists: CladeLists::default(),
-                });
+                };
+                return Ok((finished, None));
             }
             Downloaded::Shard(d) => d,
         };
@@ -1043,14 +1071,14 @@ impl Downloaded {
         let (slots, left) = order.split_at_mut(d.slots);
         let words = &words[..d.words];
         let stored = crate::gpu::condense::finish_and_store(slots, left, words, (layout, numbering), hash)?;
-        Ok(Finished {
+        let finished = Finished {
             shard: d.shard,
             checksum: checksum(&stored),
-            buf: Some((d.gpu, d.buf)),
             stored,
             stats: d.stats,
             clade_lists: d.clade_lists,
-        })
+        };
+        Ok((finished, Some((d.gpu, d.buf))))
     }
 }
 
@@ -1091,22 +1119,12 @@ impl InShardOrder<'_> {
     }
 }
 
-/// The writing stage: a finished shard written (in shard order), its counts added to `stats`,
-/// its buffer given back to its GPU.
-fn write_shard(
-    writer: &mut IndexWriter,
-    f: Finished,
-    pools: &[std::sync::mpsc::Sender<ShardBuffer>],
-    stats: &mut ShardStats,
-) -> Result<(), BuildError> {
+/// The writing stage: a finished shard written (in shard order), its counts added to `stats`.
+fn write_shard(writer: &mut IndexWriter, f: Finished, stats: &mut ShardStats) -> Result<(), BuildError> {
     assert_eq!(f.shard, writer.shards_written(), "shards reach the writer in shard order");
     writer.add_shard(&f.stored, Some(f.checksum))?;
     *stats += f.stats;
     writer.add_clade_lists(f.clade_lists);
-    if let Some((gpu, buf)) = f.buf {
-        // A GPU that has stopped takes no more buffers.
-        let _ = pools[gpu].send(buf);
-    }
     Ok(())
 }
 
@@ -1152,6 +1170,8 @@ struct PassJob<'a> {
     layout: &'a LocationLayout,
     cap: u32,
     clades: &'a crate::indexing::condense::Clades,
+    /// Threads for the host's share of the GPUs' condense (the clade features' lists).
+    host: &'a rayon::ThreadPool,
 }
 
 /// Where the passes' time went: the GPUs' (summed over GPUs) and the host's.
