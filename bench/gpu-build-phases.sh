@@ -7,7 +7,8 @@
 #   2. with NOTAX=1, the same without --taxonomy (every sequence its own taxon), which is how the
 #      `kmerdb-gpu-bench --e2e-gbp` harness builds;
 #   3. into memory (/dev/shm), the build without the disk (SHM=0 leaves it out).
-# The builds log with -vv: the GPUs' condense steps too.
+# The builds log with -vv: the GPUs' condense steps too. AB="OLD NEW" (two kmerdb binaries) times
+# them instead, into the disk, AB_RUNS (3) builds each, interleaved, the index bytes compared.
 # The machine's limits in the same run: the time to write back the genomes just generated
 # (sync), the disk's write rate (dd, fdatasync) and reading the genomes from the page cache (cat).
 #   [BUILD_GPUS=0,1] bench/gpu-build-phases.sh [GBP]   (carry/ from scripts/prepare-gpu-carry.sh)
@@ -55,7 +56,7 @@ build() {
     shift 2
     sample >"$T/samples.log" &
     local sampler=$!
-    timed_line "build --gpus $BUILD_GPUS, $name" $B/kmerdb -vv build --gpus "$BUILD_GPUS" "$@" -d "$db" "$T/genomes" 2>"$T/build.log"
+    timed_line "build --gpus $BUILD_GPUS, $name" ${KMERDB:-$B/kmerdb} -vv build --gpus "$BUILD_GPUS" "$@" -d "$db" "$T/genomes" 2>"$T/build.log"
     kill $sampler 2>/dev/null
     wait $sampler 2>/dev/null
     grep -E "phases|shards:|passes:|pass of shards|condense:|passes over|spilled|built|after " "$T/build.log" | sed 's/^/  /'
@@ -65,6 +66,16 @@ build() {
     rm -f "$db"
     timed_line "  sync after the build" sync
 }
+if [[ -n ${AB:-} ]]; then
+    read -r old new <<<"$AB"
+    for run in $(seq "${AB_RUNS:-3}"); do
+        for bin in "$old" "$new"; do
+            KMERDB=$bin build "$bin, run $run" "$T/ab.db" "${tax[@]}" | grep -E "^build|phases|passes:|cksum"
+        done
+    done
+    rm -rf "$T"
+    exit
+fi
 build "taxonomy, into the disk" "$T/tax.db" "${tax[@]}"
 [[ ${NOTAX:-0} == 1 ]] && build "no taxonomy, into the disk" "$T/notax.db"
 # Room for an index of 0.4 bytes a base.

@@ -977,8 +977,10 @@ fn check_spill_room(
     Ok(())
 }
 
-/// Pinned buffers per GPU for shards between download and write.
-const SHARD_BUFFERS: usize = 4;
+/// Pinned buffers per GPU for shards between download and finishing. Enough for a GPU to download
+/// a pass's shards without waiting (5 each in 7 passes on 2 GPUs at 50 Gbp): the finishing stage
+/// then has several shards at once to lay out in parallel.
+const SHARD_BUFFERS: usize = 8;
 
 /// A pinned buffer for one shard: its slot words (slots, then leftover keys) and its stream.
 #[derive(Default)]
