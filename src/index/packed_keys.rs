@@ -386,11 +386,14 @@ impl<'a> PackedKeys<'a> {
         let base = c.line.base(b, bits57(bucket, start) & ((1u64 << c.base_bits) - 1));
         let (mut at, mut before, mut escaped) = (start + c.base_bits as u64, 0, 0);
         for s in 0..BUCKET_SLOTS {
-            let t = bits57(bucket, at) & tag_mask;
+            // A slot's tag and code in one read: at most 34 + 8 bits (the tag's width is checked
+            // at open).
+            let slot = bits57(bucket, at);
+            let t = slot & tag_mask;
             if t == 0 {
                 return Probe::Absent;
             }
-            let code = bits57(bucket, at + tb) & code_mask;
+            let code = (slot >> tb) & code_mask;
             if t == tag {
                 if code != c.codes.escape() {
                     return Probe::Found(c.codes.list_at(code, base.wrapping_add(before)));
@@ -414,11 +417,11 @@ impl<'a> PackedKeys<'a> {
         let (tag_mask, code_mask) = ((1u64 << tb) - 1, (1u64 << cb) - 1);
         let mut run = 0;
         for i in s..BUCKET_SLOTS {
-            let at = start + c.base_bits as u64 + i as u64 * (tb + cb as u64);
-            if bits57(bucket, at) & tag_mask == 0 {
+            let slot = bits57(bucket, start + c.base_bits as u64 + i as u64 * (tb + cb as u64));
+            if slot & tag_mask == 0 {
                 break;
             }
-            run += c.codes.size(bits57(bucket, at + tb) & code_mask);
+            run += c.codes.size((slot >> tb) & code_mask);
         }
         run
     }
