@@ -137,42 +137,41 @@ impl CladeLists {
         Ok((count(0)?, count(8)?))
     }
 
-    /// Reads a section, checking that what it holds adds up; the error says what does not.
+    /// Reads a section, checking that what it holds adds up; the error says what does not. The
+    /// frames are decompressed and read on the current thread pool.
     pub fn decode(bytes: &[u8]) -> Result<Self, String> {
+        use rayon::prelude::*;
         let (n_features, n_locations) = Self::counts(bytes)?;
         // A feature takes 5 to 14 bytes before its locations, a location 2 to 15: the counts
-        // bound what the frame may hold, and the frame's own size bounds the counts (zstd's blocks
-        // expand at most some 43,000 times), so a damaged count allocates nothing large.
-        let frame = &bytes[16..];
+        // bound what the frames may hold, and the frames' own size bounds the counts (zstd's
+        // blocks expand at most some 43,000 times), so a damaged count allocates nothing large.
+        let frames = &bytes[16..];
         let room = n_features.saturating_mul(14).saturating_add(n_locations.saturating_mul(15));
-        let raw = decompress(frame, room.min((frame.len() as u64).saturating_mul(MAX_RATIO)))?;
-        if n_features > raw.len() as u64 / 5 || n_locations > raw.len() as u64 / 2 {
+        let limit = room.min((frames.len() as u64).saturating_mul(MAX_RATIO));
+        let raws: Vec<Vec<u8>> = split_frames(frames, limit)?
+            .into_par_iter()
+            .map(|(f, size)| decompress(f, size))
+            .collect::<Result<_, _>>()?;
+        let raw_len: u64 = raws.iter().map(|r| r.len() as u64).sum();
+        if n_features > raw_len / 5 || n_locations > raw_len / 2 {
             return Err(format!("its counts ({n_features} features, {n_locations} locations) exceed what it holds"));
         }
+        let parts: Vec<CladeLists> =
+            raws.par_iter().map(|raw| read_lists(raw, n_locations)).collect::<Result<_, _>>()?;
         let mut out = CladeLists {
             features: Vec::with_capacity(n_features as usize),
             locations: Vec::with_capacity(n_locations as usize),
         };
-        let mut r = Reader { bytes: &raw, at: 0 };
-        while r.at < raw.len() {
-            let feature = r.u32()?;
-            let len = r.leb128()?;
-            if len == 0 || len > n_locations.saturating_sub(out.locations.len() as u64) {
-                return Err(format!("feature {feature:#010x} has {len} locations, which its counts do not allow"));
-            }
-            let mut before = (0u32, 0u32);
-            for _ in 0..len {
-                let t = u32::try_from(before.0 as u64 + r.leb128()?).map_err(|_| "a target past 2^32".to_string())?;
-                let w = before.1 as i64 + unzigzag(r.leb128()?);
-                let w = u32::try_from(w).map_err(|_| "a window outside 0..2^32".to_string())?;
-                let l = location(t, w);
-                if before != (0, 0) && l <= location(before.0, before.1) {
-                    return Err(format!("feature {feature:#010x}'s locations are not ascending"));
+        // Each list within what the counts leave, in stream order (as one reader would find it).
+        let mut so_far = 0u64;
+        for part in parts {
+            for &[feature, len] in &part.features {
+                if len as u64 > n_locations.saturating_sub(so_far) {
+                    return Err(format!("feature {feature:#010x} has {len} locations, which its counts do not allow"));
                 }
-                out.locations.push(l);
-                before = (t, w);
+                so_far += len as u64;
             }
-            out.features.push([feature, len as u32]);
+            out.append(part);
         }
         if (out.features.len() as u64, out.locations.len() as u64) != (n_features, n_locations) {
             return Err(format!(
@@ -183,6 +182,57 @@ impl CladeLists {
         }
         Ok(out)
     }
+}
+
+/// The features and lists of one frame's bytes; a list longer than `n_locations` (the section's
+/// count) is refused at once.
+fn read_lists(raw: &[u8], n_locations: u64) -> Result<CladeLists, String> {
+    let mut out = CladeLists::default();
+    let mut r = Reader { bytes: raw, at: 0 };
+    while r.at < raw.len() {
+        let feature = r.u32()?;
+        let len = r.leb128()?;
+        if len == 0 || len > n_locations {
+            return Err(format!("feature {feature:#010x} has {len} locations, which its counts do not allow"));
+        }
+        let mut before = (0u32, 0u32);
+        for _ in 0..len {
+            let t = u32::try_from(before.0 as u64 + r.leb128()?).map_err(|_| "a target past 2^32".to_string())?;
+            let w = before.1 as i64 + unzigzag(r.leb128()?);
+            let w = u32::try_from(w).map_err(|_| "a window outside 0..2^32".to_string())?;
+            let l = location(t, w);
+            if before != (0, 0) && l <= location(before.0, before.1) {
+                return Err(format!("feature {feature:#010x}'s locations are not ascending"));
+            }
+            out.locations.push(l);
+            before = (t, w);
+        }
+        out.features.push([feature, len as u32]);
+    }
+    Ok(out)
+}
+
+/// The section's frames, each with the bytes it says it decompresses to, all of them within
+/// `limit` bytes (so nothing larger is allocated). A frame that does not say (none of kmerdb's)
+/// may take what the others leave.
+fn split_frames(mut frames: &[u8], limit: u64) -> Result<Vec<(&[u8], u64)>, String> {
+    let failed = |e: String| format!("its lists cannot be decompressed: {e}");
+    let mut out = Vec::new();
+    let mut declared = 0u64;
+    while !frames.is_empty() {
+        let len = zstd::zstd_safe::find_frame_compressed_size(frames)
+            .map_err(|code| failed(zstd::zstd_safe::get_error_name(code).to_string()))?;
+        let (frame, rest) = frames.split_at(len);
+        let size = zstd::zstd_safe::get_frame_content_size(frame).map_err(|e| failed(format!("{e:?}")))?;
+        declared = declared.saturating_add(size.unwrap_or(0));
+        out.push((frame, size));
+        frames = rest;
+    }
+    if declared > limit {
+        return Err("its lists hold more than its counts allow".into());
+    }
+    let left = limit - declared;
+    Ok(out.into_iter().map(|(f, size)| (f, size.unwrap_or(left))).collect())
 }
 
 /// More than zstd can expand a frame by (its largest block, 128 KiB, from a 3-byte header).
@@ -208,13 +258,12 @@ fn compress_run(features: &[[u32; 2]], locations: &[u64]) -> Vec<u8> {
     zstd::bulk::compress(&raw, ZSTD_LEVEL).expect("zstd compresses any bytes in memory")
 }
 
-/// The frames' bytes, at most `limit` of them (read as they come: nothing is allocated for more).
+/// One frame's bytes, at most `limit` of them (read as they come: nothing is allocated for more).
 fn decompress(frame: &[u8], limit: u64) -> Result<Vec<u8>, String> {
     use std::io::Read;
     let failed = |e: std::io::Error| format!("its lists cannot be decompressed: {e}");
     let mut raw = Vec::new();
-    // Every frame, one after the other (the decoder goes on past a frame's end).
-    let mut decoder = zstd::stream::read::Decoder::new(frame).map_err(failed)?;
+    let mut decoder = zstd::stream::read::Decoder::new(frame).map_err(failed)?.single_frame();
     (&mut decoder).take(limit).read_to_end(&mut raw).map_err(failed)?;
     if raw.len() as u64 == limit && decoder.read(&mut [0u8]).map_err(failed)? > 0 {
         return Err("its lists hold more than its counts allow".into());
@@ -325,5 +374,14 @@ mod tests {
         let last = lists.runs(100).last().unwrap().clone();
         let tail = compress_run(&lists.features[last.0.clone()], &lists.locations[last.1..]);
         assert!(CladeLists::decode(&one[..one.len() - tail.len()]).unwrap_err().contains("counts say"));
+        // Frames that say they hold more than the counts allow are refused before they are read.
+        let mut small = one.clone();
+        small[..8].copy_from_slice(&1u64.to_le_bytes());
+        small[8..16].copy_from_slice(&1u64.to_le_bytes());
+        assert!(CladeLists::decode(&small).unwrap_err().contains("more than its counts allow"));
+        // A damaged frame in the middle.
+        let mut damaged = one.clone();
+        damaged[16 + 5] ^= 0xff;
+        assert!(CladeLists::decode(&damaged).is_err());
     }
 }
