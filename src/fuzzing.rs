@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 pub type Outcome = Result<(), Box<dyn std::error::Error>>;
 
 /// A fuzz target.
-pub type Target = fn(&[u8]) -> Outcome;
+pub(crate) type Target = fn(&[u8]) -> Outcome;
 
 /// Every target by name (the names of the `fuzz/` binaries and corpus folders).
 pub const TARGETS: &[(&str, Target)] = &[
@@ -141,7 +141,7 @@ fn read_all(layout: ReadLayout) -> Result<usize, crate::classify::reads::ReadErr
 
 /// The compressions `input` detects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Codec {
+pub(crate) enum Codec {
     Gzip,
     Bzip2,
     Xz,
@@ -152,7 +152,7 @@ impl Codec {
     pub const ALL: [Codec; 4] = [Codec::Gzip, Codec::Bzip2, Codec::Xz, Codec::Zstd];
 
     /// `text` compressed (fastest settings).
-    pub fn compress(self, text: &[u8]) -> Vec<u8> {
+    pub(crate) fn compress(self, text: &[u8]) -> Vec<u8> {
         let out = Vec::with_capacity(text.len() / 2 + 64);
         let done = match self {
             Codec::Gzip => {
@@ -394,7 +394,7 @@ pub fn index_open_fixed(data: &[u8]) -> Outcome {
 
 /// `data` with the checksums of its header and sections recomputed (where the preamble and the
 /// header can be read at all); see `index::format` for the layout.
-pub fn fix_checksums(data: &[u8]) -> Vec<u8> {
+pub(crate) fn fix_checksums(data: &[u8]) -> Vec<u8> {
     let mut out = data.to_vec();
     let Some(len) = out.get(16..24).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes"))) else {
         return out;
@@ -470,7 +470,7 @@ const READS: &[&[&str]] = &[
 /// Checks: every target's taxon is in the tree; the list decoder of the classifier's hot path
 /// gives what the plain one gives; a read classifies alike alone and in a group; candidates are
 /// targets of the index; calls are taxa of the tree; info serialises to JSON.
-pub fn use_index(index: &Index) {
+pub(crate) fn use_index(index: &Index) {
     let info = crate::info::describe(index, false);
     let _ = crate::info::render_text(&info);
     serde_json::to_string(&info).expect("index info serialises to JSON");

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// What a mapped file is to the run, for the message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Index,
     Input,
 }
@@ -40,7 +40,7 @@ static NEXT: AtomicU64 = AtomicU64::new(0);
 static HANDLING: AtomicBool = AtomicBool::new(false);
 
 /// A read-only map of a whole file, listed for the SIGBUS handler while it lives.
-pub struct Mapped {
+pub(crate) struct Mapped {
     map: memmap2::Mmap,
     key: u64,
 }

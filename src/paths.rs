@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 /// How a command uses a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Use {
+pub(crate) enum Use {
     Reads,
     Writes,
 }

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 /// Where one stage's time went.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct StageTime {
+pub(crate) struct StageTime {
     /// Working on items.
     pub busy: Duration,
     /// Waiting for the stage before it.
@@ -33,12 +33,12 @@ pub struct StageTime {
 }
 
 /// The stages started so far, in order, on threads of `scope`.
-pub struct Pipeline<'scope, E> {
+pub(crate) struct Pipeline<'scope, E> {
     stages: Vec<(&'static str, ScopedJoinHandle<'scope, Result<StageTime, E>>)>,
 }
 
 /// The end of the last queue, where the next stage takes its input.
-pub struct Queue<T>(Receiver<T>);
+pub(crate) struct Queue<T>(Receiver<T>);
 
 impl<T> Queue<T> {
     /// Runs `consume` on every item on the calling thread, as the last stage.
@@ -111,13 +111,13 @@ impl<'scope, E: Send + 'scope> Pipeline<'scope, E> {
     /// that pool (a stage thread that waited for the pool would wait for the caller, which waits
     /// for the stages). The later stages and the last ([`Pipeline::sink_on_thread`]) have threads
     /// of their own; [`Pipeline::finish_fed`] ends the run.
-    pub fn fed<T: Send + 'scope>(depth: usize) -> (Self, Feed<T>, Queue<T>) {
+    pub(crate) fn fed<T: Send + 'scope>(depth: usize) -> (Self, Feed<T>, Queue<T>) {
         let (tx, rx) = sync_channel(depth);
         (Pipeline { stages: Vec::new() }, Feed(tx), Queue(rx))
     }
 
     /// Starts the last stage, `name`, on a thread of its own: `consume` on every item of `input`.
-    pub fn sink_on_thread<'env, I: Send + 'scope>(
+    pub(crate) fn sink_on_thread<'env, I: Send + 'scope>(
         &mut self,
         scope: &'scope Scope<'scope, 'env>,
         name: &'static str,
@@ -130,13 +130,16 @@ impl<'scope, E: Send + 'scope> Pipeline<'scope, E> {
     /// Waits for every stage of a [`Pipeline::fed`] run; `first` is the calling thread's stage
     /// (what [`Feed::run`] returned). Returns each stage's name and time in order, or the first
     /// error in stage order.
-    pub fn finish_fed(self, first: (&'static str, Result<StageTime, E>)) -> Result<Vec<(&'static str, StageTime)>, E> {
+    pub(crate) fn finish_fed(
+        self,
+        first: (&'static str, Result<StageTime, E>),
+    ) -> Result<Vec<(&'static str, StageTime)>, E> {
         in_stage_order(std::iter::once(first).chain(self.joined()))
     }
 }
 
 /// The input of a [`Pipeline::fed`] run's second stage, fed by the calling thread.
-pub struct Feed<T>(SyncSender<T>);
+pub(crate) struct Feed<T>(SyncSender<T>);
 
 impl<T> Feed<T> {
     /// Runs the first stage on the calling thread: `produce` until it gives `None` or an error,
@@ -150,7 +153,7 @@ impl<T> Feed<T> {
 /// last, `consume`, on a thread of its own, joined by a queue of `depth` items. For a caller that
 /// is one of a thread pool's threads and whose first stage runs on that pool: a stage thread
 /// that waited for the pool would wait for the caller, which waits for the stages.
-pub fn run_here<T: Send, E: Send>(
+pub(crate) fn run_here<T: Send, E: Send>(
     first: (&'static str, &mut dyn FnMut() -> Result<Option<T>, E>),
     depth: usize,
     last: (&'static str, &mut (dyn FnMut(T) -> Result<(), E> + Send)),
@@ -166,7 +169,7 @@ pub fn run_here<T: Send, E: Send>(
 /// A first stage that works on `items` on `pool`, as many at once as the pool has threads, and
 /// gives the results in the items' order (a window of items at a time, each waiting for the
 /// slowest of its window: for items of about equal work, as shards are).
-pub fn in_order_windows<'a, I: Send + 'a, O: Send + 'a, E: Send + 'a>(
+pub(crate) fn in_order_windows<'a, I: Send + 'a, O: Send + 'a, E: Send + 'a>(
     pool: &'a rayon::ThreadPool,
     items: Vec<I>,
     work: impl Fn(I) -> Result<O, E> + Sync + Send + 'a,
@@ -187,7 +190,7 @@ pub fn in_order_windows<'a, I: Send + 'a, O: Send + 'a, E: Send + 'a>(
 ///
 /// The work runs on `pool` through `install`, never by blocking a pool thread on a channel: the
 /// caller may be the pool's only thread.
-pub fn in_order_as_ready<'a, I: Send + 'a, O: Send + 'a, E: Send + 'a>(
+pub(crate) fn in_order_as_ready<'a, I: Send + 'a, O: Send + 'a, E: Send + 'a>(
     pool: &'a rayon::ThreadPool,
     mut next: impl FnMut(bool) -> Option<I> + Send + 'a,
     work: impl Fn(I) -> Result<O, E> + Sync + Send + 'a,

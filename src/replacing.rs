@@ -41,7 +41,7 @@ impl Stamp {
 }
 
 /// What kind of file `t` is, in words, when it is not a regular file or a folder.
-pub fn special_kind(t: FileType) -> Option<&'static str> {
+pub(crate) fn special_kind(t: FileType) -> Option<&'static str> {
     if t.is_char_device() {
         Some("a character device")
     } else if t.is_block_device() {
@@ -65,7 +65,7 @@ pub fn refusal(path: &Path) -> Option<String> {
 }
 
 /// Whether `a` and `b` name one existing file (however spelled: links, `./`, `..`).
-pub fn same_file(a: &Path, b: &Path) -> bool {
+pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
     match (std::fs::metadata(a), std::fs::metadata(b)) {
         (Ok(x), Ok(y)) => Stamp::of(&x).same_file(&Stamp::of(&y)),
         _ => false,
@@ -108,7 +108,7 @@ impl Taken {
 #[error(
     "it changed while this run read it (another program rewrote or replaced it), so this run's result, made from the old file, was not written: run the command again"
 )]
-pub struct Changed;
+pub(crate) struct Changed;
 
 impl Lock {
     /// Locks the file at `path`, waiting (with an info line) while another kmerdb run holds it.

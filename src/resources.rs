@@ -10,7 +10,7 @@ pub fn peak_rss_bytes() -> Option<u64> {
 }
 
 /// Current resident set size of this process in bytes (Linux `VmRSS`).
-pub fn current_rss_bytes() -> Option<u64> {
+pub(crate) fn current_rss_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;

@@ -18,18 +18,18 @@
 use thiserror::Error;
 
 /// Identifies [`hash_kmer`] in index headers. A new hash function gets a new id; this one never changes.
-pub const HASH_FUNCTION_ID: u32 = 1;
+pub(crate) const HASH_FUNCTION_ID: u32 = 1;
 /// The hash seed of indexes built by default.
 pub const DEFAULT_HASH_SEED: u64 = 0;
 /// The largest k a 64-bit k-mer holds.
-pub const MAX_K: u32 = 32;
+pub(crate) const MAX_K: u32 = 32;
 /// The largest sketch size: sketches are kept in a fixed-size array on the GPU.
-pub const MAX_SKETCH_SIZE: u32 = 64;
+pub(crate) const MAX_SKETCH_SIZE: u32 = 64;
 /// Marks a position without a valid k-mer; never a feature (see [`hash_kmer`]).
 pub const NO_FEATURE: u32 = u32::MAX;
 
 /// A feature: the 32-bit hash value of a canonical k-mer, the key stored in the index.
-pub type Feature = u32;
+pub(crate) type Feature = u32;
 
 /// Invalid sketching parameters, found before any work starts.
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -100,7 +100,7 @@ impl SketchParams {
     }
 
     /// The k-mer start positions of window `w`, clipped to a sequence of `len` bases.
-    pub fn window_kmer_range(&self, w: u64, len: usize) -> std::ops::Range<usize> {
+    pub(crate) fn window_kmer_range(&self, w: u64, len: usize) -> std::ops::Range<usize> {
         let k = self.k as usize;
         let first = w as usize * self.stride as usize;
         let last = (first + (self.window - self.k) as usize).min(len - k);
@@ -110,7 +110,7 @@ impl SketchParams {
 
 /// 2-bit code of a base, or 4 for anything that is not A, C, G, T or U (either case).
 #[inline]
-pub fn encode_base(b: u8) -> u8 {
+pub(crate) fn encode_base(b: u8) -> u8 {
     BASE_CODES[b as usize]
 }
 
@@ -131,7 +131,7 @@ const BASE_CODES: [u8; 256] = {
 
 /// Whether `seq` holds a k-mer: `k` valid bases (A, C, G, T or U) in a row. A sequence without
 /// one (shorter than k, blank, or N at least every k bases) gives no feature at all.
-pub fn has_kmer(seq: &[u8], k: usize) -> bool {
+pub(crate) fn has_kmer(seq: &[u8], k: usize) -> bool {
     let mut run = 0;
     seq.iter().any(|&b| {
         run = if encode_base(b) < 4 { run + 1 } else { 0 };
@@ -141,7 +141,7 @@ pub fn has_kmer(seq: &[u8], k: usize) -> bool {
 
 /// murmur3's 64-bit finalizer.
 #[inline]
-pub fn fmix64(mut x: u64) -> u64 {
+pub(crate) fn fmix64(mut x: u64) -> u64 {
     x ^= x >> 33;
     x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
     x ^= x >> 33;
@@ -152,14 +152,14 @@ pub fn fmix64(mut x: u64) -> u64 {
 
 /// The feature of a canonical k-mer ([`HASH_FUNCTION_ID`] 1). Never returns [`NO_FEATURE`].
 #[inline]
-pub fn hash_kmer(canonical: u64, seed: u64) -> Feature {
+pub(crate) fn hash_kmer(canonical: u64, seed: u64) -> Feature {
     let h = (fmix64(canonical ^ seed) >> 32) as u32;
     if h == NO_FEATURE { NO_FEATURE - 1 } else { h }
 }
 
 /// Fills `out[i]` with the feature of the k-mer starting at `seq[i]`, or [`NO_FEATURE`] where that
 /// k-mer holds a non-ACGT character; `out` gets `seq.len() - k + 1` entries (none if shorter).
-pub fn kmer_features(seq: &[u8], params: &SketchParams, out: &mut Vec<Feature>) {
+pub(crate) fn kmer_features(seq: &[u8], params: &SketchParams, out: &mut Vec<Feature>) {
     out.clear();
     let k = params.k as usize;
     if seq.len() < k {
@@ -191,7 +191,7 @@ pub fn kmer_features(seq: &[u8], params: &SketchParams, out: &mut Vec<Feature>) 
 /// when fewer than `s` distinct values get through is everything taken. The result is exactly the
 /// bounded insertion the GPU kernel does (`cuda/sketch.cuh`); this is faster on the CPU because
 /// the filter's branch is predictable.
-pub fn smallest_distinct(features: &[Feature], s: usize, sketch: &mut Vec<Feature>) {
+pub(crate) fn smallest_distinct(features: &[Feature], s: usize, sketch: &mut Vec<Feature>) {
     sketch.clear();
     if s == 0 {
         return;
@@ -231,7 +231,12 @@ impl Sketcher {
     /// Calls `f(window_id, sketch)` for windows `windows` of `seq`, in order. Windows without a
     /// valid k-mer are skipped. Only the bases these windows need are read, so a long sequence can
     /// be sketched in independent chunks of windows.
-    pub fn sketch_windows(&mut self, seq: &[u8], windows: std::ops::Range<u64>, mut f: impl FnMut(u64, &[Feature])) {
+    pub(crate) fn sketch_windows(
+        &mut self,
+        seq: &[u8],
+        windows: std::ops::Range<u64>,
+        mut f: impl FnMut(u64, &[Feature]),
+    ) {
         let p = self.params;
         let n = p.window_count(seq.len());
         let windows = windows.start.min(n)..windows.end.min(n);
@@ -257,7 +262,7 @@ impl Sketcher {
     /// its smallest hashes are the ones most likely to be in the reference sketches, so this finds
     /// about as many of them as cutting the read into reference-sized windows, with fewer
     /// lookups. Longer reads are cut into windows like references.
-    pub fn read_features(&mut self, seq: &[u8], out: &mut Vec<Feature>) {
+    pub(crate) fn read_features(&mut self, seq: &[u8], out: &mut Vec<Feature>) {
         let p = self.params;
         let per_window = (p.window - p.k + 1) as usize;
         let kmers = (seq.len() + 1).saturating_sub(p.k as usize);
@@ -275,7 +280,7 @@ impl Sketcher {
     /// For the evidence rule of weak calls, which groups a read's found features by position.
     /// One pass over the k-mers with a binary search in the sorted features, not a scan of the
     /// k-mers per feature: a long read has thousands of each.
-    pub fn feature_positions(&mut self, seq: &[u8], features: &[Feature], out: &mut Vec<u32>) {
+    pub(crate) fn feature_positions(&mut self, seq: &[u8], features: &[Feature], out: &mut Vec<u32>) {
         kmer_features(seq, &self.params, &mut self.features);
         // (feature, its index in `features`): a long read's windows may share a feature.
         let mut sorted: Vec<(Feature, usize)> = features.iter().copied().zip(0..).collect();

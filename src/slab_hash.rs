@@ -9,24 +9,24 @@
 //! order is the hardware's) with a `HashMap` through [`SlabMemory::live_pairs`].
 
 /// Words of a slab (128 bytes, one cache line; a warp's lane each).
-pub const SLAB_WORDS: usize = 32;
+pub(crate) const SLAB_WORDS: usize = 32;
 /// (key, value) pairs of a slab: words 0..30; word 30 is unused.
-pub const SLAB_PAIRS: usize = 15;
+pub(crate) const SLAB_PAIRS: usize = 15;
 /// The word holding the next slab's index in the pool.
-pub const SLAB_NEXT_WORD: usize = 31;
+pub(crate) const SLAB_NEXT_WORD: usize = 31;
 /// An empty key or value (a fresh slab is all ones); never a key.
-pub const SLAB_EMPTY: u32 = u32::MAX;
+pub(crate) const SLAB_EMPTY: u32 = u32::MAX;
 /// The value of a deleted pair; values must be below it.
-pub const SLAB_DELETED: u32 = u32::MAX - 1;
+pub(crate) const SLAB_DELETED: u32 = u32::MAX - 1;
 /// The end of a slab list.
-pub const SLAB_NULL: u32 = u32::MAX;
+pub(crate) const SLAB_NULL: u32 = u32::MAX;
 /// Slabs of a memory block of the allocator (one bit each in 32 bitmap words).
 pub const SLAB_BLOCK_SLABS: usize = 1024;
 /// Full memory blocks a warp tries before an insertion fails.
-pub const SLAB_MAX_ATTEMPTS: u32 = 64;
+pub(crate) const SLAB_MAX_ATTEMPTS: u32 = 64;
 /// Status bits, as in `cuda/slab_hash.cuh`.
 pub const STATUS_SLAB_POOL_EXHAUSTED: u32 = 1;
-pub const STATUS_SLAB_BAD_PAIR: u32 = 2;
+pub(crate) const STATUS_SLAB_BAD_PAIR: u32 = 2;
 pub const STATUS_SLAB_BAD_OP: u32 = 4;
 
 /// One operation, as `slab_apply` takes it: a code, a key and a value.
@@ -42,7 +42,7 @@ pub enum SlabOp {
 
 impl SlabOp {
     /// The kernel's encoding: (`SLAB_INSERT`, `SLAB_DELETE` or `SLAB_SEARCH`, key, value).
-    pub fn encode(&self) -> (u32, u32, u32) {
+    pub(crate) fn encode(&self) -> (u32, u32, u32) {
         match *self {
             SlabOp::Insert { key, value } => (0, key, value),
             SlabOp::Delete { key, value } => (1, key, value),
@@ -89,7 +89,7 @@ impl SlabConfig {
     }
 
     /// The memory block warp `warp` tries on its `attempt`th try (`slab_resident_block`).
-    pub fn resident_block(&self, warp: u32, attempt: u32) -> u32 {
+    pub(crate) fn resident_block(&self, warp: u32, attempt: u32) -> u32 {
         let mut h = warp.wrapping_mul(0x9e37_79b9).wrapping_add(attempt.wrapping_mul(0x85eb_ca6b));
         h ^= h >> 15;
         h = h.wrapping_mul(0x2c1b_3c6d);

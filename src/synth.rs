@@ -77,7 +77,7 @@ pub(crate) fn generate_species(
 }
 
 /// A strain's sequence id in the FASTA files.
-pub fn strain_name(species: usize, strain: usize) -> String {
+pub(crate) fn strain_name(species: usize, strain: usize) -> String {
     format!("synth_s{species}_st{strain}")
 }
 

@@ -76,7 +76,7 @@ fn marker(pid: u32) -> String {
 /// Creates a temporary file in `dest`'s folder, named for `dest` and this process, after removing
 /// the temporary files of `dest` that runs which no longer exist left behind. Its permissions are
 /// those of a file the user creates (0666 less the umask), since it becomes an output.
-pub fn create_beside(dest: &Path) -> io::Result<TempFile> {
+pub(crate) fn create_beside(dest: &Path) -> io::Result<TempFile> {
     if let Some(name) = dest.file_name() {
         remove_stale(folder_of(dest), &name.to_string_lossy());
     }
@@ -86,7 +86,7 @@ pub fn create_beside(dest: &Path) -> io::Result<TempFile> {
 /// [`create_beside`] without looking for the stale files of `dest`: for a run that writes many
 /// files into one folder (`kmerdb download`), which sweeps it once with [`remove_stale_in`]
 /// instead of reading the folder for every file.
-pub fn create_beside_unswept(dest: &Path) -> io::Result<TempFile> {
+pub(crate) fn create_beside_unswept(dest: &Path) -> io::Result<TempFile> {
     let name = dest.file_name().ok_or_else(|| {
         io::Error::new(io::ErrorKind::InvalidInput, format!("output path {} names no file", dest.display()))
     })?;
@@ -155,7 +155,7 @@ pub fn remove_all_and_exit(code: i32, report: impl FnOnce(usize)) -> ! {
 /// Deletes every live temporary file of this process from a signal handler (SIGBUS: `mapped`),
 /// where nothing may wait or allocate: the list is only tried, and each path is made a C string
 /// on the stack. Returns how many were removed.
-pub fn remove_all_in_signal_handler() -> usize {
+pub(crate) fn remove_all_in_signal_handler() -> usize {
     let Ok(live) = LIVE.try_lock() else { return 0 };
     let mut removed = 0;
     let mut c_path = [0u8; 4096];
@@ -238,20 +238,20 @@ impl TempFile {
         self.inner().path()
     }
 
-    pub fn as_file(&self) -> &File {
+    pub(crate) fn as_file(&self) -> &File {
         self.inner().as_file()
     }
 
     /// Syncs the file and renames it over `dest` (atomic within one file system), with the checks
     /// of `replacing`: never over a device or pipe, under a lock on `dest`, with the replaced
     /// file's permissions. On error the temporary file is deleted and `dest` is untouched.
-    pub fn persist(self, dest: &Path) -> io::Result<()> {
+    pub(crate) fn persist(self, dest: &Path) -> io::Result<()> {
         self.persist_under(dest, None)
     }
 
     /// [`TempFile::persist`] under `held`, a lock on `dest` the run took before reading it: the
     /// rename is refused if `dest` changed since.
-    pub fn persist_under(mut self, dest: &Path, held: Option<&crate::replacing::Lock>) -> io::Result<()> {
+    pub(crate) fn persist_under(mut self, dest: &Path, held: Option<&crate::replacing::Lock>) -> io::Result<()> {
         let context = |e: io::Error| io::Error::new(e.kind(), format!("cannot write {}: {e}", dest.display()));
         self.as_file().sync_all().map_err(context)?;
         let inner = self.inner.take().expect("a TempFile holds its file until persisted");

@@ -41,7 +41,7 @@ pub fn escape_controls(s: &str) -> Cow<'_, str> {
 
 /// Appends `bytes` to `out` with control characters escaped as [`escape_controls`] does, and
 /// bytes that are not valid UTF-8 as `\xNN`.
-pub fn escape_bytes(mut bytes: &[u8], out: &mut Vec<u8>) {
+pub(crate) fn escape_bytes(mut bytes: &[u8], out: &mut Vec<u8>) {
     while !bytes.is_empty() {
         let (valid, rest) = match std::str::from_utf8(bytes) {
             Ok(s) => (s, &[][..]),
@@ -64,7 +64,7 @@ pub fn escape_bytes(mut bytes: &[u8], out: &mut Vec<u8>) {
 /// A writer that escapes what it is given before passing it on (for outputs to a terminal). Its
 /// input is cut anywhere by buffering: the bytes of an unfinished UTF-8 character wait for the
 /// next write.
-pub struct Escaping<W: Write> {
+pub(crate) struct Escaping<W: Write> {
     inner: W,
     pending: Vec<u8>,
     scratch: Vec<u8>,

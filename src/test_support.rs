@@ -11,7 +11,7 @@ pub fn gzip(data: &[u8]) -> Vec<u8> {
 }
 
 /// Writes `text` gzipped as `dir/name` and returns the path.
-pub fn write_gz(dir: &Path, name: &str, text: &str) -> PathBuf {
+pub(crate) fn write_gz(dir: &Path, name: &str, text: &str) -> PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, gzip(text.as_bytes())).expect("write fixture");
     path

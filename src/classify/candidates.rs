@@ -63,7 +63,7 @@ pub struct ClassifyParams {
 
 impl ClassifyParams {
     /// The defaults for a sketch of `sketch_size` features (see the module documentation).
-    pub fn defaults(sketch_size: u32) -> Self {
+    pub(crate) fn defaults(sketch_size: u32) -> Self {
         Self {
             hitmin: Self::default_hitmin(sketch_size),
             hitdiff: 0.0,
@@ -77,7 +77,7 @@ impl ClassifyParams {
     }
 
     /// `hitmin` when not given: a fifth of the sketch size, at least 1.
-    pub fn default_hitmin(sketch_size: u32) -> u32 {
+    pub(crate) fn default_hitmin(sketch_size: u32) -> u32 {
         (sketch_size / 5).max(1)
     }
 }
@@ -164,7 +164,7 @@ impl<'a> Classifier<'a> {
 
     /// `call` after the protein stage ([`with_protein`]), for a read of `mates`; as it is when the
     /// index has no amino-acid table or the stage is off.
-    pub fn with_protein(&mut self, call: TaxId, mates: &[&[u8]]) -> TaxId {
+    pub(crate) fn with_protein(&mut self, call: TaxId, mates: &[&[u8]]) -> TaxId {
         self.protein_stage(call, |table, out| {
             for m in mates {
                 crate::protein::mate_kmers(m, &table.params, out);
@@ -205,7 +205,7 @@ impl<'a> Classifier<'a> {
     /// group before the next: all features, then all their buckets prefetched, then all slots read
     /// (prefetching the lists they point to), then the lists decoded read by read. The cache
     /// misses of one read then overlap those of the others instead of coming one after another.
-    pub fn classify_group(&mut self, reads: &[&[&[u8]]], hit_list: bool) -> Vec<Call> {
+    pub(crate) fn classify_group(&mut self, reads: &[&[&[u8]]], hit_list: bool) -> Vec<Call> {
         let index = self.index;
         let tree = index.taxonomy();
         self.features.clear();
@@ -373,7 +373,7 @@ impl<'a> Classifier<'a> {
 
 /// A read's clade features' `nodes` (sorted here) counted per clade, as (taxid, count) in taxid
 /// order (tree nodes are numbered in taxid order).
-pub fn count_clades(nodes: &mut [u32], tree: &TaxonTree, out: &mut Vec<(TaxId, u32)>) {
+pub(crate) fn count_clades(nodes: &mut [u32], tree: &TaxonTree, out: &mut Vec<(TaxId, u32)>) {
     out.clear();
     nodes.sort_unstable();
     for run in nodes.chunk_by(|a, b| a == b) {
@@ -411,7 +411,7 @@ fn feature_taxon(
 }
 
 /// Fills `out` with the best `max` candidates of the gathered `locations` (sorted here).
-pub fn top_candidates(
+pub(crate) fn top_candidates(
     locations: &mut [u64],
     layout: &LocationLayout,
     range: u32,
@@ -451,7 +451,7 @@ pub fn top_candidates(
 /// does, and the read is unclassified when even the root's clade has too few. `runs` are the
 /// read's hit runs (each feature's taxon, 0 where it was not found). With confidence 0 the call
 /// stands as it is.
-pub fn with_confidence(call: TaxId, runs: [&[(TaxId, u32)]; 2], confidence: f64, tree: &TaxonTree) -> TaxId {
+pub(crate) fn with_confidence(call: TaxId, runs: [&[(TaxId, u32)]; 2], confidence: f64, tree: &TaxonTree) -> TaxId {
     if call == 0 || confidence <= 0.0 {
         return call;
     }
@@ -475,7 +475,7 @@ pub const DEFAULT_PROTEIN_HITMIN: u32 = 6;
 
 /// Buffers of the protein stage, one per thread.
 #[derive(Debug, Default)]
-pub struct ProteinScratch {
+pub(crate) struct ProteinScratch {
     codes: Vec<u32>,
     shared: crate::protein::SharedCounts,
 }
@@ -487,7 +487,7 @@ pub struct ProteinScratch {
 /// by the targets' sizes and compositions), the read goes to the genus (or the LCA above it) of
 /// the targets that share about the most, if that lies within the DNA call's clade. DNA evidence
 /// at genus or below stands as it is: it is the more specific.
-pub fn with_protein(
+pub(crate) fn with_protein(
     call: TaxId,
     kmers: impl FnOnce(&mut Vec<u32>),
     (table, chance): (&ProteinTable, &crate::protein::ProteinChance),
@@ -552,7 +552,7 @@ pub fn decide(
 
 /// [`decide`]'s call and the best entry's score (0 when unclassified), which tells whether the
 /// call is weak ([`is_weak`]).
-pub fn decide_scored(
+pub(crate) fn decide_scored(
     candidates: &[Candidate],
     clades: &[(TaxId, u32)],
     params: &ClassifyParams,

@@ -84,7 +84,7 @@ struct Rates {
 }
 
 /// The index's copy rate to the GPU on this machine: the last one measured, else a default.
-pub fn upload_rate() -> f64 {
+pub(crate) fn upload_rate() -> f64 {
     rates_file().map_or(DEFAULT_UPLOAD_BYTES_PER_SECOND, |p| upload_rate_in(&p))
 }
 
@@ -105,7 +105,7 @@ const TIMED_COPY_BYTES: u64 = 1 << 30;
 /// Keeps the copy rate a GPU classification measured (`bytes` in `seconds`) for the next run's
 /// choice. A copy too small to time says nothing, a small one only raises the rate
 /// ([`TIMED_COPY_BYTES`]); a cache that cannot be written only keeps the default.
-pub fn record_upload(bytes: u64, seconds: f64) {
+pub(crate) fn record_upload(bytes: u64, seconds: f64) {
     if let Some(path) = rates_file() {
         record_upload_in(&path, bytes, seconds);
     }

@@ -32,7 +32,7 @@ use crate::taxonomy::{TaxId, TaxonTree};
 
 /// A call is weak when its best entry scored less than this many times `hitmin`: its evidence is
 /// then checked feature by feature ([`with_evidence`]).
-pub const WEAK_CALL_HITMINS: u32 = 3;
+pub(crate) const WEAK_CALL_HITMINS: u32 = 3;
 
 /// The largest log10 of the chance expectation a weak call may have (see the module
 /// documentation). Measured on the held-out sets and negative controls (bench/results/HISTORY.md, "Chance
@@ -40,17 +40,17 @@ pub const WEAK_CALL_HITMINS: u32 = 3;
 /// families were called 0.10-0.15%, 0.06-0.12%, 0.05-0.10% and 0.05-0.07% of the time (Kraken 2:
 /// 0.11-0.15%), the shuffled mock 7, 0, 0 and 0 times in 39,504 pairs; species F1 on the held-out
 /// and validation sets is within 0.003 across them, highest at 1e-4.
-pub const MAX_CHANCE_LOG10: f64 = -7.0;
+pub(crate) const MAX_CHANCE_LOG10: f64 = -7.0;
 
 /// Whether a call (`taxid`, best score `top`) is weak and so needs [`with_evidence`].
-pub fn is_weak(taxid: TaxId, top: u32, hitmin: u32) -> bool {
+pub(crate) fn is_weak(taxid: TaxId, top: u32, hitmin: u32) -> bool {
     taxid != 0 && top < WEAK_CALL_HITMINS * hitmin
 }
 
 /// A feature of a read that the index holds: its mate, where its k-mer starts in the mate, and
 /// the taxon of its locations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Spot {
+pub(crate) struct Spot {
     pub mate: u8,
     pub pos: u32,
     pub taxon: TaxId,
@@ -59,7 +59,7 @@ pub struct Spot {
 /// The bases of the targets under each taxon of a tree: the sequence a weak call's chance
 /// matches could have come from.
 #[derive(Debug, Clone)]
-pub struct CladeBases(Vec<u64>);
+pub(crate) struct CladeBases(Vec<u64>);
 
 impl CladeBases {
     /// From each target's (taxon, length); a taxon the tree lacks adds nothing.
@@ -87,7 +87,7 @@ impl CladeBases {
 
 /// What the rule needs besides the read: the tree, its clades' bases, `hitmin` and k.
 #[derive(Debug, Clone, Copy)]
-pub struct Evidence<'a> {
+pub(crate) struct Evidence<'a> {
     pub tree: &'a TaxonTree,
     pub bases: &'a CladeBases,
     pub hitmin: u32,
@@ -144,7 +144,7 @@ impl Evidence<'_> {
 /// The starts were once counted as the read's k-mers, once for each stretch (`k-mers^s`, not
 /// `C(features, s)`): twelve single matches of a read of a new *E. coli* strain in the 25 Mbp of
 /// the species' targets came to 10^6, chance, and such reads went unclassified; they are 10^-13.
-pub fn chance_log10(spots: impl Iterator<Item = (u8, u32, u64)>, k: u32, features: u64) -> f64 {
+pub(crate) fn chance_log10(spots: impl Iterator<Item = (u8, u32, u64)>, k: u32, features: u64) -> f64 {
     let kmers_of_k = 4f64.powi(k as i32);
     let q = |bases: u64| (2.0 * bases.max(1) as f64 / kmers_of_k).min(1.0);
     let (mut total, mut last, mut stretches): (f64, Option<(u8, u64)>, u64) = (0.0, None, 0);
@@ -169,7 +169,7 @@ pub fn chance_log10(spots: impl Iterator<Item = (u8, u32, u64)>, k: u32, feature
 /// The positions in `seq` (one mate of a read) of its features that some index found: those whose
 /// taxon in `runs` (the mate's hit runs, one taxon per feature in sketch order) is not 0. What a
 /// candidates file keeps of each read for `kmerdb merge`'s evidence rule.
-pub fn found_positions(sketcher: &mut Sketcher, seq: &[u8], runs: &[(TaxId, u32)]) -> Vec<u32> {
+pub(crate) fn found_positions(sketcher: &mut Sketcher, seq: &[u8], runs: &[(TaxId, u32)]) -> Vec<u32> {
     let mut spots = Vec::new();
     sketched_spots(sketcher, (0, seq), runs, (&mut Vec::new(), &mut Vec::new()), &mut spots);
     spots.iter().map(|s| s.pos).collect()
@@ -179,7 +179,7 @@ pub fn found_positions(sketcher: &mut Sketcher, seq: &[u8], runs: &[(TaxId, u32)
 /// sketched again for their positions (`scratch`: buffers for the features and positions), those
 /// with a taxon kept. What the evidence rule needs of a read whose hit lists are known but whose
 /// features were not kept (the GPU's path). Returns the mate's features, found or not.
-pub fn sketched_spots(
+pub(crate) fn sketched_spots(
     sketcher: &mut Sketcher,
     (mate, seq): (u8, &[u8]),
     runs: &[(TaxId, u32)],
@@ -198,7 +198,7 @@ pub fn sketched_spots(
 /// Appends a part's found features of one mate as (feature index, position): `runs` its hit runs,
 /// `positions` those of its features with a taxon (as [`found_positions`] gave them; the caller
 /// checked there are as many). Runs of features not found are skipped, not walked.
-pub fn found_features(runs: &[(TaxId, u32)], positions: &[u32], out: &mut Vec<(u64, u32)>) {
+pub(crate) fn found_features(runs: &[(TaxId, u32)], positions: &[u32], out: &mut Vec<(u64, u32)>) {
     let (mut at, mut next) = (0u64, positions.iter());
     for &(taxon, n) in runs {
         if taxon != 0 {
@@ -210,7 +210,7 @@ pub fn found_features(runs: &[(TaxId, u32)], positions: &[u32], out: &mut Vec<(u
 
 /// The spots of one mate (`mate`) from its joined hit runs (`runs`) and the found features of
 /// every part ([`found_features`], sorted by feature index, one entry a feature).
-pub fn spots_of(mate: u8, runs: &[(TaxId, u32)], found: &[(u64, u32)], out: &mut Vec<Spot>) {
+pub(crate) fn spots_of(mate: u8, runs: &[(TaxId, u32)], found: &[(u64, u32)], out: &mut Vec<Spot>) {
     let (mut at, mut next) = (0u64, 0usize);
     for &(taxon, n) in runs {
         let end = at + u64::from(n);

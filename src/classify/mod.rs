@@ -98,7 +98,7 @@ pub struct SampleOutputs {
 
 impl SampleOutputs {
     /// Each output with the flag that names it.
-    pub fn by_flag(&self) -> [(&'static str, &Option<PathBuf>); 9] {
+    pub(crate) fn by_flag(&self) -> [(&'static str, &Option<PathBuf>); 9] {
         [
             ("-o/--output", &self.kraken),
             ("-r/--report", &self.report),
@@ -113,7 +113,7 @@ impl SampleOutputs {
     }
 
     /// These names as templates, with `{sample}` replaced by `name`.
-    pub fn for_sample(&self, name: &str) -> Self {
+    pub(crate) fn for_sample(&self, name: &str) -> Self {
         let fill =
             |t: &Option<PathBuf>| t.as_ref().map(|p| PathBuf::from(p.to_string_lossy().replace("{sample}", name)));
         Self {

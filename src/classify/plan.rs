@@ -180,7 +180,7 @@ pub fn file_plan(
 
 /// A sample's default name: its first file's name without read-file extensions and mate marks
 /// (`sample_R1.fq.gz` → `sample`; stdin is `stdin`).
-pub fn sample_name(path: &Path) -> String {
+pub(crate) fn sample_name(path: &Path) -> String {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "stdin".into());
     let mut stem = name.as_str();
     for ext in [".gz", ".bz2", ".xz", ".zst", ".fastq", ".fq", ".fasta", ".fa", ".fna"] {

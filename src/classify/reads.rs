@@ -18,7 +18,7 @@ pub enum ReadLayout {
 }
 
 impl ReadLayout {
-    pub fn is_paired(&self) -> bool {
+    pub(crate) fn is_paired(&self) -> bool {
         !matches!(self, ReadLayout::Single(_))
     }
 
@@ -164,7 +164,11 @@ impl ReadStream {
 
     /// [`ReadStream::new`], each file keeping `ahead` blocks read ahead (a GPU takes a batch's
     /// blocks at once: more than the default, so that they are parsed before they are wanted).
-    pub fn with_read_ahead(layout: ReadLayout, pool: Arc<rayon::ThreadPool>, ahead: usize) -> Result<Self, ReadError> {
+    pub(crate) fn with_read_ahead(
+        layout: ReadLayout,
+        pool: Arc<rayon::ThreadPool>,
+        ahead: usize,
+    ) -> Result<Self, ReadError> {
         let mut s = Self { layout, pool, next_file: 0, current: None, count: 0, ahead };
         s.open_next()?;
         Ok(s)
@@ -218,7 +222,7 @@ impl ReadStream {
     }
 
     /// Up to `max` reads into `batch` (emptied first); an empty batch means the end.
-    pub fn next_batch(&mut self, batch: &mut Batch, max: usize) -> Result<(), ReadError> {
+    pub(crate) fn next_batch(&mut self, batch: &mut Batch, max: usize) -> Result<(), ReadError> {
         let per_read = if matches!(self.layout, ReadLayout::Single(_)) { 1 } else { 2 };
         batch.clear(per_read);
         while batch.len() < max {

@@ -28,7 +28,10 @@ pub enum SampleSheetError {
 }
 
 /// Reads and parses the sheet at `sheet` (see [`parse_sample_sheet`]).
-pub fn read_sample_sheet(sheet: &Path, interleaved: bool) -> Result<Vec<(String, ReadLayout)>, SampleSheetError> {
+pub(crate) fn read_sample_sheet(
+    sheet: &Path,
+    interleaved: bool,
+) -> Result<Vec<(String, ReadLayout)>, SampleSheetError> {
     let bytes = std::fs::read(sheet).map_err(|source| SampleSheetError::Io { sheet: sheet.to_path_buf(), source })?;
     let base = sheet.parent().unwrap_or(Path::new("."));
     parse_sample_sheet(&bytes, sheet, base, interleaved)
@@ -37,7 +40,7 @@ pub fn read_sample_sheet(sheet: &Path, interleaved: bool) -> Result<Vec<(String,
 /// Parses a sheet's bytes: `name<TAB>R1[<TAB>R2]` per line (a trailing `\r` is ignored), paths
 /// joined to `base`; two fields are single-end reads (or interleaved pairs with `interleaved`),
 /// three are R1 and R2. Errors name `sheet` and the line.
-pub fn parse_sample_sheet(
+pub(crate) fn parse_sample_sheet(
     bytes: &[u8],
     sheet: &Path,
     base: &Path,

@@ -108,7 +108,7 @@ impl Fetcher {
 }
 
 /// Writes `bytes` to `path` through a temporary file beside it, renamed when complete.
-pub fn write_file(path: &Path, bytes: &[u8]) -> Result<(), DownloadError> {
+pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> Result<(), DownloadError> {
     let io = |source| DownloadError::Io { path: path.to_owned(), source };
     let temp = crate::temp_files::create_beside(path).map_err(io)?;
     temp.as_file().write_all(bytes).map_err(io)?;

@@ -57,7 +57,7 @@ impl DownloadError {
     /// Whether trying again may help: a broken or refused connection, a server error (5xx), a
     /// file that arrived damaged. A 4xx answer (the file is not there) and local errors will not
     /// change.
-    pub fn is_transient(&self) -> bool {
+    pub(crate) fn is_transient(&self) -> bool {
         match self {
             DownloadError::Http { .. } | DownloadError::Read { .. } | DownloadError::Checksum { .. } => true,
             DownloadError::Status { status, .. } => *status >= 500 || *status == 429,

@@ -72,7 +72,7 @@ pub struct Assembly {
 
 impl Assembly {
     /// The name of its genomic FASTA: `<folder's name>_genomic.fna.gz`.
-    pub fn fasta_name(&self) -> String {
+    pub(crate) fn fasta_name(&self) -> String {
         format!("{}_genomic.fna.gz", self.folder.rsplit('/').next().unwrap_or_default())
     }
 }
@@ -197,7 +197,7 @@ pub fn select(all: &[Assembly], selection: &Selection) -> Vec<Assembly> {
 }
 
 /// `folder` (an `ftp_path`) on `mirror` instead of NCBI's server.
-pub fn on_mirror(folder: &str, mirror: &str) -> String {
+pub(crate) fn on_mirror(folder: &str, mirror: &str) -> String {
     let mirror = mirror.trim_end_matches('/');
     NCBI_PREFIXES
         .iter()
@@ -305,7 +305,7 @@ pub fn remove_unchosen(out: &Path, chosen: &[Assembly]) -> Result<usize, Downloa
 }
 
 /// The files of NCBI's taxonomy dump that kmerdb reads.
-pub const TAXDUMP_FILES: [&str; 4] = ["nodes.dmp", "names.dmp", "merged.dmp", "delnodes.dmp"];
+pub(crate) const TAXDUMP_FILES: [&str; 4] = ["nodes.dmp", "names.dmp", "merged.dmp", "delnodes.dmp"];
 
 /// Brings NCBI's taxonomy dump into `out` (`taxdump.tar.gz`, checked against its `.md5`; kept, so
 /// that a rerun fetches it only if it changed or is damaged) and extracts [`TAXDUMP_FILES`].

@@ -11,7 +11,7 @@ use cudarc::driver::{CudaEvent, CudaStream, DeviceRepr, PinnedHostSlice, PushKer
 use std::sync::Arc;
 
 /// Bases sent to the GPU per batch.
-pub const BATCH_BASES: usize = 64 << 20;
+pub(crate) const BATCH_BASES: usize = 64 << 20;
 
 /// Kernel view of a batch; must match `struct Batch` in `cuda/build.cu`. It borrows the batch's
 /// buffers ([`DeviceBatch::args`]).

@@ -220,7 +220,7 @@ impl GpuBatch {
     }
 
     /// With hit lists: read `r`'s mates, each as its features' taxon nodes plus 1 (0: absent).
-    pub fn feature_taxa(&self, r: usize) -> impl Iterator<Item = &[u32]> {
+    pub(crate) fn feature_taxa(&self, r: usize) -> impl Iterator<Item = &[u32]> {
         (self.read_mates[r]..self.read_mates[r + 1]).map(|m| {
             let first = self.feature_first[m] as usize;
             self.taxa.get(first..first + self.feature_count[m] as usize).unwrap_or(&[])
@@ -234,7 +234,7 @@ impl GpuBatch {
 
     /// With the amino-acid stage: read `r`'s mates' amino-acid k-mers, each mate's in
     /// `protein::mate_kmers`' order; `None` when the GPU did not list them.
-    pub fn amino_kmers(&self, r: usize) -> Option<impl Iterator<Item = &[u32]>> {
+    pub(crate) fn amino_kmers(&self, r: usize) -> Option<impl Iterator<Item = &[u32]>> {
         (!self.amino_first.is_empty()).then(|| {
             (self.read_mates[r]..self.read_mates[r + 1])
                 .map(|m| &self.amino_codes[self.amino_first[m] as usize..self.amino_first[m + 1] as usize])
@@ -261,7 +261,7 @@ impl GpuResults {
     }
 
     /// See [`GpuBatch::feature_taxa`].
-    pub fn feature_taxa(&self, r: usize) -> impl Iterator<Item = &[u32]> {
+    pub(crate) fn feature_taxa(&self, r: usize) -> impl Iterator<Item = &[u32]> {
         self.parts[r / self.chunk].feature_taxa(r % self.chunk)
     }
 
@@ -271,7 +271,7 @@ impl GpuResults {
     }
 
     /// See [`GpuBatch::amino_kmers`].
-    pub fn amino_kmers(&self, r: usize) -> Option<impl Iterator<Item = &[u32]>> {
+    pub(crate) fn amino_kmers(&self, r: usize) -> Option<impl Iterator<Item = &[u32]>> {
         self.parts[r / self.chunk].amino_kmers(r % self.chunk)
     }
 
@@ -295,7 +295,7 @@ pub fn classify_on(
 }
 
 /// A batch packed for every GPU (see [`pack_on`]).
-pub struct PackedBatch {
+pub(crate) struct PackedBatch {
     parts: Vec<Packed>,
     chunk: usize,
 }
@@ -328,7 +328,7 @@ impl Reads for [&[&[u8]]] {
 /// Packs `reads` for every GPU, each a contiguous share, into its pinned memory, on the calling
 /// thread's pool: the reading side of a pipeline does this, so that the GPU's side only uploads
 /// and runs kernels.
-pub fn pack_on<R: Reads + ?Sized>(classifiers: &[GpuClassifier], reads: &R) -> Result<PackedBatch, GpuError> {
+pub(crate) fn pack_on<R: Reads + ?Sized>(classifiers: &[GpuClassifier], reads: &R) -> Result<PackedBatch, GpuError> {
     let n = reads.count();
     let chunk = n.div_ceil(classifiers.len()).max(1);
     // A GPU whose share would be empty gets no part (the parts are found by read / chunk).
@@ -342,7 +342,11 @@ pub fn pack_on<R: Reads + ?Sized>(classifiers: &[GpuClassifier], reads: &R) -> R
 }
 
 /// Uploads and classifies a packed batch, each GPU its share on a thread of its own.
-pub fn run_on(classifiers: &[GpuClassifier], packed: PackedBatch, hit_lists: HitLists) -> Result<GpuResults, GpuError> {
+pub(crate) fn run_on(
+    classifiers: &[GpuClassifier],
+    packed: PackedBatch,
+    hit_lists: HitLists,
+) -> Result<GpuResults, GpuError> {
     let PackedBatch { parts, chunk } = packed;
     let parts = std::thread::scope(|scope| {
         let jobs: Vec<_> =
@@ -393,7 +397,7 @@ struct GroupSize {
 /// between a batch's kernels (a quarter of the stage's time against a 20 Gbp index: 28 ms a batch
 /// host-timed, 20.4 ms of kernels); with two, one batch's kernels run in the other's waits and
 /// copies. `KMERDB_GPU_STREAMS` (hidden) sets it, for benchmarks that compare.
-pub fn streams_per_gpu() -> usize {
+pub(crate) fn streams_per_gpu() -> usize {
     std::env::var("KMERDB_GPU_STREAMS").ok().and_then(|v| v.parse().ok()).unwrap_or(2).clamp(1, 8)
 }
 
@@ -1020,13 +1024,13 @@ impl<'g> GpuClassifier<'g> {
     }
 
     /// [`DeviceShards::timed_upload`] of the index this classifier reads.
-    pub fn timed_upload(&self) -> Option<(u64, f64)> {
+    pub(crate) fn timed_upload(&self) -> Option<(u64, f64)> {
         self.shards.timed_upload
     }
 
     /// Lists every mate's amino-acid k-mers with `params` (the index's table's) from now on, for
     /// the amino-acid stage.
-    pub fn list_amino_kmers(&mut self, params: crate::protein::ProteinParams) {
+    pub(crate) fn list_amino_kmers(&mut self, params: crate::protein::ProteinParams) {
         self.protein = Some(params);
     }
 

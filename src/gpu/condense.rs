@@ -171,7 +171,7 @@ pub struct DeviceShards {
 /// Places a shard's leftover keys `left` in its `slots` (downloaded, in place): `None` when that
 /// worked, `Some(rebuilt)` when the walk failed and the shard was laid out again as the CPU would
 /// (see `walk_in_place`).
-pub fn finish_shard(
+pub(crate) fn finish_shard(
     slots: &mut [Slot],
     left: &[Slot],
     words: &[u32],
@@ -184,7 +184,7 @@ pub fn finish_shard(
 /// Condenses the table into every shard's key index and stream, on the device, renumbering
 /// targets by `final_id`. The host's share (the clade features' lists) runs on `host`, or without
 /// one on the calling thread alone.
-pub fn condense_on_device(
+pub(crate) fn condense_on_device(
     table: &BucketListTable,
     gpu: &Gpu,
     final_id: &[Option<u32>],
@@ -333,7 +333,7 @@ fn clade_feature_lists(
 /// stays 0, so that the scan's last item is the total), a scan turns the lengths into where each
 /// list starts, and `write` has item `i`'s list written from `first[i]` into `items` (room for the
 /// total, at least one). Waits for the total and for `write`. Returns `first` and `items`.
-pub fn placed_lists<T: DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+pub(crate) fn placed_lists<T: DeviceRepr + cudarc::driver::ValidAsZeroBits>(
     gpu: &Gpu,
     n: u64,
     count: impl FnOnce(&mut CudaSlice<u64>) -> Result<(), GpuError>,
@@ -640,7 +640,7 @@ fn walk_or_rebuild(mut shard: ShardData, left: &[Slot], layout: &LocationLayout)
 }
 
 /// [`finish_shard`], then the shard laid out as the index stores it (`index::stored_shard`).
-pub fn finish_and_store(
+pub(crate) fn finish_and_store(
     slots: &mut [Slot],
     left: &[Slot],
     words: &[u32],

@@ -18,7 +18,7 @@ pub struct Gpu {
 }
 
 /// Whether the CUDA driver library can be loaded (cudarc panics on first use otherwise).
-pub fn driver_present() -> bool {
+pub(crate) fn driver_present() -> bool {
     // SAFETY: only tries to load the library.
     unsafe { cudarc::driver::sys::is_culib_present() }
 }
@@ -26,7 +26,7 @@ pub fn driver_present() -> bool {
 /// Whether an NVIDIA GPU is probably there, judged from device files alone (no driver call, which
 /// takes a noticeable part of a small run): `/dev/nvidia0` or an entry under
 /// `/proc/driver/nvidia/gpus`.
-pub fn probably_present() -> bool {
+pub(crate) fn probably_present() -> bool {
     std::path::Path::new("/dev/nvidia0").exists()
         || std::fs::read_dir("/proc/driver/nvidia/gpus").is_ok_and(|mut d| d.next().is_some())
 }
@@ -117,7 +117,7 @@ impl Gpu {
 
     /// Another handle of this GPU whose work goes on a stream of its own (non-blocking: it
     /// neither waits for nor holds up the default stream), sharing the context and kernels.
-    pub fn with_own_stream(&self) -> Result<Self, GpuError> {
+    pub(crate) fn with_own_stream(&self) -> Result<Self, GpuError> {
         Ok(Self {
             ordinal: self.ordinal,
             name: self.name.clone(),

@@ -37,7 +37,7 @@ pub fn limits_source() -> String {
 /// The slab hash table's kernels (`slab_hash.cuh`), a unit of their own: no command uses the
 /// table (its tests and `kmerdb-gpu-bench` do), so `kmerdb`'s kernels do not carry it. Compiled
 /// and cached on first use by [`cubin_of`].
-pub fn slab_source() -> String {
+pub(crate) fn slab_source() -> String {
     expanded("slab_hash.cuh")
 }
 
@@ -70,7 +70,7 @@ fn expand(name: &str, out: &mut String, seen: &mut Vec<String>) {
 }
 
 /// NVRTC's version, as (major, minor).
-pub fn nvrtc_version() -> Result<(i32, i32), GpuError> {
+pub(crate) fn nvrtc_version() -> Result<(i32, i32), GpuError> {
     let (mut major, mut minor) = (0, 0);
     // SAFETY: plain out-parameters.
     unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) }
@@ -80,7 +80,7 @@ pub fn nvrtc_version() -> Result<(i32, i32), GpuError> {
 }
 
 /// Whether libnvrtc can be loaded (checked before any call, which would otherwise panic).
-pub fn nvrtc_present() -> bool {
+pub(crate) fn nvrtc_present() -> bool {
     // SAFETY: only tries to load the library.
     unsafe { cudarc::nvrtc::sys::is_culib_present() }
 }
@@ -164,7 +164,7 @@ pub fn cubin(arch: &str) -> Result<(Vec<u8>, bool), GpuError> {
 }
 
 /// [`cubin`] of another translation unit (`source`, named `name` in NVRTC's messages).
-pub fn cubin_of(source: &str, name: &str, arch: &str) -> Result<(Vec<u8>, bool), GpuError> {
+pub(crate) fn cubin_of(source: &str, name: &str, arch: &str) -> Result<(Vec<u8>, bool), GpuError> {
     let (major, minor) = nvrtc_version()?;
     let key = format!("{:016x}-{arch}-nvrtc{major}.{minor}", xxhash_rust::xxh3::xxh3_64(source.as_bytes()));
     let path = cache_dir().map(|d| d.join(format!("kernels-{key}.cubin")));

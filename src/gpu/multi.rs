@@ -10,7 +10,7 @@ use cudarc::driver::CudaStream;
 
 /// The shards GPU `d` of `gpus` holds among `shards` when classifying: those with
 /// `shard * gpus / shards == d`, a contiguous range.
-pub fn owned_shards(d: usize, gpus: usize, shards: usize) -> std::ops::Range<usize> {
+pub(crate) fn owned_shards(d: usize, gpus: usize, shards: usize) -> std::ops::Range<usize> {
     let first = (0..shards).find(|&s| s * gpus / shards == d).unwrap_or(shards);
     let end = (first..shards).find(|&s| s * gpus / shards != d).unwrap_or(shards);
     first..end

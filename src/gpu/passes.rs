@@ -51,9 +51,9 @@ use std::time::{Duration, Instant};
 /// GPU memory a pass needs per value, worst case (every value a distinct key): the selected pairs
 /// (12 bytes) and the table (about 30: key slots for all at load 0.9, two pool slots each) while
 /// inserting; the table and the condense's arrays (about 45) after. The peak is the second.
-pub const PASS_BYTES_PER_VALUE: u64 = 80;
+pub(crate) const PASS_BYTES_PER_VALUE: u64 = 80;
 /// GPU memory kept free beside a pass's arrays: kernels' stacks, scans, small tables.
-pub const PASS_RESERVE: u64 = 1 << 30;
+pub(crate) const PASS_RESERVE: u64 = 1 << 30;
 /// A table's pool offsets are 32-bit and a value may take two slots: the most values a pass can
 /// give one GPU.
 const MAX_PASS_VALUES: u64 = 2_000_000_000;
@@ -62,7 +62,7 @@ const DEVICE_PAIR_SHARE: f64 = 0.45;
 /// Of the host's available memory, the share pairs may fill before they go to spill files.
 const HOST_PAIR_SHARE: f64 = 0.5;
 /// The most GPUs `sketch_split` splits for (`MAX_SPLIT_GPUS` in `cuda/build.cu`).
-pub const MAX_GPUS: usize = 32;
+pub(crate) const MAX_GPUS: usize = 32;
 
 /// Kernel view of the split's outputs; must match `struct Split` in `cuda/build.cu`. It borrows
 /// the arrays it points into.
@@ -97,7 +97,7 @@ unsafe impl DeviceRepr for WindowsArgs<'_> {}
 const _: () = assert!(std::mem::size_of::<WindowsArgs>() == 16);
 
 /// What the passes lay out.
-pub struct ShardsToBuild<'a> {
+pub(crate) struct ShardsToBuild<'a> {
     /// Pairs of each shard.
     pub counts: &'a [u64],
     /// The provisional targets' first global windows (ascending).
@@ -114,7 +114,7 @@ pub struct ShardsToBuild<'a> {
 }
 
 /// The GPU (of `gpus`) that owns `shard`.
-pub fn owner_of(shard: usize, gpus: usize) -> usize {
+pub(crate) fn owner_of(shard: usize, gpus: usize) -> usize {
     shard % gpus
 }
 
@@ -201,14 +201,14 @@ struct OffGpu {
 
 /// Where a build's pairs went, for the summary.
 #[derive(Debug, Clone, Default)]
-pub struct PairPlacement {
+pub(crate) struct PairPlacement {
     pub device_bytes: u64,
     pub host_bytes: u64,
     pub spill_bytes: u64,
 }
 
 /// A build on GPUs, from the first batch to the last shard.
-pub struct PassBuild<'g> {
+pub(crate) struct PassBuild<'g> {
     gpus: Vec<&'g Gpu>,
     params: SketchParams,
     shard_bits: u32,
@@ -334,7 +334,7 @@ impl<'g> PassBuild<'g> {
 
     /// Where the reading threads' time in `insert_batch` went (summed over threads), and the bytes
     /// uploaded.
-    pub fn reading_report(&self) -> (Vec<(&'static str, Duration)>, u64) {
+    pub(crate) fn reading_report(&self) -> (Vec<(&'static str, Duration)>, u64) {
         let ns = |i: usize| Duration::from_nanos(self.reading[i].load(Ordering::Relaxed));
         let parts = vec![
             ("packing into pinned memory", ns(PACK)),
@@ -349,7 +349,7 @@ impl<'g> PassBuild<'g> {
     /// turn, uploaded, sketched and split; each owner's stretch is kept as a block. Returns once the
     /// blocks are placed. Several threads run this at once: a GPU has [`STAGING_SLOTS`] batches in
     /// flight, and only the queueing of a batch's upload and kernel is serialized.
-    pub fn insert_batch(&self, batch: &[Pending]) -> Result<(), BuildError> {
+    pub(crate) fn insert_batch(&self, batch: &[Pending]) -> Result<(), BuildError> {
         let Some(last) = batch.last() else { return Ok(()) };
         // Pairs carry 32-bit global windows, as the CPU build's bins do.
         if last.first_window + self.params.window_count(last.seq.len()) > 1 << 32 {
@@ -500,7 +500,7 @@ impl<'g> PassBuild<'g> {
     }
 
     /// After the last batch: waits for every GPU and returns the pairs of each shard.
-    pub fn finish_reading(&self) -> Result<Vec<u64>, BuildError> {
+    pub(crate) fn finish_reading(&self) -> Result<Vec<u64>, BuildError> {
         let shards = 1usize << self.shard_bits;
         let mut totals = vec![0u64; shards];
         for (g, sender) in self.senders.iter().enumerate() {
@@ -521,11 +521,11 @@ impl<'g> PassBuild<'g> {
 
     /// Where the pairs went.
     /// The GPUs the build runs on.
-    pub fn gpu_count(&self) -> usize {
+    pub(crate) fn gpu_count(&self) -> usize {
         self.gpus.len()
     }
 
-    pub fn placement(&self) -> PairPlacement {
+    pub(crate) fn placement(&self) -> PairPlacement {
         let off = self.off_gpu.lock().expect("no GPU batch panicked");
         PairPlacement {
             device_bytes: self.owners.iter().map(|o| o.lock().expect("no GPU batch panicked").device_bytes).sum(),
@@ -574,7 +574,7 @@ impl<'g> PassBuild<'g> {
     /// bounded and a slow disk slows the GPUs rather than filling memory. (No deadlock: each GPU
     /// downloads its shards in order, and the finishing stage waits for a shard only when it
     /// holds none, see `pipeline::in_order_as_ready`.)
-    pub fn build_shards(
+    pub(crate) fn build_shards(
         &self,
         what: ShardsToBuild<'_>,
         pool: &rayon::ThreadPool,
@@ -1178,7 +1178,7 @@ struct PassJob<'a> {
 
 /// Where the passes' time went: the GPUs' (summed over GPUs) and the host's.
 #[derive(Debug, Clone, Default)]
-pub struct PassReport {
+pub(crate) struct PassReport {
     pub passes: usize,
     /// Pairs of each shard.
     pub shard_pairs: Vec<u64>,

@@ -16,7 +16,7 @@ use cudarc::driver::{CudaContext, CudaStream, sys};
 use std::sync::Arc;
 
 /// A pinned, portable (usable by every context), CPU-cached host buffer of `len` items.
-pub struct HostBuffer<T> {
+pub(crate) struct HostBuffer<T> {
     ptr: *mut T,
     len: usize,
     ctx: Arc<CudaContext>,
@@ -43,12 +43,8 @@ impl<T: bytemuck::Pod> HostBuffer<T> {
         self.len
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// The address of item `at`, for [`copy_async`], borrowing the buffer.
-    pub fn addr(&self, at: usize) -> DevAddr<'_> {
+    pub(crate) fn addr(&self, at: usize) -> DevAddr<'_> {
         assert!(at <= self.len);
         // SAFETY: pinned and portable memory, which every GPU of the process addresses at its
         // host address (unified addressing); allocated until `self` is dropped, which the

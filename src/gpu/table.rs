@@ -48,7 +48,7 @@ unsafe impl DeviceRepr for RemapArgs<'_> {}
 const _: () = assert!(std::mem::size_of::<RemapArgs>() == 16);
 
 /// The keys of a table with kept values, on the device: `n` of each array's entries are used.
-pub struct DeviceKeys {
+pub(crate) struct DeviceKeys {
     pub keys: CudaSlice<u32>,
     /// The key's slot in the table (where its list handle is).
     pub table_slots: CudaSlice<u32>,
@@ -77,8 +77,8 @@ impl DeviceRemap {
 /// Status bits, as in `cuda/bucket_list.cuh`.
 pub const STATUS_POOL_EXHAUSTED: u32 = 1;
 pub const STATUS_PROBE_LIMIT: u32 = 2;
-pub const STATUS_POOL_OFFSET: u32 = 4;
-pub const STATUS_MAX_BUCKETS: u32 = 8;
+pub(crate) const STATUS_POOL_OFFSET: u32 = 4;
+pub(crate) const STATUS_MAX_BUCKETS: u32 = 8;
 
 /// Shape of a table.
 #[derive(Debug, Clone, Copy)]
@@ -129,7 +129,7 @@ pub struct TableStatus {
 }
 
 impl TableStatus {
-    pub fn is_error(&self) -> bool {
+    pub(crate) fn is_error(&self) -> bool {
         self.bits & (STATUS_POOL_EXHAUSTED | STATUS_PROBE_LIMIT | STATUS_POOL_OFFSET) != 0
     }
 
@@ -179,7 +179,7 @@ fn is_prime(n: u64) -> bool {
 }
 
 /// The most threads a launch of [`launch_config`] has.
-pub fn max_threads(gpu: &Gpu) -> u32 {
+pub(crate) fn max_threads(gpu: &Gpu) -> u32 {
     gpu.multiprocessors() * 32 * 256
 }
 
@@ -190,7 +190,7 @@ pub fn launch_config(gpu: &Gpu, n: u64) -> LaunchConfig {
 }
 
 /// Sets every word of `words` to `value` (on the GPU's stream, without waiting).
-pub fn fill_u32(gpu: &Gpu, words: &mut CudaSlice<u32>, value: u32) -> Result<(), GpuError> {
+pub(crate) fn fill_u32(gpu: &Gpu, words: &mut CudaSlice<u32>, value: u32) -> Result<(), GpuError> {
     let f = gpu.function("fill_u32")?;
     let n = words.len() as u64;
     let mut b = gpu.stream.launch_builder(&f);
@@ -263,7 +263,7 @@ impl<'g> BucketListTable<'g> {
         Ok((lists, values))
     }
 
-    pub fn key_slots(&self) -> u64 {
+    pub(crate) fn key_slots(&self) -> u64 {
         self.windows as u64 * u64::from(self.config.group.get())
     }
 
@@ -359,7 +359,7 @@ impl<'g> BucketListTable<'g> {
     }
 
     /// Key slots in use.
-    pub fn occupied_keys(&self) -> Result<u64, GpuError> {
+    pub(crate) fn occupied_keys(&self) -> Result<u64, GpuError> {
         let s = &self.gpu.stream;
         let (table, slots) = (self.args(), self.key_slots());
         let occupied = s.alloc_zeros::<u64>(1)?;
@@ -384,7 +384,7 @@ impl<'g> BucketListTable<'g> {
     }
 
     /// Every key with at least one kept value, left on the device (see [`collect`](Self::collect)).
-    pub fn collect_on_device(&self, remap: Option<(&[u32], u32)>) -> Result<DeviceKeys, GpuError> {
+    pub(crate) fn collect_on_device(&self, remap: Option<(&[u32], u32)>) -> Result<DeviceKeys, GpuError> {
         let s = &self.gpu.stream;
         let (table, slots) = (self.args(), self.key_slots());
         let (remap_host, window_bits): (&[u32], u32) = remap.unwrap_or((&[], 0));

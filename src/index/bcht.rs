@@ -20,15 +20,15 @@ use crate::sketch::{Feature, NO_FEATURE};
 
 /// Slots per bucket: as the table is built, 16 slots of 8 bytes, one 128-byte cache line; stored,
 /// 16 packed slots (`index::packed_keys`).
-pub const BUCKET_SLOTS: usize = 16;
+pub(crate) const BUCKET_SLOTS: usize = 16;
 /// Candidate buckets per key.
-pub const HASH_FUNCTIONS: usize = 3;
+pub(crate) const HASH_FUNCTIONS: usize = 3;
 /// Seeds of the bucket hash functions (part of the index format).
-pub const BUCKET_SEEDS: [u32; HASH_FUNCTIONS] = [0x9e37_79b9, 0x85eb_ca6b, 0xc2b2_ae35];
+pub(crate) const BUCKET_SEEDS: [u32; HASH_FUNCTIONS] = [0x9e37_79b9, 0x85eb_ca6b, 0xc2b2_ae35];
 /// Key of an empty slot.
-pub const EMPTY_KEY: Feature = NO_FEATURE;
+pub(crate) const EMPTY_KEY: Feature = NO_FEATURE;
 /// Load factor the builder aims at; it grows the table when a cuckoo walk fails.
-pub const TARGET_LOAD: f64 = 0.98;
+pub(crate) const TARGET_LOAD: f64 = 0.98;
 /// Evictions one insertion may cause before the builder gives up on this table size.
 const MAX_EVICTIONS: usize = 2_000;
 
@@ -40,7 +40,7 @@ pub struct Slot {
     pub value: u32,
 }
 
-pub const EMPTY_SLOT: Slot = Slot { key: EMPTY_KEY, value: 0 };
+pub(crate) const EMPTY_SLOT: Slot = Slot { key: EMPTY_KEY, value: 0 };
 
 /// Multipliers of [`KeyHash::permute`] (odd, so invertible modulo any power of two): murmur3's.
 const MIX: [u32; 2] = [0x85eb_ca6b, 0xc2b2_ae35];
@@ -66,7 +66,7 @@ impl KeyHash {
 
     /// Width of a local key.
     #[inline]
-    pub fn domain_bits(&self) -> u32 {
+    pub(crate) fn domain_bits(&self) -> u32 {
         32 - self.shard_bits
     }
 
@@ -85,7 +85,7 @@ impl KeyHash {
     /// The `j`-th hash of `key`: a permutation of the local keys (the device twin is `permute` in
     /// `cuda/condense.cuh`).
     #[inline]
-    pub fn permute(&self, key: Feature, j: usize) -> u32 {
+    pub(crate) fn permute(&self, key: Feature, j: usize) -> u32 {
         let (mask, (s1, s2)) = (self.mask(), self.shifts());
         let mut h = ((key >> self.shard_bits) ^ BUCKET_SEEDS[j]) & mask;
         h ^= h >> s1;
@@ -96,7 +96,7 @@ impl KeyHash {
     }
 
     /// The local key whose `j`-th hash is `h` (the inverse of [`KeyHash::permute`]).
-    pub fn unpermute(&self, h: u32, j: usize) -> u32 {
+    pub(crate) fn unpermute(&self, h: u32, j: usize) -> u32 {
         let (mask, (s1, s2)) = (self.mask(), self.shifts());
         let unshift = |y: u32, s: u32| {
             let mut x = y;
@@ -115,7 +115,7 @@ impl KeyHash {
 
     /// The feature of shard `shard` whose local key is `local`.
     #[inline]
-    pub fn key_of(&self, local: u32, shard: usize) -> Feature {
+    pub(crate) fn key_of(&self, local: u32, shard: usize) -> Feature {
         ((local as u64) << self.shard_bits) as u32 | shard as u32
     }
 
@@ -160,12 +160,12 @@ pub fn lookup(slots: &[Slot], key: Feature, hash: KeyHash) -> Option<u32> {
 }
 
 /// Buckets of the first table tried for `n` keys.
-pub fn initial_buckets(n: usize) -> usize {
+pub(crate) fn initial_buckets(n: usize) -> usize {
     if n == 0 { 0 } else { ((n as f64 / (BUCKET_SLOTS as f64 * TARGET_LOAD)).ceil() as usize).max(1) }
 }
 
 /// The next table size to try after a failed one.
-pub fn grown_buckets(n_buckets: usize) -> usize {
+pub(crate) fn grown_buckets(n_buckets: usize) -> usize {
     n_buckets + n_buckets / 32 + 1
 }
 
@@ -203,7 +203,7 @@ pub fn place(keys: &[Feature], hash: KeyHash) -> Vec<Slot> {
 
 /// Phase 1 of [`build`] on a table of `n_buckets`: the slots (values are key indexes) and the keys
 /// left over, ascending, as slots.
-pub fn place_rounds(keys: &[Feature], n_buckets: usize, hash: KeyHash) -> (Vec<Slot>, Vec<Slot>) {
+pub(crate) fn place_rounds(keys: &[Feature], n_buckets: usize, hash: KeyHash) -> (Vec<Slot>, Vec<Slot>) {
     let mut slots = vec![EMPTY_SLOT; n_buckets * BUCKET_SLOTS];
     let mut fill = vec![0u8; n_buckets];
     let mut left: Vec<Slot> = keys.iter().enumerate().map(|(i, &key)| Slot { key, value: i as u32 }).collect();
@@ -224,7 +224,7 @@ pub fn place_rounds(keys: &[Feature], n_buckets: usize, hash: KeyHash) -> (Vec<S
 
 /// Phase 2 of [`build`]: places `stragglers` (ascending) into `slots` by cuckoo walks. False if a
 /// walk gave up: the table must grow.
-pub fn place_stragglers(slots: &mut [Slot], stragglers: &[Slot], hash: KeyHash) -> bool {
+pub(crate) fn place_stragglers(slots: &mut [Slot], stragglers: &[Slot], hash: KeyHash) -> bool {
     place_stragglers_logged(slots, stragglers, hash, &mut Vec::new())
 }
 
@@ -238,7 +238,7 @@ pub fn undo_walk(slots: &mut [Slot], undo: &[(usize, Slot)]) {
 /// [`place_stragglers`], recording every slot it overwrites, with its old content, in `undo`: a
 /// failed walk leaves moved slots (and one key in hand), and the GPU build walks in its download
 /// buffer, so it rolls back from the log instead of keeping a copy of every shard.
-pub fn place_stragglers_logged(
+pub(crate) fn place_stragglers_logged(
     slots: &mut [Slot],
     stragglers: &[Slot],
     hash: KeyHash,

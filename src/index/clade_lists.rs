@@ -29,7 +29,7 @@ pub fn location(target: u32, window: u32) -> u64 {
 }
 
 /// The (target, window) of a [`location`].
-pub fn target_window(location: u64) -> (u32, u32) {
+pub(crate) fn target_window(location: u64) -> (u32, u32) {
     ((location >> 32) as u32, location as u32)
 }
 
@@ -38,7 +38,7 @@ const ZSTD_LEVEL: i32 = 3;
 
 /// A frame holds the whole lists of its features, at least this many locations of them (but the
 /// last frame's): some 10 MB before compression, 20 ms of zstd.
-pub const FRAME_LOCATIONS: usize = 1 << 22;
+pub(crate) const FRAME_LOCATIONS: usize = 1 << 22;
 
 /// Clade features with their locations, in the order they were added.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -88,7 +88,7 @@ impl CladeLists {
     }
 
     /// The section's bytes; the frames are compressed on the current thread pool.
-    pub fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         self.encode_in_frames(FRAME_LOCATIONS)
     }
 

@@ -39,7 +39,7 @@ use std::path::PathBuf;
 compile_error!("kmerdb memory-maps little-endian index files and does not support big-endian hosts");
 
 /// First bytes of every index: a non-ASCII byte, the name, and a CR-LF that text-mode copies break.
-pub const MAGIC: [u8; 8] = *b"\x89KMERDB\n";
+pub(crate) const MAGIC: [u8; 8] = *b"\x89KMERDB\n";
 /// Bumped whenever the bytes of an index change meaning.
 /// Version 2: shards by the features' low bits (version 1 used the top bits).
 /// Version 3: each shard's key index and words in one block, with its own checksum.
@@ -73,13 +73,13 @@ pub const MAGIC: [u8; 8] = *b"\x89KMERDB\n";
 /// Version 13: the clade lists section is a run of zstd frames, not one
 /// (`clade_lists::FRAME_LOCATIONS`), compressed in parallel: one frame of a 50 Gbp collection's
 /// 634 M clade locations took 24 s on one thread at the end of the build.
-pub const FORMAT_VERSION: u32 = 13;
-pub const PREAMBLE_LEN: usize = 64;
-pub const SECTION_ALIGN: u64 = 4096;
+pub(crate) const FORMAT_VERSION: u32 = 13;
+pub(crate) const PREAMBLE_LEN: usize = 64;
+pub(crate) const SECTION_ALIGN: u64 = 4096;
 /// Alignment of each shard's block in the shard data: a cache line.
-pub const SHARD_ALIGN: u64 = 128;
+pub(crate) const SHARD_ALIGN: u64 = 128;
 /// Features are split into 2^6 = 64 shards.
-pub const DEFAULT_SHARD_BITS: u32 = 6;
+pub(crate) const DEFAULT_SHARD_BITS: u32 = 6;
 
 /// The shard of `feature` among `1 << shard_bits`: its low bits (the device twin is `shard_of_key`
 /// in `cuda/common.cuh`).
@@ -268,7 +268,7 @@ impl TargetInfo {
 /// Where one shard's block lies in the shard data section, its sizes and its checksum.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct ShardEntry {
+pub(crate) struct ShardEntry {
     /// Bytes from the start of the shard data section (a multiple of [`SHARD_ALIGN`]).
     pub offset: u64,
     /// Buckets of the key index, at `offset`.
@@ -296,7 +296,7 @@ pub struct ShardEntry {
 
 impl ShardEntry {
     /// The line its buckets' bases are measured from.
-    pub fn base_line(&self) -> crate::index::packed_keys::BaseLine {
+    pub(crate) fn base_line(&self) -> crate::index::packed_keys::BaseLine {
         crate::index::packed_keys::BaseLine { slope: self.base_slope, bias: self.base_bias }
     }
 
@@ -308,12 +308,12 @@ impl ShardEntry {
     }
 
     /// Bits of one bucket (`packed_keys::KeyCode::bucket_bits`).
-    pub fn bucket_bits(&self) -> u64 {
+    pub(crate) fn bucket_bits(&self) -> u64 {
         crate::index::packed_keys::bucket_bits(self.base_bits, self.tag_bits, self.code_bits)
     }
 
     /// Bytes of the key index (whole words).
-    pub fn key_bytes(&self) -> u64 {
+    pub(crate) fn key_bytes(&self) -> u64 {
         crate::index::packed_keys::key_words(self.buckets, self.bucket_bits()) * 4
     }
 
@@ -323,29 +323,25 @@ impl ShardEntry {
     }
 
     /// [`Self::len`], or `None` where a damaged entry's sizes overflow.
-    pub fn len_checked(&self) -> Option<u64> {
+    pub(crate) fn len_checked(&self) -> Option<u64> {
         let key_words = crate::index::packed_keys::key_words_checked(self.buckets, self.bucket_bits())?;
         key_words.checked_mul(4)?.checked_add(self.words.checked_mul(4)?)
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Where the next shard's block starts.
-    pub fn next_offset(&self) -> u64 {
+    pub(crate) fn next_offset(&self) -> u64 {
         (self.offset + self.len()).div_ceil(SHARD_ALIGN) * SHARD_ALIGN
     }
 }
 
 /// The shard data section's checksum: xxh3-64 of the shards' checksums in order.
-pub fn shard_data_checksum(entries: &[ShardEntry]) -> u64 {
+pub(crate) fn shard_data_checksum(entries: &[ShardEntry]) -> u64 {
     let sums: Vec<u8> = entries.iter().flat_map(|e| e.checksum.to_le_bytes()).collect();
     xxhash_rust::xxh3::xxh3_64(&sums)
 }
 
 /// A shard's checksum: xxh3-64 of its slots' bytes, then its words' bytes.
-pub fn shard_checksum(slots: &[u8], words: &[u8]) -> u64 {
+pub(crate) fn shard_checksum(slots: &[u8], words: &[u8]) -> u64 {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     h.update(slots);
     h.update(words);

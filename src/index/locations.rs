@@ -46,10 +46,10 @@
 use serde::{Deserialize, Serialize};
 
 /// Marks a slot value that is itself the feature's single location.
-pub const INLINE_FLAG: u32 = 1 << 31;
+pub(crate) const INLINE_FLAG: u32 = 1 << 31;
 /// Zero words after each shard's stream: an entry of up to 64 bits starting anywhere in the last
 /// real word can then be read as three words.
-pub const PAD_WORDS: usize = 2;
+pub(crate) const PAD_WORDS: usize = 2;
 
 /// How locations are packed; part of the index header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,7 +91,7 @@ impl LocationLayout {
     }
 
     /// Whether a single location fits in a slot value beside [`INLINE_FLAG`].
-    pub fn inline_single(&self) -> bool {
+    pub(crate) fn inline_single(&self) -> bool {
         self.entry_bits <= 31
     }
 
@@ -101,7 +101,7 @@ impl LocationLayout {
     }
 
     #[inline]
-    pub fn unpack(&self, loc: u64) -> (u32, u32) {
+    pub(crate) fn unpack(&self, loc: u64) -> (u32, u32) {
         ((loc >> self.window_bits) as u32, (loc & ((1u64 << self.window_bits) - 1)) as u32)
     }
 }
@@ -203,7 +203,7 @@ pub struct ShardOverflow;
 
 /// Builds one shard's list stream.
 #[derive(Debug)]
-pub struct ListWriter {
+pub(crate) struct ListWriter {
     layout: LocationLayout,
     words: Vec<u32>,
     /// Bits not yet in a whole word, LSB first.
@@ -332,7 +332,7 @@ impl ListWriter {
     }
 
     /// Adds a clade feature whose targets' LCA is tree node `node`; returns its slot value.
-    pub fn add_clade(&mut self, node: u32) -> Result<u32, ShardOverflow> {
+    pub(crate) fn add_clade(&mut self, node: u32) -> Result<u32, ShardOverflow> {
         let start = u32::try_from(self.entries).ok().filter(|&o| o < INLINE_FLAG).ok_or(ShardOverflow)?;
         self.push(0);
         self.push(node as u64);
@@ -349,7 +349,7 @@ impl ListWriter {
 
 /// Targets apart from which a step is a jump: its location follows whole (see the module's comment).
 /// The device twin is `JUMP` in `cuda/condense.cuh`.
-pub const JUMP: u64 = 4;
+pub(crate) const JUMP: u64 = 4;
 /// The target code of a jump.
 const JUMP_CODE: u64 = JUMP + 1;
 
@@ -505,10 +505,10 @@ pub enum LocationList<'a> {
 pub struct ListRef(pub u64);
 
 impl ListRef {
-    pub const MAX_FIXED: u64 = 239;
-    pub const ESCAPED: u64 = 240;
+    pub(crate) const MAX_FIXED: u64 = 239;
+    pub(crate) const ESCAPED: u64 = 240;
     /// Escaped lists a bucket can have (one a slot).
-    pub const MAX_ESCAPED: u64 = 16;
+    pub(crate) const MAX_ESCAPED: u64 = 16;
 
     #[inline]
     pub fn fixed(start: u64, len: u64) -> Self {
@@ -517,7 +517,7 @@ impl ListRef {
     }
 
     #[inline]
-    pub fn described(start: u64) -> Self {
+    pub(crate) fn described(start: u64) -> Self {
         Self(start << 8)
     }
 
@@ -539,7 +539,7 @@ impl ListRef {
 }
 
 /// What a location that cannot be decoded (a damaged stream) reads as: a target past any index's.
-pub const UNREADABLE: u64 = u64::MAX;
+pub(crate) const UNREADABLE: u64 = u64::MAX;
 
 impl<'a> LocationList<'a> {
     /// Decodes a slot value of a shard as the build writes it (`words` its stream).
@@ -664,7 +664,7 @@ impl<'a> LocationList<'a> {
 
     /// Appends every location to `out` (the classifier's hot path).
     #[inline]
-    pub fn append_to(&self, out: &mut Vec<u64>) {
+    pub(crate) fn append_to(&self, out: &mut Vec<u64>) {
         match *self {
             LocationList::Single(loc) => out.push(loc),
             LocationList::Packed { words, entry_bits, mut bit, len, windows } if entry_bits <= 32 => {

@@ -198,7 +198,7 @@ impl Index {
     /// What [`Verify::All`] checks beyond [`Verify::Metadata`]: the large sections, which read the
     /// whole file once. `classify` runs it while the GPUs start and take their copy of the index
     /// (against a 50 Gbp index, 0.3 s of the 1.2 s before the first batch).
-    pub fn verify_data(&self) -> Result<(), IndexError> {
+    pub(crate) fn verify_data(&self) -> Result<(), IndexError> {
         self.check_protein(Verify::All)?;
         self.verify_shards()?;
         // Its checksum and counts only: decompressing it would cost classify, which never reads
@@ -211,7 +211,7 @@ impl Index {
     }
 
     /// The raw bytes of a section, as stored.
-    pub fn section_bytes(&self, kind: SectionKind) -> &[u8] {
+    pub(crate) fn section_bytes(&self, kind: SectionKind) -> &[u8] {
         let s = self.entry(kind);
         &self.mmap[s.offset as usize..(s.offset + s.len) as usize]
     }
@@ -246,7 +246,7 @@ impl Index {
     /// It is made outside the cell's lock: the pass runs on the rayon pool, whose thread may meanwhile
     /// take another read's job that asks for it too, and waiting on the lock from inside it would
     /// deadlock. Two first callers may both make it; the first one kept is the value (they are equal).
-    pub fn protein_chance(&self) -> Option<&crate::protein::ProteinChance> {
+    pub(crate) fn protein_chance(&self) -> Option<&crate::protein::ProteinChance> {
         let table = self.protein()?;
         if let Some(made) = self.protein_chance.get() {
             return Some(made);
@@ -414,7 +414,7 @@ impl Index {
         &self.header
     }
 
-    pub fn file_size(&self) -> u64 {
+    pub(crate) fn file_size(&self) -> u64 {
         self.mmap.len() as u64
     }
 
@@ -451,7 +451,7 @@ impl Index {
     }
 
     /// Where a shard's block lies in the shard data, with its sizes.
-    pub fn shard_entry(&self, shard: usize) -> &ShardEntry {
+    pub(crate) fn shard_entry(&self, shard: usize) -> &ShardEntry {
         &self.shards[shard]
     }
 
@@ -489,7 +489,7 @@ impl Index {
     }
 
     /// A shard's location words.
-    pub fn shard_words(&self, shard: usize) -> &[u32] {
+    pub(crate) fn shard_words(&self, shard: usize) -> &[u32] {
         let s = &self.shards[shard];
         &self.shard_block(shard)[(s.key_bytes() / 4) as usize..]
     }
@@ -497,13 +497,13 @@ impl Index {
     /// Asks the CPU to start loading the first bucket `feature` would be looked up in, so that
     /// many lookups can wait for memory at once.
     #[inline(always)]
-    pub fn prefetch(&self, feature: Feature) {
+    pub(crate) fn prefetch(&self, feature: Feature) {
         self.prefetch_bucket(feature, 0);
     }
 
     /// Like [`Index::prefetch`], for `feature`'s `j`-th candidate bucket (see [`Index::probe`]).
     #[inline]
-    pub fn prefetch_bucket(&self, feature: Feature, j: usize) {
+    pub(crate) fn prefetch_bucket(&self, feature: Feature, j: usize) {
         let Some(ends) = self.shard_keys(self.shard_of(feature)).bucket_ends(feature, j) else {
             return;
         };
@@ -520,7 +520,7 @@ impl Index {
 
     /// Where `feature`'s list is: its shard and the list's place, if the index holds it.
     #[inline]
-    pub fn lookup_value(&self, feature: Feature) -> Option<(usize, ListRef)> {
+    pub(crate) fn lookup_value(&self, feature: Feature) -> Option<(usize, ListRef)> {
         let shard = self.shard_of(feature);
         self.shard_keys(shard).lookup(feature).map(|v| (shard, v))
     }
@@ -533,7 +533,7 @@ impl Index {
 
     /// Like [`Index::prefetch`], for the start of the list at `list`.
     #[inline]
-    pub fn prefetch_list(&self, shard: usize, list: ListRef) {
+    pub(crate) fn prefetch_list(&self, shard: usize, list: ListRef) {
         let words = self.shard_words(shard);
         let w = (list.start() / 32) as usize;
         if let Some(word) = words.get(w) {

@@ -57,7 +57,7 @@ pub struct SlotCodes {
 
 impl SlotCodes {
     /// Widest code: a `ListRef` kind holds fixed lengths to 239 and 16 escapes a bucket.
-    pub const MAX_BITS: u32 = 8;
+    pub(crate) const MAX_BITS: u32 = 8;
 
     /// Whether a stored shard's codes are ones this reader understands.
     pub fn valid(&self) -> bool {
@@ -90,7 +90,7 @@ impl SlotCodes {
 
     /// The list of a slot with code `c` (not the escape) that starts at bit `start`.
     #[inline]
-    pub fn list_at(&self, c: u64, start: u64) -> ListRef {
+    pub(crate) fn list_at(&self, c: u64, start: u64) -> ListRef {
         match c < self.fixed as u64 {
             true => ListRef::fixed(start, c + 1),
             false => ListRef::described(start),
@@ -98,12 +98,12 @@ impl SlotCodes {
     }
 
     /// The code of a list of `len` locations without a head, if there is one.
-    pub fn of_fixed(&self, len: u64) -> Option<u64> {
+    pub(crate) fn of_fixed(&self, len: u64) -> Option<u64> {
         (len >= 1 && len <= self.fixed as u64).then(|| len - 1)
     }
 
     /// The code of a list of `bits` that says what it is, if there is one (else it is escaped).
-    pub fn of_described(&self, bits: u64) -> Option<u64> {
+    pub(crate) fn of_described(&self, bits: u64) -> Option<u64> {
         let c = self.fixed as u64 + bits.div_ceil(self.unit as u64).checked_sub(1)?;
         (c < self.escape()).then_some(c)
     }
@@ -178,7 +178,7 @@ impl KeyCode {
     }
 
     /// The code of a stored shard, whose widths its shard table gives (the reader checks them).
-    pub fn with_widths(hash: KeyHash, buckets: u64, tag_bits: u32, codes: SlotCodes, base_bits: u32) -> Self {
+    pub(crate) fn with_widths(hash: KeyHash, buckets: u64, tag_bits: u32, codes: SlotCodes, base_bits: u32) -> Self {
         let magic = match buckets {
             0 | 1 => 0,
             b => ((1u128 << 64) / b as u128 + 1) as u64,
@@ -187,19 +187,19 @@ impl KeyCode {
     }
 
     /// This code with its bases measured from `line`.
-    pub fn with_line(self, line: BaseLine) -> Self {
+    pub(crate) fn with_line(self, line: BaseLine) -> Self {
         Self { line, ..self }
     }
 
     /// Bits of one slot: its tag and its code.
     #[inline]
-    pub fn slot_bits(&self) -> u64 {
+    pub(crate) fn slot_bits(&self) -> u64 {
         (self.tag_bits + self.codes.bits) as u64
     }
 
     /// Bits of one bucket.
     #[inline]
-    pub fn bucket_bits(&self) -> u64 {
+    pub(crate) fn bucket_bits(&self) -> u64 {
         bucket_bits(self.base_bits, self.tag_bits, self.codes.bits)
     }
 
@@ -237,30 +237,30 @@ impl KeyCode {
 }
 
 /// Bits of a bucket with a `base_bits` base and 16 slots of a tag and a code.
-pub fn bucket_bits(base_bits: u32, tag_bits: u32, code_bits: u32) -> u64 {
+pub(crate) fn bucket_bits(base_bits: u32, tag_bits: u32, code_bits: u32) -> u64 {
     base_bits as u64 + BUCKET_SLOTS as u64 * (tag_bits as u64 + code_bits as u64)
 }
 
 /// Words of a key index of `buckets` buckets of `bucket_bits` bits (`None` where a damaged
 /// shard table's sizes overflow).
-pub fn key_words_checked(buckets: u64, bucket_bits: u64) -> Option<u64> {
+pub(crate) fn key_words_checked(buckets: u64, bucket_bits: u64) -> Option<u64> {
     Some(buckets.checked_mul(bucket_bits)?.div_ceil(32))
 }
 
 /// [`key_words_checked`] of a key index whose size fits.
-pub fn key_words(buckets: u64, bucket_bits: u64) -> u64 {
+pub(crate) fn key_words(buckets: u64, bucket_bits: u64) -> u64 {
     (buckets * bucket_bits).div_ceil(32)
 }
 
 /// Bits of a tag in a shard of `buckets` buckets: its largest quotient's and two.
-pub fn tag_bits(hash: KeyHash, buckets: u64) -> u32 {
+pub(crate) fn tag_bits(hash: KeyHash, buckets: u64) -> u32 {
     let largest_hash = u32::MAX as u64 >> (32 - hash.domain_bits());
     2 + bits_for(largest_hash / buckets.max(1) + 1)
 }
 
 /// Packs a shard's slots (whole buckets, as `bcht` builds them) with each occupied slot's code
 /// and each bucket's base into `words`, the key index's (zeroed), in parallel by buckets.
-pub fn pack_into(words: &mut [u32], slots: &[Slot], codes: &[u8], bases: &[u64], code: &KeyCode) {
+pub(crate) fn pack_into(words: &mut [u32], slots: &[Slot], codes: &[u8], bases: &[u64], code: &KeyCode) {
     use rayon::prelude::*;
     // A multiple of 32 buckets starts at a whole word.
     const BUCKETS: usize = 4096;
@@ -429,7 +429,7 @@ impl<'a> PackedKeys<'a> {
     /// The first and last words of `key`'s `j`-th candidate bucket (for a prefetch: a bucket may
     /// straddle two cache lines).
     #[inline]
-    pub fn bucket_ends(&self, key: Feature, j: usize) -> Option<[&'a u32; 2]> {
+    pub(crate) fn bucket_ends(&self, key: Feature, j: usize) -> Option<[&'a u32; 2]> {
         if self.code.buckets == 0 {
             return None;
         }

@@ -355,7 +355,7 @@ pub fn store(
 }
 
 /// [`store`] of the slots and words of a shard held elsewhere (a GPU's download buffer).
-pub fn store_parts(
+pub(crate) fn store_parts(
     slots: &[Slot],
     words: &[u32],
     layout: &LocationLayout,

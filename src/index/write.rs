@@ -119,23 +119,23 @@ impl IndexWriter {
     }
 
     /// Buckets of the key indexes written so far.
-    pub fn buckets_written(&self) -> u64 {
+    pub(crate) fn buckets_written(&self) -> u64 {
         self.entries.iter().map(|e| e.buckets).sum()
     }
 
     /// Sets the protein section (`protein::encode_table`'s bytes).
-    pub fn set_protein(&mut self, bytes: Vec<u8>) {
+    pub(crate) fn set_protein(&mut self, bytes: Vec<u8>) {
         self.protein = bytes;
     }
 
     /// Adds the clade features' lists of the shard just written (see `index::clade_lists`).
-    pub fn add_clade_lists(&mut self, lists: CladeLists) {
+    pub(crate) fn add_clade_lists(&mut self, lists: CladeLists) {
         self.clade_lists.append(lists);
     }
 
     /// Writes the next shard's block (`index::stored_shard`). `checksum` is [`shard_checksum`] of
     /// its bytes if the caller has it (computed on other threads); otherwise it is computed here.
-    pub fn add_shard(&mut self, shard: &StoredShard, checksum: Option<u64>) -> Result<(), IndexError> {
+    pub(crate) fn add_shard(&mut self, shard: &StoredShard, checksum: Option<u64>) -> Result<(), IndexError> {
         let (keys, code, words) = (shard.keys(), shard.code(), shard.words());
         assert!(self.entries.len() < self.shard_count, "more shards than the header says");
         assert!(words.len() >= crate::index::locations::PAD_WORDS, "a stream ends in its padding");

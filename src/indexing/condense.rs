@@ -90,7 +90,7 @@ impl std::ops::AddAssign for ShardStats {
 ///
 /// Lists are laid out in the key index's slot order (not key order), so that the GPU can write them
 /// as soon as the keys are placed, without sorting the keys (see [`finish`](Self::finish)).
-pub struct ShardAssembler {
+pub(crate) struct ShardAssembler {
     layout: LocationLayout,
     hash: bcht::KeyHash,
     keys: Vec<Feature>,
@@ -131,7 +131,7 @@ impl ShardAssembler {
 
     /// Adds a clade feature, greater than the ones before, whose `locations` locations' targets
     /// have their LCA at tree node `node`.
-    pub fn add_clade(&mut self, feature: Feature, node: u32, locations: usize) {
+    pub(crate) fn add_clade(&mut self, feature: Feature, node: u32, locations: usize) {
         debug_assert!(self.keys.last().is_none_or(|&k| k < feature));
         self.keys.push(feature);
         self.starts.push(self.locs.len());
@@ -167,7 +167,7 @@ impl ShardAssembler {
 
 /// Turns a global window number of stage 1 into a packed final location: the target is the one
 /// whose window range holds it, renumbered by `final_id` (`None`: left out of the index).
-pub struct WindowMap {
+pub(crate) struct WindowMap {
     /// First global window of each provisional target (increasing).
     starts: Vec<u64>,
     final_id: Vec<Option<u32>>,
@@ -180,7 +180,7 @@ impl WindowMap {
 
     /// The packed location of global window `w`, if its target is kept.
     #[inline]
-    pub fn locate(&self, w: u32, layout: &LocationLayout) -> Option<u64> {
+    pub(crate) fn locate(&self, w: u32, layout: &LocationLayout) -> Option<u64> {
         let w = w as u64;
         let provisional = self.starts.partition_point(|&s| s <= w) - 1;
         let target = self.final_id[provisional]?;
@@ -196,7 +196,7 @@ pub struct Condensed {
 }
 
 /// Condenses one shard from its bin.
-pub fn condense_bin(
+pub(crate) fn condense_bin(
     bin: crate::indexing::sketching::Bin,
     windows: &WindowMap,
     lists: (&LocationLayout, &GlobalWindows),

@@ -71,7 +71,7 @@ pub struct BuildConfig {
 impl BuildConfig {
     /// The command line that made this index, normalised so that it does not depend on input
     /// order or thread count: it is stored in the index, which must be reproducible.
-    pub fn normalized_command_line(&self) -> Vec<String> {
+    pub(crate) fn normalized_command_line(&self) -> Vec<String> {
         let p = &self.sketch;
         let mut args: Vec<String> = ["kmerdb", "build"].map(String::from).to_vec();
         let mut opt = |name: &str, value: String| {

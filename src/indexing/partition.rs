@@ -74,7 +74,7 @@ impl Partition {
 /// whole collection (before a part is chosen), in path order, by file name and size. So the parts
 /// of one build, made by separate runs (on other machines, with the folder spelled otherwise),
 /// share it, and parts of another collection or another split do not. Never 0 (a whole build's).
-pub fn collection_id(files: &[PathBuf], parts: usize) -> u64 {
+pub(crate) fn collection_id(files: &[PathBuf], parts: usize) -> u64 {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     h.update(b"kmerdb-partition-1");
     h.update(&(parts as u64).to_le_bytes());

@@ -22,7 +22,7 @@ const BATCH_BASES: usize = 8 << 20;
 /// A feature at a window, numbered globally: each target, as it is read, reserves the next
 /// `windows` numbers ([`RawTarget::first_window`]). 8 bytes a location, the bins' whole cost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Pair {
+pub(crate) struct Pair {
     pub feature: Feature,
     pub window: u32,
 }
@@ -45,19 +45,19 @@ pub struct RawTarget {
 
 /// Pairs of one shard, in chunks of [`BIN_CHUNK`] so that growing never copies or over-allocates
 /// (a doubling `Vec` would hold up to twice the pairs' memory).
-pub type Bin = Vec<Vec<Pair>>;
+pub(crate) type Bin = Vec<Vec<Pair>>;
 /// Pairs per bin chunk (768 KiB).
-pub const BIN_CHUNK: usize = 1 << 16;
+pub(crate) const BIN_CHUNK: usize = 1 << 16;
 
 /// Everything stage 1 produces.
-pub struct Sketched {
+pub(crate) struct Sketched {
     pub bins: Vec<Bin>,
     pub targets: Vec<RawTarget>,
 }
 
 /// Progress shared with the progress bar, and where the reading threads' time went.
 #[derive(Default)]
-pub struct Progress {
+pub(crate) struct Progress {
     pub bases: AtomicU64,
     pub file_bytes_done: AtomicU64,
     /// Nanoseconds the reading threads spent parsing, and handing batches to the sketchers (the
@@ -67,11 +67,11 @@ pub struct Progress {
 }
 
 /// Where batches of read sequences go: sketched into bins on the CPU, or sent to a GPU.
-pub type Sink<'a> = dyn Fn(&[Pending]) -> Result<(), BuildError> + Sync + 'a;
+pub(crate) type Sink<'a> = dyn Fn(&[Pending]) -> Result<(), BuildError> + Sync + 'a;
 
 /// Reads every source, giving each record a provisional target id and handing batches of about
 /// `batch_bases` bases to `sink` (from several threads at once). Returns the targets.
-pub fn read_sources(
+pub(crate) fn read_sources(
     sources: &[Source],
     params: &SketchParams,
     batch_bases: usize,
@@ -97,7 +97,7 @@ pub fn read_sources(
 }
 
 /// Stage 1 on the CPU: reads and sketches every source into per-shard bins.
-pub fn sketch_sources(
+pub(crate) fn sketch_sources(
     sources: &[Source],
     params: &SketchParams,
     shard_bits: u32,

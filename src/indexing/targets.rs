@@ -17,7 +17,7 @@ use crate::input::Source;
 use crate::taxonomy::{NcbiTaxonomy, SeqIdMap, TaxId, Taxon, taxid_from_header};
 
 /// First taxid given to sequences that are their own taxon (no taxonomy, no taxid).
-pub const SYNTHETIC_TAXID_BASE: TaxId = 3_000_000_000;
+pub(crate) const SYNTHETIC_TAXID_BASE: TaxId = 3_000_000_000;
 /// How many ids of sequences without a taxid the warning lists.
 const EXAMPLES: usize = 5;
 
@@ -67,7 +67,7 @@ pub fn resolve(
 
 /// Warns of the indexed sequences (those `final_id` keeps) that hold no k-mer of valid bases and
 /// so give the index no features: the first few by name, file and record, then a count.
-pub fn warn_featureless(raw: &[RawTarget], final_id: &[Option<u32>], sources: &[Source], k: u32) {
+pub(crate) fn warn_featureless(raw: &[RawTarget], final_id: &[Option<u32>], sources: &[Source], k: u32) {
     let none: Vec<&RawTarget> =
         raw.iter().zip(final_id).filter(|(t, id)| id.is_some() && !t.has_kmer).map(|p| p.0).collect();
     if none.is_empty() {
@@ -94,7 +94,11 @@ pub fn warn_featureless(raw: &[RawTarget], final_id: &[Option<u32>], sources: &[
 /// An error if the index would have no features with locations: no read could be classified
 /// against it, or (every feature a clade feature, over the cap) only by features that every
 /// sequence shares.
-pub fn check_not_empty(stats: &crate::indexing::condense::ShardStats, k: u32, cap: u32) -> Result<(), BuildError> {
+pub(crate) fn check_not_empty(
+    stats: &crate::indexing::condense::ShardStats,
+    k: u32,
+    cap: u32,
+) -> Result<(), BuildError> {
     if stats.features > stats.clade_features {
         return Ok(());
     }
@@ -112,7 +116,7 @@ pub fn check_not_empty(stats: &crate::indexing::condense::ShardStats, k: u32, ca
 }
 
 /// The sequences' indexes in name order (ties, an error, by file and record).
-pub fn name_order(raw: &[RawTarget], sources: &[Source]) -> Result<Vec<usize>, BuildError> {
+pub(crate) fn name_order(raw: &[RawTarget], sources: &[Source]) -> Result<Vec<usize>, BuildError> {
     let mut order: Vec<usize> = (0..raw.len()).collect();
     order.sort_by(|&a, &b| {
         raw[a].name.cmp(&raw[b].name).then((raw[a].source, raw[a].record).cmp(&(raw[b].source, raw[b].record)))
@@ -132,7 +136,7 @@ pub fn name_order(raw: &[RawTarget], sources: &[Source]) -> Result<Vec<usize>, B
 
 /// Each sequence's taxid (in `order`): from its header tag, else from the seqid maps, resolved
 /// through the taxonomy's merged taxids when there is one (an unknown taxid is an error).
-pub fn given_taxids(
+pub(crate) fn given_taxids(
     raw: &[RawTarget],
     order: &[usize],
     sources: &[Source],
@@ -158,7 +162,7 @@ pub fn given_taxids(
 }
 
 /// The names of the sequences a taxonomy leaves out for having no taxid; an error with `strict`.
-pub fn left_out(
+pub(crate) fn left_out(
     raw: &[RawTarget],
     order: &[usize],
     taxids: &[Option<TaxId>],
@@ -211,7 +215,7 @@ pub fn number<'a>(
 
 /// The index's taxa for `targets`: with a taxonomy, the union of their lineages; without, a flat
 /// tree (see [`flat_taxa`]).
-pub fn taxa_of(targets: &[TargetInfo], taxonomy: Option<&NcbiTaxonomy>) -> Vec<Taxon> {
+pub(crate) fn taxa_of(targets: &[TargetInfo], taxonomy: Option<&NcbiTaxonomy>) -> Vec<Taxon> {
     match taxonomy {
         Some(tax) => {
             let mut keep: Vec<TaxId> = targets.iter().map(|t| t.taxid).collect();

@@ -43,7 +43,7 @@ use crate::mapped::Mapped;
 use std::path::Path;
 
 /// Compressed input is cut into parts of about this many bytes for the decoding tasks.
-pub const PART_BYTES: usize = 1 << 20;
+pub(crate) const PART_BYTES: usize = 1 << 20;
 
 /// Sizes of the parallel decoders' parts (small in tests, to make many).
 #[derive(Debug, Clone, Copy)]
@@ -82,7 +82,7 @@ pub enum Compression {
 
 impl Compression {
     /// Whether this input is decoded on several threads.
-    pub fn is_parallel(self) -> bool {
+    pub(crate) fn is_parallel(self) -> bool {
         matches!(self, Compression::Bgzf | Compression::GzipIndependent)
     }
 }
@@ -131,7 +131,7 @@ pub fn open(source: &Source, pool: &Pool) -> Result<Decoded, InputError> {
 }
 
 /// The thread pool decoding runs on.
-pub type Pool = Arc<rayon::ThreadPool>;
+pub(crate) type Pool = Arc<rayon::ThreadPool>;
 
 fn open_tuned(source: &Source, pool: &Pool, tuning: Tuning) -> Result<Decoded, InputError> {
     let io_err = |e: io::Error| match source {
@@ -171,7 +171,7 @@ fn open_stream(source: &Source, mut r: Box<dyn Read + Send>, pool: &Pool, tuning
 }
 
 /// Reads a whole input, decompressed (tests and small files).
-pub fn read_all(source: &Source, threads: usize) -> Result<(Compression, Vec<u8>), InputError> {
+pub(crate) fn read_all(source: &Source, threads: usize) -> Result<(Compression, Vec<u8>), InputError> {
     let mut decoded = open(source, &pool_of(threads))?;
     let mut out = Vec::new();
     decoded.reader.read_to_end(&mut out).map_err(|e| into_input_error(source, e))?;
@@ -217,7 +217,7 @@ fn read_head(r: &mut impl Read) -> io::Result<Vec<u8>> {
 }
 
 /// The compression given by magic bytes.
-pub fn detect(head: &[u8]) -> Compression {
+pub(crate) fn detect(head: &[u8]) -> Compression {
     if head.starts_with(&[0x1f, 0x8b]) {
         match gzip_header(head) {
             Ok(h) if h.block_size.is_some() => Compression::Bgzf,

@@ -16,7 +16,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 /// Extensions of FASTA files picked up when a directory is given (each optionally compressed).
-pub const FASTA_EXTENSIONS: [&str; 5] = ["fa", "fasta", "fna", "ffn", "fas"];
+pub(crate) const FASTA_EXTENSIONS: [&str; 5] = ["fa", "fasta", "fna", "ffn", "fas"];
 const COMPRESSED_EXTENSIONS: [&str; 4] = ["gz", "bz2", "xz", "zst"];
 
 /// A place sequences come from.
@@ -28,7 +28,7 @@ pub enum Source {
 
 impl Source {
     /// `-` is stdin, anything else a path.
-    pub fn from_arg(arg: &Path) -> Self {
+    pub(crate) fn from_arg(arg: &Path) -> Self {
         if arg.as_os_str() == "-" { Source::Stdin } else { Source::File(arg.to_path_buf()) }
     }
 }
@@ -136,7 +136,7 @@ fn fasta_files_in(dir: &Path) -> Result<Vec<PathBuf>, InputError> {
 }
 
 /// Whether a file name ends in a FASTA extension, optionally followed by a compression one.
-pub fn is_fasta_name(path: &Path) -> bool {
+pub(crate) fn is_fasta_name(path: &Path) -> bool {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("").to_ascii_lowercase();
     let mut parts = name.rsplit('.');
     let mut ext = parts.next().unwrap_or("");
@@ -174,7 +174,7 @@ impl Record<'_> {
 }
 
 /// The first whitespace-separated word of a header line.
-pub fn first_word(header: &[u8]) -> &[u8] {
+pub(crate) fn first_word(header: &[u8]) -> &[u8] {
     let end = header.iter().position(|b| b.is_ascii_whitespace()).unwrap_or(header.len());
     &header[..end]
 }
@@ -188,13 +188,13 @@ pub struct SeqReader {
 }
 
 /// Plain FASTA files at least this large are read in pieces by several threads at once.
-pub const CHUNKED_FILE_BYTES: u64 = 256 << 20;
+pub(crate) const CHUNKED_FILE_BYTES: u64 = 256 << 20;
 /// The size of those pieces (each ends at a record boundary, so pieces differ a little).
-pub const CHUNK_BYTES: u64 = 128 << 20;
+pub(crate) const CHUNK_BYTES: u64 = 128 << 20;
 
 /// A piece of a large plain FASTA file: whole records, read on its own ([`SeqReader::open_chunk`]).
 #[derive(Clone)]
-pub struct Chunk {
+pub(crate) struct Chunk {
     map: std::sync::Arc<crate::mapped::Mapped>,
     range: std::ops::Range<usize>,
     /// Records of the file before this piece.
@@ -204,10 +204,6 @@ pub struct Chunk {
 impl Chunk {
     pub fn len(&self) -> u64 {
         self.range.len() as u64
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.range.is_empty()
     }
 }
 
@@ -223,12 +219,12 @@ impl AsRef<[u8]> for ChunkBytes {
 /// Cuts a plain (uncompressed) FASTA file of at least [`CHUNKED_FILE_BYTES`] into pieces of about
 /// `CHUNK_BYTES` that start at a record (`>` at the start of a line), with the records before
 /// each (counted in parallel); `None` for other files, which are read whole by one thread.
-pub fn fasta_chunks(path: &Path) -> Result<Option<Vec<Chunk>>, InputError> {
+pub(crate) fn fasta_chunks(path: &Path) -> Result<Option<Vec<Chunk>>, InputError> {
     fasta_chunks_of(path, CHUNKED_FILE_BYTES, CHUNK_BYTES)
 }
 
 /// [`fasta_chunks`] with other sizes (tests).
-pub fn fasta_chunks_of(path: &Path, min_file: u64, chunk_bytes: u64) -> Result<Option<Vec<Chunk>>, InputError> {
+pub(crate) fn fasta_chunks_of(path: &Path, min_file: u64, chunk_bytes: u64) -> Result<Option<Vec<Chunk>>, InputError> {
     let io = |source| InputError::Io { path: path.to_path_buf(), source };
     // Only regular files, looked at without opening them (opening a named pipe would take its
     // writer's data); a file that cannot be read is read whole, which says why.
@@ -289,7 +285,7 @@ impl SeqReader {
 
     /// Opens a piece of a large FASTA file (see [`fasta_chunks`]); record numbers in errors and
     /// [`SeqReader::records`] count from the start of the file.
-    pub fn open_chunk(source: &Source, chunk: &Chunk) -> Result<Self, InputError> {
+    pub(crate) fn open_chunk(source: &Source, chunk: &Chunk) -> Result<Self, InputError> {
         let reader = std::io::Cursor::new(ChunkBytes(chunk.clone()));
         let inner = needletail::parse_fastx_reader(reader).map_err(|e| open_error(source, e))?;
         Ok(Self { source: source.clone(), inner, records: chunk.records_before, last_id: String::new() })
@@ -328,7 +324,7 @@ impl SeqReader {
     }
 
     /// An error for the record just read, naming it.
-    pub fn wrong_format(&self, found: Format, expected: Format, hint: &'static str) -> InputError {
+    pub(crate) fn wrong_format(&self, found: Format, expected: Format, hint: &'static str) -> InputError {
         InputError::WrongFormat {
             file: self.source.clone(),
             record: self.records,
@@ -342,7 +338,7 @@ impl SeqReader {
 
 /// Whether `head`, a file's first bytes (decompressed), has classic Mac OS line endings: a CR
 /// followed by something else than LF, and no LF at all.
-pub fn cr_only(head: &[u8]) -> bool {
+pub(crate) fn cr_only(head: &[u8]) -> bool {
     !head.contains(&b'\n') && head.windows(2).any(|w| w[0] == b'\r' && w[1] != b'\n')
 }
 

@@ -19,11 +19,11 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 /// Bytes of a block (more when one record is larger).
-pub const BLOCK_BYTES: usize = 8 << 20;
+pub(crate) const BLOCK_BYTES: usize = 8 << 20;
 /// Blocks a file's reader keeps ahead of its consumer (64 MiB). 32 (more than a GPU batch's share
 /// of a file) measured no faster on an H100 and raised the CPU path's peak memory from about 100 to
 /// 700 MiB (bench/results/HISTORY.md, issue 13).
-pub const BLOCKS_AHEAD: usize = 8;
+pub(crate) const BLOCKS_AHEAD: usize = 8;
 
 /// A stretch of a block's bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -501,7 +501,7 @@ impl RecordStream {
 
     /// [`RecordStream::open`], keeping `ahead` blocks read and parsed ahead of the consumer
     /// instead of [`BLOCKS_AHEAD`].
-    pub fn open_ahead(source: &Source, pool: Arc<rayon::ThreadPool>, ahead: usize) -> Result<Self, InputError> {
+    pub(crate) fn open_ahead(source: &Source, pool: Arc<rayon::ThreadPool>, ahead: usize) -> Result<Self, InputError> {
         // Decompression runs on the same pool as parsing (its threads are the run's threads).
         let decoded = super::decompress::open(source, &pool)?;
         let plain = decoded.compression == super::decompress::Compression::None;
@@ -567,7 +567,7 @@ impl RecordStream {
 
     /// The block holding the next record, and that record's index in it; `None` at the end of
     /// the file. An error of the file comes once the records before it are delivered.
-    pub fn peek(&mut self) -> Result<Option<(&Arc<Block>, usize)>, InputError> {
+    pub(crate) fn peek(&mut self) -> Result<Option<(&Arc<Block>, usize)>, InputError> {
         loop {
             if let Some(b) = &self.current {
                 if self.next < b.recs.len() {
@@ -603,7 +603,7 @@ impl RecordStream {
     }
 
     /// Takes `n` records of the current block (after [`RecordStream::peek`]).
-    pub fn advance(&mut self, n: usize) {
+    pub(crate) fn advance(&mut self, n: usize) {
         let b = self.current.as_ref().expect("peek found a block");
         self.next += n;
         assert!(self.next <= b.recs.len());

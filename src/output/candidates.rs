@@ -25,17 +25,17 @@ use crate::taxonomy::{TaxId, Taxon};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Read};
 
-pub const CANDIDATES_MAGIC: &str = "kmerdb-candidates";
+pub(crate) const CANDIDATES_MAGIC: &str = "kmerdb-candidates";
 /// The first bytes of every candidates file, before the blocks: checked before anything is
 /// decoded, so that another file is refused, not decoded into nonsense sizes.
-pub const FILE_MAGIC: &[u8; 18] = b"KMERDB-CANDIDATES\n";
+pub(crate) const FILE_MAGIC: &[u8; 18] = b"KMERDB-CANDIDATES\n";
 /// Version 2: the header records the strain margin. Version 3: blocks with checksums, and the
 /// header's [`Collection`]. Version 4: each read's clade features' hits. Version 5: the targets'
 /// lengths and each read's found features' positions (for the evidence rule of weak calls).
-pub const CANDIDATES_VERSION: u32 = 5;
+pub(crate) const CANDIDATES_VERSION: u32 = 5;
 
 /// A block's kind, length and checksum, before its payload.
-pub const BLOCK_HEAD: usize = 13;
+pub(crate) const BLOCK_HEAD: usize = 13;
 /// No block may claim more: a damaged length is an error, not a huge allocation.
 const MAX_BLOCK: u32 = 1 << 30;
 
@@ -104,7 +104,7 @@ fn seal(kind: u8, at: usize, out: &mut [u8]) {
 }
 
 /// Writes the start of a candidates file: the magic bytes and the header's block.
-pub fn encode_header(header: &CandidatesHeader, out: &mut Vec<u8>) {
+pub(crate) fn encode_header(header: &CandidatesHeader, out: &mut Vec<u8>) {
     out.extend_from_slice(FILE_MAGIC);
     let at = out.len();
     out.extend_from_slice(&[0; BLOCK_HEAD]);
@@ -115,12 +115,12 @@ pub fn encode_header(header: &CandidatesHeader, out: &mut Vec<u8>) {
 /// Reads a block of records holds at most (the last block of a file fewer), and bytes past which a
 /// block ends early (reads with long hit lists): both fixed, so that a file's bytes depend on its
 /// records only, not on how the reads were grouped (threads, GPUs, batch sizes).
-pub const BLOCK_READS: usize = 4096;
-pub const BLOCK_BYTES: usize = 64 << 20;
+pub(crate) const BLOCK_READS: usize = 4096;
+pub(crate) const BLOCK_BYTES: usize = 64 << 20;
 
 /// The encoded records of a group of reads, with where each ends, for a [`BlockWriter`].
 #[derive(Debug, Default)]
-pub struct EncodedRecords {
+pub(crate) struct EncodedRecords {
     bytes: Vec<u8>,
     ends: Vec<usize>,
 }
@@ -141,7 +141,7 @@ impl EncodedRecords {
 /// Writes the records of a file's groups of reads, in order, as blocks of [`BLOCK_READS`] reads,
 /// then the end block ([`BlockWriter::finish`]).
 #[derive(Debug)]
-pub struct BlockWriter {
+pub(crate) struct BlockWriter {
     /// The block being filled: its head's room, then its records.
     block: Vec<u8>,
     in_block: usize,
@@ -197,7 +197,7 @@ impl BlockWriter {
 }
 
 /// The end block of a file of `records` records.
-pub fn encode_end(records: u64, out: &mut Vec<u8>) {
+pub(crate) fn encode_end(records: u64, out: &mut Vec<u8>) {
     let at = out.len();
     out.extend_from_slice(&[0; BLOCK_HEAD]);
     out.extend_from_slice(&records.to_le_bytes());
@@ -220,7 +220,7 @@ pub fn encode_file(header: &CandidatesHeader, records: &[ReadCandidates]) -> Vec
 
 /// Recomputes the checksum of every block of a plain candidates file in place, as far as its
 /// blocks can be walked (for the fuzz target that mutates the blocks' contents).
-pub fn fix_checksums(file: &mut [u8]) {
+pub(crate) fn fix_checksums(file: &mut [u8]) {
     if !file.starts_with(FILE_MAGIC) {
         return;
     }
@@ -262,7 +262,7 @@ pub enum CandidatesError {
 
 /// Reads a candidates file block by block, each checked against its checksum before it is
 /// decoded. Errors are messages for a line naming the file (the caller adds its name).
-pub struct CandidatesReader<R: BufRead> {
+pub(crate) struct CandidatesReader<R: BufRead> {
     r: R,
     /// Blocks read so far (the header's is block 1).
     blocks: u64,

@@ -44,7 +44,7 @@ pub struct RunSettings {
 
 impl RunSettings {
     /// The settings of this process's run against the index at `path`.
-    pub fn of_run(path: &std::path::Path, index: &crate::index::Index) -> Self {
+    pub(crate) fn of_run(path: &std::path::Path, index: &crate::index::Index) -> Self {
         let p = &index.header().provenance;
         Self {
             index: path.display().to_string(),
@@ -54,7 +54,7 @@ impl RunSettings {
     }
 
     /// The settings of this process's merge of the candidates files `inputs`.
-    pub fn of_merge(inputs: &[std::path::PathBuf]) -> Self {
+    pub(crate) fn of_merge(inputs: &[std::path::PathBuf]) -> Self {
         let names: Vec<String> = inputs.iter().map(|i| i.display().to_string()).collect();
         Self {
             index: format!("candidates of {} parts: {}", names.len(), names.join(", ")),

@@ -35,12 +35,12 @@ pub struct ReadResult<'a> {
 
 impl ReadResult<'_> {
     /// True if the read (pair) got a taxon.
-    pub fn is_classified(&self) -> bool {
+    pub(crate) fn is_classified(&self) -> bool {
         self.taxid != UNCLASSIFIED
     }
 
     /// True for a pair (the second mate has a length).
-    pub fn is_paired(&self) -> bool {
+    pub(crate) fn is_paired(&self) -> bool {
         self.lengths.1.is_some()
     }
 }

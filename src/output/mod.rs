@@ -85,7 +85,7 @@ pub(crate) mod test_tree {
 
 /// The per-sample summaries a run can write, each to its own file (`None`: not written).
 #[derive(Debug, Clone, Default)]
-pub struct Summaries {
+pub(crate) struct Summaries {
     pub report: Option<std::path::PathBuf>,
     pub abundance: Option<std::path::PathBuf>,
     pub abundance_rank: Option<String>,

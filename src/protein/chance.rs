@@ -186,7 +186,7 @@ impl ProteinChance {
     /// The e-value of `best`: the expected number of `targets` (ascending, so that the sum is the
     /// same on every run) that share at least `best` of `codes` by chance. Stops adding once the
     /// sum passes `stop`, as nothing past it changes a call.
-    pub fn evalue(&self, targets: impl IntoIterator<Item = u32>, codes: &[u32], best: u32, stop: f64) -> f64 {
+    pub(crate) fn evalue(&self, targets: impl IntoIterator<Item = u32>, codes: &[u32], best: u32, stop: f64) -> f64 {
         let (mut e, ln_best_factorial) = (0.0, ln_factorial(best));
         for t in targets {
             e += poisson_tail_from(self.expected(t, codes), best, ln_best_factorial);

@@ -100,7 +100,7 @@ fn translate_codon(c: &[u8]) -> u8 {
 }
 
 /// The six frames of `seq`: forward from offsets 0, 1, 2, then the reverse complement's.
-pub fn six_frames(seq: &[u8]) -> [Vec<u8>; 6] {
+pub(crate) fn six_frames(seq: &[u8]) -> [Vec<u8>; 6] {
     let reverse: Vec<u8> = seq.iter().rev().map(|&b| complement(b)).collect();
     let frame =
         |s: &[u8], f: usize| -> Vec<u8> { s.get(f..).unwrap_or(&[]).chunks_exact(3).map(translate_codon).collect() };
@@ -125,7 +125,7 @@ pub(crate) fn amino_digit(a: u8) -> Option<u32> {
 
 /// Calls `each` with the code of every sampled k-mer of `protein` that lies in a stop-free
 /// stretch of at least `min_len` amino acids.
-pub fn for_each_kmer(protein: &[u8], params: &ProteinParams, min_len: usize, mut each: impl FnMut(u32)) {
+pub(crate) fn for_each_kmer(protein: &[u8], params: &ProteinParams, min_len: usize, mut each: impl FnMut(u32)) {
     let k = params.k as usize;
     let modulus = 20u32.pow(params.k - 1);
     for stretch in protein.split(|a| amino_digit(*a).is_none()) {
@@ -183,7 +183,7 @@ impl Lists {
 
 /// The table's bytes (module documentation) from (k-mer, target) pairs in any order: the same
 /// pairs give the same bytes, however they were gathered (a build, or an update).
-pub fn encode_table(mut pairs: Vec<(u32, u32)>, params: ProteinParams) -> Vec<u8> {
+pub(crate) fn encode_table(mut pairs: Vec<(u32, u32)>, params: ProteinParams) -> Vec<u8> {
     pairs.sort_unstable();
     pairs.dedup();
     let (mut kept, mut over) = (Lists::new(), Lists::new());
@@ -280,11 +280,11 @@ impl<'a> ProteinTable<'a> {
 
     /// The k-mers that lookups see (those over the cap left out): their number, and each one with
     /// its targets.
-    pub fn looked_up_len(&self) -> usize {
+    pub(crate) fn looked_up_len(&self) -> usize {
         self.kept.keys.len()
     }
 
-    pub fn looked_up(&self, i: usize) -> (u32, &'a [u32]) {
+    pub(crate) fn looked_up(&self, i: usize) -> (u32, &'a [u32]) {
         (self.kept.keys[i], self.kept.list(i))
     }
 
@@ -296,7 +296,7 @@ impl<'a> ProteinTable<'a> {
     }
 
     /// The targets holding k-mer `code`, ascending (empty if none).
-    pub fn targets_of(&self, code: u32) -> &'a [u32] {
+    pub(crate) fn targets_of(&self, code: u32) -> &'a [u32] {
         self.kept.keys.binary_search(&code).map_or(&[], |i| self.kept.list(i))
     }
 
@@ -314,7 +314,7 @@ impl<'a> ProteinTable<'a> {
 /// species of an indexed genus share their genus's proteins far beyond it (a median of 1e-14).
 /// From 1e-5 to 1e-8, genus F1 on the held-out set fell by 0.003 and the left-out families' calls
 /// by a third.
-pub const PROTEIN_MAX_EVALUE: f64 = 1e-7;
+pub(crate) const PROTEIN_MAX_EVALUE: f64 = 1e-7;
 
 /// Targets sharing at least a third of the best target's count of k-mers join the call's LCA, as
 /// MEGAN's LCA takes the hits within a share of the best score. A conserved protein (ribosomal
@@ -323,7 +323,7 @@ pub const PROTEIN_MAX_EVALUE: f64 = 1e-7;
 /// little further from the read share a fraction of the best's count; their LCA, not the nearest
 /// genus, is what the read supports. At a half, the left-out families' reads were called at family
 /// or below 0.47% / 0.24% / 0.29% of the time, at a third 0.33% / 0.15% / 0.26%.
-pub const PROTEIN_LCA_DIVISOR: u32 = 3;
+pub(crate) const PROTEIN_LCA_DIVISOR: u32 = 3;
 
 /// The evidence of a read's amino-acid k-mers: per target, how many of them it holds. When the
 /// best holds at least `hitmin` and that count's e-value ([`ProteinChance::evalue`]) is at most
@@ -332,7 +332,7 @@ pub const PROTEIN_LCA_DIVISOR: u32 = 3;
 /// count; (0, 0) otherwise.
 /// `codes` are the read's k-mers: its mates' [`mate_kmers`], each once, ascending. `shared` is
 /// scratch space.
-pub fn protein_call(
+pub(crate) fn protein_call(
     table: &ProteinTable,
     chance: &ProteinChance,
     codes: &[u32],
@@ -358,7 +358,7 @@ pub fn protein_call(
 /// Per target, how many of a read's k-mers it holds, in target order (so that sums over them are
 /// the same on every run).
 #[derive(Debug, Default)]
-pub struct SharedCounts {
+pub(crate) struct SharedCounts {
     counts: std::collections::HashMap<u32, u32>,
     /// (target, count), ascending by target.
     by_target: Vec<(u32, u32)>,

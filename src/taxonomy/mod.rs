@@ -28,10 +28,10 @@ pub use seqmap::{SeqIdMap, taxid_from_header};
 pub use tree::{Taxon, TaxonTree};
 
 /// An NCBI taxonomy identifier.
-pub type TaxId = u32;
+pub(crate) type TaxId = u32;
 
 /// The root of every taxonomy; its parent is itself.
-pub const ROOT: TaxId = 1;
+pub(crate) const ROOT: TaxId = 1;
 
 /// Taxid 0: "no taxon" (an unclassified read, or no hit yet when folding LCAs).
-pub const UNCLASSIFIED: TaxId = 0;
+pub(crate) const UNCLASSIFIED: TaxId = 0;

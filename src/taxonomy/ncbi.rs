@@ -128,7 +128,7 @@ impl NcbiTaxonomy {
 
     /// Reads the scientific names of `taxids` (others stay unnamed) from the `names.dmp` of a
     /// taxonomy loaded without names; does nothing for one loaded whole.
-    pub fn load_names(&mut self, taxids: &[TaxId]) -> Result<(), TaxonomyError> {
+    pub(crate) fn load_names(&mut self, taxids: &[TaxId]) -> Result<(), TaxonomyError> {
         let Some(path) = self.names_path.take() else { return Ok(()) };
         let keep: std::collections::HashSet<TaxId> = taxids.iter().copied().collect();
         let names = parse_names(&path, Some(&keep))?;

@@ -97,7 +97,7 @@ impl SeqIdMap {
     /// Like [`SeqIdMap::load`], but keeps only lines whose id passes `keep` (for accession2taxid,
     /// either the accession or the accession.version). Use it to read NCBI's very large
     /// accession2taxid files for just the references being indexed.
-    pub fn load_filtered(paths: &[PathBuf], keep: impl Fn(&str) -> bool) -> Result<Self, TaxonomyError> {
+    pub(crate) fn load_filtered(paths: &[PathBuf], keep: impl Fn(&str) -> bool) -> Result<Self, TaxonomyError> {
         let mut map = SeqIdMap::default();
         for path in paths {
             map.load_file(path, &keep)?;

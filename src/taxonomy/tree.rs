@@ -190,7 +190,7 @@ impl TaxonTree {
     }
 
     /// The children of `taxid`, sorted by taxid (empty for leaves and unknown taxids).
-    pub fn children(&self, taxid: TaxId) -> &[TaxId] {
+    pub(crate) fn children(&self, taxid: TaxId) -> &[TaxId] {
         match self.index.get(taxid) {
             Some(i) => {
                 let i = i as usize;
@@ -201,7 +201,7 @@ impl TaxonTree {
     }
 
     /// Number of edges from the root to `taxid` (root = 0); `None` if not in the tree.
-    pub fn depth(&self, taxid: TaxId) -> Option<u32> {
+    pub(crate) fn depth(&self, taxid: TaxId) -> Option<u32> {
         self.index.get(taxid).map(|i| self.depths[i as usize])
     }
 
@@ -244,12 +244,12 @@ impl TaxonTree {
     }
 
     /// The taxid of an internal node index.
-    pub fn node_taxid(&self, node: u32) -> TaxId {
+    pub(crate) fn node_taxid(&self, node: u32) -> TaxId {
         self.taxa[node as usize].taxid
     }
 
     /// Each node's parent node (the root is its own parent), for the GPU's LCAs.
-    pub fn parents(&self) -> &[u32] {
+    pub(crate) fn parents(&self) -> &[u32] {
         &self.parents
     }
 
@@ -260,7 +260,7 @@ impl TaxonTree {
 
     /// LCA of two internal node indices.
     #[inline]
-    pub fn lca_node(&self, a: u32, b: u32) -> u32 {
+    pub(crate) fn lca_node(&self, a: u32, b: u32) -> u32 {
         if a == b { a } else { self.lca_index(a as usize, b as usize) as u32 }
     }
 
@@ -286,7 +286,7 @@ impl TaxonTree {
     /// The nearest ancestor of `taxid` (itself included) whose rank is `rank`; `None` if there is
     /// none or `taxid` is not in the tree. `"domain"` and `"superkingdom"` match each other, as
     /// NCBI renamed the one to the other.
-    pub fn ancestor_at_rank(&self, taxid: TaxId, rank: &str) -> Option<TaxId> {
+    pub(crate) fn ancestor_at_rank(&self, taxid: TaxId, rank: &str) -> Option<TaxId> {
         let wanted = |r: &str| r == rank || (is_domain(rank) && is_domain(r));
         let mut i = self.index.get(taxid)? as usize;
         loop {
