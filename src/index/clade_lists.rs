@@ -148,16 +148,16 @@ impl CladeLists {
         let frames = &bytes[16..];
         let room = n_features.saturating_mul(14).saturating_add(n_locations.saturating_mul(15));
         let limit = room.min((frames.len() as u64).saturating_mul(MAX_RATIO));
-        let raws: Vec<Vec<u8>> = split_frames(frames, limit)?
+        // Each frame decompressed and read at once (its bytes freed as soon as they are read).
+        let read: Vec<(u64, CladeLists)> = split_frames(frames, limit)?
             .into_par_iter()
-            .map(|(f, size)| decompress(f, size))
+            .map(|(f, size)| decompress(f, size).and_then(|raw| Ok((raw.len() as u64, read_lists(&raw, n_locations)?))))
             .collect::<Result<_, _>>()?;
-        let raw_len: u64 = raws.iter().map(|r| r.len() as u64).sum();
+        let raw_len: u64 = read.iter().map(|(len, _)| len).sum();
         if n_features > raw_len / 5 || n_locations > raw_len / 2 {
             return Err(format!("its counts ({n_features} features, {n_locations} locations) exceed what it holds"));
         }
-        let parts: Vec<CladeLists> =
-            raws.par_iter().map(|raw| read_lists(raw, n_locations)).collect::<Result<_, _>>()?;
+        let parts = read.into_iter().map(|(_, part)| part);
         let mut out = CladeLists {
             features: Vec::with_capacity(n_features as usize),
             locations: Vec::with_capacity(n_locations as usize),
