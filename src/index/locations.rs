@@ -629,15 +629,23 @@ impl<'a> LocationList<'a> {
         }
     }
 
-    /// The bit after a delta list's last code (readable or not); 0 for other lists.
+    /// The bit after a delta list's last code (readable or not); 0 for other lists. (Every list
+    /// of a shard is walked so when the build lays it out: codes are skipped from a window of the
+    /// stream, not read one by one as [`read_step`] does.)
     pub(crate) fn end_bit(&self) -> u64 {
-        let LocationList::Delta { words, mut bit, end, len, loc_bits, .. } = *self else { return 0 };
+        let LocationList::Delta { words, bit, end, len, loc_bits, .. } = *self else { return 0 };
+        let mut codes = CodeSkipper::new(words, bit, end);
         for _ in 1..len {
-            if read_step(words, &mut bit, end, loc_bits).is_none() {
+            let whole = match codes.gamma() {
+                Some(JUMP_CODE) => codes.skip(loc_bits),
+                Some(_) => codes.gamma().is_some(),
+                None => false,
+            };
+            if !whole {
                 return end;
             }
         }
-        bit
+        codes.bit
     }
 
     /// The locations in the list (0 for a clade feature).
@@ -754,6 +762,71 @@ fn read_step(words: &[u32], bit: &mut u64, end: u64, loc_bits: u32) -> Option<(u
 #[inline]
 fn low_bits(bits: u32) -> u64 {
     if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 }
+}
+
+/// A stream's codes, walked from a 64-bit window of it that is loaded again only when a code may
+/// not be whole in it. It gives what [`read_gamma`] gives at each bit, and fails where it fails.
+struct CodeSkipper<'a> {
+    words: &'a [u32],
+    /// The next code's first bit, and the end of the readable stream.
+    bit: u64,
+    end: u64,
+    /// Bits `bit..bit + avail` of the stream, zeros above.
+    window: u64,
+    avail: u32,
+}
+
+impl<'a> CodeSkipper<'a> {
+    fn new(words: &'a [u32], bit: u64, end: u64) -> Self {
+        let mut codes = CodeSkipper { words, bit, end, window: 0, avail: 0 };
+        codes.load();
+        codes
+    }
+
+    /// Bits from `bit` (none past the end: `bits_at` reads up to two words on, which the
+    /// padding holds only below it).
+    #[inline]
+    fn load(&mut self) {
+        (self.window, self.avail) = if self.bit < self.end { (bits_at(self.words, self.bit), 64) } else { (0, 0) };
+    }
+
+    /// Moves `n` bits on.
+    #[inline]
+    fn advance(&mut self, n: u32) {
+        self.bit += n as u64;
+        if n < self.avail {
+            self.window >>= n;
+            self.avail -= n;
+        } else {
+            (self.window, self.avail) = (0, 0);
+        }
+    }
+
+    /// The next gamma code (as [`read_gamma`]).
+    #[inline]
+    fn gamma(&mut self) -> Option<u64> {
+        let mut z = self.window.trailing_zeros();
+        if 2 * z + 1 > self.avail {
+            self.load();
+            z = self.window.trailing_zeros();
+        }
+        if z > 31 || self.bit + 2 * z as u64 + 1 > self.end {
+            return None;
+        }
+        let x = 1 << z | ((self.window >> (z + 1)) & ((1 << z) - 1));
+        self.advance(2 * z + 1);
+        Some(x)
+    }
+
+    /// Skips `n` raw bits (a jump's location), if they are whole before the end.
+    #[inline]
+    fn skip(&mut self, n: u32) -> bool {
+        if self.bit + n as u64 > self.end {
+            return false;
+        }
+        self.advance(n);
+        true
+    }
 }
 
 /// One gamma code at `*bit` of `words`, if it is whole before `end` and at most [`MAX_CODE`].
@@ -937,6 +1010,58 @@ mod tests {
                 let mut out = Vec::new();
                 list.append_to(&mut out);
                 assert!(out.iter().copied().eq(list.iter()));
+                assert_eq!(list.end_bit(), end_bit_by_steps(&list), "round {round}, value {value}");
+            }
+        }
+    }
+
+    /// [`LocationList::end_bit`] one step at a time, as [`read_step`] reads them.
+    fn end_bit_by_steps(list: &LocationList<'_>) -> u64 {
+        let LocationList::Delta { words, mut bit, end, len, loc_bits, .. } = *list else { return 0 };
+        for _ in 1..len {
+            if read_step(words, &mut bit, end, loc_bits).is_none() {
+                return end;
+            }
+        }
+        bit
+    }
+
+    /// Whole lists (every code length, jumps of short and long locations) and lists cut short by
+    /// the stream's end: the skipped codes end where the read ones do.
+    #[test]
+    fn skipped_codes_end_where_read_codes_end() {
+        let mut x = 99u64;
+        let mut next = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for (targets, windows) in [(64u64, 4096u64), (1 << 20, 1 << 22), (1 << 31, 1 << 31)] {
+            let layout = LocationLayout::uniform(targets, windows, 254, 10);
+            let mut w = ListWriter::new(layout);
+            let mut values = Vec::new();
+            for i in 0..400u64 {
+                // Windows far apart (long codes) or side by side, targets near (deltas) or far (jumps).
+                let spread = [2, 64, windows][(i % 3) as usize];
+                let mut list: Vec<u64> = (0..2 + next(60))
+                    .map(|_| layout.pack(next(targets.min(8 + i)) as u32, next(spread.min(windows)) as u32))
+                    .collect();
+                list.sort_unstable();
+                list.dedup();
+                values.push(w.add(&list).unwrap());
+            }
+            let words = w.finish();
+            for cut in [words.len(), words.len() * 2 / 3, words.len() / 3] {
+                let mut cut_words = words[..cut].to_vec();
+                cut_words.extend([0; PAD_WORDS]);
+                let deltas = values
+                    .iter()
+                    .map(|&v| LocationList::decode(v, &cut_words, &layout))
+                    .filter(|l| matches!(l, LocationList::Delta { .. }))
+                    .inspect(|l| assert_eq!(l.end_bit(), end_bit_by_steps(l)))
+                    .count();
+                assert!(deltas > 20, "{deltas} delta lists");
             }
         }
     }
