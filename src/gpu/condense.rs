@@ -647,7 +647,10 @@ pub(crate) fn finish_and_store(
     (layout, numbering): (&LocationLayout, &GlobalWindows),
     hash: KeyHash,
 ) -> Result<StoredShard, BuildError> {
-    let stored = match finish_shard(slots, left, words, layout, hash)? {
+    let t = std::time::Instant::now();
+    let walked = finish_shard(slots, left, words, layout, hash)?;
+    log::trace!("{} leftover keys placed in {:.3} s", left.len(), t.elapsed().as_secs_f64());
+    let stored = match walked {
         None => stored_shard::store_parts(slots, words, layout, numbering, hash),
         Some(rebuilt) => stored_shard::store(&rebuilt, layout, numbering, hash),
     };

@@ -331,16 +331,45 @@ fn write_piece(
     Piece { words: out.finish_unpadded(), codes: slot_codes, bases }
 }
 
-/// ORs the first `bits` bits of `from` into `into` from bit `at` (`into` has room for them and a
-/// word more, the bits after them in `from` are zero).
-fn or_bits(into: &mut [u32], at: u64, from: &[u32], bits: u64) {
-    let (word, shift) = ((at / 32) as usize, (at % 32) as u32);
+/// The pieces' bits laid side by side in `stream` (zeros), piece `p`'s `counts[p]` bits from bit
+/// `offsets[p]`, in parallel: each piece ORs its bits into the words from the one its first bit
+/// is in up to the next piece's first, and hands back those it has for that one (the pieces
+/// share it), which are ORed in after.
+fn join_pieces(stream: &mut [u32], pieces: &[Piece], offsets: &[u64], counts: &[u64]) {
+    use rayon::prelude::*;
+    let first_word = |p: usize| offsets.get(p).map_or(stream.len(), |&at| (at / 32) as usize);
+    let bounds: Vec<usize> = (0..=pieces.len()).map(first_word).collect();
+    let mut parts = Vec::with_capacity(pieces.len());
+    let mut rest = &mut *stream;
+    for w in bounds.windows(2) {
+        let (part, after) = rest.split_at_mut(w[1] - w[0]);
+        parts.push(part);
+        rest = after;
+    }
+    let carries: Vec<u32> = (parts.into_par_iter().zip(pieces).zip(offsets.par_iter().zip(counts)))
+        .map(|((part, piece), (&at, &bits))| or_bits(part, (at % 32) as u32, &piece.words, bits))
+        .collect();
+    for (p, carry) in carries.into_iter().enumerate().filter(|&(_, c)| c != 0) {
+        stream[bounds[p + 1]] |= carry;
+    }
+}
+
+/// ORs the first `bits` bits of `from` into `into` from bit `shift` of its first word (the bits
+/// after them in `from` are zero); returns those for the word after `into`.
+fn or_bits(into: &mut [u32], shift: u32, from: &[u32], bits: u64) -> u32 {
+    let (mut carry, len) = (0, into.len());
+    let mut or = |i: usize, v: u32| match into.get_mut(i) {
+        Some(word) => *word |= v,
+        None if i == len => carry |= v,
+        None => debug_assert_eq!(v, 0, "a piece's bits end in the word after its words"),
+    };
     for (i, &v) in from.iter().take(bits.div_ceil(32) as usize).enumerate() {
-        into[word + i] |= v << shift;
+        or(i, v << shift);
         if shift > 0 {
-            into[word + i + 1] |= v >> (32 - shift);
+            or(i + 1, v >> (32 - shift));
         }
     }
+    carry
 }
 
 /// Rewrites a shard as built (final slots, whole buckets; values into `shard.words`) as stored,
@@ -376,9 +405,16 @@ fn store_with(
     use rayon::prelude::*;
     debug_assert_eq!(slots.len() % BUCKET_SLOTS, 0);
     let (words, layout, _) = built;
+    let mut clock = std::time::Instant::now();
+    let mut laps = Vec::with_capacity(6);
+    let mut lap = |what: &'static str| {
+        laps.push((what, clock.elapsed().as_secs_f64()));
+        clock = std::time::Instant::now();
+    };
     let buckets = (slots.len() / BUCKET_SLOTS) as u64;
     let piece = PIECE_BUCKETS * BUCKET_SLOTS;
     let lists: Vec<Built> = slots.par_iter().map(|s| Built::of(s, words, layout)).collect();
+    lap("lists read");
     let sizes = lists.par_chunks(piece).map(Sizes::of).reduce(Sizes::default, Sizes::add);
     let tb = tag_bits(hash, buckets);
     let codes = forced.unwrap_or_else(|| choose_codes(&sizes, buckets, tb, layout.stored_bits));
@@ -393,7 +429,9 @@ fn store_with(
     let pieces: Vec<Piece> = (lists.par_chunks(piece).zip(&offsets).zip(&counts))
         .map(|((p, &offset), &n)| write_piece(p, built, &codes, offset, n))
         .collect();
+    lap("sizes, codes and pieces");
     drop(lists);
+    lap("lists dropped");
     let bases: Vec<u64> = pieces.iter().flat_map(|p| p.bases.iter().copied()).collect();
     let (line, base_bits) = BaseLine::fit(&bases, total);
     if base_bits > 32 {
@@ -403,11 +441,19 @@ fn store_with(
     let key_words = code.words() as usize;
     let mut block = vec![0u32; key_words + total.div_ceil(32) as usize + PAD_WORDS];
     let (keys, stream) = block.split_at_mut(key_words);
-    for ((p, &offset), &n) in pieces.iter().zip(&offsets).zip(&counts) {
-        or_bits(stream, offset, &p.words, n);
-    }
+    join_pieces(stream, &pieces, &offsets, &counts);
+    lap("stream joined");
     let slot_codes: Vec<u8> = pieces.iter().flat_map(|p| p.codes.iter().copied()).collect();
     packed_keys::pack_into(keys, slots, &slot_codes, &bases, &code);
+    lap("keys packed");
+    drop(pieces);
+    lap("pieces dropped");
+    log::trace!(
+        "shard laid out ({} slots, {} stream bits): {}",
+        slots.len(),
+        total,
+        laps.iter().map(|(w, s)| format!("{w} {s:.3} s")).collect::<Vec<_>>().join(", ")
+    );
     Ok(StoredShard { block, code })
 }
 
@@ -507,6 +553,106 @@ mod tests {
                 }
                 assert!(packed.slots().all(|s| packed.lookup(s.key) == Some(s.list)));
             }
+        }
+    }
+
+    /// Pieces of every length (empty, within one word, across words) joined in parallel give
+    /// their bits one after another, as written one bit at a time.
+    #[test]
+    fn joined_pieces_are_their_bits_one_after_another() {
+        let mut x = 5u64;
+        let mut next = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for round in 0..200 {
+            let counts: Vec<u64> = (0..1 + round % 40).map(|_| [0, next(32), next(300)][next(3) as usize]).collect();
+            let pieces: Vec<Piece> = counts
+                .iter()
+                .map(|&bits| {
+                    let mut words: Vec<u32> = (0..bits.div_ceil(32)).map(|_| next(1 << 32) as u32).collect();
+                    if bits % 32 != 0 {
+                        *words.last_mut().unwrap() &= (1 << (bits % 32)) - 1;
+                    }
+                    Piece { words, codes: Vec::new(), bases: Vec::new() }
+                })
+                .collect();
+            let offsets: Vec<u64> = counts.iter().scan(0, |at, &n| Some(std::mem::replace(at, *at + n))).collect();
+            let total: u64 = counts.iter().sum();
+            let mut joined = vec![0u32; total.div_ceil(32) as usize + PAD_WORDS];
+            join_pieces(&mut joined, &pieces, &offsets, &counts);
+            let mut expected = vec![0u32; joined.len()];
+            for ((piece, &at), &bits) in pieces.iter().zip(&offsets).zip(&counts) {
+                for b in 0..bits {
+                    let bit = piece.words[(b / 32) as usize] >> (b % 32) & 1;
+                    expected[((at + b) / 32) as usize] |= bit << ((at + b) % 32);
+                }
+            }
+            assert_eq!(joined, expected, "counts {counts:?}");
+        }
+    }
+
+    /// Not a test: times laying out a shard like the 50 Gbp collection's (lists of strains side
+    /// by side, about 19 locations) on one thread. `cargo test --release store_speed -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn store_speed() {
+        let layout = LocationLayout::uniform(10_000, 1 << 19, 254, 14_000);
+        let hash = KeyHash::new(0);
+        let mut x = 88172645463325252u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let lists: Vec<(u32, Vec<u64>)> = (0..1_000_000u32)
+            .map(|f| {
+                let species = next() % 2000 * 5;
+                let len = 1 + next() % 37;
+                let w = next() % (1 << 19);
+                let mut l: Vec<u64> = (0..len)
+                    .map(|_| {
+                        layout.pack((species + next() % 5) as u32 % 10_000, ((w + next() % 64) % (1 << 19)) as u32)
+                    })
+                    .collect();
+                l.sort_unstable();
+                l.dedup();
+                (((f as u64 * 2654435761) as u32) | 1, l)
+            })
+            .collect();
+        let mut keys: Vec<u32> = lists.iter().map(|l| l.0).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let lists: Vec<_> = lists.into_iter().filter(|l| keys.binary_search(&l.0).is_ok()).collect();
+        let mut shard = built(&layout, hash, &lists);
+        // Lists in slot order, as the GPU writes them.
+        let by_key: std::collections::HashMap<u32, &Vec<u64>> = lists.iter().map(|(k, l)| (*k, l)).collect();
+        let mut writer = ListWriter::new(layout);
+        for s in shard.slots.iter_mut().filter(|s| s.key != crate::index::bcht::EMPTY_KEY) {
+            s.value = writer.add(by_key[&s.key]).unwrap();
+        }
+        shard.words = writer.finish();
+        let numbering = GlobalWindows::uniform(10_000, 1 << 19, &layout);
+        let _ = env_logger::builder().filter_level(log::LevelFilter::Trace).is_test(true).try_init();
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        for _ in 0..3 {
+            let t = std::time::Instant::now();
+            let lists: Vec<Built> = shard.slots.iter().map(|s| Built::of(s, &shard.words, &layout)).collect();
+            let read = t.elapsed();
+            drop(lists);
+            let t = std::time::Instant::now();
+            let stored = pool.install(|| store(&shard, &layout, &numbering, hash)).unwrap();
+            eprintln!(
+                "{} slots, {} words: lists read {:.3} s, whole layout {:.3} s ({} words)",
+                shard.slots.len(),
+                shard.words.len(),
+                read.as_secs_f64(),
+                t.elapsed().as_secs_f64(),
+                stored.block.len()
+            );
         }
     }
 }
