@@ -7,7 +7,8 @@
 #   2. with NOTAX=1, the same without --taxonomy (every sequence its own taxon), which is how the
 #      `kmerdb-gpu-bench --e2e-gbp` harness builds;
 #   3. into memory (/dev/shm), the build without the disk (SHM=0 leaves it out).
-# The builds log with -vv: the GPUs' condense steps too. AB="OLD NEW" (two kmerdb binaries) times
+# The builds log with -vv (VERBOSE=-vvv: every shard's finishing too; LOGS=DIR keeps each build's
+# whole log there as build-NAME.log): the GPUs' condense steps too. AB="OLD NEW" (two kmerdb binaries) times
 # them instead, into the disk, AB_RUNS (3) builds each, interleaved, the index bytes compared.
 # The machine's limits in the same run: the time to write back the genomes just generated
 # (sync), the disk's write rate (dd, fdatasync) and reading the genomes from the page cache (cat).
@@ -56,9 +57,10 @@ build() {
     shift 2
     sample >"$T/samples.log" &
     local sampler=$!
-    timed_line "build --gpus $BUILD_GPUS, $name" ${KMERDB:-$B/kmerdb} -vv build --gpus "$BUILD_GPUS" "$@" -d "$db" "$T/genomes" 2>"$T/build.log"
+    timed_line "build --gpus $BUILD_GPUS, $name" ${KMERDB:-$B/kmerdb} ${VERBOSE:--vv} build --gpus "$BUILD_GPUS" "$@" -d "$db" "$T/genomes" 2>"$T/build.log"
     kill $sampler 2>/dev/null
     wait $sampler 2>/dev/null
+    [[ -n ${LOGS:-} ]] && cp "$T/build.log" "$LOGS/build-${name//[^A-Za-z0-9]/_}.log"
     grep -E "phases|shards:|passes:|pass of shards|condense:|passes over|spilled|built|after " "$T/build.log" | sed 's/^/  /'
     cat "$T/samples.log" | sed 's/^/  /'
     ls -l "$db" | awk -v g="$GBP" '{printf "  index: %.2f GB, %.3f bytes a base\n", $5 / 1e9, $5 / (g * 1e9)}'

@@ -15,7 +15,7 @@
 //! Each stage's time is measured: working, waiting for input (starved) and waiting for room in the
 //! next queue (blocked), so that `-v` shows which stage the run waited for.
 
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::thread::{Scope, ScopedJoinHandle};
 use std::time::{Duration, Instant};
 
@@ -205,11 +205,111 @@ pub(crate) fn in_order_as_ready<'a, I: Send + 'a, O: Send + 'a, E: Send + 'a>(
                 let Some(item) = next(false) else { break };
                 window.push(item);
             }
+            log::trace!("a window of {} items", window.len());
             let done: Vec<Result<O, E>> = pool.install(|| window.into_par_iter().map(&work).collect());
             ready.extend(done);
         }
         ready.pop_front().transpose()
     }
+}
+
+/// Items as they arrive: the next one, waiting for it when asked to (`None` then means there are
+/// no more), else `None` when it has not arrived yet.
+pub(crate) type Arrivals<'a, I> = dyn FnMut(bool) -> Option<I> + Send + 'a;
+
+/// [`run_here`] whose first stage runs `work` on `pool` on each item as it arrives (`next` as
+/// [`in_order_as_ready`] takes it), up to a pool's width of items at once, and passes the results
+/// on in the items' order: a slow item holds back only the passing on of the items after it, not
+/// their start (as a window of [`in_order_as_ready`] does). The stage waits for an item only when
+/// it holds none, and while it waits for results on a pool thread it works on the pool.
+pub(crate) fn run_here_streaming<I: Send, O: Send, E: Send>(
+    pool: &rayon::ThreadPool,
+    (name, next): (&'static str, &mut Arrivals<'_, I>),
+    work: &(dyn Fn(I) -> Result<O, E> + Sync),
+    depth: usize,
+    last: (&'static str, &mut (dyn FnMut(O) -> Result<(), E> + Send)),
+) -> Result<Vec<(&'static str, StageTime)>, E> {
+    std::thread::scope(|scope| {
+        let (mut p, feed, queue) = Pipeline::fed(depth);
+        p.sink_on_thread(scope, last.0, queue, last.1);
+        // The queue to the last stage closes as this stage ends (`feed` is dropped with it).
+        let fed = pool.in_place_scope(move |jobs| stream_in_order(jobs, pool, next, work, &feed.0));
+        p.finish_fed((name, fed))
+    })
+}
+
+/// The first stage of [`run_here_streaming`]: each item's `work` a job of `jobs`, its result sent
+/// on `tx` in the items' order.
+fn stream_in_order<'s, I: Send + 's, O: Send + 's, E: Send + 's>(
+    jobs: &rayon::Scope<'s>,
+    pool: &rayon::ThreadPool,
+    next: &mut Arrivals<'_, I>,
+    work: &'s (dyn Fn(I) -> Result<O, E> + Sync),
+    tx: &SyncSender<O>,
+) -> Result<StageTime, E> {
+    let width = pool.current_num_threads().max(1) as u64;
+    let on_pool = pool.current_thread_index().is_some();
+    let (done_tx, done) = std::sync::mpsc::channel::<(u64, Result<O, E>)>();
+    let mut ready = std::collections::BTreeMap::new();
+    let (mut started, mut passed, mut ended) = (0u64, 0u64, false);
+    let mut time = StageTime::default();
+    let begun = Instant::now();
+    let start = |item: I, started: &mut u64| {
+        let (seq, done_tx) = (*started, done_tx.clone());
+        jobs.spawn(move |_| {
+            let _ = done_tx.send((seq, work(item)));
+        });
+        *started += 1;
+    };
+    'stage: loop {
+        // Results in order, as far as the next stage has room: waiting for room here would
+        // leave the items that arrive meanwhile unstarted.
+        let mut full = false;
+        while let Some(entry) = ready.first_entry().filter(|e| *e.key() == passed) {
+            match tx.try_send(entry.remove()?) {
+                Ok(()) => (passed, time.items) = (passed + 1, time.items + 1),
+                Err(TrySendError::Full(out)) => {
+                    ready.insert(passed, Ok(out));
+                    full = true;
+                    break;
+                }
+                Err(TrySendError::Disconnected(_)) => break 'stage, // the next stage has gone
+            }
+        }
+        if started == passed {
+            if ended {
+                break;
+            }
+            // Holding nothing: the one place the stage waits for an item.
+            let t = Instant::now();
+            match next(true) {
+                Some(item) => start(item, &mut started),
+                None => ended = true,
+            }
+            time.starved += t.elapsed();
+            continue;
+        }
+        while started - passed < width {
+            let Some(item) = next(false) else { break };
+            start(item, &mut started);
+        }
+        // A result, or a moment for more items to arrive or room to open. On a pool thread, the
+        // pool's work first: the stage's own jobs may be waiting for this thread.
+        let t = Instant::now();
+        let waited = match on_pool && matches!(rayon::yield_now(), Some(rayon::Yield::Executed)) {
+            true => done.try_recv().ok(),
+            false => done.recv_timeout(Duration::from_millis(1)).ok(),
+        };
+        if full {
+            time.blocked += t.elapsed();
+        }
+        if let Some((seq, result)) = waited {
+            ready.insert(seq, result);
+            ready.extend(done.try_iter());
+        }
+    }
+    time.busy = begun.elapsed().saturating_sub(time.starved + time.blocked);
+    Ok(time)
 }
 
 /// The stages' times in order, or the first error in stage order (the cause: a later stage only
@@ -456,6 +556,84 @@ mod tests {
             });
             assert_eq!(result.unwrap()[1].1.items, 200);
             assert_eq!(seen, (1..=200).collect::<Vec<_>>());
+        }
+    }
+
+    /// The streaming stage on items that arrive as the producer gets tokens back (as a GPU gets
+    /// buffers back): every pool size, the caller on the pool or not, the results in order.
+    #[test]
+    fn streamed_items_keep_their_order_and_never_wait_on_the_producer() {
+        for (threads, on_pool) in [(1, true), (1, false), (3, true), (8, false)] {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            let (to_stage, arrivals) = sync_channel::<u32>(100);
+            let (give_back, tokens) = sync_channel::<()>(100);
+            give_back.send(()).unwrap();
+            give_back.send(()).unwrap();
+            let mut seen = Vec::new();
+            let result = std::thread::scope(|scope| {
+                scope.spawn(move || {
+                    for x in 0..200 {
+                        if tokens.recv().is_err() || to_stage.send(x).is_err() {
+                            return;
+                        }
+                    }
+                });
+                let mut next = move |wait: bool| {
+                    use std::sync::mpsc::RecvTimeoutError::Disconnected;
+                    if !wait {
+                        return arrivals.try_recv().ok();
+                    }
+                    match arrivals.recv_timeout(Duration::from_secs(20)) {
+                        Ok(x) => Some(x),
+                        Err(Disconnected) => None,
+                        Err(e) => panic!("the stage and the producer wait for each other ({e})"),
+                    }
+                };
+                // The token goes back once an item is worked on, as a shard's buffer does.
+                let work = |x: u32| {
+                    let _ = give_back.send(());
+                    Ok::<u32, String>(x + 1)
+                };
+                let mut write = |x| {
+                    seen.push(x);
+                    Ok(())
+                };
+                let mut run = || run_here_streaming(&pool, ("finish", &mut next), &work, 1, ("write", &mut write));
+                if on_pool { pool.install(run) } else { run() }
+            });
+            assert_eq!(result.unwrap()[1].1.items, 200);
+            assert_eq!(seen, (1..=200).collect::<Vec<_>>());
+        }
+    }
+
+    /// A slow item holds back the passing on of those after it, not their start; the first
+    /// error in the items' order is the run's, after the items before it.
+    #[test]
+    fn a_slow_item_does_not_hold_back_the_start_of_the_next() {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(4).build().unwrap();
+        let started: Vec<std::sync::Mutex<Option<Instant>>> = (0..20).map(|_| Default::default()).collect();
+        let slow_done = std::sync::Mutex::new(None);
+        let mut items = 0..20u32;
+        let mut next = move |_wait: bool| items.next();
+        let work = |x: u32| {
+            *started[x as usize].lock().unwrap() = Some(Instant::now());
+            if x == 0 {
+                std::thread::sleep(Duration::from_millis(300));
+                *slow_done.lock().unwrap() = Some(Instant::now());
+            }
+            if x == 15 { Err(format!("item {x} failed")) } else { Ok(x) }
+        };
+        let mut seen = Vec::new();
+        let mut write = |x| {
+            seen.push(x);
+            Ok(())
+        };
+        let result = run_here_streaming(&pool, ("work", &mut next), &work, 2, ("collect", &mut write));
+        assert_eq!(result.unwrap_err(), "item 15 failed");
+        assert_eq!(seen, (0..15).collect::<Vec<_>>());
+        let slow_done = slow_done.lock().unwrap().unwrap();
+        for (x, start) in started.iter().enumerate().take(4).skip(1) {
+            assert!(start.lock().unwrap().unwrap() < slow_done, "item {x} waited for item 0");
         }
     }
 

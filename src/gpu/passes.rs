@@ -567,13 +567,13 @@ impl<'g> PassBuild<'g> {
     /// Threads: one per GPU runs its passes and downloads each shard, as soon as the pass is
     /// condensed, into one of [`SHARD_BUFFERS`] pinned buffers of that GPU. The rest is a
     /// pipeline (`crate::pipeline`), as the CPU build's: the calling thread takes the shards in
-    /// shard order (shard `s` from its owner's queue) and finishes those that have arrived on the
-    /// build's thread pool (leftover keys, layout, checksum), giving each buffer back once its
-    /// shard is in host memory; a writer thread writes them. A GPU that runs out of buffers waits
+    /// shard order (shard `s` from its owner's queue) and finishes each on the build's thread pool
+    /// as it arrives (leftover keys, layout, checksum), giving each buffer back once its shard is
+    /// in host memory; a writer thread writes them in shard order. A GPU that runs out of buffers waits
     /// for the finishing, which waits for room in the writer's queue, so host memory stays
     /// bounded and a slow disk slows the GPUs rather than filling memory. (No deadlock: each GPU
     /// downloads its shards in order, and the finishing stage waits for a shard only when it
-    /// holds none, see `pipeline::in_order_as_ready`.)
+    /// holds none, see `pipeline::run_here_streaming`.)
     pub(crate) fn build_shards(
         &self,
         what: ShardsToBuild<'_>,
@@ -595,7 +595,7 @@ impl<'g> PassBuild<'g> {
         let first: Vec<u32> = first_windows.iter().map(|&w| u32::try_from(w).expect("checked when read")).collect();
         // The GPU threads' host work gets threads of its own: the build's pool may be busy, or
         // its only thread may be this one, waiting for a GPU's next shard (see
-        // `pipeline::in_order_as_ready`), and a GPU thread waiting on it would deadlock.
+        // `pipeline::run_here_streaming`), and a GPU thread waiting on it would deadlock.
         let host = rayon::ThreadPoolBuilder::new()
             .num_threads(pool.current_num_threads())
             .thread_name(|i| format!("kmerdb-gpu-host-{i}"))
@@ -620,7 +620,7 @@ impl<'g> PassBuild<'g> {
                 scope.spawn(move || self.gpu_passes(d, job, free, tx, times));
             }
             let mut arrivals = InShardOrder { queues: arrivals, next: 0, total: counts.len(), waiting: &waiting };
-            let next = move |wait: bool| arrivals.next(wait);
+            let mut next = move |wait: bool| arrivals.next(wait);
             let finishing = &finishing;
             let hash = KeyHash::new(self.shard_bits);
             let finish = move |shard: Result<Downloaded, BuildError>| {
@@ -635,13 +635,18 @@ impl<'g> PassBuild<'g> {
                 *finishing.lock().expect("no finishing panicked") += t.elapsed();
                 Ok(done)
             };
-            let mut finished = crate::pipeline::in_order_as_ready(pool, next, finish);
             let stats = &mut stats;
             let mut write = move |f: Finished| write_shard(writer, f, stats);
-            let times = crate::pipeline::run_here(("finishing", &mut finished), SHARD_BUFFERS, ("writing", &mut write));
+            let times = crate::pipeline::run_here_streaming(
+                pool,
+                ("finishing", &mut next),
+                &finish,
+                SHARD_BUFFERS,
+                ("writing", &mut write),
+            );
             // The queues to and from the GPU threads close here, so that any still running stop
             // (they would wait for a buffer or send into the void) before the scope joins them.
-            drop((finished, write));
+            drop((next, finish, write));
             times
         })?;
         log::debug!("shards: {}", crate::pipeline::describe(&times));
@@ -1065,7 +1070,9 @@ impl Downloaded {
             }
             Downloaded::Shard(d) => d,
         };
+        let t = Instant::now();
         d.copied.synchronize().map_err(GpuError::from)?;
+        let copied = t.elapsed();
         let (order_buf, words_buf) = (d.buf.order.as_mut().expect("ensured"), d.buf.words.as_ref().expect("ensured"));
         // SAFETY: the copies into the buffer have finished (the event above).
         let (order, words) = unsafe { (order_buf.as_mut_slice(), words_buf.as_slice()) };
@@ -1073,13 +1080,17 @@ impl Downloaded {
         let (slots, left) = order.split_at_mut(d.slots);
         let words = &words[..d.words];
         let stored = crate::gpu::condense::finish_and_store(slots, left, words, (layout, numbering), hash)?;
-        let finished = Finished {
-            shard: d.shard,
-            checksum: checksum(&stored),
-            stored,
-            stats: d.stats,
-            clade_lists: d.clade_lists,
-        };
+        let laid_out = t.elapsed();
+        let checksum = checksum(&stored);
+        log::trace!(
+            "shard {} finished: {:.3} s waiting for its copy, {:.3} s placing {} leftover keys and laying it out, {:.3} s checksum",
+            d.shard,
+            copied.as_secs_f64(),
+            (laid_out - copied).as_secs_f64(),
+            d.left,
+            (t.elapsed() - laid_out).as_secs_f64()
+        );
+        let finished = Finished { shard: d.shard, checksum, stored, stats: d.stats, clade_lists: d.clade_lists };
         Ok((finished, Some((d.gpu, d.buf))))
     }
 }
@@ -1095,7 +1106,7 @@ struct InShardOrder<'a> {
 
 impl InShardOrder<'_> {
     /// The next shard; waits for it if `wait`, else `None` when it has not arrived yet (see
-    /// `pipeline::in_order_as_ready`). `None` after the last shard.
+    /// `pipeline::run_here_streaming`). `None` after the last shard.
     fn next(&mut self, wait: bool) -> Option<Result<Downloaded, BuildError>> {
         use std::sync::mpsc::TryRecvError;
         if self.next == self.total {
