@@ -634,7 +634,7 @@ impl<'a> LocationList<'a> {
     /// stream, not read one by one as [`read_step`] does.)
     pub(crate) fn end_bit(&self) -> u64 {
         let LocationList::Delta { words, bit, end, len, loc_bits, .. } = *self else { return 0 };
-        let mut codes = CodeSkipper::new(words, bit, end);
+        let mut codes = CodeReader::new(words, bit, end);
         for _ in 1..len {
             let whole = match codes.gamma() {
                 Some(JUMP_CODE) => codes.skip(loc_bits),
@@ -687,13 +687,21 @@ impl<'a> LocationList<'a> {
                     bit += eb;
                 }
             }
-            LocationList::Delta { words, window_bits, loc_bits, first_loc, mut bit, end, len } => {
+            LocationList::Delta { words, window_bits, loc_bits, first_loc, bit, end, len } => {
                 out.reserve(len);
                 out.push(first_loc);
                 let mask = (1u64 << window_bits) - 1;
                 let (mut t, mut w) = ((first_loc >> window_bits) as u32, (first_loc & mask) as u32);
+                // The classifier's hot path for lists of strains side by side: codes read from a
+                // window of the stream (as `read_step` reads them, one load per code).
+                let mut codes = CodeReader::new(words, bit, end);
                 for k in 1..len {
-                    let Some((a, b)) = read_step(words, &mut bit, end, loc_bits) else {
+                    let step = match codes.gamma() {
+                        Some(JUMP_CODE) => codes.raw(loc_bits).map(|loc| (JUMP_CODE, loc)),
+                        Some(a) => codes.gamma().map(|b| (a, b)),
+                        None => None,
+                    };
+                    let Some((a, b)) = step else {
                         out.extend(std::iter::repeat_n(UNREADABLE, len - k));
                         return;
                     };
@@ -764,9 +772,9 @@ fn low_bits(bits: u32) -> u64 {
     if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 }
 }
 
-/// A stream's codes, walked from a 64-bit window of it that is loaded again only when a code may
+/// A stream's codes, read from a 64-bit window of it that is loaded again only when a code may
 /// not be whole in it. It gives what [`read_gamma`] gives at each bit, and fails where it fails.
-struct CodeSkipper<'a> {
+struct CodeReader<'a> {
     words: &'a [u32],
     /// The next code's first bit, and the end of the readable stream.
     bit: u64,
@@ -776,9 +784,9 @@ struct CodeSkipper<'a> {
     avail: u32,
 }
 
-impl<'a> CodeSkipper<'a> {
+impl<'a> CodeReader<'a> {
     fn new(words: &'a [u32], bit: u64, end: u64) -> Self {
-        let mut codes = CodeSkipper { words, bit, end, window: 0, avail: 0 };
+        let mut codes = CodeReader { words, bit, end, window: 0, avail: 0 };
         codes.load();
         codes
     }
@@ -816,6 +824,20 @@ impl<'a> CodeSkipper<'a> {
         let x = 1 << z | ((self.window >> (z + 1)) & ((1 << z) - 1));
         self.advance(2 * z + 1);
         Some(x)
+    }
+
+    /// The next `n` (1 to 64) raw bits (a jump's location), if they are whole before the end.
+    #[inline]
+    fn raw(&mut self, n: u32) -> Option<u64> {
+        if self.bit + n as u64 > self.end {
+            return None;
+        }
+        if n > self.avail {
+            self.load();
+        }
+        let value = self.window & low_bits(n);
+        self.advance(n);
+        Some(value)
     }
 
     /// Skips `n` raw bits (a jump's location), if they are whole before the end.
