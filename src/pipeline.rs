@@ -215,6 +215,7 @@ pub(crate) fn in_order_as_ready<'a, I: Send + 'a, O: Send + 'a, E: Send + 'a>(
 
 /// Items as they arrive: the next one, waiting for it when asked to (`None` then means there are
 /// no more), else `None` when it has not arrived yet.
+#[cfg_attr(not(feature = "gpu"), allow(dead_code))] // the GPU passes' finishing stage
 pub(crate) type Arrivals<'a, I> = dyn FnMut(bool) -> Option<I> + Send + 'a;
 
 /// [`run_here`] whose first stage runs `work` on `pool` on each item as it arrives (`next` as
@@ -222,6 +223,7 @@ pub(crate) type Arrivals<'a, I> = dyn FnMut(bool) -> Option<I> + Send + 'a;
 /// on in the items' order: a slow item holds back only the passing on of the items after it, not
 /// their start (as a window of [`in_order_as_ready`] does). The stage waits for an item only when
 /// it holds none, and while it waits for results on a pool thread it works on the pool.
+#[cfg_attr(not(feature = "gpu"), allow(dead_code))] // the GPU passes' finishing stage
 pub(crate) fn run_here_streaming<I: Send, O: Send, E: Send>(
     pool: &rayon::ThreadPool,
     (name, next): (&'static str, &mut Arrivals<'_, I>),
@@ -240,6 +242,7 @@ pub(crate) fn run_here_streaming<I: Send, O: Send, E: Send>(
 
 /// The first stage of [`run_here_streaming`]: each item's `work` a job of `jobs`, its result sent
 /// on `tx` in the items' order.
+#[cfg_attr(not(feature = "gpu"), allow(dead_code))] // the GPU passes' finishing stage
 fn stream_in_order<'s, I: Send + 's, O: Send + 's, E: Send + 's>(
     jobs: &rayon::Scope<'s>,
     pool: &rayon::ThreadPool,
@@ -507,6 +510,37 @@ mod tests {
         }
     }
 
+    /// A producer on a thread of `scope` that makes the items 0..200, each only while it holds a
+    /// token (two to start with, more given back on the returned sender: as a GPU waits for a
+    /// buffer), and the stage's `next` for them.
+    fn tokened_producer<'scope>(
+        scope: &'scope std::thread::Scope<'scope, '_>,
+    ) -> (impl FnMut(bool) -> Option<u32> + Send + 'scope, SyncSender<()>) {
+        let (to_stage, arrivals) = sync_channel::<u32>(100);
+        let (give_back, tokens) = sync_channel::<()>(100);
+        give_back.send(()).unwrap();
+        give_back.send(()).unwrap();
+        scope.spawn(move || {
+            for x in 0..200 {
+                if tokens.recv().is_err() || to_stage.send(x).is_err() {
+                    return;
+                }
+            }
+        });
+        let next = move |wait: bool| {
+            use std::sync::mpsc::RecvTimeoutError::Disconnected;
+            if !wait {
+                return arrivals.try_recv().ok();
+            }
+            match arrivals.recv_timeout(Duration::from_secs(20)) {
+                Ok(x) => Some(x),
+                Err(Disconnected) => None,
+                Err(e) => panic!("the stage and the producer wait for each other ({e})"),
+            }
+        };
+        (next, give_back)
+    }
+
     /// Items that arrive from another thread, which makes the next one only once an earlier one
     /// has been consumed (as a GPU waits for a buffer the writer gives back): the stage does not
     /// wait for more items while holding the ones the producer waits for, at any pool size, and
@@ -515,31 +549,9 @@ mod tests {
     fn items_as_they_arrive_keep_their_order_and_never_wait_on_the_producer() {
         for threads in [1, 3, 8] {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
-            let (to_stage, arrivals) = sync_channel::<u32>(100);
-            let (give_back, tokens) = sync_channel::<()>(100);
-            // Two tokens: the producer makes an item only while it holds one.
-            give_back.send(()).unwrap();
-            give_back.send(()).unwrap();
             let mut seen = Vec::new();
             let result = std::thread::scope(|scope| {
-                scope.spawn(move || {
-                    for x in 0..200 {
-                        if tokens.recv().is_err() || to_stage.send(x).is_err() {
-                            return;
-                        }
-                    }
-                });
-                let next = move |wait: bool| {
-                    use std::sync::mpsc::RecvTimeoutError::Disconnected;
-                    if !wait {
-                        return arrivals.try_recv().ok();
-                    }
-                    match arrivals.recv_timeout(Duration::from_secs(20)) {
-                        Ok(x) => Some(x),
-                        Err(Disconnected) => None,
-                        Err(e) => panic!("the stage and the producer wait for each other ({e})"),
-                    }
-                };
+                let (next, give_back) = tokened_producer(scope);
                 let mut produce = in_order_as_ready(&pool, next, |x: u32| Ok::<u32, String>(x + 1));
                 pool.install(|| {
                     run_here(
@@ -559,36 +571,15 @@ mod tests {
         }
     }
 
-    /// The streaming stage on items that arrive as the producer gets tokens back (as a GPU gets
-    /// buffers back): every pool size, the caller on the pool or not, the results in order.
+    /// The streaming stage on items that arrive as the producer gets tokens back: every pool
+    /// size, the caller on the pool or not, the results in order.
     #[test]
     fn streamed_items_keep_their_order_and_never_wait_on_the_producer() {
         for (threads, on_pool) in [(1, true), (1, false), (3, true), (8, false)] {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
-            let (to_stage, arrivals) = sync_channel::<u32>(100);
-            let (give_back, tokens) = sync_channel::<()>(100);
-            give_back.send(()).unwrap();
-            give_back.send(()).unwrap();
             let mut seen = Vec::new();
             let result = std::thread::scope(|scope| {
-                scope.spawn(move || {
-                    for x in 0..200 {
-                        if tokens.recv().is_err() || to_stage.send(x).is_err() {
-                            return;
-                        }
-                    }
-                });
-                let mut next = move |wait: bool| {
-                    use std::sync::mpsc::RecvTimeoutError::Disconnected;
-                    if !wait {
-                        return arrivals.try_recv().ok();
-                    }
-                    match arrivals.recv_timeout(Duration::from_secs(20)) {
-                        Ok(x) => Some(x),
-                        Err(Disconnected) => None,
-                        Err(e) => panic!("the stage and the producer wait for each other ({e})"),
-                    }
-                };
+                let (mut next, give_back) = tokened_producer(scope);
                 // The token goes back once an item is worked on, as a shard's buffer does.
                 let work = |x: u32| {
                     let _ = give_back.send(());
