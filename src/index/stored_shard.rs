@@ -406,7 +406,7 @@ fn store_with(
     debug_assert_eq!(slots.len() % BUCKET_SLOTS, 0);
     let (words, layout, _) = built;
     let mut clock = std::time::Instant::now();
-    let mut laps = Vec::with_capacity(6);
+    let mut laps = Vec::with_capacity(4);
     let mut lap = |what: &'static str| {
         laps.push((what, clock.elapsed().as_secs_f64()));
         clock = std::time::Instant::now();
@@ -431,7 +431,6 @@ fn store_with(
         .collect();
     lap("sizes, codes and pieces");
     drop(lists);
-    lap("lists dropped");
     let bases: Vec<u64> = pieces.iter().flat_map(|p| p.bases.iter().copied()).collect();
     let (line, base_bits) = BaseLine::fit(&bases, total);
     if base_bits > 32 {
@@ -446,8 +445,6 @@ fn store_with(
     let slot_codes: Vec<u8> = pieces.iter().flat_map(|p| p.codes.iter().copied()).collect();
     packed_keys::pack_into(keys, slots, &slot_codes, &bases, &code);
     lap("keys packed");
-    drop(pieces);
-    lap("pieces dropped");
     log::trace!(
         "shard laid out ({} slots, {} stream bits): {}",
         slots.len(),
@@ -560,13 +557,9 @@ mod tests {
     /// their bits one after another, as written one bit at a time.
     #[test]
     fn joined_pieces_are_their_bits_one_after_another() {
-        let mut x = 5u64;
-        let mut next = move |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        let mut next = move |n: u64| rng.random_range(0..n);
         for round in 0..200 {
             let counts: Vec<u64> = (0..1 + round % 40).map(|_| [0, next(32), next(300)][next(3) as usize]).collect();
             let pieces: Vec<Piece> = counts
@@ -601,13 +594,9 @@ mod tests {
     fn store_speed() {
         let layout = LocationLayout::uniform(10_000, 1 << 19, 254, 14_000);
         let hash = KeyHash::new(0);
-        let mut x = 88172645463325252u64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let mut next = move || rng.random::<u64>();
         let lists: Vec<(u32, Vec<u64>)> = (0..1_000_000u32)
             .map(|f| {
                 let species = next() % 2000 * 5;
