@@ -158,54 +158,45 @@ pub(crate) fn run_here<T: Send, E: Send>(
     depth: usize,
     last: (&'static str, &mut (dyn FnMut(T) -> Result<(), E> + Send)),
 ) -> Result<Vec<(&'static str, StageTime)>, E> {
+    fed_here(first.0, |feed| feed.run(first.1), depth, last)
+}
+
+/// A two-stage pipeline whose first stage, `name`, is `run` on the calling thread, feeding the
+/// last on a thread of its own (what [`run_here`] and [`run_here_streaming`] share).
+fn fed_here<T: Send, E: Send>(
+    name: &'static str,
+    run: impl FnOnce(Feed<T>) -> Result<StageTime, E>,
+    depth: usize,
+    last: (&'static str, &mut (dyn FnMut(T) -> Result<(), E> + Send)),
+) -> Result<Vec<(&'static str, StageTime)>, E> {
     std::thread::scope(|scope| {
         let (mut p, feed, queue) = Pipeline::fed(depth);
         p.sink_on_thread(scope, last.0, queue, last.1);
-        let fed = feed.run(first.1);
-        p.finish_fed((first.0, fed))
+        // The queue to the last stage closes as the first ends (`run` takes `feed`).
+        let fed = run(feed);
+        p.finish_fed((name, fed))
     })
 }
 
 /// A first stage that works on `items` on `pool`, as many at once as the pool has threads, and
 /// gives the results in the items' order (a window of items at a time, each waiting for the
-/// slowest of its window: for items of about equal work, as shards are).
+/// slowest of its window: for items of about equal work that are all there from the start, as
+/// the CPU build's shards are).
+///
+/// The work runs on `pool` through `install`, never by blocking a pool thread on a channel: the
+/// caller may be the pool's only thread.
 pub(crate) fn in_order_windows<'a, I: Send + 'a, O: Send + 'a, E: Send + 'a>(
     pool: &'a rayon::ThreadPool,
     items: Vec<I>,
     work: impl Fn(I) -> Result<O, E> + Sync + Send + 'a,
 ) -> impl FnMut() -> Result<Option<O>, E> + Send + 'a {
-    let mut items = items.into_iter();
-    in_order_as_ready(pool, move |_| items.next(), work)
-}
-
-/// [`in_order_windows`] for items that arrive while the stage runs (from threads of their own):
-/// `next(wait)` gives the next item, waiting for it when `wait` is true (`None` then means there
-/// are no more) and otherwise giving `None` when it has not arrived yet. A window is the items
-/// that have arrived, at least one and at most one per thread of the pool.
-///
-/// The stage waits for an item only when it holds none: everything it took has been passed on. So
-/// a producer that waits for a resource the items hold (a buffer given back once the item is
-/// written) cannot wait on this stage, which a window of a fixed width could (it would wait for
-/// more items while holding the buffers the producer needs to make them).
-///
-/// The work runs on `pool` through `install`, never by blocking a pool thread on a channel: the
-/// caller may be the pool's only thread.
-pub(crate) fn in_order_as_ready<'a, I: Send + 'a, O: Send + 'a, E: Send + 'a>(
-    pool: &'a rayon::ThreadPool,
-    mut next: impl FnMut(bool) -> Option<I> + Send + 'a,
-    work: impl Fn(I) -> Result<O, E> + Sync + Send + 'a,
-) -> impl FnMut() -> Result<Option<O>, E> + Send + 'a {
     use rayon::prelude::*;
     let width = pool.current_num_threads().max(1);
+    let mut items = items.into_iter();
     let mut ready = std::collections::VecDeque::with_capacity(width);
     move || {
         if ready.is_empty() {
-            let mut window: Vec<I> = next(true).into_iter().collect();
-            while !window.is_empty() && window.len() < width {
-                let Some(item) = next(false) else { break };
-                window.push(item);
-            }
-            log::trace!("a window of {} items", window.len());
+            let window: Vec<I> = items.by_ref().take(width).collect();
             let done: Vec<Result<O, E>> = pool.install(|| window.into_par_iter().map(&work).collect());
             ready.extend(done);
         }
@@ -218,11 +209,16 @@ pub(crate) fn in_order_as_ready<'a, I: Send + 'a, O: Send + 'a, E: Send + 'a>(
 #[cfg_attr(not(feature = "gpu"), allow(dead_code))] // the GPU passes' finishing stage
 pub(crate) type Arrivals<'a, I> = dyn FnMut(bool) -> Option<I> + Send + 'a;
 
-/// [`run_here`] whose first stage runs `work` on `pool` on each item as it arrives (`next` as
-/// [`in_order_as_ready`] takes it), up to a pool's width of items at once, and passes the results
-/// on in the items' order: a slow item holds back only the passing on of the items after it, not
-/// their start (as a window of [`in_order_as_ready`] does). The stage waits for an item only when
-/// it holds none, and while it waits for results on a pool thread it works on the pool.
+/// [`run_here`] whose first stage runs `work` on `pool` on each item as it arrives, up to a
+/// pool's width of items at once, and passes the results on in the items' order: a slow item
+/// holds back only the passing on of the items after it, not their start (as a window of
+/// [`in_order_windows`] would).
+///
+/// The stage waits for an item only when it holds none: everything it took has been passed on.
+/// So a producer that waits for a resource the items hold (a GPU waiting for a buffer given
+/// back once its shard is finished) cannot wait on this stage. The work runs as jobs on `pool`;
+/// a caller that is one of the pool's threads works on the pool while it waits for results, so
+/// it may be the pool's only thread.
 #[cfg_attr(not(feature = "gpu"), allow(dead_code))] // the GPU passes' finishing stage
 pub(crate) fn run_here_streaming<I: Send, O: Send, E: Send>(
     pool: &rayon::ThreadPool,
@@ -231,13 +227,8 @@ pub(crate) fn run_here_streaming<I: Send, O: Send, E: Send>(
     depth: usize,
     last: (&'static str, &mut (dyn FnMut(O) -> Result<(), E> + Send)),
 ) -> Result<Vec<(&'static str, StageTime)>, E> {
-    std::thread::scope(|scope| {
-        let (mut p, feed, queue) = Pipeline::fed(depth);
-        p.sink_on_thread(scope, last.0, queue, last.1);
-        // The queue to the last stage closes as this stage ends (`feed` is dropped with it).
-        let fed = pool.in_place_scope(move |jobs| stream_in_order(jobs, pool, next, work, &feed.0));
-        p.finish_fed((name, fed))
-    })
+    let run = |feed: Feed<O>| pool.in_place_scope(move |jobs| stream_in_order(jobs, pool, next, work, &feed.0));
+    fed_here(name, run, depth, last)
 }
 
 /// The first stage of [`run_here_streaming`]: each item's `work` a job of `jobs`, its result sent
@@ -542,37 +533,9 @@ mod tests {
     }
 
     /// Items that arrive from another thread, which makes the next one only once an earlier one
-    /// has been consumed (as a GPU waits for a buffer the writer gives back): the stage does not
-    /// wait for more items while holding the ones the producer waits for, at any pool size, and
-    /// the results keep the items' order.
-    #[test]
-    fn items_as_they_arrive_keep_their_order_and_never_wait_on_the_producer() {
-        for threads in [1, 3, 8] {
-            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
-            let mut seen = Vec::new();
-            let result = std::thread::scope(|scope| {
-                let (next, give_back) = tokened_producer(scope);
-                let mut produce = in_order_as_ready(&pool, next, |x: u32| Ok::<u32, String>(x + 1));
-                pool.install(|| {
-                    run_here(
-                        ("finish", &mut produce),
-                        1,
-                        ("write", &mut |x| {
-                            seen.push(x);
-                            // The producer is gone once it has made every item.
-                            let _ = give_back.send(());
-                            Ok(())
-                        }),
-                    )
-                })
-            });
-            assert_eq!(result.unwrap()[1].1.items, 200);
-            assert_eq!(seen, (1..=200).collect::<Vec<_>>());
-        }
-    }
-
-    /// The streaming stage on items that arrive as the producer gets tokens back: every pool
-    /// size, the caller on the pool or not, the results in order.
+    /// has been worked on (as a GPU waits for a buffer a finished shard gives back): the streaming
+    /// stage does not wait for more items while holding the ones the producer waits for, at any
+    /// pool size, the caller on the pool or not, and the results keep the items' order.
     #[test]
     fn streamed_items_keep_their_order_and_never_wait_on_the_producer() {
         for (threads, on_pool) in [(1, true), (1, false), (3, true), (8, false)] {
