@@ -204,55 +204,112 @@ pub(crate) fn in_order_windows<'a, I: Send + 'a, O: Send + 'a, E: Send + 'a>(
     }
 }
 
+/// Thread pools that work on items side by side, one item at a time each, so that an item's own
+/// parallel work (rayon's joins inside it) runs on its lane's threads only.
+///
+/// Why not one pool: a pool thread that waits inside one item's join works on whatever else the
+/// pool holds meanwhile, a whole other item included, and its own item then waits for that one
+/// to end. A GPU build's shards of 0.4-1.2 s took 2.9-3.1 s that way, and the writer, which takes
+/// them in order, sat idle behind them (`bench/results/HISTORY.md`, "The GPU passes' finishing").
+#[cfg_attr(not(feature = "gpu"), allow(dead_code))] // the GPU passes' finishing stage
+pub(crate) struct Lanes {
+    pools: Vec<rayon::ThreadPool>,
+}
+
+#[cfg_attr(not(feature = "gpu"), allow(dead_code))]
+impl Lanes {
+    /// `threads` threads (at least one) in lanes of `per_lane` threads or one fewer, named
+    /// `name-LANE-THREAD`.
+    pub fn new(threads: usize, per_lane: usize, name: &'static str) -> Result<Self, rayon::ThreadPoolBuildError> {
+        let threads = threads.max(1);
+        let lanes = threads.div_ceil(per_lane.max(1));
+        let pools = (0..lanes)
+            .map(|lane| {
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads / lanes + usize::from(lane < threads % lanes))
+                    .thread_name(move |i| format!("{name}-{lane}-{i}"))
+                    .build()
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Self { pools })
+    }
+
+    /// The lanes' threads, all together.
+    pub fn threads(&self) -> usize {
+        self.pools.iter().map(|p| p.current_num_threads()).sum()
+    }
+}
+
 /// Items as they arrive: the next one, waiting for it when asked to (`None` then means there are
 /// no more), else `None` when it has not arrived yet.
 #[cfg_attr(not(feature = "gpu"), allow(dead_code))] // the GPU passes' finishing stage
 pub(crate) type Arrivals<'a, I> = dyn FnMut(bool) -> Option<I> + Send + 'a;
 
-/// [`run_here`] whose first stage runs `work` on `pool` on each item as it arrives, up to a
-/// pool's width of items at once, and passes the results on in the items' order: a slow item
-/// holds back only the passing on of the items after it, not their start (as a window of
-/// [`in_order_windows`] would).
+/// An item's result from its lane, or the panic that ended its work.
+type LaneResult<O, E> = (u64, std::thread::Result<Result<O, E>>);
+
+/// [`run_here`] whose first stage runs `work` on each item as it arrives, an item a lane of
+/// `lanes` at a time, holding up to the lanes' thread count of items, and passes the results on in
+/// the items' order: a slow item holds back only the passing on of the items after it, not their
+/// start (as a window of [`in_order_windows`] would).
 ///
 /// The stage waits for an item only when it holds none: everything it took has been passed on.
 /// So a producer that waits for a resource the items hold (a GPU waiting for a buffer given
-/// back once its shard is finished) cannot wait on this stage. The work runs as jobs on `pool`;
-/// a caller that is one of the pool's threads works on the pool while it waits for results, so
-/// it may be the pool's only thread.
+/// back once its shard is finished) cannot wait on this stage. The lanes' threads are not the
+/// caller's, so the caller may be the only thread of the pool it runs on.
 #[cfg_attr(not(feature = "gpu"), allow(dead_code))] // the GPU passes' finishing stage
 pub(crate) fn run_here_streaming<I: Send, O: Send, E: Send>(
-    pool: &rayon::ThreadPool,
+    lanes: &Lanes,
     (name, next): (&'static str, &mut Arrivals<'_, I>),
     work: &(dyn Fn(I) -> Result<O, E> + Sync),
     depth: usize,
     last: (&'static str, &mut (dyn FnMut(O) -> Result<(), E> + Send)),
 ) -> Result<Vec<(&'static str, StageTime)>, E> {
-    let run = |feed: Feed<O>| pool.in_place_scope(move |jobs| stream_in_order(jobs, pool, next, work, &feed.0));
+    let (to_lanes, items) = std::sync::mpsc::channel::<(u64, I)>();
+    let items = std::sync::Mutex::new(items);
+    let (done_tx, done) = std::sync::mpsc::channel::<LaneResult<O, E>>();
+    let run = |feed: Feed<O>| {
+        std::thread::scope(|scope| {
+            for (lane, pool) in lanes.pools.iter().enumerate() {
+                let (items, done_tx) = (&items, done_tx.clone());
+                let lane_loop = move || loop {
+                    // One idle lane waits for the next item at a time; the others wait for it.
+                    let next = items.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).recv();
+                    let Ok((seq, item)) = next else { return };
+                    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pool.install(|| work(item))));
+                    if done_tx.send((seq, result)).is_err() {
+                        return;
+                    }
+                };
+                std::thread::Builder::new()
+                    .name(format!("{name}-lane-{lane}"))
+                    .spawn_scoped(scope, lane_loop)
+                    .expect("a thread for a lane");
+            }
+            drop(done_tx);
+            // The lanes end when `to_lanes` drops, as this returns or unwinds.
+            stream_in_order(lanes.threads() as u64, next, to_lanes, &done, &feed.0)
+        })
+    };
     fed_here(name, run, depth, last)
 }
 
-/// The first stage of [`run_here_streaming`]: each item's `work` a job of `jobs`, its result sent
-/// on `tx` in the items' order.
+/// The first stage of [`run_here_streaming`]: each item sent to the lanes on `to_lanes`, at most
+/// `width` held, their results (from `done`) sent on `tx` in the items' order.
 #[cfg_attr(not(feature = "gpu"), allow(dead_code))] // the GPU passes' finishing stage
-fn stream_in_order<'s, I: Send + 's, O: Send + 's, E: Send + 's>(
-    jobs: &rayon::Scope<'s>,
-    pool: &rayon::ThreadPool,
+fn stream_in_order<I, O, E>(
+    width: u64,
     next: &mut Arrivals<'_, I>,
-    work: &'s (dyn Fn(I) -> Result<O, E> + Sync),
+    to_lanes: std::sync::mpsc::Sender<(u64, I)>,
+    done: &Receiver<LaneResult<O, E>>,
     tx: &SyncSender<O>,
 ) -> Result<StageTime, E> {
-    let width = pool.current_num_threads().max(1) as u64;
-    let on_pool = pool.current_thread_index().is_some();
-    let (done_tx, done) = std::sync::mpsc::channel::<(u64, Result<O, E>)>();
-    let mut ready = std::collections::BTreeMap::new();
+    let mut ready = std::collections::BTreeMap::<u64, std::thread::Result<Result<O, E>>>::new();
     let (mut started, mut passed, mut ended) = (0u64, 0u64, false);
     let mut time = StageTime::default();
     let begun = Instant::now();
     let start = |item: I, started: &mut u64| {
-        let (seq, done_tx) = (*started, done_tx.clone());
-        jobs.spawn(move |_| {
-            let _ = done_tx.send((seq, work(item)));
-        });
+        to_lanes.send((*started, item)).expect("the lanes take items until this stage ends");
         *started += 1;
     };
     'stage: loop {
@@ -260,10 +317,11 @@ fn stream_in_order<'s, I: Send + 's, O: Send + 's, E: Send + 's>(
         // leave the items that arrive meanwhile unstarted.
         let mut full = false;
         while let Some(entry) = ready.first_entry().filter(|e| *e.key() == passed) {
-            match tx.try_send(entry.remove()?) {
+            let result = entry.remove().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            match tx.try_send(result?) {
                 Ok(()) => (passed, time.items) = (passed + 1, time.items + 1),
                 Err(TrySendError::Full(out)) => {
-                    ready.insert(passed, Ok(out));
+                    ready.insert(passed, Ok(Ok(out)));
                     full = true;
                     break;
                 }
@@ -287,13 +345,9 @@ fn stream_in_order<'s, I: Send + 's, O: Send + 's, E: Send + 's>(
             let Some(item) = next(false) else { break };
             start(item, &mut started);
         }
-        // A result, or a moment for more items to arrive or room to open. On a pool thread, the
-        // pool's work first: the stage's own jobs may be waiting for this thread.
+        // A result, or a moment for more items to arrive or room to open.
         let t = Instant::now();
-        let waited = match on_pool && matches!(rayon::yield_now(), Some(rayon::Yield::Executed)) {
-            true => done.try_recv().ok(),
-            false => done.recv_timeout(Duration::from_millis(1)).ok(),
-        };
+        let waited = done.recv_timeout(Duration::from_millis(1)).ok();
         if full {
             time.blocked += t.elapsed();
         }
@@ -540,6 +594,7 @@ mod tests {
     fn streamed_items_keep_their_order_and_never_wait_on_the_producer() {
         for (threads, on_pool) in [(1, true), (1, false), (3, true), (8, false)] {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            let lanes = Lanes::new(threads, 2, "test").unwrap();
             let mut seen = Vec::new();
             let result = std::thread::scope(|scope| {
                 let (mut next, give_back) = tokened_producer(scope);
@@ -552,7 +607,7 @@ mod tests {
                     seen.push(x);
                     Ok(())
                 };
-                let mut run = || run_here_streaming(&pool, ("finish", &mut next), &work, 1, ("write", &mut write));
+                let mut run = || run_here_streaming(&lanes, ("finish", &mut next), &work, 1, ("write", &mut write));
                 if on_pool { pool.install(run) } else { run() }
             });
             assert_eq!(result.unwrap()[1].1.items, 200);
@@ -560,11 +615,57 @@ mod tests {
         }
     }
 
+    /// Each item's parallel work runs on the threads of one lane, which holds that one item
+    /// meanwhile: a thread waiting inside an item's join never takes up another item. A panic in
+    /// an item's work reaches the caller instead of leaving the stage waiting for its result.
+    #[test]
+    fn an_items_parallel_work_stays_in_its_lane() {
+        use rayon::prelude::*;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let lanes = Lanes::new(7, 4, "lane-test").unwrap();
+        assert_eq!((lanes.pools.len(), lanes.threads()), (2, 7));
+        let lane_of = || {
+            let name = std::thread::current().name().unwrap().to_string();
+            name.strip_prefix("lane-test-").unwrap().split('-').next().unwrap().parse::<usize>().unwrap()
+        };
+        let busy = [AtomicBool::new(false), AtomicBool::new(false)];
+        let work = |x: u32| {
+            let lane = lane_of();
+            assert!(!busy[lane].swap(true, Ordering::SeqCst), "lane {lane} took item {x} while busy");
+            let lanes_seen: Vec<usize> = (0..64)
+                .into_par_iter()
+                .map(|_| {
+                    std::thread::sleep(Duration::from_micros(200));
+                    lane_of()
+                })
+                .collect();
+            busy[lane].store(false, Ordering::SeqCst);
+            assert!(lanes_seen.iter().all(|&l| l == lane), "item {x} ran on lanes {lanes_seen:?}");
+            if x == 33 {
+                panic!("item {x} panicked");
+            }
+            Ok::<u32, String>(x)
+        };
+        let mut items = 0..40u32;
+        let mut next = move |_wait: bool| items.next();
+        let mut seen = Vec::new();
+        let mut write = |x| {
+            seen.push(x);
+            Ok(())
+        };
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_here_streaming(&lanes, ("work", &mut next), &work, 2, ("collect", &mut write))
+        }));
+        let panic = run.expect_err("item 33's panic reaches the caller");
+        assert_eq!(panic.downcast_ref::<String>().map(String::as_str), Some("item 33 panicked"));
+        assert_eq!(seen, (0..33).collect::<Vec<_>>());
+    }
+
     /// A slow item holds back the passing on of those after it, not their start; the first
     /// error in the items' order is the run's, after the items before it.
     #[test]
     fn a_slow_item_does_not_hold_back_the_start_of_the_next() {
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(4).build().unwrap();
+        let lanes = Lanes::new(4, 1, "test").unwrap();
         let started: Vec<std::sync::Mutex<Option<Instant>>> = (0..20).map(|_| Default::default()).collect();
         let slow_done = std::sync::Mutex::new(None);
         let mut items = 0..20u32;
@@ -582,7 +683,7 @@ mod tests {
             seen.push(x);
             Ok(())
         };
-        let result = run_here_streaming(&pool, ("work", &mut next), &work, 2, ("collect", &mut write));
+        let result = run_here_streaming(&lanes, ("work", &mut next), &work, 2, ("collect", &mut write));
         assert_eq!(result.unwrap_err(), "item 15 failed");
         assert_eq!(seen, (0..15).collect::<Vec<_>>());
         let slow_done = slow_done.lock().unwrap().unwrap();

@@ -567,8 +567,8 @@ impl<'g> PassBuild<'g> {
     /// Threads: one per GPU runs its passes and downloads each shard, as soon as the pass is
     /// condensed, into one of [`SHARD_BUFFERS`] pinned buffers of that GPU. The rest is a
     /// pipeline (`crate::pipeline`), as the CPU build's: the calling thread takes the shards in
-    /// shard order (shard `s` from its owner's queue) and finishes each on the build's thread pool
-    /// as it arrives (leftover keys, layout, checksum), giving each buffer back once its shard is
+    /// shard order (shard `s` from its owner's queue) and finishes each as it arrives (leftover keys,
+    /// layout, checksum) in lanes of threads as many as the build's (`pipeline::Lanes`), giving each buffer back once its shard is
     /// in host memory; a writer thread writes them in shard order. A GPU that runs out of buffers waits
     /// for the finishing, which waits for room in the writer's queue, so host memory stays
     /// bounded and a slow disk slows the GPUs rather than filling memory. (No deadlock: each GPU
@@ -600,6 +600,9 @@ impl<'g> PassBuild<'g> {
             .num_threads(pool.current_num_threads())
             .thread_name(|i| format!("kmerdb-gpu-host-{i}"))
             .build()
+            .map_err(|e| BuildError::Threads { threads: pool.current_num_threads(), reason: e.to_string() })?;
+        // The shards are finished side by side in lanes of a few threads (see `pipeline::Lanes`).
+        let lanes = crate::pipeline::Lanes::new(pool.current_num_threads(), FINISHING_LANE_THREADS, "kmerdb-finish")
             .map_err(|e| BuildError::Threads { threads: pool.current_num_threads(), reason: e.to_string() })?;
         let job = PassJob { passes: &passes, counts, first: &first, final_id, layout, cap, clades, host: &host };
         let mut report = PassReport { passes: passes.len(), shard_pairs: counts.to_vec(), ..Default::default() };
@@ -638,7 +641,7 @@ impl<'g> PassBuild<'g> {
             let stats = &mut stats;
             let mut write = move |f: Finished| write_shard(writer, f, stats);
             let times = crate::pipeline::run_here_streaming(
-                pool,
+                &lanes,
                 ("finishing", &mut next),
                 &finish,
                 SHARD_BUFFERS,
@@ -986,6 +989,11 @@ fn check_spill_room(
 /// a pass's shards without waiting (5 each in 7 passes on 2 GPUs at 50 Gbp): the finishing stage
 /// then has several shards at once to lay out in parallel.
 const SHARD_BUFFERS: usize = 8;
+
+/// Threads a shard's finishing has to itself (`pipeline::Lanes`): about 2 thread-seconds of a
+/// device host's per 5 M-slot shard, 0.2-0.3 s of it on one thread (leftover keys, checksum), so
+/// lanes of 4 finish a shard in under a second and several lanes keep up with two GPUs.
+const FINISHING_LANE_THREADS: usize = 4;
 
 /// A pinned buffer for one shard: its slot words (slots, then leftover keys) and its stream.
 #[derive(Default)]
