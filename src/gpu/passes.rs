@@ -740,11 +740,20 @@ impl<'g> PassBuild<'g> {
         )?;
         drop(table);
         let (condensed, mut waited) = (t.elapsed(), Duration::ZERO);
+        let pinning = Instant::now();
+        let mut ready = pin_free_buffers(gpu, free, &wanted, &dev.places)?.into_iter();
+        let pinned = pinning.elapsed();
         let s = &gpu.stream;
         for &shard in &wanted {
-            let w = Instant::now();
-            let Ok(mut buf) = free.recv() else { return Ok(false) };
-            waited += w.elapsed();
+            let mut buf = match ready.next() {
+                Some(buf) => buf,
+                None => {
+                    let w = Instant::now();
+                    let Ok(buf) = free.recv() else { return Ok(false) };
+                    waited += w.elapsed();
+                    buf
+                }
+            };
             let place = &dev.places[shard];
             let order = place.slots.start..place.left.end;
             buf = buf.ensure(gpu, order.len(), place.words.len())?;
@@ -784,11 +793,12 @@ impl<'g> PassBuild<'g> {
         drop(dev);
         let condense = t.elapsed();
         log::debug!(
-            "GPU {} pass of shards {range:?}: {values} pairs, select and insert {:.3} s, condense and downloads queued {:.3} s (condensed in {:.3} s, {:.3} s waiting for free buffers)",
+            "GPU {} pass of shards {range:?}: {values} pairs, select and insert {:.3} s, condense and downloads queued {:.3} s (condensed in {:.3} s, buffers pinned in {:.3} s, {:.3} s waiting for free buffers)",
             gpu.ordinal,
             select_insert.as_secs_f64(),
             condense.as_secs_f64(),
             condensed.as_secs_f64(),
+            pinned.as_secs_f64(),
             waited.as_secs_f64()
         );
         let mut times = times.lock().expect("no GPU thread panicked");
@@ -986,14 +996,38 @@ fn check_spill_room(
 }
 
 /// Pinned buffers per GPU for shards between download and finishing. Enough for a GPU to download
-/// a pass's shards without waiting (5 each in 7 passes on 2 GPUs at 50 Gbp): the finishing stage
-/// then has several shards at once to lay out in parallel.
-const SHARD_BUFFERS: usize = 8;
+/// a pass's shards without waiting (13 each in 3 passes on 2 H200s at 50 Gbp; with 8 the GPUs
+/// waited 2 s a pass for the finishing): the finishing stage then has several shards at once to
+/// lay out side by side.
+const SHARD_BUFFERS: usize = 16;
 
 /// Threads a shard's finishing has to itself (`pipeline::Lanes`): about 2 thread-seconds of a
 /// device host's per 5 M-slot shard, 0.2-0.3 s of it on one thread (leftover keys, checksum), so
 /// lanes of 4 finish a shard in under a second and several lanes keep up with two GPUs.
 const FINISHING_LANE_THREADS: usize = 4;
+
+/// The buffers free now, up to one for each of `shards`, each grown where needed to hold the
+/// largest of them, the growing done on threads side by side: pinning host memory runs at about
+/// 1 GB/s a thread, and the first pass, which pins every buffer, would otherwise pin one shard's
+/// buffer after another before each download.
+fn pin_free_buffers(
+    gpu: &Gpu,
+    free: &std::sync::mpsc::Receiver<ShardBuffer>,
+    shards: &[usize],
+    places: &[crate::gpu::condense::ShardPlace],
+) -> Result<Vec<ShardBuffer>, GpuError> {
+    let order = shards.iter().map(|&s| places[s].left.end - places[s].slots.start).max().unwrap_or(0);
+    let words = shards.iter().map(|&s| places[s].words.len()).max().unwrap_or(0);
+    let taken: Vec<ShardBuffer> = free.try_iter().take(shards.len()).collect();
+    let small = |b: &ShardBuffer| !b.holds(order, words);
+    if taken.iter().filter(|b| small(b)).count() <= 1 {
+        return taken.into_iter().map(|b| b.ensure(gpu, order, words)).collect();
+    }
+    std::thread::scope(|scope| {
+        let growing: Vec<_> = taken.into_iter().map(|b| scope.spawn(move || b.ensure(gpu, order, words))).collect();
+        growing.into_iter().map(|h| h.join().expect("pinning a buffer does not panic")).collect()
+    })
+}
 
 /// A pinned buffer for one shard: its slot words (slots, then leftover keys) and its stream.
 #[derive(Default)]
@@ -1005,6 +1039,10 @@ struct ShardBuffer {
 impl ShardBuffer {
     /// This buffer, or a larger one where it holds fewer than `order` slot words or `words` words
     /// (a fifth more: shards are about the same size, so a buffer grows once or twice at most).
+    fn holds(&self, order: usize, words: usize) -> bool {
+        self.order.as_ref().is_some_and(|b| b.len() >= order) && self.words.as_ref().is_some_and(|b| b.len() >= words)
+    }
+
     fn ensure(self, gpu: &Gpu, order: usize, words: usize) -> Result<ShardBuffer, GpuError> {
         let order = match self.order {
             Some(b) if b.len() >= order => b,
