@@ -740,23 +740,20 @@ impl<'g> PassBuild<'g> {
         )?;
         drop(table);
         let (condensed, mut waited) = (t.elapsed(), Duration::ZERO);
-        let pinning = Instant::now();
-        let mut ready = pin_free_buffers(gpu, free, &wanted, &dev.places)?.into_iter();
-        let pinned = pinning.elapsed();
+        // Pinning host memory runs at about 1.2 GB/s a GPU, on threads side by side no faster
+        // (measured: 13 buffers on 13 threads took as long as one after another), so each
+        // buffer is grown just before its download: the first shards go out at once.
+        let mut pinned = Duration::ZERO;
         let s = &gpu.stream;
         for &shard in &wanted {
-            let mut buf = match ready.next() {
-                Some(buf) => buf,
-                None => {
-                    let w = Instant::now();
-                    let Ok(buf) = free.recv() else { return Ok(false) };
-                    waited += w.elapsed();
-                    buf
-                }
-            };
+            let w = Instant::now();
+            let Ok(mut buf) = free.recv() else { return Ok(false) };
+            waited += w.elapsed();
             let place = &dev.places[shard];
             let order = place.slots.start..place.left.end;
+            let pinning = Instant::now();
             buf = buf.ensure(gpu, order.len(), place.words.len())?;
+            pinned += pinning.elapsed();
             // SAFETY: the buffer holds both parts; it is handed over with the event recorded
             // after the copies, and nothing reads it before that event.
             unsafe {
@@ -1006,29 +1003,6 @@ const SHARD_BUFFERS: usize = 16;
 /// lanes of 4 finish a shard in under a second and several lanes keep up with two GPUs.
 const FINISHING_LANE_THREADS: usize = 4;
 
-/// The buffers free now, up to one for each of `shards`, each grown where needed to hold the
-/// largest of them, the growing done on threads side by side: pinning host memory runs at about
-/// 1 GB/s a thread, and the first pass, which pins every buffer, would otherwise pin one shard's
-/// buffer after another before each download.
-fn pin_free_buffers(
-    gpu: &Gpu,
-    free: &std::sync::mpsc::Receiver<ShardBuffer>,
-    shards: &[usize],
-    places: &[crate::gpu::condense::ShardPlace],
-) -> Result<Vec<ShardBuffer>, GpuError> {
-    let order = shards.iter().map(|&s| places[s].left.end - places[s].slots.start).max().unwrap_or(0);
-    let words = shards.iter().map(|&s| places[s].words.len()).max().unwrap_or(0);
-    let taken: Vec<ShardBuffer> = free.try_iter().take(shards.len()).collect();
-    let small = |b: &ShardBuffer| !b.holds(order, words);
-    if taken.iter().filter(|b| small(b)).count() <= 1 {
-        return taken.into_iter().map(|b| b.ensure(gpu, order, words)).collect();
-    }
-    std::thread::scope(|scope| {
-        let growing: Vec<_> = taken.into_iter().map(|b| scope.spawn(move || b.ensure(gpu, order, words))).collect();
-        growing.into_iter().map(|h| h.join().expect("pinning a buffer does not panic")).collect()
-    })
-}
-
 /// A pinned buffer for one shard: its slot words (slots, then leftover keys) and its stream.
 #[derive(Default)]
 struct ShardBuffer {
@@ -1039,10 +1013,6 @@ struct ShardBuffer {
 impl ShardBuffer {
     /// This buffer, or a larger one where it holds fewer than `order` slot words or `words` words
     /// (a fifth more: shards are about the same size, so a buffer grows once or twice at most).
-    fn holds(&self, order: usize, words: usize) -> bool {
-        self.order.as_ref().is_some_and(|b| b.len() >= order) && self.words.as_ref().is_some_and(|b| b.len() >= words)
-    }
-
     fn ensure(self, gpu: &Gpu, order: usize, words: usize) -> Result<ShardBuffer, GpuError> {
         let order = match self.order {
             Some(b) if b.len() >= order => b,
