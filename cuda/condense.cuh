@@ -327,15 +327,21 @@ __device__ __forceinline__ bool use_delta(u64 bits, u64 len, u32 eb) {
     return bits != ~0ull && 2 * bits < (len - 1) * eb;
 }
 
+// A list's codes' bits that code_bits does not give (not a delta list, or 2^32 bits or more).
+#define UNKNOWN_CODE_BITS 0xFFFFFFFFu
+
 // Sorts each slot's kept values, renumbered and packed, into its scratch room, and counts the
 // stream entries its list takes (ListWriter::add and add_clade): none for an empty slot or an inline
 // single location, two for a clade feature (a zero head and its node), else the head, the first
-// location and the rest, fixed or delta-coded, whichever is shorter.
+// location and the rest, fixed or delta-coded, whichever is shorter. code_bits gets a delta list's
+// codes' bits (stored_shard's Built::of, which otherwise walks the codes to find their end).
 extern "C" __global__ void sort_lists(Table t, Remap m, const u32* table_slots, const u32* counts, const u32* clade,
                                       const u64* slots, u64 n_slots, const u64* room_start, u32 inline_single,
-                                      u32 entry_bits, u32 window_bits, u32 loc_bits, u64* scratch, u64* entries) {
+                                      u32 entry_bits, u32 window_bits, u32 loc_bits, u64* scratch, u64* entries,
+                                      u32* code_bits) {
     for (u64 g = blockIdx.x * (u64)blockDim.x + threadIdx.x; g < n_slots; g += (u64)gridDim.x * blockDim.x) {
         const u64 s = slots[g];
+        code_bits[g] = UNKNOWN_CODE_BITS;
         if ((u32)s == NO_FEATURE) {
             entries[g] = 0;
             continue;
@@ -363,9 +369,9 @@ extern "C" __global__ void sort_lists(Table t, Remap m, const u32* table_slots, 
         const u64 bits = delta_bits(list, len, window_bits, loc_bits);
         // Delta: a flag bit, the length's gamma code, the first location and the codes, to whole
         // entries; fixed: a head entry and an entry each.
-        entries[g] = use_delta(bits, len, entry_bits)
-                         ? (1 + gamma_len(len) + entry_bits + bits + entry_bits - 1) / entry_bits
-                         : 1 + len;
+        const bool delta = use_delta(bits, len, entry_bits);
+        entries[g] = delta ? (1 + gamma_len(len) + entry_bits + bits + entry_bits - 1) / entry_bits : 1 + len;
+        if (delta && bits < UNKNOWN_CODE_BITS) code_bits[g] = (u32)bits;
     }
 }
 

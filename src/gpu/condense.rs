@@ -9,10 +9,12 @@
 //!    `bcht::place_rounds` for every shard at once.
 //! 3. `assemble_order` lines up each shard's slots, then the keys the rounds left over (in key
 //!    order); `slot_entries` and a scan give every list its place in its shard's stream, and
-//!    `write_lists` gathers, renumbers, sorts and bit-packs each list and sets the slot values.
+//!    `write_lists` gathers, renumbers, sorts and bit-packs each list and sets the slot values
+//!    (`sort_lists` also gives each delta list's code bits, which spare the host's layout a walk
+//!    over its codes to find where it ends).
 //! 4. The result stays on the device ([`DeviceShards`]): the build downloads it shard by shard
 //!    into pinned buffers (`gpu::passes`), and on the host, while the GPU works on,
-//!    [`finish_shard`] places each shard's leftover keys, about 3% of them, by
+//!    [`finish_and_store`] places each shard's leftover keys, about 3% of them, by
 //!    `bcht::place_stragglers`, in place (a walk moves slots with their values, so the streams
 //!    stay as they are). A shard whose walk fails is rolled back and rebuilt on the host at a
 //!    larger size, as the CPU would.
@@ -141,7 +143,14 @@ pub fn condense(
         let mut slots = download(place.slots.clone())?;
         let left = download(place.left.clone())?;
         let words = s.clone_dtoh(&dev.words.slice(place.words.clone())).map_err(GpuError::from)?;
-        let data = finish_and_store(&mut slots, &left, &words, (layout, numbering), KeyHash::new(shard_bits))?;
+        let code_bits = match place.slots.is_empty() {
+            true => Vec::new(),
+            false => s.clone_dtoh(&dev.code_bits.slice(place.slots.clone())).map_err(GpuError::from)?,
+        };
+        // The twin's check of the GPU's code bits: the layout trusts them.
+        assert_eq!(code_bits, stored_shard::walked_code_bits(&slots, &words, layout), "the GPU's code bits");
+        let data =
+            finish_and_store(&mut slots, &left, (&words, &code_bits), (layout, numbering), KeyHash::new(shard_bits))?;
         out.push(Condensed { data, stats: *stats, clade_lists });
     }
     Ok(out)
@@ -161,24 +170,13 @@ pub struct ShardPlace {
 pub struct DeviceShards {
     pub order: CudaSlice<u64>,
     pub words: CudaSlice<u32>,
+    /// Per item of `order`: its delta list's codes' bits, or [`stored_shard::UNKNOWN_CODE_BITS`].
+    pub code_bits: CudaSlice<u32>,
     /// Per shard of the index.
     pub places: Vec<ShardPlace>,
     pub stats: Vec<ShardStats>,
     /// Per shard, the clade features (over the cap) with all their locations (downloaded).
     pub clade_lists: Vec<CladeLists>,
-}
-
-/// Places a shard's leftover keys `left` in its `slots` (downloaded, in place): `None` when that
-/// worked, `Some(rebuilt)` when the walk failed and the shard was laid out again as the CPU would
-/// (see `walk_in_place`).
-pub(crate) fn finish_shard(
-    slots: &mut [Slot],
-    left: &[Slot],
-    words: &[u32],
-    layout: &LocationLayout,
-    hash: KeyHash,
-) -> Result<Option<ShardData>, BuildError> {
-    walk_in_place(slots, left, words, layout, hash).map_err(|_| shard_overflow())
 }
 
 /// Condenses the table into every shard's key index and stream, on the device, renumbering
@@ -237,9 +235,10 @@ pub(crate) fn condense_on_device(
 
     // 3. The lists, in slot order then the leftover keys.
     let order = list_order(gpu, &keys, &state, slots, &tables, shard_bits)?;
-    let (order, words, places) = write_lists(gpu, table, (&keys, &clade), order, &tables, shard_bits, layout)?;
+    let (order, words, code_bits, places) =
+        write_lists(gpu, table, (&keys, &clade), order, &tables, shard_bits, layout)?;
     lap("list streams");
-    Ok(DeviceShards { order, words, places, stats, clade_lists })
+    Ok(DeviceShards { order, words, code_bits, places, stats, clade_lists })
 }
 
 /// The keys over the cap (clade features), each with all its kept values, per shard in ascending
@@ -496,7 +495,7 @@ fn write_lists(
     tables: &ShardTables,
     shard_bits: u32,
     layout: &LocationLayout,
-) -> Result<(CudaSlice<u64>, CudaSlice<u32>, Vec<ShardPlace>), BuildError> {
+) -> Result<(CudaSlice<u64>, CudaSlice<u32>, CudaSlice<u32>, Vec<ShardPlace>), BuildError> {
     let s = &gpu.stream;
     let n_shards = 1usize << shard_bits;
     let ListOrder { mut order, start } = lists;
@@ -522,6 +521,8 @@ fn write_lists(
     let rooms = s.clone_dtoh(&room_start.slice(total as usize..)).map_err(GpuError::from)?[0];
     let mut scratch = s.alloc_zeros::<u64>(rooms.max(1) as usize).map_err(GpuError::from)?;
     let mut entries = s.alloc_zeros::<u64>(total as usize + 1).map_err(GpuError::from)?;
+    // Smaller than `room`, freed just before: the pass's peak stays where it was.
+    let mut code_bits = s.alloc_zeros::<u32>(total.max(1) as usize).map_err(GpuError::from)?;
     let (targs, margs) = (table.args(), keys.remap.args(gpu));
     let (entry_bits, window_bits, loc_bits) = (layout.entry_bits, layout.window_bits, layout.bits());
     launch!(
@@ -541,7 +542,8 @@ fn write_lists(
         &window_bits,
         &loc_bits,
         &mut scratch,
-        &mut entries
+        &mut entries,
+        &mut code_bits
     );
     let mut entry_start = s.alloc_zeros::<u64>(total as usize + 1).map_err(GpuError::from)?;
     exclusive_scan(gpu, &entries, total + 1, &mut entry_start)?;
@@ -606,25 +608,27 @@ fn write_lists(
             }
         })
         .collect();
-    Ok((order, words, places))
+    Ok((order, words, code_bits, places))
 }
 
 /// Places a shard's leftover keys `left` in its `slots` by the walk, in place: `None` when that
 /// worked. If the walk fails, the slots are rolled back to what they were (a failed walk has moved
 /// slots and holds one evicted key in hand) and the shard is laid out again as the CPU would
 /// (`rebuild`), at a larger size: `Some(rebuilt)`.
+///
+/// `undo` gets every slot the walk wrote, with what it held before.
 fn walk_in_place(
     slots: &mut [Slot],
     left: &[Slot],
     words: &[u32],
     layout: &LocationLayout,
     hash: KeyHash,
+    undo: &mut Vec<(usize, Slot)>,
 ) -> Result<Option<ShardData>, ShardOverflow> {
-    let mut undo = Vec::new();
-    if bcht::place_stragglers_logged(slots, left, hash, &mut undo) {
+    if bcht::place_stragglers_logged(slots, left, hash, undo) {
         return Ok(None);
     }
-    bcht::undo_walk(slots, &undo);
+    bcht::undo_walk(slots, undo);
     let before = ShardData { slots: slots.to_vec(), words: words.to_vec() };
     rebuild(&before, left, layout, hash).map(Some)
 }
@@ -633,25 +637,36 @@ fn walk_in_place(
 #[cfg(test)]
 fn walk_or_rebuild(mut shard: ShardData, left: &[Slot], layout: &LocationLayout) -> Result<ShardData, ShardOverflow> {
     let words = shard.words.clone();
-    match walk_in_place(&mut shard.slots, left, &words, layout, tests::H)? {
+    match walk_in_place(&mut shard.slots, left, &words, layout, tests::H, &mut Vec::new())? {
         None => Ok(shard),
         Some(rebuilt) => Ok(rebuilt),
     }
 }
 
-/// [`finish_shard`], then the shard laid out as the index stores it (`index::stored_shard`).
+/// Places a shard's leftover keys `left` in its `slots` (downloaded, in place; see
+/// [`walk_in_place`]), then lays the shard out as the index stores it (`index::stored_shard`).
+/// `code_bits` are the slots' lists' code bits as the GPU wrote them (`DeviceShards::code_bits`),
+/// which spare the layout walking each list to find its end; the slots the walk moved walk theirs.
 pub(crate) fn finish_and_store(
     slots: &mut [Slot],
     left: &[Slot],
-    words: &[u32],
+    (words, code_bits): (&[u32], &[u32]),
     (layout, numbering): (&LocationLayout, &GlobalWindows),
     hash: KeyHash,
 ) -> Result<StoredShard, BuildError> {
+    debug_assert_eq!(code_bits.len(), slots.len());
     let t = std::time::Instant::now();
-    let walked = finish_shard(slots, left, words, layout, hash)?;
+    let mut undo = Vec::new();
+    let walked = walk_in_place(slots, left, words, layout, hash, &mut undo).map_err(|_| shard_overflow())?;
     log::trace!("{} leftover keys placed in {:.3} s", left.len(), t.elapsed().as_secs_f64());
     let stored = match walked {
-        None => stored_shard::store_parts(slots, words, layout, numbering, hash),
+        None => {
+            let mut known = code_bits.to_vec();
+            for &(at, _) in &undo {
+                known[at] = stored_shard::UNKNOWN_CODE_BITS;
+            }
+            stored_shard::store_parts(slots, words, Some(&known), layout, numbering, hash)
+        }
         Some(rebuilt) => stored_shard::store(&rebuilt, layout, numbering, hash),
     };
     stored.map_err(|_| shard_overflow())

@@ -50,7 +50,8 @@ use std::time::{Duration, Instant};
 
 /// GPU memory a pass needs per value, worst case (every value a distinct key): the selected pairs
 /// (12 bytes) and the table (about 30: key slots for all at load 0.9, two pool slots each) while
-/// inserting; the table and the condense's arrays (about 45) after. The peak is the second.
+/// inserting; the table and the condense's arrays (about 49, 4 of them the lists' code bits) after.
+/// The peak is the second.
 pub(crate) const PASS_BYTES_PER_VALUE: u64 = 80;
 /// GPU memory kept free beside a pass's arrays: kernels' stacks, scans, small tables.
 pub(crate) const PASS_RESERVE: u64 = 1 << 30;
@@ -764,6 +765,12 @@ impl<'g> PassBuild<'g> {
                     s,
                 )?;
                 copy_async(
+                    buf.code_bits.as_ref().expect("ensured").addr(0),
+                    DevAddr::at(gpu, &dev.code_bits, order.start),
+                    order.len() * 4,
+                    s,
+                )?;
+                copy_async(
                     buf.words.as_ref().expect("ensured").addr(0),
                     DevAddr::at(gpu, &dev.words, place.words.start),
                     place.words.len() * 4,
@@ -1003,10 +1010,12 @@ const SHARD_BUFFERS: usize = 16;
 /// lanes of 4 finish a shard in under a second and several lanes keep up with two GPUs.
 const FINISHING_LANE_THREADS: usize = 4;
 
-/// A pinned buffer for one shard: its slot words (slots, then leftover keys) and its stream.
+/// A pinned buffer for one shard: its slot words (slots, then leftover keys), their lists' code
+/// bits, and its stream.
 #[derive(Default)]
 struct ShardBuffer {
     order: Option<HostBuffer<u64>>,
+    code_bits: Option<HostBuffer<u32>>,
     words: Option<HostBuffer<u32>>,
 }
 
@@ -1018,11 +1027,15 @@ impl ShardBuffer {
             Some(b) if b.len() >= order => b,
             _ => HostBuffer::new(gpu, order + order / 5)?,
         };
+        let code_bits = match self.code_bits {
+            Some(b) if b.len() >= order.len() => b,
+            _ => HostBuffer::new(gpu, order.len())?,
+        };
         let words = match self.words {
             Some(b) if b.len() >= words => b,
             _ => HostBuffer::new(gpu, words + words / 5)?,
         };
-        Ok(ShardBuffer { order: Some(order), words: Some(words) })
+        Ok(ShardBuffer { order: Some(order), code_bits: Some(code_bits), words: Some(words) })
     }
 }
 
@@ -1073,7 +1086,7 @@ impl Downloaded {
         let mut d = match self {
             Downloaded::Empty(shard) => {
                 let words = vec![0; crate::index::locations::PAD_WORDS];
-                let stored = stored_shard::store_parts(&[], &words, layout, numbering, hash)
+                let stored = stored_shard::store_parts(&[], &words, None, layout, numbering, hash)
                     .map_err(|_| crate::gpu::condense::shard_overflow())?;
                 let finished = Finished {
                     shard,
@@ -1089,13 +1102,17 @@ impl Downloaded {
         let t = Instant::now();
         d.copied.synchronize().map_err(GpuError::from)?;
         let copied = t.elapsed();
-        let (order_buf, words_buf) = (d.buf.order.as_mut().expect("ensured"), d.buf.words.as_ref().expect("ensured"));
+        let buf = &mut d.buf;
+        let (order_buf, words_buf) = (buf.order.as_mut().expect("ensured"), buf.words.as_ref().expect("ensured"));
+        let code_bits_buf = buf.code_bits.as_ref().expect("ensured");
         // SAFETY: the copies into the buffer have finished (the event above).
-        let (order, words) = unsafe { (order_buf.as_mut_slice(), words_buf.as_slice()) };
+        let (order, words, code_bits) =
+            unsafe { (order_buf.as_mut_slice(), words_buf.as_slice(), code_bits_buf.as_slice()) };
         let order: &mut [crate::index::bcht::Slot] = bytemuck::cast_slice_mut(&mut order[..d.slots + d.left]);
         let (slots, left) = order.split_at_mut(d.slots);
-        let words = &words[..d.words];
-        let stored = crate::gpu::condense::finish_and_store(slots, left, words, (layout, numbering), hash)?;
+        let (words, code_bits) = (&words[..d.words], &code_bits[..d.slots]);
+        let stored =
+            crate::gpu::condense::finish_and_store(slots, left, (words, code_bits), (layout, numbering), hash)?;
         let laid_out = t.elapsed();
         let checksum = checksum(&stored);
         log::trace!(

@@ -94,7 +94,9 @@ enum Kind {
 
 impl Built {
     /// The list of `slot` in the built stream `words`, sized for the layout's stored entries.
-    fn of(slot: &Slot, words: &[u32], layout: &LocationLayout) -> Self {
+    /// `code_bits`: a delta list's codes' bits if known, else [`UNKNOWN_CODE_BITS`] (found by
+    /// skipping its codes).
+    fn of(slot: &Slot, words: &[u32], layout: &LocationLayout, code_bits: u32) -> Self {
         let built = |at, n: u64, codes: u64, kind| Built { at, n: n as u32, codes: codes as u32, kind };
         if slot.key == EMPTY_KEY {
             return built(0, 0, 0, Kind::Empty);
@@ -108,7 +110,13 @@ impl Built {
             LocationList::Clade(_) => built(slot.value as u64, 2 * layout.stored_bits as u64, 0, Kind::Described),
             // Its codes are stored as they are; its first location takes a stored entry.
             list @ LocationList::Delta { bit, len, .. } => {
-                let codes = list.end_bit() - bit;
+                let codes = match code_bits {
+                    UNKNOWN_CODE_BITS => list.end_bit() - bit,
+                    known => {
+                        debug_assert_eq!(known as u64, list.end_bit() - bit, "the GPU's code bits are the list's");
+                        known as u64
+                    }
+                };
                 let n = locations::delta_list_bits(len as u64, layout.stored_bits as u64, codes);
                 built(slot.value as u64, n, codes, Kind::Described)
             }
@@ -380,18 +388,37 @@ pub fn store(
     windows: &GlobalWindows,
     hash: KeyHash,
 ) -> Result<StoredShard, ShardOverflow> {
-    store_parts(&shard.slots, &shard.words, layout, windows, hash)
+    store_parts(&shard.slots, &shard.words, None, layout, windows, hash)
+}
+
+/// A slot's list's code bits where they are not known (see [`store_parts`]).
+pub(crate) const UNKNOWN_CODE_BITS: u32 = u32::MAX;
+
+/// Each slot's delta list's code bits, found by walking its codes ([`UNKNOWN_CODE_BITS`] for the
+/// other slots): what the GPU's `sort_lists` gives, which `gpu::condense`'s test twin checks.
+pub fn walked_code_bits(slots: &[Slot], words: &[u32], layout: &LocationLayout) -> Vec<u32> {
+    let bits = |s: &Slot| match s.key != EMPTY_KEY {
+        false => UNKNOWN_CODE_BITS,
+        true => match LocationList::decode(s.value, words, layout) {
+            list @ LocationList::Delta { bit, .. } => u32::try_from(list.end_bit() - bit).unwrap_or(UNKNOWN_CODE_BITS),
+            _ => UNKNOWN_CODE_BITS,
+        },
+    };
+    slots.iter().map(bits).collect()
 }
 
 /// [`store`] of the slots and words of a shard held elsewhere (a GPU's download buffer).
+/// `code_bits`, if given, has a delta list's codes' bits for each slot (or [`UNKNOWN_CODE_BITS`]),
+/// as the GPU wrote the lists: reading a list then needs no walk over its codes to find their end.
 pub(crate) fn store_parts(
     slots: &[Slot],
     words: &[u32],
+    code_bits: Option<&[u32]>,
     layout: &LocationLayout,
     windows: &GlobalWindows,
     hash: KeyHash,
 ) -> Result<StoredShard, ShardOverflow> {
-    store_with(slots, (words, layout, windows), hash, None)
+    store_with(slots, (words, layout, windows), hash, None, code_bits)
 }
 
 /// [`store_parts`] with the codes `forced`, if given, instead of the best ones. The pieces run on
@@ -401,6 +428,7 @@ fn store_with(
     built: (&[u32], &LocationLayout, &GlobalWindows),
     hash: KeyHash,
     forced: Option<SlotCodes>,
+    code_bits: Option<&[u32]>,
 ) -> Result<StoredShard, ShardOverflow> {
     use rayon::prelude::*;
     debug_assert_eq!(slots.len() % BUCKET_SLOTS, 0);
@@ -413,7 +441,10 @@ fn store_with(
     };
     let buckets = (slots.len() / BUCKET_SLOTS) as u64;
     let piece = PIECE_BUCKETS * BUCKET_SLOTS;
-    let lists: Vec<Built> = slots.par_iter().map(|s| Built::of(s, words, layout)).collect();
+    let lists: Vec<Built> = match code_bits {
+        None => slots.par_iter().map(|s| Built::of(s, words, layout, UNKNOWN_CODE_BITS)).collect(),
+        Some(bits) => (slots.par_iter().zip(bits)).map(|(s, &b)| Built::of(s, words, layout, b)).collect(),
+    };
     lap("lists read");
     let sizes = lists.par_chunks(piece).map(Sizes::of).reduce(Sizes::default, Sizes::add);
     let tb = tag_bits(hash, buckets);
@@ -520,6 +551,44 @@ mod tests {
         assert!((stored.block.len() as u64) < old);
     }
 
+    /// Known code bits (as the GPU gives them) lay a shard out in the bytes the walk gives, also
+    /// with some of them unknown (the slots the leftover keys' walk moved); and they are the
+    /// delta lists' only.
+    #[test]
+    fn known_code_bits_give_the_walks_bytes() {
+        let layout = LocationLayout::uniform(300, 5000, 254, 50);
+        let hash = KeyHash::new(4);
+        let lists: Vec<(u32, Vec<u64>)> = (0..2000u32)
+            .map(|f| {
+                let list = match f % 4 {
+                    0 => vec![layout.pack(f % 300, 9)],
+                    1 => (0..(f % 30 + 2)).map(|i| layout.pack((f * 3 + i * 37) % 300, i * 11)).collect(),
+                    2 => (0..(f % 40 + 3)).map(|i| layout.pack(i + f % 100, 17 + i % 3)).collect(),
+                    _ => vec![],
+                };
+                ((f * 7919 + 3) << 4 | 5, list)
+            })
+            .collect();
+        let numbering = GlobalWindows::uniform(300, 5000, &layout);
+        let shard = built(&layout, hash, &lists);
+        let known = walked_code_bits(&shard.slots, &shard.words, &layout);
+        let deltas = shard
+            .slots
+            .iter()
+            .filter(|s| s.key != EMPTY_KEY)
+            .filter(|s| matches!(LocationList::decode(s.value, &shard.words, &layout), LocationList::Delta { .. }))
+            .count();
+        assert!(deltas > 100);
+        assert_eq!(known.iter().filter(|&&b| b != UNKNOWN_CODE_BITS).count(), deltas);
+        let walked = store(&shard, &layout, &numbering, hash).unwrap();
+        let given = store_parts(&shard.slots, &shard.words, Some(&known), &layout, &numbering, hash).unwrap();
+        assert_eq!(given.block, walked.block);
+        let some: Vec<u32> =
+            known.iter().enumerate().map(|(i, &b)| if i % 3 == 0 { UNKNOWN_CODE_BITS } else { b }).collect();
+        let mixed = store_parts(&shard.slots, &shard.words, Some(&some), &layout, &numbering, hash).unwrap();
+        assert_eq!(mixed.block, walked.block);
+    }
+
     /// Each choice of codes reads back: every width, every split between fixed and described,
     /// units from a bit to a whole entry.
     #[test]
@@ -540,7 +609,7 @@ mod tests {
         for (bits, unit) in (1..=4).flat_map(|bits| [1, 3, 8, entry - 1, entry].map(|unit| (bits, unit))) {
             for fixed in 0..(1 << bits) {
                 let codes = SlotCodes { bits, fixed, entry, unit };
-                let stored = store_with(&slots, (&words, &layout, &numbering), hash, Some(codes)).unwrap();
+                let stored = store_with(&slots, (&words, &layout, &numbering), hash, Some(codes), None).unwrap();
                 assert_eq!(stored.code.codes, codes);
                 let packed = stored.packed_keys(1);
                 for (key, l) in &lists {
@@ -629,7 +698,8 @@ mod tests {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
         for _ in 0..3 {
             let t = std::time::Instant::now();
-            let lists: Vec<Built> = shard.slots.iter().map(|s| Built::of(s, &shard.words, &layout)).collect();
+            let lists: Vec<Built> =
+                shard.slots.iter().map(|s| Built::of(s, &shard.words, &layout, UNKNOWN_CODE_BITS)).collect();
             let read = t.elapsed();
             drop(lists);
             let t = std::time::Instant::now();
