@@ -9,7 +9,7 @@
 //! before it (`pwrite`), so a GPU build writes shards while it condenses later ones.
 
 use crate::index::bcht::Slot;
-use crate::index::clade_lists::CladeLists;
+use crate::index::clade_lists::{CladeLists, SectionEncoder};
 use crate::index::format::{
     FORMAT_VERSION, Header, IndexError, MAGIC, PREAMBLE_LEN, SectionEntry, SectionKind, ShardEntry, TargetInfo,
     align_up, bincode_config, shard_checksum, shard_data_checksum,
@@ -73,12 +73,15 @@ pub struct IndexWriter {
     entries: Vec<ShardEntry>,
     /// Bytes of shard data written (each block, with the padding before the next).
     data_len: u64,
-    /// The shards' clade features' lists so far, in shard order.
-    clade_lists: CladeLists,
+    /// The shards' clade features' lists so far, in shard order, being encoded.
+    clade_lists: SectionEncoder,
     /// The protein section's bytes (`protein::encode_table`), empty without one.
     protein: Vec<u8>,
     writeback: Writeback,
 }
+
+/// Threads that compress the clade lists as shards arrive (`clade_lists::SectionEncoder`).
+const CLADE_LIST_THREADS: usize = 4;
 
 /// The section entries a header has before its offsets and checksums are known: enough to fix
 /// the header's encoded length (every field is fixed-width; the provenance's strings are not in it).
@@ -107,7 +110,8 @@ impl IndexWriter {
             data_at,
             entries: Vec::new(),
             data_len: 0,
-            clade_lists: CladeLists::default(),
+            // Beside the build's threads, which lay out later shards meanwhile: a few.
+            clade_lists: SectionEncoder::new(rayon::current_num_threads().min(CLADE_LIST_THREADS)),
             protein: Vec::new(),
         })
     }
@@ -179,7 +183,7 @@ impl IndexWriter {
         let clock = std::time::Instant::now();
         let targets_bytes = encode(&path, "targets", &targets)?;
         let taxa_bytes = encode(&path, "taxonomy", &taxa)?;
-        let clade_bytes = self.clade_lists.encode();
+        let clade_bytes = self.clade_lists.finish();
         let encoded = clock.elapsed();
         let provenance_bytes = encode(&path, "provenance", &header.provenance)?;
         let table: &[u8] = bytemuck::cast_slice(&self.entries);
