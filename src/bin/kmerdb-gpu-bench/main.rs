@@ -20,6 +20,7 @@
 //! [--scaling ...]
 //! (`KMERDB_BENCH_DIR`: where the end-to-end files go, default the temporary folder).
 
+mod host_memory;
 mod scaling;
 mod slab;
 
@@ -110,6 +111,9 @@ struct Args {
     /// Only the slab table's benchmark (after the limits).
     #[arg(long)]
     only_slab: bool,
+    /// Only the host memory's rates for the GPU's copies (pinning, faulting in, copies back).
+    #[arg(long)]
+    host_memory: bool,
 }
 
 /// The flags, parsed once (a typo is an error).
@@ -176,6 +180,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         total as f64 / (1u64 << 30) as f64,
         free as f64 / (1u64 << 30) as f64
     );
+    if a.host_memory {
+        return host_memory::run(&gpu);
+    }
     if let Some(dir) = &a.classify_data {
         drop(gpu);
         return classify_data(dir, (a.pairs_m * 1e6) as usize, a.samples);
