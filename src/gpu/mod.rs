@@ -62,6 +62,13 @@ pub enum GpuError {
     /// A job split over several GPUs whose share does not fit one of them, with what would fit.
     #[error("{what} needs about {} on each of {gpus} GPUs, but GPU {ordinal} has {} free; {advice}", human_bytes(*per_gpu), human_bytes(*free))]
     TooLarge { what: String, per_gpu: u64, gpus: usize, ordinal: usize, free: u64, advice: String },
+    /// Host memory for the GPUs' copies could not be mapped.
+    #[error("cannot map {} of host memory for the GPU's copies", human_bytes(*bytes))]
+    HostMemory {
+        bytes: u64,
+        #[source]
+        source: std::io::Error,
+    },
     /// Reading the index's file to copy it to a GPU failed.
     #[error("reading {path} for the GPU")]
     IndexRead {

@@ -778,7 +778,7 @@ impl<'g> PassBuild<'g> {
                 )?;
             }
             let copied = s.record_event(None).map_err(GpuError::from)?;
-            let sent = downloaded.send(Ok(Downloaded::Shard(DownloadedShard {
+            let sent = downloaded.send(Ok(Downloaded::Shard(Box::new(DownloadedShard {
                 shard,
                 gpu: d,
                 buf,
@@ -788,7 +788,7 @@ impl<'g> PassBuild<'g> {
                 words: place.words.len(),
                 stats: dev.stats[shard],
                 clade_lists: std::mem::take(&mut dev.clade_lists[shard]),
-            })));
+            }))));
             if sent.is_err() {
                 return Ok(false);
             }
@@ -1043,7 +1043,7 @@ impl ShardBuffer {
 enum Downloaded {
     /// A shard without pairs: no key index, the padding words only.
     Empty(usize),
-    Shard(DownloadedShard),
+    Shard(Box<DownloadedShard>),
 }
 
 /// A shard on its way from the GPU.
