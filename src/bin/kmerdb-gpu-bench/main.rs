@@ -23,6 +23,7 @@
 mod host_memory;
 mod scaling;
 mod slab;
+mod write_rates;
 
 use cudarc::driver::PushKernelArg;
 use kmerdb::compute::{GpuBuildOptions, GpuRequest};
@@ -114,6 +115,12 @@ struct Args {
     /// Only the host memory's rates for the GPU's copies (pinning, faulting in, copies back).
     #[arg(long)]
     host_memory: bool,
+    /// Only the rates at which one file in this folder takes shards (needs no GPU).
+    #[arg(long)]
+    write_rates: Option<std::path::PathBuf>,
+    /// --write-rates: GiB written in each way.
+    #[arg(long, default_value_t = 4)]
+    write_gib: usize,
 }
 
 /// The flags, parsed once (a typo is an error).
@@ -146,6 +153,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let files: Vec<std::path::PathBuf> = (0..a.e2e_files).map(|i| dir.join(format!("synth{i:02}.fna"))).collect();
         kmerdb::synth::write_fasta_files(&e2e_spec(a.e2e_gbp), &files)?;
         return Ok(());
+    }
+    if let Some(dir) = &a.write_rates {
+        return write_rates::run(dir, a.write_gib);
     }
     if let Some(dir) = &a.scale_data {
         // Needs no GPU.
