@@ -26,7 +26,8 @@ use std::sync::Arc;
 pub(crate) struct HostBuffer<T> {
     ptr: *mut T,
     len: usize,
-    /// The mapping's length in bytes (whole pages).
+    /// The mapping's length in bytes (whole pages), or 0 where the buffer came from
+    /// `cuMemHostAlloc` (registering failed).
     mapped: usize,
     ctx: Arc<CudaContext>,
 }
@@ -93,7 +94,11 @@ impl<T: bytemuck::Pod> HostBuffer<T> {
         if let Err(e) = registered.result() {
             // SAFETY: the mapping made above, not registered, not referred to.
             unsafe { libc::munmap(ptr.cast(), mapped) };
-            return Err(e.into());
+            // Where registering is refused, the driver's own allocation (slower to pin).
+            log::debug!("pinning {mapped} bytes by registering failed ({e}); allocating them pinned instead");
+            // SAFETY: a plain allocation, freed by `drop`.
+            let ptr = unsafe { cudarc::driver::result::malloc_host(mapped, sys::CU_MEMHOSTALLOC_PORTABLE) }?;
+            return Ok(Self { ptr: ptr.cast(), len, mapped: 0, ctx: gpu.ctx.clone() });
         }
         Ok(Self { ptr: ptr.cast(), len, mapped, ctx: gpu.ctx.clone() })
     }
@@ -129,11 +134,15 @@ impl<T: bytemuck::Pod> HostBuffer<T> {
 impl<T> Drop for HostBuffer<T> {
     fn drop(&mut self) {
         let _ = self.ctx.bind_to_thread();
-        // SAFETY: registered and mapped by `new`, released once; the owner has waited for its
-        // copies.
+        // SAFETY: registered and mapped (or allocated) by `new`, released once; the owner has
+        // waited for its copies.
         unsafe {
-            let _ = sys::cuMemHostUnregister(self.ptr.cast());
-            libc::munmap(self.ptr.cast(), self.mapped);
+            if self.mapped == 0 {
+                let _ = cudarc::driver::result::free_host(self.ptr.cast());
+            } else {
+                let _ = sys::cuMemHostUnregister(self.ptr.cast());
+                libc::munmap(self.ptr.cast(), self.mapped);
+            }
         }
     }
 }
