@@ -315,17 +315,19 @@ impl SectionEncoder {
     ) {
         let (tx, rx) = std::sync::mpsc::channel();
         self.frames.push(rx);
-        let threads = self.threads;
-        let pool = self.pool.get_or_insert_with(|| {
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .thread_name(|i| format!("kmerdb-clade-lists-{i}"))
-                .build()
-                .expect("threads for the clade lists' compression")
-        });
-        pool.spawn(move || {
+        let job = move || {
             let _ = tx.send(compress_run(&lists.features[features], &lists.locations[locations]));
-        });
+        };
+        if self.pool.is_none() {
+            let threads = self.threads;
+            let named = |i| format!("kmerdb-clade-lists-{i}");
+            self.pool = rayon::ThreadPoolBuilder::new().num_threads(threads).thread_name(named).build().ok();
+        }
+        match &self.pool {
+            Some(pool) => pool.spawn(job),
+            // No threads to be had: compressed here, the same bytes.
+            None => job(),
+        }
     }
 
     /// The section's bytes: the last run compressed here, then every frame in order.
