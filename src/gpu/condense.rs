@@ -521,7 +521,7 @@ fn write_lists(
     let rooms = s.clone_dtoh(&room_start.slice(total as usize..)).map_err(GpuError::from)?[0];
     let mut scratch = s.alloc_zeros::<u64>(rooms.max(1) as usize).map_err(GpuError::from)?;
     let mut entries = s.alloc_zeros::<u64>(total as usize + 1).map_err(GpuError::from)?;
-    // Smaller than `room`, freed just before: the pass's peak stays where it was.
+    // 4 bytes a key at the pass's peak (counted in `passes::PASS_BYTES_PER_VALUE`).
     let mut code_bits = s.alloc_zeros::<u32>(total.max(1) as usize).map_err(GpuError::from)?;
     let (targs, margs) = (table.args(), keys.remap.args(gpu));
     let (entry_bits, window_bits, loc_bits) = (layout.entry_bits, layout.window_bits, layout.bits());

@@ -568,9 +568,10 @@ impl<'g> PassBuild<'g> {
     /// Threads: one per GPU runs its passes and downloads each shard, as soon as the pass is
     /// condensed, into one of [`SHARD_BUFFERS`] pinned buffers of that GPU. The rest is a
     /// pipeline (`crate::pipeline`), as the CPU build's: the calling thread takes the shards in
-    /// shard order (shard `s` from its owner's queue) and finishes each as it arrives (leftover keys,
-    /// layout, checksum) in lanes of threads as many as the build's (`pipeline::Lanes`), giving each buffer back once its shard is
-    /// in host memory; a writer thread writes them in shard order. A GPU that runs out of buffers waits
+    /// shard order (shard `s` from its owner's queue) and finishes each as it arrives (leftover
+    /// keys, layout, checksum) in lanes of as many threads as the build has (`pipeline::Lanes`),
+    /// giving each buffer back once its shard is in host memory; a writer thread writes them in
+    /// shard order. A GPU that runs out of buffers waits
     /// for the finishing, which waits for room in the writer's queue, so host memory stays
     /// bounded and a slow disk slows the GPUs rather than filling memory. (No deadlock: each GPU
     /// downloads its shards in order, and the finishing stage waits for a shard only when it
@@ -741,9 +742,8 @@ impl<'g> PassBuild<'g> {
         )?;
         drop(table);
         let (condensed, mut waited) = (t.elapsed(), Duration::ZERO);
-        // Pinning host memory runs at about 1.2 GB/s a GPU, on threads side by side no faster
-        // (measured: 13 buffers on 13 threads took as long as one after another), so each
-        // buffer is grown just before its download: the first shards go out at once.
+        // Each buffer is grown (pinned, `HostBuffer::new`) just before its download, so that the
+        // first shards go out at once rather than after every buffer of the pass is pinned.
         let mut pinned = Duration::ZERO;
         let s = &gpu.stream;
         for &shard in &wanted {
@@ -1027,6 +1027,7 @@ impl ShardBuffer {
             Some(b) if b.len() >= order => b,
             _ => HostBuffer::new(gpu, order + order / 5)?,
         };
+        // A code per slot word: as many as the slot words' buffer holds.
         let code_bits = match self.code_bits {
             Some(b) if b.len() >= order.len() => b,
             _ => HostBuffer::new(gpu, order.len())?,

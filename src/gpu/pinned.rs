@@ -32,9 +32,11 @@ pub(crate) struct HostBuffer<T> {
     ctx: Arc<CudaContext>,
 }
 
-/// Threads that fault a new buffer's pages in, for buffers of [`FAULT_SHARE`] bytes or more.
+/// Threads that fault a new buffer's pages in: one for each [`FAULT_SHARE`] bytes, at most.
 const FAULT_THREADS: usize = 4;
 const FAULT_SHARE: usize = 32 << 20;
+/// The host's page (the mappings' unit; huge pages are whole numbers of them).
+const PAGE: usize = 4096;
 
 /// Maps `bytes` (whole pages) of anonymous memory, huge pages asked for, and writes a byte of each
 /// page so that every page is there before it is pinned.
@@ -55,27 +57,25 @@ fn map_faulted(bytes: usize) -> std::io::Result<*mut u8> {
     }
     // SAFETY: advice on the mapping just made; failing (no huge pages here) changes nothing.
     unsafe { libc::madvise(ptr, bytes, libc::MADV_HUGEPAGE) };
-    let page = 4096;
-    let pages = bytes / page;
+    let pages = bytes / PAGE;
     let threads = (bytes / FAULT_SHARE).clamp(1, FAULT_THREADS);
+    let share = pages.div_ceil(threads);
     let base = ptr as usize;
-    let touch = |pages: std::ops::Range<usize>| {
-        for p in pages {
+    let touch = |part: usize| {
+        for p in part * share..((part + 1) * share).min(pages) {
             // SAFETY: inside the mapping, which is readable and writable; a volatile write so
             // that the page is faulted in even though nothing reads it here.
-            unsafe { std::ptr::write_volatile((base + p * page) as *mut u8, 0) };
+            unsafe { std::ptr::write_volatile((base + p * PAGE) as *mut u8, 0) };
         }
     };
-    let share = pages.div_ceil(threads);
     std::thread::scope(|scope| {
-        for t in 1..threads {
-            let part = t * share..((t + 1) * share).min(pages);
+        for part in 1..threads {
             // Without a thread to spare, this one faults the part in.
             if std::thread::Builder::new().spawn_scoped(scope, move || touch(part)).is_err() {
-                touch(t * share..((t + 1) * share).min(pages));
+                touch(part);
             }
         }
-        touch(0..share.min(pages));
+        touch(0);
     });
     Ok(ptr.cast())
 }
@@ -90,7 +90,7 @@ impl<T: bytemuck::Pod> HostBuffer<T> {
     /// memory reads as zeros until written.
     pub fn new(gpu: &Gpu, len: usize) -> Result<Self, GpuError> {
         gpu.ctx.bind_to_thread()?;
-        let mapped = (len.max(1) * std::mem::size_of::<T>()).next_multiple_of(4096);
+        let mapped = (len.max(1) * std::mem::size_of::<T>()).next_multiple_of(PAGE);
         let ptr = map_faulted(mapped).map_err(|source| GpuError::HostMemory { bytes: mapped as u64, source })?;
         // SAFETY: the mapping just made, whole pages; PORTABLE pins it for every context. Not
         // write-combined: the CPU reads these buffers (walks, writes to disk).
@@ -180,7 +180,7 @@ mod tests {
     /// size against the threads' shares.
     #[test]
     fn faulted_mappings_are_zeroed_and_writable() {
-        for bytes in [4096, 3 * 4096, FAULT_SHARE * 3 + 4096 * 5] {
+        for bytes in [PAGE, 3 * PAGE, FAULT_SHARE * 3 + PAGE * 5] {
             let ptr = map_faulted(bytes).unwrap();
             // SAFETY: the mapping just made, `bytes` long.
             let s = unsafe { std::slice::from_raw_parts_mut(ptr, bytes) };
