@@ -1,12 +1,13 @@
 //! Reads as records in blocks, parsed by several threads: the input `classify` uses.
 //!
-//! A file's bytes (decompressed, see [`decoded`]) are read on a thread of their own in blocks of
-//! about [`BLOCK_BYTES`] that end at a record boundary ([`cut`]); each block is parsed into record
-//! spans ([`Block`]: header, sequence and quality of each record as offsets into the block) by a
-//! task on the thread pool, several blocks at once, and the blocks come out in file order
-//! ([`RecordStream`]). Nothing is allocated per record: a FASTQ record is three spans of its
-//! block, and only a FASTA record split over several lines has its sequence copied (once, to the
-//! end of its block, without the line breaks).
+//! A plain regular file is mapped ([`Mapped`]) and cut into chunks of about [`BLOCK_BYTES`] at
+//! record boundaries, each found and parsed by a task on the thread pool ([`Chunk`]); any other
+//! input (compressed, a pipe) is read on a thread of its own in blocks that end at a record
+//! boundary ([`cut`]), each parsed by a task on the pool. Either way several blocks are parsed at
+//! once and come out in file order ([`RecordStream`]). A parsed block ([`Block`]) holds each
+//! record's header, sequence and quality as spans of its text. Nothing is allocated per record:
+//! a FASTQ record is three spans, and only a FASTA record split over several lines has its
+//! sequence copied (once, without the line breaks, to the block's `appended` bytes).
 //!
 //! Formats: FASTQ (four lines a record; `@`, sequence, `+`, qualities of the same length) and
 //! FASTA (`>` header, then sequence lines, empty lines allowed), told apart by the first byte;
@@ -14,6 +15,7 @@
 //! file: the blocks are numbered in order) and the line.
 
 use crate::input::{Format, InputError, Source};
+use crate::mapped::Mapped;
 use std::io::Read;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
@@ -50,10 +52,35 @@ pub struct Rec {
     pub qual: Option<Span>,
 }
 
+/// A block's text: bytes read into a buffer of its own, or a stretch of a mapped file.
+#[derive(Debug)]
+enum Text {
+    Owned(Vec<u8>),
+    Mapped { map: Arc<Mapped>, range: std::ops::Range<usize> },
+}
+
+impl Default for Text {
+    fn default() -> Self {
+        Text::Owned(Vec::new())
+    }
+}
+
+impl Text {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Text::Owned(v) => v,
+            Text::Mapped { map, range } => &map[range.clone()],
+        }
+    }
+}
+
 /// A block of a file, parsed: whole records, then possibly an error where parsing stopped.
 #[derive(Debug, Default)]
 pub struct Block {
-    bytes: Vec<u8>,
+    text: Text,
+    /// Sequences of FASTA records split over several lines, joined: their spans start at
+    /// `text`'s length and count on into these bytes.
+    appended: Vec<u8>,
     pub recs: Vec<Rec>,
     /// Lines of the file in this block (for line numbers in errors).
     lines: u64,
@@ -66,14 +93,20 @@ pub struct Block {
 impl Drop for Block {
     fn drop(&mut self) {
         if let Some(spare) = self.spare.take() {
-            spare.put(std::mem::take(&mut self.bytes), std::mem::take(&mut self.recs));
+            // The buffer worth keeping: the text's own, or else the appended bytes'.
+            let bytes = match std::mem::take(&mut self.text) {
+                Text::Owned(v) => v,
+                Text::Mapped { .. } => std::mem::take(&mut self.appended),
+            };
+            spare.put(bytes, std::mem::take(&mut self.recs));
         }
     }
 }
 
 /// Buffers of a file's finished blocks, which its reader fills again: memory that is mapped
 /// already, where a fresh 8 MiB allocation costs page faults and zeroing, more than half of a
-/// reader thread's time (profiled with perf).
+/// reader thread's time (profiled with perf). A mapped file's blocks give back their record
+/// lists.
 #[derive(Debug, Default)]
 struct Spare {
     buffers: std::sync::Mutex<Vec<(Vec<u8>, Vec<Rec>)>>,
@@ -101,15 +134,25 @@ impl Spare {
 
 impl Block {
     pub fn header(&self, r: usize) -> &[u8] {
-        &self.bytes[self.recs[r].header.range()]
+        self.span(self.recs[r].header)
     }
 
     pub fn seq(&self, r: usize) -> &[u8] {
-        &self.bytes[self.recs[r].seq.range()]
+        self.span(self.recs[r].seq)
     }
 
     pub fn qual(&self, r: usize) -> Option<&[u8]> {
-        self.recs[r].qual.map(|q| &self.bytes[q.range()])
+        self.recs[r].qual.map(|q| self.span(q))
+    }
+
+    /// The bytes of `s`: in the text, or past its end in the appended bytes.
+    #[inline]
+    fn span(&self, s: Span) -> &[u8] {
+        let text = self.text.bytes();
+        match (s.start as usize).checked_sub(text.len()) {
+            Some(at) => &self.appended[at..at + s.len as usize],
+            None => &text[s.range()],
+        }
     }
 }
 
@@ -182,24 +225,25 @@ pub fn cut(bytes: &[u8], format: Format) -> Option<usize> {
 /// Parses a block of whole records (the file's first block, or one that starts at a record).
 #[cfg(test)]
 fn parse(bytes: Vec<u8>, format: Format) -> Block {
-    parse_into(bytes, Vec::new(), format)
+    parse_into(Text::Owned(bytes), Vec::new(), Vec::new(), format)
 }
 
-/// [`parse`], the records into `recs` (emptied first: a spare buffer).
-fn parse_into(mut bytes: Vec<u8>, mut recs: Vec<Rec>, format: Format) -> Block {
+/// [`parse`] of `text`, the records into `recs` and joined FASTA sequences into `appended`
+/// (both emptied first: spare buffers).
+fn parse_into(text: Text, mut appended: Vec<u8>, mut recs: Vec<Rec>, format: Format) -> Block {
+    let bytes = text.bytes();
     recs.clear();
+    appended.clear();
     // Room for the records of short reads (a 150-base FASTQ record is about 330 bytes) at once:
     // grown by doubling, each block's list was copied into fresh memory a dozen times.
     recs.reserve(bytes.len() / 256);
-    let mut appended: Vec<u8> = Vec::new();
     let mut line_no = 0u64;
     let err = match format {
-        Format::Fastq => parse_fastq(&bytes, &mut recs, &mut line_no),
-        Format::Fasta => parse_fasta(&bytes, &mut recs, &mut appended, &mut line_no),
+        Format::Fastq => parse_fastq(bytes, &mut recs, &mut line_no),
+        Format::Fasta => parse_fasta(bytes, &mut recs, &mut appended, &mut line_no),
     };
-    let lines = if err.is_some() { line_no } else { memchr::memchr_iter(b'\n', &bytes).count() as u64 };
-    bytes.extend_from_slice(&appended);
-    Block { bytes, recs, lines, error: err, spare: None }
+    let lines = if err.is_some() { line_no } else { memchr::memchr_iter(b'\n', bytes).count() as u64 };
+    Block { text, appended, recs, lines, error: err, spare: None }
 }
 
 /// The FASTQ records of `bytes` into `recs`; `line_no` counts the lines read. The first
@@ -335,10 +379,10 @@ impl Job {
     fn run(&self) {
         let Some(raw) = self.raw.lock().unwrap_or_else(|e| e.into_inner()).take() else { return };
         let parsed = match raw {
-            Raw::Bytes(bytes, recs) => Ok(parse_into(bytes, recs, self.format)),
+            Raw::Bytes(bytes, recs) => Ok(parse_into(Text::Owned(bytes), Vec::new(), recs, self.format)),
             Raw::At(chunk) => {
-                let (bytes, recs) = self.spare.as_ref().map(|s| s.take()).unwrap_or_default();
-                chunk.read(bytes, self.format).map(|bytes| parse_into(bytes, recs, self.format))
+                let (appended, recs) = self.spare.as_ref().map(|s| s.take()).unwrap_or_default();
+                chunk.text(self.format).map(|text| parse_into(text, appended, recs, self.format))
             }
         };
         let parsed = parsed.map(|mut block| {
@@ -365,115 +409,104 @@ impl Job {
 /// What a file's reader thread sends for each block, in order.
 type Pending = Arc<Job>;
 
-/// A block's bytes as a job gets them: read already (from a stream), or to be read by the job
-/// itself from a plain file.
+/// A block's bytes as a job gets them: read already (from a stream), or a chunk of a mapped file
+/// that the job finds itself.
 enum Raw {
     Bytes(Vec<u8>, Vec<Rec>),
     At(Chunk),
 }
 
-/// Chunk `number` of a plain file: the records that start in its bytes `number * BLOCK_BYTES ..
-/// (number + 1) * BLOCK_BYTES`. Each chunk finds its own first and last record (see
-/// [`record_start_from`]), so that chunks are read and parsed side by side, on the pool's threads,
+/// Chunk `number` of a mapped file: the records that start in its bytes `number * size ..
+/// (number + 1) * size`. Each chunk finds its own first and last record (see
+/// [`record_start_in`]), so that chunks are found and parsed side by side, on the pool's threads,
 /// not one after another on the file's reading thread (whose copying from the page cache held a
-/// GPU run to about 2 GB/s a file on an H100 host).
+/// GPU run to about 2 GB/s a file on an H100 host). The map is read in place: copying it into
+/// buffers of the process's own cost a small sample's run a tenth of its time, most of it the
+/// kernel zeroing the buffers' fresh pages (perf, bench/results/HISTORY.md).
 struct Chunk {
     source: Source,
-    file: Arc<std::fs::File>,
-    len: u64,
-    number: u64,
-    /// Bytes a chunk (`BLOCK_BYTES`; less in tests).
-    size: u64,
+    map: Arc<Mapped>,
+    number: usize,
+    /// Bytes a chunk ([`BLOCK_BYTES`]; less in tests).
+    size: usize,
 }
 
 impl Chunk {
-    /// The chunk's bytes, into `buf` (a spare buffer).
-    fn read(&self, mut buf: Vec<u8>, format: Format) -> Result<Vec<u8>, InputError> {
-        let at = |n: u64| (n * self.size).min(self.len);
-        let err = |e| io_error(&self.source, e);
-        let start = record_start_from(&self.file, self.len, at(self.number), format).map_err(err)?;
-        let end = record_start_from(&self.file, self.len, at(self.number + 1), format).map_err(err)?;
-        read_into(&self.file, &mut buf, start, (end - start) as usize).map_err(|e| io_error(&self.source, e))?;
-        Ok(buf)
+    /// The chunk's text, its pages mapped in (read from the disk if they are not in memory).
+    fn text(&self, format: Format) -> Result<Text, InputError> {
+        let at = |n: usize| n.saturating_mul(self.size).min(self.map.len());
+        let (from, to) = (at(self.number), at(self.number + 1));
+        let populate = |range| populate(&self.map, range).map_err(|e| io_error(&self.source, e));
+        // The chunk's own bytes first (and the byte before, where its first record is found);
+        // its last record, which ends in the next chunk, once that end is known.
+        populate(from.saturating_sub(1)..to)?;
+        let start = record_start_in(&self.map, from, format);
+        let end = record_start_in(&self.map, to, format);
+        populate(to..end)?;
+        Ok(Text::Mapped { map: self.map.clone(), range: start..end })
     }
 }
 
-/// Replaces `buf`'s bytes with `n` bytes of `file` from byte `at`, read straight into its spare
-/// capacity: zero-filling a fresh 8 MiB block before reading over it cost a fifth of a reader's
-/// time (the fill is the first touch of the block's pages, so the kernel zeroes them as well).
-fn read_into(file: &std::fs::File, buf: &mut Vec<u8>, at: u64, n: usize) -> std::io::Result<()> {
-    use std::os::unix::io::AsRawFd;
-    buf.clear();
-    buf.reserve(n);
-    let mut done = 0usize;
-    while done < n {
-        let spare = &mut buf.spare_capacity_mut()[done..n];
-        // SAFETY: `spare` is writable memory of `spare.len()` bytes owned by `buf`; pread writes at
-        // most that many and returns how many it wrote.
-        let r = unsafe {
-            libc::pread(file.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len(), (at + done as u64) as libc::off_t)
-        };
-        match r {
-            0 => return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the file ended early")),
-            r if r < 0 => {
-                let e = std::io::Error::last_os_error();
-                if e.kind() != std::io::ErrorKind::Interrupted {
-                    return Err(e);
-                }
-            }
-            r => done += r as usize,
-        }
+/// Maps in the pages of `range` of `map` at once (`MADV_POPULATE_READ`), here on the pool's
+/// thread rather than page by page where the records are read. A file cut short since it was
+/// mapped, or a read that failed, is an error here instead of a SIGBUS later; a kernel without the
+/// call (before Linux 5.14) leaves the pages to be faulted in as they are read.
+fn populate(map: &Mapped, range: std::ops::Range<usize>) -> std::io::Result<()> {
+    if range.is_empty() {
+        return Ok(());
     }
-    // SAFETY: the first `n` bytes were written by pread above.
-    unsafe { buf.set_len(n) };
-    Ok(())
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as usize;
+    let first = range.start / page * page;
+    // SAFETY: `first..range.end` lies within the mapping, whose start is page-aligned; the call
+    // only maps pages in and changes no memory.
+    let r = unsafe {
+        libc::madvise(map.as_ptr().add(first) as *mut libc::c_void, range.end - first, libc::MADV_POPULATE_READ)
+    };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EFAULT) => Err(std::io::Error::other(
+            "it could not be read while mapped: it was cut short or rewritten, or the device failed",
+        )),
+        Some(libc::EIO) | Some(libc::EHWPOISON) => Err(e),
+        _ => Ok(()),
+    }
 }
 
-/// Where the first record at or after `x` starts in `file` (`len` bytes; `len` when none does):
-/// a line start where a record begins, by the rule of [`cut`] (a `>` line for FASTA; an `@` line
-/// two lines before a `+` line for FASTQ, which no quality line starting with `@` is). Every chunk
+/// Where the first record at or after `x` starts in `bytes` (their length when none does): a line
+/// start where a record begins, by the rule of [`cut`] (a `>` line for FASTA; an `@` line two
+/// lines before a `+` line for FASTQ, which no quality line starting with `@` is). Every chunk
 /// applies it to both its ends, so chunks meet exactly and cover the file.
-fn record_start_from(file: &std::fs::File, len: u64, x: u64, format: Format) -> std::io::Result<u64> {
-    use std::os::unix::fs::FileExt;
-    if x == 0 || x >= len {
-        return Ok(x.min(len));
+fn record_start_in(bytes: &[u8], x: usize, format: Format) -> usize {
+    if x == 0 || x >= bytes.len() {
+        return x.min(bytes.len());
     }
     let mark = if format == Format::Fastq { b'@' } else { b'>' };
     // From the byte before `x`: a line starts at `x` if that byte ends a line.
-    let from = x - 1;
-    let mut window = 64usize << 10;
-    let mut buf = Vec::new();
-    loop {
-        let to = (from + window as u64).min(len);
-        buf.resize((to - from) as usize, 0);
-        file.read_exact_at(&mut buf, from)?;
-        let at_end = to == len;
-        for nl in memchr::memchr_iter(b'\n', &buf) {
-            let start = nl + 1;
-            if start >= buf.len() {
-                break;
-            }
-            if buf[start] != mark {
-                continue;
-            }
-            if format == Format::Fasta {
-                return Ok(from + start as u64);
-            }
-            let mut lines = Lines { bytes: &buf, at: start };
-            let (_, _, plus) = (lines.next(), lines.next(), lines.next());
-            match plus {
-                Some((p, _)) if p < buf.len() && buf[p] == b'+' => return Ok(from + start as u64),
-                Some((p, _)) if p < buf.len() => {}
-                // Not enough of the file here to tell: a larger window.
-                _ if !at_end => break,
-                _ => {}
-            }
+    let from = &bytes[x - 1..];
+    for nl in memchr::memchr_iter(b'\n', from) {
+        let start = nl + 1;
+        if start >= from.len() {
+            break;
         }
-        if at_end {
-            return Ok(len);
+        if from[start] != mark {
+            continue;
         }
-        window *= 2;
+        if format == Format::Fasta {
+            return x - 1 + start;
+        }
+        let mut lines = Lines { bytes: from, at: start };
+        let (_, _, plus) = (lines.next(), lines.next(), lines.next());
+        if let Some((p, _)) = plus
+            && from.get(p) == Some(&b'+')
+        {
+            return x - 1 + start;
+        }
     }
+    bytes.len()
 }
 
 /// A file's records, block after block, in order.
@@ -524,18 +557,19 @@ impl RecordStream {
         };
         let (tx, blocks) = sync_channel::<Pending>(ahead.max(1));
         let src = source.clone();
-        // A plain regular file is read in chunks by the pool's threads, each at its offset.
-        let positional = match source {
+        // A plain regular file is mapped and read in chunks by the pool's threads; one that
+        // cannot be mapped is read as a stream.
+        let mapped = match source {
             Source::File(p) if plain => {
                 let file = std::fs::File::open(p).map_err(|e| io_error(source, e))?;
                 let meta = file.metadata().map_err(|e| io_error(source, e))?;
-                meta.is_file().then(|| (Arc::new(file), meta.len()))
+                if meta.is_file() { Mapped::map(&file, p, crate::mapped::Kind::Input).ok() } else { None }
             }
             _ => None,
         };
         let thread = std::thread::Builder::new().name("kmerdb-read".into());
-        let started = match positional {
-            Some((file, len)) => thread.spawn(move || read_chunks(src, file, len, format, tx, pool)),
+        let started = match mapped {
+            Some(map) => thread.spawn(move || read_chunks(src, Arc::new(map), format, tx, pool)),
             None => thread.spawn(move || read_blocks(src, reader, first, format, tx, pool)),
         };
         started.map_err(|e| InputError::Io { path: std::path::PathBuf::from(source.to_string()), source: e })?;
@@ -652,15 +686,14 @@ fn read_full(r: &mut dyn Read, buf: &mut [u8]) -> std::io::Result<usize> {
 /// task on `pool`, sent to `tx` in order.
 fn read_chunks(
     source: Source,
-    file: Arc<std::fs::File>,
-    len: u64,
+    map: Arc<Mapped>,
     format: Format,
     tx: SyncSender<Pending>,
     pool: Arc<rayon::ThreadPool>,
 ) {
     let spare = Arc::new(Spare::default());
-    for number in 0..len.div_ceil(BLOCK_BYTES as u64) {
-        let chunk = Chunk { source: source.clone(), file: file.clone(), len, number, size: BLOCK_BYTES as u64 };
+    for number in 0..map.len().div_ceil(BLOCK_BYTES) {
+        let chunk = Chunk { source: source.clone(), map: map.clone(), number, size: BLOCK_BYTES };
         let job = Job::new(Raw::At(chunk), format, spare.clone());
         let ahead = job.clone();
         pool.spawn(move || ahead.run());
@@ -753,22 +786,17 @@ mod tests {
         {
             let path = dir.path().join("x");
             std::fs::write(&path, text).unwrap();
-            let file = Arc::new(std::fs::File::open(&path).unwrap());
+            let file = std::fs::File::open(&path).unwrap();
+            let map = Arc::new(Mapped::map(&file, &path, crate::mapped::Kind::Input).unwrap());
             let whole = parse(text.as_bytes().to_vec(), format);
             let records = |b: &Block| -> Vec<(Vec<u8>, Vec<u8>)> {
                 (0..b.recs.len()).map(|i| (b.header(i).to_vec(), b.seq(i).to_vec())).collect()
             };
-            for size in 1..=text.len() as u64 {
+            for size in 1..=text.len() {
                 let (mut got, mut lines, mut error) = (Vec::new(), 0, None);
-                for number in 0..(text.len() as u64).div_ceil(size) {
-                    let chunk = Chunk {
-                        source: Source::File(path.clone()),
-                        file: file.clone(),
-                        len: text.len() as u64,
-                        number,
-                        size,
-                    };
-                    let b = parse(chunk.read(Vec::new(), format).unwrap(), format);
+                for number in 0..text.len().div_ceil(size) {
+                    let chunk = Chunk { source: Source::File(path.clone()), map: map.clone(), number, size };
+                    let b = parse_into(chunk.text(format).unwrap(), Vec::new(), Vec::new(), format);
                     got.extend(records(&b));
                     if let Some(e) = &b.error {
                         error = Some(lines + e.line);
@@ -780,6 +808,21 @@ mod tests {
                 assert_eq!(error, whole.error.as_ref().map(|e| e.line), "{text:?} in chunks of {size}");
             }
         }
+    }
+
+    /// A file cut short after it was mapped is an error naming it, not a SIGBUS.
+    #[test]
+    fn a_file_cut_after_it_was_mapped_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cut.fq");
+        let text: String = (0..20_000).map(|i| format!("@r{i}\nACGTACGTAC\n+\nIIIIIIIIII\n")).collect();
+        std::fs::write(&path, &text).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let map = Arc::new(Mapped::map(&file, &path, crate::mapped::Kind::Input).unwrap());
+        std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(0).unwrap();
+        let chunk = Chunk { source: Source::File(path.clone()), map, number: 1, size: 1 << 16 };
+        let err = crate::errors::chain(&chunk.text(Format::Fastq).err().expect("an error"));
+        assert!(err.contains("cut.fq") && err.contains("cut short"), "{err}");
     }
 
     /// Every record of a stream: (header, seq, qual).
