@@ -821,7 +821,7 @@ mod tests {
         let map = Arc::new(Mapped::map(&file, &path, crate::mapped::Kind::Input).unwrap());
         std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(0).unwrap();
         let chunk = Chunk { source: Source::File(path.clone()), map, number: 1, size: 1 << 16 };
-        let err = crate::errors::chain(&chunk.text(Format::Fastq).err().expect("an error"));
+        let err = crate::errors::chain(&chunk.text(Format::Fastq).expect_err("an error"));
         assert!(err.contains("cut.fq") && err.contains("cut short"), "{err}");
     }
 
