@@ -92,9 +92,13 @@ pub struct Block {
 
 impl Drop for Block {
     fn drop(&mut self) {
+        let text = std::mem::take(&mut self.text);
+        if let Text::Mapped { map, range } = &text {
+            unmap_pages(map, range.clone());
+        }
         if let Some(spare) = self.spare.take() {
             // The buffer worth keeping: the text's own, or else the appended bytes'.
-            let bytes = match std::mem::take(&mut self.text) {
+            let bytes = match text {
                 Text::Owned(v) => v,
                 Text::Mapped { .. } => std::mem::take(&mut self.appended),
             };
@@ -473,6 +477,24 @@ fn populate(map: &Mapped, range: std::ops::Range<usize>) -> std::io::Result<()> 
         )),
         Some(libc::EIO) | Some(libc::EHWPOISON) => Err(e),
         _ => Ok(()),
+    }
+}
+
+/// Lets go of the pages of `range` of `map` once its block is read (`MADV_DONTNEED`): they stay
+/// in the page cache, but no longer count in the process's resident memory, which otherwise
+/// grew by the size of the input (1 M pairs: 340 MB before the map, 740 MB with it). A page the
+/// next block shares is mapped in again when touched, with the same bytes: the map is read-only.
+fn unmap_pages(map: &Mapped, range: std::ops::Range<usize>) {
+    if range.is_empty() {
+        return;
+    }
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as usize;
+    let first = range.start / page * page;
+    // SAFETY: `first..range.end` lies within the mapping, page-aligned at its start; the mapping
+    // is private and never written, so dropping its pages loses nothing.
+    unsafe {
+        libc::madvise(map.as_ptr().add(first) as *mut libc::c_void, range.end - first, libc::MADV_DONTNEED);
     }
 }
 
