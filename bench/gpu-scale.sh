@@ -14,7 +14,9 @@
 #   [CPU=0] [BUILD_GPUS=0,1] [GPU_SETS="0 0,1"] bench/gpu-scale.sh [GBP] [PAIRS_M]
 # SCORE=0 leaves out the scoring of the calls; RUNS (3): classify runs of each device; STREAMS
 # ("2"): the streams a GPU classifies on (KMERDB_GPU_STREAMS), each value timed for every GPU set
-# (e.g. "1 2" to compare). (carry/ from scripts/prepare-gpu-carry.sh)
+# (e.g. "1 2" to compare). AB="OLD NEW" (two kmerdb binaries) times their classify instead, on
+# the first of GPU_SETS, RUNS runs each, interleaved, with -v (index load, stage times), and
+# compares their outputs. (carry/ from scripts/prepare-gpu-carry.sh)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B=$PWD/carry/bin
@@ -48,6 +50,25 @@ fi
 rm -rf "$T/genomes"
 cat "$T/r1.fq" "$T/r2.fq" >/dev/null
 timed_line "limit: cat of the reads (page cache)" sh -c 'cat "$0" "$1" >/dev/null' "$T/r1.fq" "$T/r2.fq"
+if [[ -n ${AB:-} ]]; then
+    read -r old new <<<"$AB"
+    gpus=${GPU_SETS%% *}
+    for run in $(seq "$RUNS"); do
+        for bin in "$old" "$new"; do
+            name=$(basename "$bin")
+            timed_line "classify --gpus $gpus, $name ($PAIRS_M M pairs, run $run)" \
+                "$bin" classify -vv --gpus "$gpus" -d "$T/gpu.db" -1 "$T/r1.fq" -2 "$T/r2.fq" \
+                -o "$T/ab.$name.kraken" -r "$T/ab.$name.kreport" 2>"$T/ab.log"
+            grep -E "index loaded|GPU stages|each stage" "$T/ab.log" | sed 's/^/  /'
+        done
+    done
+    for f in kraken kreport; do
+        cmp "$T/ab.$(basename "$old").$f" "$T/ab.$(basename "$new").$f" && echo "classify .$f: identical" \
+            || { echo "classify .$f DIFFER"; status=1; }
+    done
+    rm -rf "$T"
+    exit $status
+fi
 devices="$GPU_SETS all"
 [[ $CPU == 1 ]] && devices="$GPU_SETS all none"
 # Each GPU set once per streams value (runs interleaved: the machine's noise falls on all alike);
