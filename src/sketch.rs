@@ -212,6 +212,15 @@ pub(crate) fn smallest_distinct(features: &[Feature], s: usize, sketch: &mut Vec
     }
 }
 
+/// A reference record waiting to be sketched by a build (on the CPU or a GPU): its target and the
+/// global number of its first window.
+pub struct Pending {
+    pub target: u32,
+    /// Global number of its first window.
+    pub first_window: u64,
+    pub seq: Vec<u8>,
+}
+
 /// Sketches windows of sequences, reusing its buffers between calls.
 pub struct Sketcher {
     params: SketchParams,

@@ -8,8 +8,8 @@ use kmerdb::gpu::Gpu;
 use kmerdb::gpu::build::DeviceBatch;
 use kmerdb::gpu::slab::{DeviceSlabTable, Warps};
 use kmerdb::gpu::table::{BucketListTable, STATUS_POOL_EXHAUSTED, STATUS_PROBE_LIMIT, TableConfig};
-use kmerdb::indexing::sketching::Pending;
 use kmerdb::indexing::{BuildConfig, build};
+use kmerdb::sketch::Pending;
 use kmerdb::sketch::{NO_FEATURE, SketchParams, Sketcher};
 use kmerdb::slab_hash::{SlabConfig, SlabMemory, SlabOp};
 use rand::{Rng, SeedableRng, rngs::StdRng};
@@ -568,7 +568,7 @@ fn gpu_condense_equals_the_cpu_assembler() {
     let infos: Vec<kmerdb::index::TargetInfo> = (0..finals)
         .map(|f| kmerdb::index::TargetInfo { name: format!("t{f}"), taxid: 1000 + f, length: 1000, windows: 10 })
         .collect();
-    let clades = kmerdb::indexing::condense::Clades::new(&infos, &taxa).unwrap();
+    let clades = kmerdb::index::condensed::Clades::new(&infos, &taxa).unwrap();
     let layout =
         LocationLayout::for_counts(finals as u64, windows as u64, (finals * windows) as u64, cap, clades.nodes());
     let numbering = kmerdb::index::GlobalWindows::new(std::iter::repeat_n(windows as u64, finals as usize), &layout);

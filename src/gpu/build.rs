@@ -5,7 +5,7 @@
 use crate::gpu::address::DevAddr;
 use crate::gpu::table::launch_config;
 use crate::gpu::{Gpu, GpuError};
-use crate::indexing::sketching::Pending;
+use crate::sketch::Pending;
 use crate::sketch::SketchParams;
 use cudarc::driver::{CudaEvent, CudaStream, DeviceRepr, PinnedHostSlice, PushKernelArg};
 use std::sync::Arc;

@@ -24,10 +24,10 @@ use crate::gpu::table::{BucketListTable, DeviceKeys, KeyList, launch_config};
 use crate::gpu::{Gpu, GpuError};
 use crate::index::bcht::{self, BUCKET_SLOTS, EMPTY_SLOT, KeyHash, Slot};
 use crate::index::clade_lists::CladeLists;
+use crate::index::condensed::{Clades, Condensed, ShardStats};
 use crate::index::locations::{GlobalWindows, LocationLayout, PAD_WORDS, ShardOverflow};
 use crate::index::stored_shard::{self, StoredShard};
 use crate::index::write::ShardData;
-use crate::indexing::condense::{Clades, Condensed, ShardStats};
 use crate::indexing::error::BuildError;
 use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 
@@ -692,7 +692,7 @@ fn rebuild(
     use crate::index::locations::LocationList;
     let mut entries: Vec<Slot> = shard.slots.iter().chain(left).filter(|s| s.key != bcht::EMPTY_KEY).copied().collect();
     entries.sort_unstable_by_key(|s| s.key);
-    let mut assembler = crate::indexing::condense::ShardAssembler::new(layout, hash);
+    let mut assembler = crate::index::condensed::ShardAssembler::new(layout, hash);
     let mut locs = Vec::new();
     for e in entries {
         let list = LocationList::decode(e.value, &shard.words, layout);
@@ -711,7 +711,7 @@ fn rebuild(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::indexing::condense::ShardAssembler;
+    use crate::index::condensed::ShardAssembler;
 
     /// One shard.
     pub(super) const H: KeyHash = KeyHash::new(0);

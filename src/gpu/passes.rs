@@ -33,13 +33,13 @@ use crate::gpu::table::{BucketListTable, TableConfig, launch_config};
 use crate::gpu::{Gpu, GpuError};
 use crate::index::bcht::KeyHash;
 use crate::index::clade_lists::CladeLists;
+use crate::index::condensed::ShardStats;
 use crate::index::stored_shard::{self, StoredShard};
 use crate::index::{GlobalWindows, IndexWriter, LocationLayout};
-use crate::indexing::condense::ShardStats;
 use crate::indexing::error::BuildError;
-use crate::indexing::sketching::Pending;
 use crate::input::Source;
 use crate::resources::human_bytes;
+use crate::sketch::Pending;
 use crate::sketch::SketchParams;
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, PushKernelArg};
 use std::os::unix::fs::FileExt;
@@ -111,7 +111,7 @@ pub(crate) struct ShardsToBuild<'a> {
     /// The most locations a feature's list holds: a feature with more is a clade feature.
     pub cap: u32,
     /// The index's tree, which names the clade features' clades.
-    pub clades: &'a crate::indexing::condense::Clades,
+    pub clades: &'a crate::index::condensed::Clades,
 }
 
 /// The GPU (of `gpus`) that owns `shard`.
@@ -1216,7 +1216,7 @@ struct PassJob<'a> {
     final_id: &'a [Option<u32>],
     layout: &'a LocationLayout,
     cap: u32,
-    clades: &'a crate::indexing::condense::Clades,
+    clades: &'a crate::index::condensed::Clades,
     /// Threads for the host's share of the GPUs' condense (the clade features' lists).
     host: &'a rayon::ThreadPool,
 }

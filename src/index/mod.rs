@@ -21,6 +21,7 @@
 
 pub mod bcht;
 pub mod clade_lists;
+pub mod condensed;
 pub mod format;
 pub mod locations;
 pub mod packed_keys;

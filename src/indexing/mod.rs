@@ -257,7 +257,7 @@ fn build_in_pool(
     targets::warn_featureless(&raw_targets, &resolved.final_id, &config.sources, config.sketch.k);
     phase("taxa");
     let max_windows = resolved.targets.iter().map(|t| t.windows).max().unwrap_or(1);
-    let clades = condense::Clades::new(&resolved.targets, &resolved.taxa)?;
+    let clades = crate::index::condensed::Clades::new(&resolved.targets, &resolved.taxa)?;
     let cap = config.max_locations_per_feature;
     let windows = resolved.targets.iter().map(|t| t.windows).sum();
     let layout = LocationLayout::for_counts(resolved.targets.len() as u64, max_windows, windows, cap, clades.nodes());
@@ -398,7 +398,7 @@ struct LayOut<'a> {
     raw_targets: &'a [sketching::RawTarget],
     resolved: &'a targets::Resolved,
     /// The clade of each feature over the cap is named in this tree.
-    clades: &'a condense::Clades,
+    clades: &'a crate::index::condensed::Clades,
     layout: LocationLayout,
     /// The targets' global window numbers, which stored lists hold.
     numbering: GlobalWindows,
@@ -417,7 +417,7 @@ impl LayOut<'_> {
         &self,
         inserted: Inserted<'_>,
         out: IndexFile,
-    ) -> Result<(IndexWriter, condense::ShardStats, Option<PassSummary>), BuildError> {
+    ) -> Result<(IndexWriter, crate::index::condensed::ShardStats, Option<PassSummary>), BuildError> {
         match inserted {
             Inserted::Bins(bins) => {
                 let (writer, stats) = self.on_cpu(bins, out)?;
@@ -441,11 +441,11 @@ impl LayOut<'_> {
         &self,
         bins: Vec<sketching::Bin>,
         out: IndexFile,
-    ) -> Result<(IndexWriter, condense::ShardStats), BuildError> {
+    ) -> Result<(IndexWriter, crate::index::condensed::ShardStats), BuildError> {
         let cap = self.config.max_locations_per_feature;
         let windows = condense::WindowMap::new(self.raw_targets, &self.resolved.final_id);
         let mut writer = self.writer(out)?;
-        let mut stats = condense::ShardStats::default();
+        let mut stats = crate::index::condensed::ShardStats::default();
         let condense = |bin| {
             let lists = (&self.layout, &self.numbering);
             condense::condense_bin(bin, &windows, lists, bcht::KeyHash::new(self.shard_bits), cap, self.clades)
@@ -453,7 +453,7 @@ impl LayOut<'_> {
         };
         // This thread is one of the pool's: it condenses, and a thread of its own writes.
         let mut condensed = pipeline::in_order_windows(self.pool, bins, condense);
-        let mut write = |shard: condense::Condensed| {
+        let mut write = |shard: crate::index::condensed::Condensed| {
             writer.add_shard(&shard.data, None)?;
             writer.add_clade_lists(shard.clade_lists);
             stats += shard.stats;
@@ -471,7 +471,7 @@ impl LayOut<'_> {
         pb: &crate::gpu::passes::PassBuild<'_>,
         counts: &[u64],
         out: IndexFile,
-    ) -> Result<(IndexWriter, condense::ShardStats, Option<PassSummary>), BuildError> {
+    ) -> Result<(IndexWriter, crate::index::condensed::ShardStats, Option<PassSummary>), BuildError> {
         let mut writer = self.writer(out)?;
         let first: Vec<u64> = self.raw_targets.iter().map(|t| t.first_window).collect();
         let what = crate::gpu::passes::ShardsToBuild {
@@ -514,7 +514,7 @@ fn write_rest(
     (layout, collection): (LocationLayout, Collection),
     shard_bits: u32,
     resolved: &targets::Resolved,
-    (mut writer, stats): (IndexWriter, condense::ShardStats),
+    (mut writer, stats): (IndexWriter, crate::index::condensed::ShardStats),
 ) -> Result<(Counts, u64), BuildError> {
     let (targets, taxa) = (&resolved.targets, &resolved.taxa);
     let counts = counts_of(targets, taxa, &stats, writer.buckets_written());
@@ -532,7 +532,7 @@ fn write_rest(
 pub(crate) fn counts_of(
     targets: &[crate::index::TargetInfo],
     taxa: &[crate::taxonomy::Taxon],
-    stats: &condense::ShardStats,
+    stats: &crate::index::condensed::ShardStats,
     buckets: u64,
 ) -> Counts {
     Counts {

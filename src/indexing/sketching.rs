@@ -10,7 +10,7 @@
 
 use crate::indexing::error::BuildError;
 use crate::input::{Format, SeqReader, Source};
-use crate::sketch::{Feature, SketchParams, Sketcher};
+use crate::sketch::{Feature, Pending, SketchParams, Sketcher};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -123,14 +123,6 @@ struct Context<'a> {
     targets: &'a Mutex<Vec<RawTarget>>,
     progress: &'a Progress,
     sink: &'a Sink<'a>,
-}
-
-/// A record waiting to be sketched.
-pub struct Pending {
-    pub target: u32,
-    /// Global number of its first window.
-    pub first_window: u64,
-    pub seq: Vec<u8>,
 }
 
 impl Context<'_> {

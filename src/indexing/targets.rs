@@ -94,11 +94,7 @@ pub(crate) fn warn_featureless(raw: &[RawTarget], final_id: &[Option<u32>], sour
 /// An error if the index would have no features with locations: no read could be classified
 /// against it, or (every feature a clade feature, over the cap) only by features that every
 /// sequence shares.
-pub(crate) fn check_not_empty(
-    stats: &crate::indexing::condense::ShardStats,
-    k: u32,
-    cap: u32,
-) -> Result<(), BuildError> {
+pub(crate) fn check_not_empty(stats: &crate::index::condensed::ShardStats, k: u32, cap: u32) -> Result<(), BuildError> {
     if stats.features > stats.clade_features {
         return Ok(());
     }

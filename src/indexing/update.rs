@@ -18,9 +18,10 @@
 //!    (the output may be the old index: a failure leaves it as it was).
 
 use crate::index::clade_lists::{CladeLists, target_window};
+use crate::index::condensed::{Clades, Condensed, ShardStats};
 use crate::index::format::{Counts, Header, Provenance, TaxonomySource};
 use crate::index::{GlobalWindows, Index, IndexFile, IndexWriter, LocationLayout, TargetInfo, Verify, bcht};
-use crate::indexing::condense::{self, Clades, Condensed, ShardStats, WindowMap};
+use crate::indexing::condense::{self, WindowMap};
 use crate::indexing::error::BuildError;
 use crate::indexing::sketching::{self, RawTarget};
 use crate::indexing::targets::{self, SYNTHETIC_TAXID_BASE, Unnumbered};
