@@ -21,6 +21,7 @@ pub mod classify;
 pub mod condense;
 pub mod device;
 pub mod kernels;
+pub mod mates;
 pub mod multi;
 pub mod passes;
 pub mod pinned;

@@ -4,7 +4,7 @@
 //! a read's lists, looks them up in the table and decides (`classify::candidates::with_protein`):
 //! only reads that the DNA left above genus need that, a few per cent of a sample.
 
-use crate::gpu::classify::DeviceMates;
+use crate::gpu::mates::DeviceMates;
 use crate::gpu::table::launch_config;
 use crate::gpu::{Gpu, GpuError};
 use crate::protein::ProteinParams;
