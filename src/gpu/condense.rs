@@ -28,7 +28,6 @@ use crate::index::condensed::{Clades, Condensed, ShardStats};
 use crate::index::locations::{GlobalWindows, LocationLayout, PAD_WORDS, ShardOverflow};
 use crate::index::stored_shard::{self, StoredShard};
 use crate::index::write::ShardData;
-use crate::indexing::error::BuildError;
 use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 
 /// Launches kernel `$name` with shape `$config` and the arguments given, in the order its
@@ -40,7 +39,7 @@ macro_rules! launch {
         $(b.arg($arg);)+
         // SAFETY: every call passes the arguments its kernel in `cuda/condense.cuh` declares, with
         // arrays of the lengths the kernel's comment asks for.
-        unsafe { b.launch($config) }.map_err(GpuError::from)?;
+        unsafe { b.launch($config) }?;
     }};
 }
 
@@ -128,7 +127,7 @@ pub fn condense(
     (layout, numbering): (&LocationLayout, &GlobalWindows),
     (cap, clades): (u32, &Clades),
     shard_bits: u32,
-) -> Result<Vec<Condensed>, BuildError> {
+) -> Result<Vec<Condensed>, GpuError> {
     let mut dev = condense_on_device(table, gpu, final_id, layout, (cap, clades), shard_bits, None)?;
     let s = &gpu.stream;
     let mut out = Vec::with_capacity(dev.places.len());
@@ -142,10 +141,10 @@ pub fn condense(
         };
         let mut slots = download(place.slots.clone())?;
         let left = download(place.left.clone())?;
-        let words = s.clone_dtoh(&dev.words.slice(place.words.clone())).map_err(GpuError::from)?;
+        let words = s.clone_dtoh(&dev.words.slice(place.words.clone()))?;
         let code_bits = match place.slots.is_empty() {
             true => Vec::new(),
-            false => s.clone_dtoh(&dev.code_bits.slice(place.slots.clone())).map_err(GpuError::from)?,
+            false => s.clone_dtoh(&dev.code_bits.slice(place.slots.clone()))?,
         };
         // The twin's check of the GPU's code bits: the layout trusts them.
         assert_eq!(code_bits, stored_shard::walked_code_bits(&slots, &words, layout), "the GPU's code bits");
@@ -190,7 +189,7 @@ pub(crate) fn condense_on_device(
     (cap, clades): (u32, &Clades),
     shard_bits: u32,
     host: Option<&rayon::ThreadPool>,
-) -> Result<DeviceShards, BuildError> {
+) -> Result<DeviceShards, GpuError> {
     assert!(shard_bits <= 6, "shard_stats counts at most 64 shards");
     let mut clock = std::time::Instant::now();
     let mut lap = |what: &str| {
@@ -204,8 +203,8 @@ pub(crate) fn condense_on_device(
     let n = keys.n;
 
     // 1. The cap, and each shard's counts.
-    let mut state = s.alloc_zeros::<u8>(n.max(1) as usize).map_err(GpuError::from)?;
-    let stats_dev = s.alloc_zeros::<u64>(n_shards * 4).map_err(GpuError::from)?;
+    let mut state = s.alloc_zeros::<u8>(n.max(1) as usize)?;
+    let stats_dev = s.alloc_zeros::<u64>(n_shards * 4)?;
     launch!(
         gpu,
         "shard_stats",
@@ -218,7 +217,7 @@ pub(crate) fn condense_on_device(
         &mut state,
         &stats_dev
     );
-    let counted = s.clone_dtoh(&stats_dev).map_err(GpuError::from)?;
+    let counted = s.clone_dtoh(&stats_dev)?;
     let stats: Vec<ShardStats> = counted
         .chunks(4)
         .map(|c| ShardStats { features: c[0], locations: c[1], clade_features: c[2], clade_locations: c[3] })
@@ -254,17 +253,17 @@ fn clade_feature_lists(
     stats: &[ShardStats],
     (layout, shard_bits): (&LocationLayout, u32),
     host: Option<&rayon::ThreadPool>,
-) -> Result<(Vec<CladeLists>, CudaSlice<u32>), BuildError> {
+) -> Result<(Vec<CladeLists>, CudaSlice<u32>), GpuError> {
     let s = &gpu.stream;
     let mut per_shard = vec![CladeLists::default(); stats.len()];
-    let mut clade = s.alloc_zeros::<u32>(keys.n.max(1) as usize).map_err(GpuError::from)?;
+    let mut clade = s.alloc_zeros::<u32>(keys.n.max(1) as usize)?;
     let n_clades: u64 = stats.iter().map(|st| st.clade_features).sum();
     if n_clades == 0 {
         return Ok((per_shard, clade));
     }
     let alloc = || s.alloc_zeros::<u32>(n_clades as usize).map_err(GpuError::from);
     let (mut out_keys, mut out_slots, mut out_counts, mut out_index) = (alloc()?, alloc()?, alloc()?, alloc()?);
-    let found = s.alloc_zeros::<u64>(1).map_err(GpuError::from)?;
+    let found = s.alloc_zeros::<u64>(1)?;
     let n = keys.n;
     launch!(
         gpu,
@@ -281,7 +280,7 @@ fn clade_feature_lists(
         &mut out_index,
         &found
     );
-    assert_eq!(s.clone_dtoh(&found).map_err(GpuError::from)?[0], n_clades, "every clade key is listed once");
+    assert_eq!(s.clone_dtoh(&found)?[0], n_clades, "every clade key is listed once");
     let download = |v: &CudaSlice<u32>| s.clone_dtoh(v).map_err(GpuError::from);
     let (k, sl, c, ix) = (download(&out_keys)?, download(&out_slots)?, download(&out_counts)?, download(&out_index)?);
     let mut order: Vec<usize> = (0..k.len()).collect();
@@ -320,8 +319,7 @@ fn clade_feature_lists(
         per_shard[crate::index::format::shard_of(l.key, shard_bits)].push(l.key, locations);
     }
     let index: Vec<u32> = order.iter().map(|&i| ix[i]).collect();
-    let (index_dev, nodes_dev) =
-        (s.clone_htod(&index).map_err(GpuError::from)?, s.clone_htod(&nodes).map_err(GpuError::from)?);
+    let (index_dev, nodes_dev) = (s.clone_htod(&index)?, s.clone_htod(&nodes)?);
     let m = index.len() as u64;
     launch!(gpu, "set_clades", launch_config(gpu, m), &index_dev, &nodes_dev, &m, &mut clade);
     Ok((per_shard, clade))
@@ -495,7 +493,7 @@ fn write_lists(
     tables: &ShardTables,
     shard_bits: u32,
     layout: &LocationLayout,
-) -> Result<(CudaSlice<u64>, CudaSlice<u32>, CudaSlice<u32>, Vec<ShardPlace>), BuildError> {
+) -> Result<(CudaSlice<u64>, CudaSlice<u32>, CudaSlice<u32>, Vec<ShardPlace>), GpuError> {
     let s = &gpu.stream;
     let n_shards = 1usize << shard_bits;
     let ListOrder { mut order, start } = lists;
@@ -503,7 +501,7 @@ fn write_lists(
     let inline_single = layout.inline_single() as u32;
     // Each list sorted in a room of its own, then its entries counted (fixed or delta-coded, which
     // depends on the sorted list), then written.
-    let mut room = s.alloc_zeros::<u64>(total as usize + 1).map_err(GpuError::from)?;
+    let mut room = s.alloc_zeros::<u64>(total as usize + 1)?;
     launch!(
         gpu,
         "slot_room",
@@ -515,14 +513,14 @@ fn write_lists(
         &inline_single,
         &mut room
     );
-    let mut room_start = s.alloc_zeros::<u64>(total as usize + 1).map_err(GpuError::from)?;
+    let mut room_start = s.alloc_zeros::<u64>(total as usize + 1)?;
     exclusive_scan(gpu, &room, total + 1, &mut room_start)?;
     drop(room);
-    let rooms = s.clone_dtoh(&room_start.slice(total as usize..)).map_err(GpuError::from)?[0];
-    let mut scratch = s.alloc_zeros::<u64>(rooms.max(1) as usize).map_err(GpuError::from)?;
-    let mut entries = s.alloc_zeros::<u64>(total as usize + 1).map_err(GpuError::from)?;
+    let rooms = s.clone_dtoh(&room_start.slice(total as usize..))?[0];
+    let mut scratch = s.alloc_zeros::<u64>(rooms.max(1) as usize)?;
+    let mut entries = s.alloc_zeros::<u64>(total as usize + 1)?;
     // 4 bytes a key at the pass's peak (counted in `passes::PASS_BYTES_PER_VALUE`).
-    let mut code_bits = s.alloc_zeros::<u32>(total.max(1) as usize).map_err(GpuError::from)?;
+    let mut code_bits = s.alloc_zeros::<u32>(total.max(1) as usize)?;
     let (targs, margs) = (table.args(), keys.remap.args(gpu));
     let (entry_bits, window_bits, loc_bits) = (layout.entry_bits, layout.window_bits, layout.bits());
     launch!(
@@ -545,16 +543,16 @@ fn write_lists(
         &mut entries,
         &mut code_bits
     );
-    let mut entry_start = s.alloc_zeros::<u64>(total as usize + 1).map_err(GpuError::from)?;
+    let mut entry_start = s.alloc_zeros::<u64>(total as usize + 1)?;
     exclusive_scan(gpu, &entries, total + 1, &mut entry_start)?;
     drop(entries);
 
     // Each shard's first entry, and its stream's words.
-    let at_dev = s.clone_htod(&start).map_err(GpuError::from)?;
-    let mut first_entry_dev = s.alloc_zeros::<u64>(start.len()).map_err(GpuError::from)?;
+    let at_dev = s.clone_htod(&start)?;
+    let mut first_entry_dev = s.alloc_zeros::<u64>(start.len())?;
     let count = start.len() as u64;
     launch!(gpu, "gather_u64", launch_config(gpu, count), &entry_start, &at_dev, &count, &mut first_entry_dev);
-    let first_entry = s.clone_dtoh(&first_entry_dev).map_err(GpuError::from)?;
+    let first_entry = s.clone_dtoh(&first_entry_dev)?;
     let eb = layout.entry_bits as u64;
     let mut first_word = vec![0u64];
     for sh in 0..n_shards {
@@ -562,9 +560,9 @@ fn write_lists(
         first_word.push(first_word[sh] + (entries * eb).div_ceil(32) + PAD_WORDS as u64);
     }
     let total_words = first_word[n_shards];
-    let first_word_dev = s.clone_htod(&first_word).map_err(GpuError::from)?;
-    let mut words = s.alloc_zeros::<u32>(total_words.max(1) as usize).map_err(GpuError::from)?;
-    let mut overflow = s.alloc_zeros::<u32>(1).map_err(GpuError::from)?;
+    let first_word_dev = s.clone_htod(&first_word)?;
+    let mut words = s.alloc_zeros::<u32>(total_words.max(1) as usize)?;
+    let mut overflow = s.alloc_zeros::<u32>(1)?;
     let sh = tables.args(gpu, shard_bits);
     let st = StreamsArgs {
         first_entry: DevAddr::of(gpu, &first_entry_dev),
@@ -593,7 +591,7 @@ fn write_lists(
         &mut words,
         &mut overflow
     );
-    if s.clone_dtoh(&overflow).map_err(GpuError::from)?[0] != 0 {
+    if s.clone_dtoh(&overflow)?[0] != 0 {
         return Err(shard_overflow());
     }
     drop(scratch);
@@ -653,7 +651,7 @@ pub(crate) fn finish_and_store(
     (words, code_bits): (&[u32], &[u32]),
     (layout, numbering): (&LocationLayout, &GlobalWindows),
     hash: KeyHash,
-) -> Result<StoredShard, BuildError> {
+) -> Result<StoredShard, GpuError> {
     debug_assert_eq!(code_bits.len(), slots.len());
     let t = std::time::Instant::now();
     let mut undo = Vec::new();
@@ -672,13 +670,10 @@ pub(crate) fn finish_and_store(
     stored.map_err(|_| shard_overflow())
 }
 
-/// A shard that does not fit the location layout; without a path, which the build's driver adds
-/// (`BuildError::naming_index`).
-pub(crate) fn shard_overflow() -> BuildError {
-    BuildError::Index(crate::index::IndexError::ShardOverflow {
-        path: std::path::PathBuf::new(),
-        source: ShardOverflow,
-    })
+/// A shard that does not fit the location layout (the build names the index in it:
+/// `indexing::error::BuildError`'s `From<GpuError>`).
+pub(crate) fn shard_overflow() -> GpuError {
+    GpuError::ShardOverflow(ShardOverflow)
 }
 
 /// A shard laid out again by the CPU's `ShardAssembler` from its keys and their lists (the rare

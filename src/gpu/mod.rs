@@ -77,4 +77,8 @@ pub enum GpuError {
         #[source]
         source: std::io::Error,
     },
+    /// A shard the GPU laid out does not fit the index's location layout. The build turns it into
+    /// its index error, which names the index (`indexing::error::BuildError`'s `From`).
+    #[error(transparent)]
+    ShardOverflow(#[from] crate::index::locations::ShardOverflow),
 }

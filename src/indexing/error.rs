@@ -48,7 +48,7 @@ pub enum BuildError {
     Threads { threads: usize, reason: String },
     #[cfg(feature = "gpu")]
     #[error(transparent)]
-    Gpu(#[from] crate::gpu::GpuError),
+    Gpu(crate::gpu::GpuError),
     #[error("--gpus {0}: this kmerdb was built without GPU support (cargo feature `gpu`)")]
     NoGpuSupport(String),
 }
@@ -62,6 +62,20 @@ impl BuildError {
                 BuildError::Index(IndexError::ShardOverflow { path: db.to_path_buf(), source })
             }
             other => other,
+        }
+    }
+}
+
+/// A GPU's error; a shard that overflowed the location layout on a GPU is the index's, as on the
+/// CPU, so that the build's driver names the index in it ([`BuildError::naming_index`]).
+#[cfg(feature = "gpu")]
+impl From<crate::gpu::GpuError> for BuildError {
+    fn from(e: crate::gpu::GpuError) -> Self {
+        match e {
+            crate::gpu::GpuError::ShardOverflow(source) => {
+                BuildError::Index(IndexError::ShardOverflow { path: PathBuf::new(), source })
+            }
+            other => BuildError::Gpu(other),
         }
     }
 }
@@ -83,5 +97,12 @@ mod tests {
         // A path already given stays.
         let kept = overflow("a.db").naming_index(std::path::Path::new("out.db")).to_string();
         assert!(kept.starts_with("a.db"), "{kept}");
+        // A GPU's overflow becomes the index's, and is named the same way.
+        #[cfg(feature = "gpu")]
+        {
+            let gpu = crate::gpu::GpuError::from(crate::index::locations::ShardOverflow);
+            let named = BuildError::from(gpu).naming_index(std::path::Path::new("out.db")).to_string();
+            assert_eq!(named, overflow("out.db").to_string());
+        }
     }
 }
