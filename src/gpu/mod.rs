@@ -81,4 +81,21 @@ pub enum GpuError {
     /// its index error, which names the index (`indexing::error::BuildError`'s `From`).
     #[error(transparent)]
     ShardOverflow(#[from] crate::index::locations::ShardOverflow),
+    // The build's errors that the GPU passes meet; the build's `From` turns each into its own
+    // variant of the same name, so that they read as the CPU build's do.
+    /// More windows than 32-bit window numbers hold.
+    #[error("the inputs hold more windows than 2^32")]
+    TooManyWindows,
+    /// The passes' thread pools could not start.
+    #[error("cannot start {threads} threads: {reason}")]
+    Threads { threads: usize, reason: String },
+    /// A spill file or the index's folder failed the passes.
+    #[error("cannot write the index to {path}: {reason}")]
+    Output { path: std::path::PathBuf, reason: String },
+    /// A file could not be made or read.
+    #[error(transparent)]
+    Input(#[from] crate::input::InputError),
+    /// The index writer failed.
+    #[error(transparent)]
+    Index(#[from] crate::index::IndexError),
 }

@@ -36,7 +36,6 @@ use crate::index::clade_lists::CladeLists;
 use crate::index::condensed::ShardStats;
 use crate::index::stored_shard::{self, StoredShard};
 use crate::index::{GlobalWindows, IndexWriter, LocationLayout};
-use crate::indexing::error::BuildError;
 use crate::input::Source;
 use crate::resources::human_bytes;
 use crate::sketch::Pending;
@@ -274,9 +273,9 @@ impl<'g> PassBuild<'g> {
         opts: GpuBuildOptions,
         shard_bits: u32,
         tmp_dir: &Path,
-    ) -> Result<Self, BuildError> {
+    ) -> Result<Self, GpuError> {
         if gpus.len() > MAX_GPUS {
-            return Err(GpuError::TooManyGpus { given: gpus.len(), max: MAX_GPUS }.into());
+            return Err(GpuError::TooManyGpus { given: gpus.len(), max: MAX_GPUS });
         }
         let gpus: Vec<&Gpu> = gpus.iter().collect();
         if gpus.len() > 1 {
@@ -350,11 +349,11 @@ impl<'g> PassBuild<'g> {
     /// turn, uploaded, sketched and split; each owner's stretch is kept as a block. Returns once the
     /// blocks are placed. Several threads run this at once: a GPU has [`STAGING_SLOTS`] batches in
     /// flight, and only the queueing of a batch's upload and kernel is serialized.
-    pub(crate) fn insert_batch(&self, batch: &[Pending]) -> Result<(), BuildError> {
+    pub(crate) fn insert_batch(&self, batch: &[Pending]) -> Result<(), GpuError> {
         let Some(last) = batch.last() else { return Ok(()) };
         // Pairs carry 32-bit global windows, as the CPU build's bins do.
         if last.first_window + self.params.window_count(last.seq.len()) > 1 << 32 {
-            return Err(BuildError::TooManyWindows);
+            return Err(GpuError::TooManyWindows);
         }
         let n = self.gpus.len();
         let g = self.next.fetch_add(1, Ordering::Relaxed) % n;
@@ -383,7 +382,7 @@ impl<'g> PassBuild<'g> {
         sender: &Sender,
         i: usize,
         batch: &[Pending],
-    ) -> Result<(CudaSlice<u64>, u64, Vec<u32>), BuildError> {
+    ) -> Result<(CudaSlice<u64>, u64, Vec<u32>), GpuError> {
         let (gpu, n) = (self.gpus[g], self.gpus.len());
         let mut slot = sender.slots[i].lock().expect("no GPU batch panicked");
         let slot = &mut *slot;
@@ -439,7 +438,7 @@ impl<'g> PassBuild<'g> {
     /// Keeps `count` pairs at `src` (on GPU `g`, written by `g`'s split stream) as a block of
     /// owner `d`: on `d` if its budget allows, else sorted by shard in host memory or the spill
     /// file. When this returns, `g`'s split stream waits for every copy out of `src`.
-    fn keep(&self, g: usize, d: usize, src: DevAddr<'_>, count: u64) -> Result<(), BuildError> {
+    fn keep(&self, g: usize, d: usize, src: DevAddr<'_>, count: u64) -> Result<(), GpuError> {
         let bytes = count * 8;
         let split = self.senders[g].split.clone();
         {
@@ -501,7 +500,7 @@ impl<'g> PassBuild<'g> {
     }
 
     /// After the last batch: waits for every GPU and returns the pairs of each shard.
-    pub(crate) fn finish_reading(&self) -> Result<Vec<u64>, BuildError> {
+    pub(crate) fn finish_reading(&self) -> Result<Vec<u64>, GpuError> {
         let shards = 1usize << self.shard_bits;
         let mut totals = vec![0u64; shards];
         for (g, sender) in self.senders.iter().enumerate() {
@@ -537,7 +536,7 @@ impl<'g> PassBuild<'g> {
 
     /// The passes for shards of `counts` pairs: [`plan_passes`] with each GPU's limit from its
     /// free memory (or `--gpu-pass-values`). A shard larger than its owner's limit is an error.
-    fn plan(&self, counts: &[u64]) -> Result<Vec<std::ops::Range<usize>>, BuildError> {
+    fn plan(&self, counts: &[u64]) -> Result<Vec<std::ops::Range<usize>>, GpuError> {
         let n = self.gpus.len();
         let mut limits = Vec::with_capacity(n);
         for g in &self.gpus {
@@ -556,8 +555,7 @@ impl<'g> PassBuild<'g> {
                     ordinal: self.gpus[d].ordinal,
                     free: self.gpus[d].memory()?.0 as u64,
                     advice: "build it in parts (--partition) or on the CPU (--gpus none)".into(),
-                }
-                .into())
+                })
             }
         }
     }
@@ -581,7 +579,7 @@ impl<'g> PassBuild<'g> {
         what: ShardsToBuild<'_>,
         pool: &rayon::ThreadPool,
         writer: &mut IndexWriter,
-    ) -> Result<(ShardStats, PassReport), BuildError> {
+    ) -> Result<(ShardStats, PassReport), GpuError> {
         let ShardsToBuild { counts, first_windows, final_id, layout, numbering, cap, clades } = what;
         let passes = self.plan(counts)?;
         let n = self.gpus.len();
@@ -602,10 +600,10 @@ impl<'g> PassBuild<'g> {
             .num_threads(pool.current_num_threads())
             .thread_name(|i| format!("kmerdb-gpu-host-{i}"))
             .build()
-            .map_err(|e| BuildError::Threads { threads: pool.current_num_threads(), reason: e.to_string() })?;
+            .map_err(|e| GpuError::Threads { threads: pool.current_num_threads(), reason: e.to_string() })?;
         // The shards are finished side by side in lanes of a few threads (see `pipeline::Lanes`).
         let lanes = crate::pipeline::Lanes::new(pool.current_num_threads(), FINISHING_LANE_THREADS, "kmerdb-finish")
-            .map_err(|e| BuildError::Threads { threads: pool.current_num_threads(), reason: e.to_string() })?;
+            .map_err(|e| GpuError::Threads { threads: pool.current_num_threads(), reason: e.to_string() })?;
         let job = PassJob { passes: &passes, counts, first: &first, final_id, layout, cap, clades, host: &host };
         let mut report = PassReport { passes: passes.len(), shard_pairs: counts.to_vec(), ..Default::default() };
         let gpu_times: Vec<Mutex<(Duration, Duration)>> = (0..n).map(|_| Mutex::new(Default::default())).collect();
@@ -628,7 +626,7 @@ impl<'g> PassBuild<'g> {
             let mut next = move |wait: bool| arrivals.next(wait);
             let finishing = &finishing;
             let hash = KeyHash::new(self.shard_bits);
-            let finish = move |shard: Result<Downloaded, BuildError>| {
+            let finish = move |shard: Result<Downloaded, GpuError>| {
                 let t = Instant::now();
                 let (done, buf) = shard?.finish((layout, numbering), hash)?;
                 // The shard is in host memory now: its buffer goes back to its GPU at once, so
@@ -681,11 +679,11 @@ impl<'g> PassBuild<'g> {
         d: usize,
         job: &PassJob<'_>,
         free: std::sync::mpsc::Receiver<ShardBuffer>,
-        downloaded: std::sync::mpsc::Sender<Result<Downloaded, BuildError>>,
+        downloaded: std::sync::mpsc::Sender<Result<Downloaded, GpuError>>,
         times: &Mutex<(Duration, Duration)>,
     ) {
         let gpu = self.gpus[d];
-        let result = (|| -> Result<(), BuildError> {
+        let result = (|| -> Result<(), GpuError> {
             gpu.ctx.bind_to_thread().map_err(GpuError::from)?;
             let first = gpu.stream.clone_htod(job.first).map_err(GpuError::from)?;
             let windows = WindowsArgs { first: DevAddr::of(gpu, &first), targets: job.first.len() as u32, _pad: 0 };
@@ -713,9 +711,9 @@ impl<'g> PassBuild<'g> {
         windows: WindowsArgs<'_>,
         staging: &mut Option<HostBuffer<u64>>,
         free: &std::sync::mpsc::Receiver<ShardBuffer>,
-        downloaded: &std::sync::mpsc::Sender<Result<Downloaded, BuildError>>,
+        downloaded: &std::sync::mpsc::Sender<Result<Downloaded, GpuError>>,
         times: &Mutex<(Duration, Duration)>,
-    ) -> Result<bool, BuildError> {
+    ) -> Result<bool, GpuError> {
         let (gpu, n) = (self.gpus[d], self.gpus.len());
         let wanted: Vec<usize> = range.clone().filter(|&s| owner_of(s, n) == d).collect();
         let values: u64 = wanted.iter().map(|&s| job.counts[s]).sum();
@@ -820,7 +818,7 @@ impl<'g> PassBuild<'g> {
         windows: WindowsArgs<'_>,
         staging: &mut Option<HostBuffer<u64>>,
         values: u64,
-    ) -> Result<BucketListTable<'g>, BuildError> {
+    ) -> Result<BucketListTable<'g>, GpuError> {
         let gpu = self.gpus[d];
         let s = &gpu.stream;
         let (lo, hi) = (range.start as u32, range.end as u32);
@@ -871,9 +869,9 @@ impl<'g> PassBuild<'g> {
         unsafe { table.queue_insert(DevAddr::of(gpu, &keys), DevAddr::of(gpu, &vals), values) }?;
         let status = table.status()?;
         if status.is_error() {
-            return Err(table
-                .full(&status, "the table is sized for every value it gets: this is a bug, please report it")
-                .into());
+            return Err(
+                table.full(&status, "the table is sized for every value it gets: this is a bug, please report it")
+            );
         }
         drop((keys, vals));
         Ok(table)
@@ -890,7 +888,7 @@ impl PassBuild<'_> {
         block: &PairBlock,
         range: std::ops::Range<usize>,
         staging: &mut Option<HostBuffer<u64>>,
-    ) -> Result<Option<CudaSlice<u64>>, BuildError> {
+    ) -> Result<Option<CudaSlice<u64>>, GpuError> {
         let s = &gpu.stream;
         let (a, b) = (block.shard_start[range.start], block.shard_start[range.end]);
         if a == b {
@@ -913,7 +911,7 @@ impl PassBuild<'_> {
                 let file = off.spill.as_ref().expect("spilled blocks have a spill file");
                 // SAFETY: no copy uses the staging buffer (synchronized above).
                 let dst: &mut [u8] = bytemuck::cast_slice_mut(unsafe { &mut buf.as_mut_slice()[..len] });
-                file.as_file().read_exact_at(dst, at + a * 8).map_err(|source| BuildError::Output {
+                file.as_file().read_exact_at(dst, at + a * 8).map_err(|source| GpuError::Output {
                     path: file.path().to_path_buf(),
                     reason: format!("cannot read spilled pairs back: {source}"),
                 })?;
@@ -931,7 +929,7 @@ impl PassBuild<'_> {
 impl OffGpu {
     /// Appends `count` pairs of `sorted` (on `gpu`, written on `split`) to the spill file, made
     /// at the first spill, through the staging buffer; returns where in the file they start.
-    fn spill(&mut self, gpu: &Gpu, split: &CudaStream, sorted: &CudaSlice<u64>, count: u64) -> Result<u64, BuildError> {
+    fn spill(&mut self, gpu: &Gpu, split: &CudaStream, sorted: &CudaSlice<u64>, count: u64) -> Result<u64, GpuError> {
         let bytes = count * 8;
         if self.spill_staging.as_ref().is_none_or(|b| b.len() < count as usize) {
             self.spill_staging = Some(HostBuffer::new(gpu, count as usize)?);
@@ -950,7 +948,7 @@ impl OffGpu {
         let file = self.spill.as_ref().expect("just made");
         // SAFETY: the copy into the staging buffer has finished (synchronized above).
         let data: &[u8] = bytemuck::cast_slice(unsafe { &staging.as_slice()[..count as usize] });
-        file.as_file().write_all_at(data, at).map_err(|source| BuildError::Output {
+        file.as_file().write_all_at(data, at).map_err(|source| GpuError::Output {
             path: file.path().to_path_buf(),
             reason: format!("cannot write spilled pairs: {source}"),
         })?;
@@ -967,7 +965,7 @@ fn check_spill_room(
     device_budgets: u64,
     host_budget: u64,
     tmp_dir: &Path,
-) -> Result<(), BuildError> {
+) -> Result<(), GpuError> {
     let Some(bases) = estimate_bases(sources) else { return Ok(()) };
     let pair_bytes = (bases / params.stride as u64 + 1) * params.sketch_size as u64 * 8;
     let spill = pair_bytes.saturating_sub(device_budgets + host_budget);
@@ -976,7 +974,7 @@ fn check_spill_room(
     }
     let free = crate::resources::free_disk_bytes(tmp_dir).unwrap_or(0);
     if free < spill + spill / 10 {
-        return Err(BuildError::Output {
+        return Err(GpuError::Output {
             path: tmp_dir.to_path_buf(),
             reason: format!(
                 "the inputs (about {:.1} Gbp) give up to {} of (feature, window) pairs; the GPUs keep {} and host memory {}, so up to {} go to spill files here, but it has {} free: give --tmp-dir a folder with room, or build on more GPUs or a machine with more memory",
@@ -1080,7 +1078,7 @@ impl Downloaded {
         self,
         (layout, numbering): (&LocationLayout, &GlobalWindows),
         hash: KeyHash,
-    ) -> Result<(Finished, Option<(usize, ShardBuffer)>), BuildError> {
+    ) -> Result<(Finished, Option<(usize, ShardBuffer)>), GpuError> {
         let checksum = |s: &StoredShard| {
             crate::index::format::shard_checksum(bytemuck::cast_slice(s.keys()), bytemuck::cast_slice(s.words()))
         };
@@ -1131,7 +1129,7 @@ impl Downloaded {
 
 /// The downloaded shards in shard order: shard `s` from the queue of its owner GPU.
 struct InShardOrder<'a> {
-    queues: Vec<std::sync::mpsc::Receiver<Result<Downloaded, BuildError>>>,
+    queues: Vec<std::sync::mpsc::Receiver<Result<Downloaded, GpuError>>>,
     next: usize,
     total: usize,
     /// Time spent waiting for a GPU.
@@ -1141,7 +1139,7 @@ struct InShardOrder<'a> {
 impl InShardOrder<'_> {
     /// The next shard; waits for it if `wait`, else `None` when it has not arrived yet (see
     /// `pipeline::run_here_streaming`). `None` after the last shard.
-    fn next(&mut self, wait: bool) -> Option<Result<Downloaded, BuildError>> {
+    fn next(&mut self, wait: bool) -> Option<Result<Downloaded, GpuError>> {
         use std::sync::mpsc::TryRecvError;
         if self.next == self.total {
             return None;
@@ -1162,12 +1160,12 @@ impl InShardOrder<'_> {
         };
         self.next += 1;
         // A GPU thread that ends early sends its error first.
-        Some(got.unwrap_or_else(|| Err(GpuError::WorkerStopped { worker }.into())))
+        Some(got.unwrap_or_else(|| Err(GpuError::WorkerStopped { worker })))
     }
 }
 
 /// The writing stage: a finished shard written (in shard order), its counts added to `stats`.
-fn write_shard(writer: &mut IndexWriter, f: Finished, stats: &mut ShardStats) -> Result<(), BuildError> {
+fn write_shard(writer: &mut IndexWriter, f: Finished, stats: &mut ShardStats) -> Result<(), GpuError> {
     assert_eq!(f.shard, writer.shards_written(), "shards reach the writer in shard order");
     writer.add_shard(&f.stored, Some(f.checksum))?;
     *stats += f.stats;

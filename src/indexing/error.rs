@@ -1,6 +1,7 @@
-//! What can go wrong in a build. In a module of its own, below the stages that return it: the
-//! CPU stages here and the GPU's (`gpu::build`, `gpu::passes`, `gpu::condense`) use it without
-//! reaching up into the build's driver (`indexing::build`).
+//! What can go wrong in a build. In a module of its own, below the CPU stages that return it. The
+//! GPU's stages (`gpu::passes`, `gpu::condense`) return the GPU's error (`gpu::GpuError`) instead,
+//! so that `gpu` never imports `indexing`; the build's `From` turns the build's errors they meet
+//! back into this type's own variants.
 
 use crate::index::IndexError;
 use crate::input::InputError;
@@ -27,7 +28,7 @@ pub enum BuildError {
     #[error("more than 2^32 - 1 sequences")]
     TooManyTargets,
     #[error(
-        "the inputs hold more than 2^32 windows (about 480 Gbp with the default stride), more than a CPU build numbers; build on a GPU"
+        "the inputs hold more than 2^32 windows (about 480 Gbp with the default stride), more than one index numbers; build it in parts (--partition I/N, joined by kmerdb merge) or with a larger --stride"
     )]
     TooManyWindows,
     #[error("sequence '{id}' has {windows} windows; at most 2^32 fit a location")]
@@ -66,15 +67,22 @@ impl BuildError {
     }
 }
 
-/// A GPU's error; a shard that overflowed the location layout on a GPU is the index's, as on the
-/// CPU, so that the build's driver names the index in it ([`BuildError::naming_index`]).
+/// A GPU's error. The build's errors that the GPU passes meet come back as the build's own (a
+/// shard that overflowed the location layout is the index's, as on the CPU, so that the build's
+/// driver names the index in it: [`BuildError::naming_index`]).
 #[cfg(feature = "gpu")]
 impl From<crate::gpu::GpuError> for BuildError {
     fn from(e: crate::gpu::GpuError) -> Self {
+        use crate::gpu::GpuError;
         match e {
-            crate::gpu::GpuError::ShardOverflow(source) => {
+            GpuError::ShardOverflow(source) => {
                 BuildError::Index(IndexError::ShardOverflow { path: PathBuf::new(), source })
             }
+            GpuError::TooManyWindows => BuildError::TooManyWindows,
+            GpuError::Threads { threads, reason } => BuildError::Threads { threads, reason },
+            GpuError::Output { path, reason } => BuildError::Output { path, reason },
+            GpuError::Input(e) => BuildError::Input(e),
+            GpuError::Index(e) => BuildError::Index(e),
             other => BuildError::Gpu(other),
         }
     }
@@ -104,5 +112,31 @@ mod tests {
             let named = BuildError::from(gpu).naming_index(std::path::Path::new("out.db")).to_string();
             assert_eq!(named, overflow("out.db").to_string());
         }
+    }
+
+    /// The build's errors the GPU passes meet read as the CPU build's; a GPU's own stays the GPU's.
+    #[cfg(feature = "gpu")]
+    #[test]
+    fn the_gpus_build_errors_read_as_the_builds() {
+        use crate::gpu::GpuError;
+        let cases = [
+            (GpuError::TooManyWindows, BuildError::TooManyWindows),
+            (
+                GpuError::Threads { threads: 4, reason: "no".into() },
+                BuildError::Threads { threads: 4, reason: "no".into() },
+            ),
+            (
+                GpuError::Output { path: "spill".into(), reason: "full".into() },
+                BuildError::Output { path: "spill".into(), reason: "full".into() },
+            ),
+        ];
+        for (gpu, build) in cases {
+            let want = build.to_string();
+            let got = BuildError::from(gpu);
+            assert!(!matches!(got, BuildError::Gpu(_)), "{got}");
+            assert_eq!(got.to_string(), want);
+        }
+        let own = BuildError::from(GpuError::WorkerStopped { worker: 1 });
+        assert!(matches!(own, BuildError::Gpu(GpuError::WorkerStopped { worker: 1 })), "{own}");
     }
 }

@@ -354,14 +354,16 @@ fn read_and_sketch<'g>(
     if !gpus.is_empty() {
         let tmp_dir = config.tmp_dir.clone().unwrap_or_else(|| crate::temp_files::folder_of(&config.db).to_path_buf());
         let options = config.gpu_options;
-        match crate::gpu::passes::PassBuild::new(gpus, &config.sources, &config.sketch, options, shard_bits, &tmp_dir) {
+        let started =
+            crate::gpu::passes::PassBuild::new(gpus, &config.sources, &config.sketch, options, shard_bits, &tmp_dir);
+        match started.map_err(BuildError::from) {
             Ok(pb) => {
                 let targets = sketching::read_sources(
                     &config.sources,
                     &config.sketch,
                     crate::gpu::build::BATCH_BASES,
                     progress,
-                    &|batch| pb.insert_batch(batch),
+                    &|batch| Ok(pb.insert_batch(batch)?),
                 )?;
                 let counts = pb.finish_reading()?;
                 let name = crate::gpu::device::describe(gpus);
@@ -483,8 +485,9 @@ impl LayOut<'_> {
             cap: self.config.max_locations_per_feature,
             clades: self.clades,
         };
-        let (stats, report) =
-            pb.build_shards(what, self.pool, &mut writer).map_err(|e| e.naming_index(&self.config.db))?;
+        let (stats, report) = pb
+            .build_shards(what, self.pool, &mut writer)
+            .map_err(|e| BuildError::from(e).naming_index(&self.config.db))?;
         let placed = pb.placement();
         let (mut reading, uploaded_bytes) = pb.reading_report();
         let parsing = self.progress.parse_nanos.load(std::sync::atomic::Ordering::Relaxed);
