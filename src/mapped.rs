@@ -48,8 +48,7 @@ pub(crate) struct Mapped {
 impl Mapped {
     /// The share of the mapping's pages in memory (`mincore`), 0 to 1; 1 where it cannot be told.
     pub fn resident_fraction(&self) -> f64 {
-        // SAFETY: sysconf has no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as usize;
+        let page = page_size();
         let pages = self.map.len().div_ceil(page);
         if pages == 0 {
             return 1.0;
@@ -79,6 +78,35 @@ impl Mapped {
             seen += len.div_ceil(page);
         }
         resident as f64 / seen.max(1) as f64
+    }
+
+    /// Maps in the pages that hold `range` of the mapping now (`MADV_POPULATE_READ`: read from
+    /// the disk where they are not in memory), rather than page by page as they are read. The
+    /// error is the call's: `EFAULT` where the file is shorter than the range now.
+    pub(crate) fn populate(&self, range: std::ops::Range<usize>) -> std::io::Result<()> {
+        self.advise(range, libc::MADV_POPULATE_READ)
+    }
+
+    /// Lets go of the pages that hold `range` (`MADV_DONTNEED`): they stay in the page cache but
+    /// leave the process's resident memory; the mapping is private and never written, so a page
+    /// touched again is mapped in again with the same bytes. Advice only: nothing to report.
+    pub(crate) fn release(&self, range: std::ops::Range<usize>) {
+        let _ = self.advise(range, libc::MADV_DONTNEED);
+    }
+
+    /// `madvise(advice)` on the pages that hold `range` (from the page of `range.start`; the call
+    /// rounds the end up to a page).
+    fn advise(&self, range: std::ops::Range<usize>, advice: libc::c_int) -> std::io::Result<()> {
+        if range.is_empty() {
+            return Ok(());
+        }
+        assert!(range.end <= self.map.len(), "advice past the mapping's end");
+        let first = range.start / page_size() * page_size();
+        // SAFETY: `first..range.end` lies within the mapping, whose start is page-aligned (mmap's),
+        // and `first` is a page boundary; the two advices used (populate, drop pages of this private
+        // read-only mapping) never change what it reads.
+        let r = unsafe { libc::madvise(self.map.as_ptr().add(first) as *mut libc::c_void, range.end - first, advice) };
+        if r == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
     }
 
     /// Maps `file` (at `path`, for messages).
@@ -114,6 +142,12 @@ impl std::fmt::Debug for Mapped {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Mapped").field("len", &self.map.len()).finish_non_exhaustive()
     }
+}
+
+/// The host's page size (a mapping's unit).
+pub(crate) fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as usize
 }
 
 /// Installs the SIGBUS handler (see the module's description). Without it, SIGBUS kills the

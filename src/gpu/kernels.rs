@@ -224,7 +224,7 @@ mod tests {
         use crate::index::{bcht, locations};
         let empty = bcht::EMPTY_SLOT;
         use crate::slab_hash as slab;
-        let pairs: [(&str, u64); 26] = [
+        let pairs: [(&str, u64); 27] = [
             ("NO_FEATURE", crate::sketch::NO_FEATURE.into()),
             ("MAX_SKETCH", crate::sketch::MAX_SKETCH_SIZE.into()),
             ("MAX_SPLIT_GPUS", crate::gpu::passes::MAX_GPUS as u64),
@@ -238,6 +238,7 @@ mod tests {
             ("BUCKET_SLOTS", bcht::BUCKET_SLOTS as u64),
             ("MAX_CLADES", crate::gpu::classify::MAX_CLADES as u64),
             ("MAX_CODE", locations::MAX_CODE),
+            ("UNKNOWN_CODE_BITS", crate::index::stored_shard::UNKNOWN_CODE_BITS.into()),
             // A slot is (key, value) as two u32, read on the device as one little-endian u64.
             ("EMPTY_SLOT", u64::from(empty.value) << 32 | u64::from(empty.key)),
             ("SLAB_WORDS", slab::SLAB_WORDS as u64),
