@@ -37,7 +37,7 @@ use crate::resources::human_bytes;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum GpuError {
-    #[error("CUDA driver")]
+    #[error("CUDA driver{}", driver_advice(.0))]
     Driver(#[from] cudarc::driver::DriverError),
     #[error("NVRTC could not compile the kernels:\n{log}")]
     Nvrtc { log: String },
@@ -98,4 +98,33 @@ pub enum GpuError {
     /// The index writer failed.
     #[error(transparent)]
     Index(#[from] crate::index::IndexError),
+}
+
+/// What a user can do about a driver error they can cause, said before the driver's own words.
+/// Out of memory mid-run is the usual one: kmerdb sizes its work by the memory free when it
+/// starts, so another process that takes the GPU's memory after that (a second kmerdb run, a
+/// training job) leaves too little.
+fn driver_advice(error: &cudarc::driver::DriverError) -> &'static str {
+    use cudarc::driver::sys::CUresult;
+    match error.0 {
+        CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
+            ": the GPU's memory ran out, most likely taken by another process since this run began \
+             (nvidia-smi lists them); run again when the GPU is free, or with --gpus none"
+        }
+        _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cudarc::driver::{DriverError, sys::CUresult};
+
+    #[test]
+    fn out_of_memory_from_the_driver_says_what_to_do() {
+        let oom = GpuError::from(DriverError(CUresult::CUDA_ERROR_OUT_OF_MEMORY)).to_string();
+        assert!(oom.contains("another process") && oom.contains("--gpus none"), "{oom}");
+        let other = GpuError::from(DriverError(CUresult::CUDA_ERROR_LAUNCH_FAILED)).to_string();
+        assert_eq!(other, "CUDA driver");
+    }
 }
