@@ -94,6 +94,91 @@ impl<'scope, E: Send + 'scope> Pipeline<'scope, E> {
         Queue(rx)
     }
 
+    /// Starts the next stage, `name`, on `workers` threads that take its items in turn: item `i`
+    /// goes to worker `i % workers`, which `work` is told, and the results are passed on in the
+    /// items' order. For work that mostly waits on a device of its own (a GPU stream a worker):
+    /// each worker's next item starts while the others' are still under way, where a stage
+    /// that split every item over the workers and joined them held each item to its slowest part.
+    /// Its time is the workers' busy time summed, the waits of its taking and passing on.
+    pub fn stage_in_turn<'env, I: Send + 'scope, O: Send + 'scope>(
+        &mut self,
+        scope: &'scope Scope<'scope, 'env>,
+        name: &'static str,
+        depth: usize,
+        input: Queue<I>,
+        workers: usize,
+        work: impl Fn(usize, I) -> Result<O, E> + Send + Sync + 'scope,
+    ) -> Queue<O> {
+        if workers <= 1 {
+            return self.stage(scope, name, depth, input, move |item| work(0, item));
+        }
+        let (tx, rx) = sync_channel(depth);
+        let handle = scope.spawn(move || {
+            let work = &work;
+            std::thread::scope(|inner| {
+                let (mut to_workers, mut from_workers, mut running) = (Vec::new(), Vec::new(), Vec::new());
+                for w in 0..workers {
+                    let (in_tx, in_rx) = sync_channel::<(usize, I)>(depth);
+                    let (out_tx, out_rx) = sync_channel::<O>(depth);
+                    running.push(inner.spawn(move || -> Result<Duration, (usize, E)> {
+                        let mut busy = Duration::ZERO;
+                        for (i, item) in in_rx {
+                            let t = Instant::now();
+                            let out = work(w, item).map_err(|e| (i, e))?;
+                            busy += t.elapsed();
+                            // The collector has gone: the run is ending.
+                            if out_tx.send(out).is_err() {
+                                break;
+                            }
+                        }
+                        Ok(busy)
+                    }));
+                    to_workers.push(in_tx);
+                    from_workers.push(out_rx);
+                }
+                // Results in the items' order: worker i % workers holds item i's. A worker that
+                // failed closes its queue, which ends the collecting (and so the next stages).
+                let collector = inner.spawn(move || {
+                    let mut time = StageTime::default();
+                    for w in (0..workers).cycle() {
+                        let Ok(out) = from_workers[w].recv() else { break };
+                        if !pass_on(&tx, out, &mut time) {
+                            break;
+                        }
+                    }
+                    time
+                });
+                let mut time = StageTime::default();
+                for (i, w) in (0..workers).cycle().enumerate() {
+                    let Some(item) = take(&input.0, &mut time) else { break };
+                    // A worker that failed has dropped its queue: stop taking items.
+                    if to_workers[w].send((i, item)).is_err() {
+                        break;
+                    }
+                }
+                drop(to_workers);
+                let collected = collector.join().expect("a pipeline stage does not panic");
+                time.blocked = collected.blocked;
+                time.items = collected.items;
+                // Of several workers' errors, the earliest item's: the later ones may be its effects.
+                let mut failed: Option<(usize, E)> = None;
+                for worker in running {
+                    match worker.join().expect("a pipeline stage does not panic") {
+                        Ok(busy) => time.busy += busy,
+                        Err((i, e)) => {
+                            if failed.as_ref().is_none_or(|(first, _)| i < *first) {
+                                failed = Some((i, e));
+                            }
+                        }
+                    }
+                }
+                failed.map_or(Ok(time), |(_, e)| Err(e))
+            })
+        });
+        self.stages.push((name, handle));
+        Queue(rx)
+    }
+
     /// Waits for every stage; `last` is the last stage's result (its name given here). Returns
     /// each stage's name and time in order, or the first error in stage order.
     pub fn finish(self, last: (&'static str, Result<StageTime, E>)) -> Result<Vec<(&'static str, StageTime)>, E> {
@@ -482,6 +567,69 @@ mod tests {
         });
         assert_eq!(result.unwrap_err(), "item 50 is bad");
         assert_eq!(seen, (1..50).collect::<Vec<_>>());
+    }
+
+    /// Items taken in turn by several workers, each slow at its own times: every item once, in
+    /// order, item i on worker i % workers; one worker busy does not stop the others.
+    #[test]
+    fn a_stage_in_turn_keeps_order_and_gives_item_i_to_worker_i_mod_n() {
+        for workers in [1, 2, 3] {
+            let mut seen = Vec::new();
+            let times = std::thread::scope(|scope| {
+                let mut next = 0usize;
+                let (mut p, q) = Pipeline::<()>::source(scope, "count", 1, move || {
+                    next += 1;
+                    Ok((next <= 300).then_some(next - 1))
+                });
+                let q = p.stage_in_turn(scope, "workers", 1, q, workers, |w, i| {
+                    // Unequal work, so that results come back out of order if nothing reorders.
+                    if (i * 7) % 5 == 0 {
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                    Ok((i, w))
+                });
+                let last = q.sink(|x| {
+                    seen.push(x);
+                    Ok(())
+                });
+                p.finish(("collect", last))
+            })
+            .unwrap();
+            assert_eq!(seen, (0..300).map(|i| (i, i % workers)).collect::<Vec<_>>(), "{workers} workers");
+            assert!(times.iter().all(|(_, t)| t.items == 300), "{times:?}");
+        }
+    }
+
+    /// A worker's failure is the run's error (the earliest item's when two fail), the source stops
+    /// although it could go on for ever, and nothing after the failed item is passed on.
+    #[test]
+    fn a_failing_worker_stops_the_run_and_its_error_is_returned() {
+        for (workers, bad) in [(2, vec![41]), (3, vec![60, 58]), (4, vec![7, 9, 10])] {
+            let mut seen = Vec::new();
+            let result = std::thread::scope(|scope| {
+                let mut next = 0u64;
+                let (mut p, q) = Pipeline::source(scope, "endless", 1, move || {
+                    next += 1;
+                    Ok(Some(next))
+                });
+                let q = p.stage_in_turn(scope, "check", 1, q, workers, |_, x| {
+                    if bad.contains(&x) {
+                        // The later bad item fails first.
+                        std::thread::sleep(Duration::from_millis(if x == bad[0] { 0 } else { 5 }));
+                        return Err(format!("item {x} is bad"));
+                    }
+                    Ok(x)
+                });
+                let last = q.sink(|x| {
+                    seen.push(x);
+                    Ok(())
+                });
+                p.finish(("collect", last))
+            });
+            let first_bad = *bad.iter().min().unwrap();
+            assert_eq!(result.unwrap_err(), format!("item {first_bad} is bad"), "{workers} workers");
+            assert_eq!(seen, (1..first_bad).collect::<Vec<_>>());
+        }
     }
 
     /// A fed run: the calling thread's stage comes first in the times and in error order; a

@@ -342,6 +342,8 @@ pub fn classify(
             pool: &pool,
             #[cfg(feature = "gpu")]
             gpus: &classifiers,
+            #[cfg(feature = "gpu")]
+            lanes: crate::gpu::classify::lanes(&classifiers),
         };
         // On GPUs the host's share (reading, decompressing, finishing) is what takes the time:
         // several samples at once keep every core busy.
@@ -371,14 +373,16 @@ fn start_gpus<'g>(
 ) -> Result<Vec<crate::gpu::classify::GpuClassifier<'g>>, crate::gpu::GpuError> {
     let selected = crate::gpu::device::select(request)?;
     log::debug!("{} GPU(s) started", selected.len());
-    // Each GPU classifies on several streams (one classifier each), so that its batches overlap.
-    let mut handles = Vec::new();
-    for gpu in selected {
-        let more = (1..crate::gpu::classify::streams_per_gpu())
-            .map(|_| gpu.with_own_stream())
-            .collect::<Result<Vec<_>, _>>()?;
-        handles.push(gpu);
-        handles.extend(more);
+    // Each GPU classifies on several streams (one classifier each), so that its batches overlap:
+    // the handles lane by lane, a lane being one stream of every GPU (`Run::lane`).
+    let lanes = crate::gpu::classify::streams_per_gpu();
+    let mut more = selected
+        .iter()
+        .map(|gpu| (1..lanes).map(|_| gpu.with_own_stream()).collect::<Result<Vec<_>, _>>().map(Vec::into_iter))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut handles = selected;
+    for _ in 1..lanes {
+        handles.extend(more.iter_mut().filter_map(Iterator::next));
     }
     let gpus = opened.get_or_init(|| handles);
     if gpus.is_empty() {
@@ -576,9 +580,12 @@ struct Run<'a> {
     config: &'a ClassifyConfig,
     /// The run's threads: reads are parsed and classified on them.
     pool: &'a std::sync::Arc<rayon::ThreadPool>,
-    /// One classifier per GPU; empty on the CPU.
+    /// One classifier per GPU and stream, lane by lane (see `lane`); empty on the CPU.
     #[cfg(feature = "gpu")]
     gpus: &'a [crate::gpu::classify::GpuClassifier<'a>],
+    /// Lanes the GPUs' classifiers make: batches go to them in turn.
+    #[cfg(feature = "gpu")]
+    lanes: usize,
 }
 
 /// A sample's calls: reads per taxon (0 left out), reads, unclassified reads.
@@ -761,22 +768,31 @@ impl Run<'_> {
                 stream.next_batch(&mut batch, batch_reads)?;
                 Ok((!batch.is_empty()).then_some(batch))
             });
-            // Packing it into the GPU's pinned memory (nothing on the CPU).
-            let packed = pipeline.stage(scope, "packing", QUEUE_DEPTH, read, |batch| {
-                let packed = self.pool.install(|| self.pack(&batch))?;
-                Ok((batch, packed))
+            // Packing it into the pinned memory of the GPUs' lane that takes it (nothing on the
+            // CPU): batch i goes to lane i % lanes.
+            let lanes = self.lanes();
+            let mut packed_so_far = 0;
+            let packed = pipeline.stage(scope, "packing", QUEUE_DEPTH, read, move |batch| {
+                let lane = packed_so_far % lanes;
+                packed_so_far += 1;
+                let packed = self.pool.install(|| self.pack(&batch, lane))?;
+                Ok((batch, packed, lane))
             });
-            // The GPU's lookups and candidates (nothing on the CPU).
-            let looked_up = pipeline
-                .stage(scope, "GPU", QUEUE_DEPTH, packed, |(batch, packed)| Ok((batch, self.gpu_stage(packed, want)?)));
+            // The GPU's lookups and candidates (nothing on the CPU), each lane's batches on a
+            // thread of its own, so that one lane's copies and waits overlap another's kernels.
+            let looked_up =
+                pipeline.stage_in_turn(scope, "GPU", QUEUE_DEPTH, packed, lanes, |_, (batch, packed, lane)| {
+                    Ok((batch, self.gpu_stage(packed, lane, want)?, lane))
+                });
             // The decision (after the GPU's candidates, or the whole method on the CPU) and the
             // per-read lines.
-            let finished = pipeline.stage(scope, "finishing", QUEUE_DEPTH, looked_up, |(batch, found)| {
+            let finished = pipeline.stage(scope, "finishing", QUEUE_DEPTH, looked_up, |(batch, found, lane)| {
                 let done = self.pool.install(|| self.finish_batch(&batch, found.as_ref(), want))?;
                 #[cfg(feature = "gpu")]
                 if let Some(found) = found {
-                    found.recycle(self.gpus);
+                    found.recycle(self.lane(lane));
                 }
+                let _ = lane;
                 Ok((batch, done))
             });
             // Writing, on this thread: lines and records in input order, the counts, the reads.
@@ -833,11 +849,27 @@ impl Run<'_> {
     fn batch_reads(&self) -> usize {
         #[cfg(feature = "gpu")]
         if !self.gpus.is_empty() {
-            // Each GPU takes a share of a batch: a share as large as one GPU's batch keeps the
-            // per-batch costs (allocations, launches, waits) as small a part.
-            return GPU_BATCH_READS * self.gpus.len();
+            // Each GPU of the batch's lane takes a share: a share as large as one GPU's batch
+            // keeps the per-batch costs (allocations, launches, waits) as small a part.
+            return GPU_BATCH_READS * self.lane(0).len();
         }
         BATCH_READS
+    }
+
+    /// Lanes the batches go to in turn: one on the CPU.
+    fn lanes(&self) -> usize {
+        #[cfg(feature = "gpu")]
+        return self.lanes;
+        #[cfg(not(feature = "gpu"))]
+        1
+    }
+
+    /// Lane `lane`'s classifiers, one a GPU, each on a stream of its own (`start_gpus` orders
+    /// them lane by lane).
+    #[cfg(feature = "gpu")]
+    fn lane(&self, lane: usize) -> &[crate::gpu::classify::GpuClassifier<'_>] {
+        let per_lane = self.gpus.len() / self.lanes;
+        &self.gpus[lane * per_lane..(lane + 1) * per_lane]
     }
 
     /// The header of a `--candidates-out` file for this index and run.
@@ -863,21 +895,26 @@ impl Run<'_> {
     /// The GPU's part of a batch: candidates and hit-list taxa (`None` without a GPU).
     /// A batch's mates packed into the GPUs' pinned memory (`None` on the CPU): done as the batch is
     /// read, so that the GPU's stage only uploads and runs kernels.
-    fn pack(&self, batch: &Batch) -> Result<Option<GpuPacked>, ClassifyError> {
+    fn pack(&self, batch: &Batch, lane: usize) -> Result<Option<GpuPacked>, ClassifyError> {
         #[cfg(feature = "gpu")]
         if !self.gpus.is_empty() && !batch.is_empty() {
-            return Ok(Some(crate::gpu::classify::pack_on(self.gpus, batch)?));
+            return Ok(Some(crate::gpu::classify::pack_on(self.lane(lane), batch)?));
         }
-        let _ = batch;
+        let _ = (batch, lane);
         Ok(None)
     }
 
-    fn gpu_stage(&self, packed: Option<GpuPacked>, want: Wanted) -> Result<Option<GpuFound>, ClassifyError> {
+    fn gpu_stage(
+        &self,
+        packed: Option<GpuPacked>,
+        lane: usize,
+        want: Wanted,
+    ) -> Result<Option<GpuFound>, ClassifyError> {
         #[cfg(feature = "gpu")]
         if let Some(packed) = packed {
-            return Ok(Some(crate::gpu::classify::run_on(self.gpus, packed, want.gpu_hit_lists())?));
+            return Ok(Some(crate::gpu::classify::run_on(self.lane(lane), packed, want.gpu_hit_lists())?));
         }
-        let _ = (packed, want);
+        let _ = (packed, lane, want);
         Ok(None)
     }
 

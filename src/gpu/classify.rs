@@ -378,10 +378,18 @@ struct GroupSize {
     room: u64,
 }
 
+/// Lanes `classifiers` make: streams a GPU (every GPU has as many).
+pub(crate) fn lanes(classifiers: &[GpuClassifier]) -> usize {
+    let first = classifiers.first().map(|c| c.gpu.ordinal);
+    classifiers.iter().filter(|c| Some(c.gpu.ordinal) == first).count().max(1)
+}
+
 /// Streams (classifiers) a GPU classifies on: with one, the GPU idles while its host thread waits
 /// between a batch's kernels (a quarter of the stage's time against a 20 Gbp index: 28 ms a batch
 /// host-timed, 20.4 ms of kernels); with two, one batch's kernels run in the other's waits and
-/// copies. `KMERDB_GPU_STREAMS` (hidden) sets it, for benchmarks that compare.
+/// copies. `kmerdb classify` gives whole batches to the streams in turn (lanes, each on a host
+/// thread of its own): splitting each batch over them and joining the halves left the GPU idle
+/// at every join. `KMERDB_GPU_STREAMS` (hidden) sets it, for benchmarks that compare.
 pub(crate) fn streams_per_gpu() -> usize {
     std::env::var("KMERDB_GPU_STREAMS").ok().and_then(|v| v.parse().ok()).unwrap_or(2).clamp(1, 8)
 }
