@@ -7,15 +7,17 @@
 # cores), bytes compared; the pairs are classified on the GPU (--gpus 0), by default (--gpus all)
 # and on the CPU (--gpus none), outputs compared, and the calls scored by kind of read
 # (bench/score_kinds.py). The machine's limits in the same run: disk write (dd, fdatasync) and
-# reading the reads from the page cache (cat).
+# reading the reads from the page cache (cat). Every timed run writes new output files (the last
+# run's are removed first, outside the timing): replacing a 1.7 GB Kraken file costs its unlink,
+# 0.5-0.74 s on an H100 host's ext4, in the rename at the end.
 # With CPU=0 the CPU's build and classify are left out (the GPUs' and the default's outputs are
 # still compared): for many pairs, where the CPU would take minutes. BUILD_GPUS (0): the GPUs of
 # the build; GPU_SETS ("0"): the --gpus lists classify runs besides the default (e.g. "0 0,1").
 #   [CPU=0] [BUILD_GPUS=0,1] [GPU_SETS="0 0,1"] bench/gpu-scale.sh [GBP] [PAIRS_M]
 # SCORE=0 leaves out the scoring of the calls; RUNS (3): classify runs of each device; STREAMS
 # ("2"): the streams a GPU classifies on (KMERDB_GPU_STREAMS), each value timed for every GPU set
-# (e.g. "1 2" to compare). AB="OLD NEW" (two kmerdb binaries) times their classify instead, on
-# the first of GPU_SETS, RUNS runs each, interleaved, with -v (index load, stage times), and
+# (e.g. "1 2" to compare). AB="OLD NEW ..." (kmerdb binaries) times their classify instead, on
+# every GPU set, RUNS runs each, interleaved, with -vv (index load, stage times, CPU time), and
 # compares their outputs. (carry/ from scripts/prepare-gpu-carry.sh)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -51,19 +53,29 @@ rm -rf "$T/genomes"
 cat "$T/r1.fq" "$T/r2.fq" >/dev/null
 timed_line "limit: cat of the reads (page cache)" sh -c 'cat "$0" "$1" >/dev/null' "$T/r1.fq" "$T/r2.fq"
 if [[ -n ${AB:-} ]]; then
-    read -r old new <<<"$AB"
-    gpus=${GPU_SETS%% *}
+    read -r -a bins <<<"$AB"
+    first=$(basename "${bins[0]}")
     for run in $(seq "$RUNS"); do
-        for bin in "$old" "$new"; do
-            name=$(basename "$bin")
-            timed_line "classify --gpus $gpus, $name ($PAIRS_M M pairs, run $run)" \
-                "$bin" classify -vv --gpus "$gpus" -d "$T/gpu.db" -1 "$T/r1.fq" -2 "$T/r2.fq" \
-                -o "$T/ab.$name.kraken" -r "$T/ab.$name.kreport" 2>"$T/ab.log"
-            grep -E "index loaded|GPU stages|each stage" "$T/ab.log" | sed 's/^/  /'
+        for gpus in $GPU_SETS; do
+            for bin in "${bins[@]}"; do
+                name=$(basename "$bin")
+                rm -f "$T/ab.$name.$gpus.kraken" "$T/ab.$name.$gpus.kreport"
+                timed_line "classify --gpus $gpus, $name ($PAIRS_M M pairs, run $run)" /usr/bin/time -f "  user %U s, system %S s" \
+                    "$bin" classify -vv --gpus "$gpus" -d "$T/gpu.db" -1 "$T/r1.fq" -2 "$T/r2.fq" \
+                    -o "$T/ab.$name.$gpus.kraken" -r "$T/ab.$name.$gpus.kreport" 2>"$T/ab.log"
+                grep -E "index ready|index loaded|GPU stages|each stage|outputs completed|user .* system" "$T/ab.log" \
+                    | sed 's/^/  /'
+            done
         done
     done
     for f in kraken kreport; do
-        cmp "$T/ab.$(basename "$old").$f" "$T/ab.$(basename "$new").$f" && echo "classify .$f: identical" \
+        same=1
+        for gpus in $GPU_SETS; do
+            for bin in "${bins[@]}"; do
+                cmp -s "$T/ab.$first.${GPU_SETS%% *}.$f" "$T/ab.$(basename "$bin").$gpus.$f" || same=0
+            done
+        done
+        [[ $same == 1 ]] && echo "classify .$f: identical across ${bins[*]##*/} on --gpus ${GPU_SETS// /, }" \
             || { echo "classify .$f DIFFER"; status=1; }
     done
     rm -rf "$T"
@@ -83,6 +95,7 @@ done
 for run in $(seq "$RUNS"); do
     for r in "${runs[@]}"; do
         gpus=${r%%:*} streams=${r#*:}
+        rm -f "$T/out.$gpus.$streams.kraken" "$T/out.$gpus.$streams.kreport"
         KMERDB_GPU_STREAMS=$streams timed_line "classify --gpus $gpus${streams:+, $streams streams a GPU} ($PAIRS_M M pairs, run $run)" \
             $B/kmerdb classify -q --gpus $gpus -d "$T/gpu.db" \
             -1 "$T/r1.fq" -2 "$T/r2.fq" -o "$T/out.$gpus.$streams.kraken" -r "$T/out.$gpus.$streams.kreport"
@@ -94,9 +107,10 @@ for r in "${runs[@]}"; do
     echo "-- --gpus $gpus${streams:+, $streams streams a GPU}:"
     # The wall time beside the run's own last timestamp: what the process's end (freeing the GPU's
     # memory, unmapping the index) costs.
-    KMERDB_GPU_STREAMS=$streams /usr/bin/time -f "wall time: %e s" $B/kmerdb classify -vv --gpus $gpus -d "$T/gpu.db" \
-        -1 "$T/r1.fq" -2 "$T/r2.fq" -o "$T/vv.kraken" -r /dev/null 2>&1 \
-        | grep -E "device choice|classified on|GPU stages|each stage|wall time"
+    rm -f "$T/vv.kraken"
+    KMERDB_GPU_STREAMS=$streams /usr/bin/time -f "wall time: %e s (user %U s, system %S s)" $B/kmerdb classify -vv \
+        --gpus $gpus -d "$T/gpu.db" -1 "$T/r1.fq" -2 "$T/r2.fq" -o "$T/vv.kraken" -r /dev/null 2>&1 \
+        | grep -E "device choice|index ready|classified on|GPU stages|each stage|outputs completed|wall time"
 done
 for f in kraken kreport; do
     same=1

@@ -463,11 +463,13 @@ fn write_html(config: &ClassifyConfig, index: &Index, samples: &[SampleSummary])
 }
 
 /// Blocks each input file keeps read and parsed ahead: on GPUs, whose batches take about ten
-/// 8 MiB blocks a file at once, three batches' worth (with the default, the reading side parsed
-/// most blocks itself, one after another, when a batch wanted them); on the CPU the default, which
-/// keeps memory low.
+/// 8 MiB blocks a file at once, a GiB a file, most of which the run's threads parse while the GPUs
+/// start and take the index (idle otherwise: 0.5-0.9 s). 32 blocks, three batches' worth, was
+/// 4.93 s against 4.57 s for 20 M pairs at 50 Gbp on one H200, 4.18 s against 3.98 s on two
+/// (medians of 3, `bench/results/gpu-scale-ab-2xh200-2026-11-27-50gbp-lanes.log`). On the CPU
+/// the default, which keeps memory low.
 fn read_ahead(on_gpus: bool) -> usize {
-    if on_gpus { 32 } else { crate::input::records::BLOCKS_AHEAD }
+    if on_gpus { 128 } else { crate::input::records::BLOCKS_AHEAD }
 }
 
 /// Under `--gpus all`, the reason to classify on the CPU when it would finish before the GPUs
