@@ -16,7 +16,7 @@
 //! and so are the genomes within a line, so the file does not depend on thread count or input
 //! order. A sequence shorter than the read length is one stretch, of its whole length.
 
-use crate::classify::candidates::{Classifier, ClassifyParams};
+use crate::classify::candidates::{Classifier, ClassifyParams, TargetTables};
 use crate::index::{Index, TargetInfo};
 use crate::input::{InputError, SeqReader, Source, first_word};
 use crate::taxonomy::TaxId;
@@ -82,7 +82,8 @@ pub fn kmer_distribution(config: &BrackenConfig, index: &Index) -> Result<Bracke
         .build()
         .map_err(|e| BrackenError::Threads { threads: config.threads, reason: e.to_string() })?;
     let params = ClassifyParams::defaults(index.header().sketch.sketch_size);
-    let target_taxa: Vec<TaxId> = index.targets().iter().map(|t| t.taxid).collect();
+    let targets = TargetTables::new(index);
+    let target_taxa = &targets.taxa;
     let tree = index.taxonomy();
     let mut seen = vec![false; target_taxa.len()];
     let mut distribution = Distribution::new();
@@ -105,7 +106,7 @@ pub fn kmer_distribution(config: &BrackenConfig, index: &Index) -> Result<Bracke
             }
             let genome = target_taxa[target];
             let seq = record.seq();
-            let counts = pool.install(|| stretch_calls(index, &params, &target_taxa, &seq, config));
+            let counts = pool.install(|| stretch_calls(index, &params, &targets, &seq, config));
             let row = distribution.entry(genome).or_default();
             for (taxon, n) in counts {
                 *row.entry(taxon).or_default() += n;
@@ -131,7 +132,7 @@ pub fn kmer_distribution(config: &BrackenConfig, index: &Index) -> Result<Bracke
 fn stretch_calls(
     index: &Index,
     params: &ClassifyParams,
-    target_taxa: &[TaxId],
+    targets: &TargetTables,
     seq: &[u8],
     config: &BrackenConfig,
 ) -> HashMap<TaxId, u64> {
@@ -143,7 +144,7 @@ fn stretch_calls(
     (0..stretches.div_ceil(GROUP))
         .into_par_iter()
         .map_init(
-            || Classifier::new(index, params, target_taxa),
+            || Classifier::new(index, params, targets),
             |classifier, g| {
                 let group = (g * GROUP..((g + 1) * GROUP).min(stretches)).map(|i| i * config.step);
                 let mates: Vec<[&[u8]; 1]> = group.map(|s| [&seq[s..s + len]]).collect();

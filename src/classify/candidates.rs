@@ -94,6 +94,42 @@ pub struct Call {
     pub clades: Vec<(TaxId, u32)>,
 }
 
+/// The index's targets as every classifier of a run reads them, made once per run: a classifier
+/// is made per parallel task, and when each made its own node list and clades' bases (which walk
+/// every target's lineage) that was 4-8% of a GPU classify's CPU time against a 20 Gbp index of
+/// thousands of targets (pprof, bench/results/HISTORY.md "Host time of a GPU classify").
+#[derive(Debug)]
+pub struct TargetTables {
+    /// Target id → taxid.
+    pub taxa: Vec<TaxId>,
+    /// Target id → node index in the taxonomy tree, for the hit list's LCAs.
+    nodes: Vec<u32>,
+    /// The bases under each taxon, for the evidence rule: made at the first weak call (most
+    /// runs' reads are not weak).
+    clade_bases: std::sync::OnceLock<CladeBases>,
+}
+
+impl TargetTables {
+    pub fn new(index: &Index) -> Self {
+        let tree = index.taxonomy();
+        Self {
+            taxa: index.targets().iter().map(|t| t.taxid).collect(),
+            nodes: index
+                .targets()
+                .iter()
+                .map(|t| tree.node(t.taxid).expect("every target's taxon is in the index's tree"))
+                .collect(),
+            clade_bases: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The clades' bases, made by the first caller (a plain loop, on the caller's thread).
+    fn clade_bases(&self, index: &Index) -> &CladeBases {
+        self.clade_bases
+            .get_or_init(|| CladeBases::new(index.taxonomy(), index.targets().iter().map(|t| (t.taxid, t.length))))
+    }
+}
+
 /// Per-thread classifier with reusable buffers.
 pub struct Classifier<'a> {
     index: &'a Index,
@@ -112,18 +148,15 @@ pub struct Classifier<'a> {
     /// The read's clade features' clades (tree nodes), then counted by taxid.
     clade_nodes: Vec<u32>,
     clades: Vec<(TaxId, u32)>,
-    /// Target id → taxid, copied once for quick access.
-    target_taxa: &'a [TaxId],
-    /// Target id → node index in the taxonomy tree, for the hit list's LCAs.
-    target_nodes: Vec<u32>,
+    /// Target id → taxid and tree node, and the clades' bases.
+    targets: &'a TargetTables,
     /// Whether calls carry their candidates (for `--candidates-out`).
     pub keep_candidates: bool,
     /// The index's amino-acid table, when it has one and the protein stage is on.
     protein: Option<ProteinTable<'a>>,
     protein_scratch: ProteinScratch,
-    /// The bases under each taxon, and the current read's features' taxa, positions and spots,
-    /// for the evidence rule of weak calls.
-    clade_bases: Option<CladeBases>,
+    /// The current read's features' taxa, positions and spots, for the evidence rule of weak
+    /// calls.
     feature_taxa: Vec<TaxId>,
     positions: Vec<u32>,
     spots: Vec<Spot>,
@@ -132,7 +165,7 @@ pub struct Classifier<'a> {
 }
 
 impl<'a> Classifier<'a> {
-    pub fn new(index: &'a Index, params: &'a ClassifyParams, target_taxa: &'a [TaxId]) -> Self {
+    pub fn new(index: &'a Index, params: &'a ClassifyParams, targets: &'a TargetTables) -> Self {
         Self {
             index,
             params,
@@ -146,15 +179,10 @@ impl<'a> Classifier<'a> {
             candidates: Vec::new(),
             clade_nodes: Vec::new(),
             clades: Vec::new(),
-            target_taxa,
-            target_nodes: target_taxa
-                .iter()
-                .map(|&t| index.taxonomy().node(t).expect("every target's taxon is in the index's tree"))
-                .collect(),
+            targets,
             keep_candidates: false,
             protein: index.protein().filter(|_| params.protein_hitmin > 0),
             protein_scratch: ProteinScratch::default(),
-            clade_bases: None,
             feature_taxa: Vec::new(),
             positions: Vec::new(),
             spots: Vec::new(),
@@ -190,7 +218,7 @@ impl<'a> Classifier<'a> {
             |out: &mut Vec<u32>| kmers(table, out),
             (table, chance),
             self.params,
-            self.target_taxa,
+            &self.targets.taxa,
             self.index.taxonomy(),
             &mut self.protein_scratch,
         )
@@ -247,7 +275,7 @@ impl<'a> Classifier<'a> {
             }
             std::mem::swap(&mut self.pending, &mut self.next);
         }
-        let (layout, n_targets) = (*index.layout(), self.target_taxa.len() as u32);
+        let (layout, n_targets) = (*index.layout(), self.targets.taxa.len() as u32);
         let stride = index.header().sketch.stride as usize;
         let mut calls = Vec::with_capacity(reads.len());
         // Weak calls of reads classified without their hit runs: classified again with them.
@@ -275,7 +303,7 @@ impl<'a> Classifier<'a> {
                     if hit_list {
                         let appended = &self.locations[before..];
                         let taxon =
-                            list.map_or(0, |list| feature_taxon(&list, appended, &layout, &self.target_nodes, tree));
+                            list.map_or(0, |list| feature_taxon(&list, appended, &layout, &self.targets.nodes, tree));
                         push_run(&mut call.hit_runs[m.min(1)], taxon);
                         self.feature_taxa.push(taxon);
                     }
@@ -294,7 +322,7 @@ impl<'a> Classifier<'a> {
                 &mut self.candidates,
             );
             count_clades(&mut self.clade_nodes, tree, &mut self.clades);
-            let (taxid, top) = decide_scored(&self.candidates, &self.clades, self.params, self.target_taxa, tree);
+            let (taxid, top) = decide_scored(&self.candidates, &self.clades, self.params, &self.targets.taxa, tree);
             call.taxid = taxid;
             if is_weak(taxid, top, self.params.hitmin) {
                 if hit_list {
@@ -355,12 +383,7 @@ impl<'a> Classifier<'a> {
     fn check_spots(&mut self, call: TaxId, features: u64) -> TaxId {
         let k = self.index.header().sketch.k;
         let tree = self.index.taxonomy();
-        // Made at the first weak call: a classifier is made per parallel task, most reads are
-        // not weak, and the sums walk every target's lineage.
-        let index = self.index;
-        let bases = self
-            .clade_bases
-            .get_or_insert_with(|| CladeBases::new(tree, index.targets().iter().map(|t| (t.taxid, t.length))));
+        let bases = self.targets.clade_bases(self.index);
         let evidence = Evidence { tree, bases, hitmin: self.params.hitmin, k };
         evidence.check(call, &mut self.spots, features)
     }
@@ -648,8 +671,9 @@ pub(super) mod tests {
         let genome: Vec<u8> =
             text.lines().skip(1).take_while(|l| !l.starts_with('>')).flat_map(|l| l.bytes()).collect();
         let params = ClassifyParams::defaults(index.header().sketch.sketch_size);
-        let target_taxa: Vec<TaxId> = index.targets().iter().map(|t| t.taxid).collect();
-        let mut classifier = Classifier::new(&index, &params, &target_taxa);
+        let targets = TargetTables::new(&index);
+        let target_taxa = &targets.taxa;
+        let mut classifier = Classifier::new(&index, &params, &targets);
         classifier.keep_candidates = true;
         let (mut weak, mut kept) = (0, 0);
         for every in [17, 18, 19, 20, 21, 22, 24, 26] {
@@ -670,7 +694,7 @@ pub(super) mod tests {
                 let mates: [&[u8]; 2] = [&a, &b];
                 let call = classifier.classify(&mates, true);
                 let cands = classifier.candidates().to_vec();
-                let (taxid, top) = decide_scored(&cands, &call.clades, &params, &target_taxa, index.taxonomy());
+                let (taxid, top) = decide_scored(&cands, &call.clades, &params, target_taxa, index.taxonomy());
                 if !is_weak(taxid, top, params.hitmin) {
                     continue;
                 }

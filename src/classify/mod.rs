@@ -282,7 +282,7 @@ pub fn classify(
             .build()
             .map_err(|e| ClassifyError::Threads { threads: config.threads, reason: e.to_string() })?,
     );
-    let target_taxa: Vec<TaxId> = index.targets().iter().map(|t| t.taxid).collect();
+    let targets = candidates::TargetTables::new(&index);
     #[cfg(feature = "gpu")]
     let request = device_request(config, &index);
     // Where `start_gpus` puts the GPUs it opened: the classifiers borrow them.
@@ -337,7 +337,7 @@ pub fn classify(
         let run = Run {
             index: &index,
             params: &params,
-            target_taxa: &target_taxa,
+            targets: &targets,
             config,
             pool: &pool,
             #[cfg(feature = "gpu")]
@@ -373,6 +373,9 @@ fn start_gpus<'g>(
 ) -> Result<Vec<crate::gpu::classify::GpuClassifier<'g>>, crate::gpu::GpuError> {
     let selected = crate::gpu::device::select(request)?;
     log::debug!("{} GPU(s) started", selected.len());
+    for gpu in &selected {
+        gpu.sleep_while_waiting();
+    }
     // Each GPU classifies on several streams (one classifier each), so that its batches overlap:
     // the handles lane by lane, a lane being one stream of every GPU (`Run::lane`).
     let lanes = crate::gpu::classify::streams_per_gpu();
@@ -578,7 +581,8 @@ struct Finished {
 struct Run<'a> {
     index: &'a Index,
     params: &'a ClassifyParams,
-    target_taxa: &'a [TaxId],
+    /// The index's targets' taxa, tree nodes and clades' bases, shared by the run's classifiers.
+    targets: &'a candidates::TargetTables,
     config: &'a ClassifyConfig,
     /// The run's threads: reads are parsed and classified on them.
     pool: &'a std::sync::Arc<rayon::ThreadPool>,
@@ -943,7 +947,7 @@ impl Run<'_> {
             .into_par_iter()
             .map_init(
                 || {
-                    let mut classifier = Classifier::new(self.index, self.params, self.target_taxa);
+                    let mut classifier = Classifier::new(self.index, self.params, self.targets);
                     classifier.keep_candidates = want.candidates;
                     Scratch {
                         classifier,
@@ -1058,7 +1062,7 @@ impl Run<'_> {
                 let r = first + j;
                 let on_gpu = found.candidates(r, &mut sc.candidates) && found.clades(r, tree, &mut sc.clades);
                 let decided = on_gpu.then(|| {
-                    candidates::decide_scored(&sc.candidates, &sc.clades, self.params, self.target_taxa, tree)
+                    candidates::decide_scored(&sc.candidates, &sc.clades, self.params, &self.targets.taxa, tree)
                 });
                 // A weak call's evidence rule reads every feature's taxon: from the GPU's hit lists
                 // where it made them.
