@@ -373,9 +373,6 @@ fn start_gpus<'g>(
 ) -> Result<Vec<crate::gpu::classify::GpuClassifier<'g>>, crate::gpu::GpuError> {
     let selected = crate::gpu::device::select(request)?;
     log::debug!("{} GPU(s) started", selected.len());
-    for gpu in &selected {
-        gpu.sleep_while_waiting();
-    }
     // Each GPU classifies on several streams (one classifier each), so that its batches overlap:
     // the handles lane by lane, a lane being one stream of every GPU (`Run::lane`).
     let lanes = crate::gpu::classify::streams_per_gpu();

@@ -129,17 +129,6 @@ impl Gpu {
         })
     }
 
-    /// Makes this GPU's waits (stream and event synchronizes, copies from pageable memory) sleep
-    /// instead of spin. The driver spins by default: a classify's stream threads then held about
-    /// two of 16 cores busy waiting (10% of its CPU samples in `CudaStream::synchronize`), cores
-    /// that its parsing, packing and finishing were short of. A wake-up costs microseconds, a
-    /// batch tens of milliseconds. Only a hint: a driver that refuses it leaves the spinning.
-    pub(crate) fn sleep_while_waiting(&self) {
-        if let Err(e) = self.ctx.set_blocking_synchronize() {
-            log::debug!("GPU {}: waits keep spinning ({e:?})", self.ordinal);
-        }
-    }
-
     pub fn function(&self, name: &str) -> Result<CudaFunction, GpuError> {
         Ok(self.module.load_function(name)?)
     }
