@@ -15,6 +15,7 @@
 pub mod candidates;
 #[cfg(feature = "gpu")]
 pub mod device_choice;
+mod devices;
 pub mod evidence;
 pub mod plan;
 pub mod reads;
@@ -60,21 +61,8 @@ impl Wanted {
     }
 }
 
-/// What the GPU found for a batch (nothing without GPU support).
-#[cfg(feature = "gpu")]
-type GpuFound = crate::gpu::classify::GpuResults;
-#[cfg(not(feature = "gpu"))]
-type GpuFound = ();
-#[cfg(feature = "gpu")]
-type GpuPacked = crate::gpu::classify::PackedBatch;
-#[cfg(not(feature = "gpu"))]
-type GpuPacked = ();
-
 /// Reads classified per batch: large enough to spread over threads, small enough to stay in cache.
 const BATCH_READS: usize = 4096;
-/// Reads per batch on a GPU: enough to fill it.
-#[cfg(feature = "gpu")]
-const GPU_BATCH_READS: usize = 1 << 18;
 /// Batches each stage may run ahead of the next (see `pipeline`).
 const QUEUE_DEPTH: usize = 1;
 /// Reads whose lookups are overlapped in memory (see `Classifier::classify_group`).
@@ -341,15 +329,15 @@ pub fn classify(
             config,
             pool: &pool,
             #[cfg(feature = "gpu")]
-            gpus: &classifiers,
-            #[cfg(feature = "gpu")]
-            lanes: crate::gpu::classify::lanes(&classifiers),
+            devices: devices::Devices::gpus(&classifiers),
+            #[cfg(not(feature = "gpu"))]
+            devices: devices::Devices::none(),
         };
         // On GPUs the host's share (reading, decompressing, finishing) is what takes the time:
         // several samples at once keep every core busy.
         let at_once = config
             .samples_at_once
-            .unwrap_or(if run.on_gpus() { config.threads / 4 } else { 1 })
+            .unwrap_or(if run.devices.on_gpus() { config.threads / 4 } else { 1 })
             .clamp(1, config.samples.len().max(1));
         let samples = run.samples(first, at_once, on_sample)?;
         write_html(config, &index, &samples)?;
@@ -551,14 +539,10 @@ struct FinishedBatch {
 struct Scratch<'i> {
     classifier: Classifier<'i>,
     /// A read's candidates, clade counts and hit runs from the GPU's results.
-    #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
     candidates: Vec<Candidate>,
-    #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
     clades: Vec<(TaxId, u32)>,
-    #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
     runs: [Vec<(TaxId, u32)>; 2],
     /// A weak call's hit runs, for its evidence.
-    #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
     weak_runs: [Vec<(TaxId, u32)>; 2],
 }
 
@@ -583,12 +567,8 @@ struct Run<'a> {
     config: &'a ClassifyConfig,
     /// The run's threads: reads are parsed and classified on them.
     pool: &'a std::sync::Arc<rayon::ThreadPool>,
-    /// One classifier per GPU and stream, lane by lane (see `lane`); empty on the CPU.
-    #[cfg(feature = "gpu")]
-    gpus: &'a [crate::gpu::classify::GpuClassifier<'a>],
-    /// Lanes the GPUs' classifiers make: batches go to them in turn.
-    #[cfg(feature = "gpu")]
-    lanes: usize,
+    /// The GPUs' classifiers, lane by lane; none on the CPU.
+    devices: devices::Devices<'a>,
 }
 
 /// A sample's calls: reads per taxon (0 left out), reads, unclassified reads.
@@ -668,7 +648,11 @@ impl Run<'_> {
         let mut outs = self.open_outputs(o, sample.reads.is_paired())?;
         let stream = match stream {
             Some(s) => s,
-            None => ReadStream::with_read_ahead(sample.reads.clone(), self.pool.clone(), read_ahead(self.on_gpus()))?,
+            None => ReadStream::with_read_ahead(
+                sample.reads.clone(),
+                self.pool.clone(),
+                read_ahead(self.devices.on_gpus()),
+            )?,
         };
         let SampleCounts { direct, total, unclassified } = self.batches(&sample.name, stream, &mut outs)?;
         let finishing_outputs = Instant::now();
@@ -773,29 +757,25 @@ impl Run<'_> {
             });
             // Packing it into the pinned memory of the GPUs' lane that takes it (nothing on the
             // CPU): batch i goes to lane i % lanes.
-            let lanes = self.lanes();
+            let lanes = self.devices.lanes();
             let mut packed_so_far = 0;
             let packed = pipeline.stage(scope, "packing", QUEUE_DEPTH, read, move |batch| {
                 let lane = packed_so_far % lanes;
                 packed_so_far += 1;
-                let packed = self.pool.install(|| self.pack(&batch, lane))?;
+                let packed = self.pool.install(|| self.devices.pack(&batch, lane))?;
                 Ok((batch, packed, lane))
             });
             // The GPU's lookups and candidates (nothing on the CPU), each lane's batches on a
             // thread of its own, so that one lane's copies and waits overlap another's kernels.
             let looked_up =
                 pipeline.stage_in_turn(scope, "GPU", QUEUE_DEPTH, packed, lanes, |_, (batch, packed, lane)| {
-                    Ok((batch, self.gpu_stage(packed, lane, want)?, lane))
+                    Ok((batch, self.devices.run(packed, lane, want)?, lane))
                 });
             // The decision (after the GPU's candidates, or the whole method on the CPU) and the
             // per-read lines.
             let finished = pipeline.stage(scope, "finishing", QUEUE_DEPTH, looked_up, |(batch, found, lane)| {
                 let done = self.pool.install(|| self.finish_batch(&batch, found.as_ref(), want))?;
-                #[cfg(feature = "gpu")]
-                if let Some(found) = found {
-                    found.recycle(self.lane(lane));
-                }
-                let _ = lane;
+                self.devices.recycle(found, lane);
                 Ok((batch, done))
             });
             // Writing, on this thread: lines and records in input order, the counts, the reads.
@@ -842,37 +822,8 @@ impl Run<'_> {
         Ok(SampleCounts { direct, total, unclassified })
     }
 
-    fn on_gpus(&self) -> bool {
-        #[cfg(feature = "gpu")]
-        return !self.gpus.is_empty();
-        #[cfg(not(feature = "gpu"))]
-        false
-    }
-
     fn batch_reads(&self) -> usize {
-        #[cfg(feature = "gpu")]
-        if !self.gpus.is_empty() {
-            // Each GPU of the batch's lane takes a share: a share as large as one GPU's batch
-            // keeps the per-batch costs (allocations, launches, waits) as small a part.
-            return GPU_BATCH_READS * self.lane(0).len();
-        }
-        BATCH_READS
-    }
-
-    /// Lanes the batches go to in turn: one on the CPU.
-    fn lanes(&self) -> usize {
-        #[cfg(feature = "gpu")]
-        return self.lanes;
-        #[cfg(not(feature = "gpu"))]
-        1
-    }
-
-    /// Lane `lane`'s classifiers, one a GPU, each on a stream of its own (`start_gpus` orders
-    /// them lane by lane).
-    #[cfg(feature = "gpu")]
-    fn lane(&self, lane: usize) -> &[crate::gpu::classify::GpuClassifier<'_>] {
-        let per_lane = self.gpus.len() / self.lanes;
-        &self.gpus[lane * per_lane..(lane + 1) * per_lane]
+        self.devices.batch_reads(BATCH_READS)
     }
 
     /// The header of a `--candidates-out` file for this index and run.
@@ -895,32 +846,6 @@ impl Run<'_> {
         }
     }
 
-    /// The GPU's part of a batch: candidates and hit-list taxa (`None` without a GPU).
-    /// A batch's mates packed into the GPUs' pinned memory (`None` on the CPU): done as the batch is
-    /// read, so that the GPU's stage only uploads and runs kernels.
-    fn pack(&self, batch: &Batch, lane: usize) -> Result<Option<GpuPacked>, ClassifyError> {
-        #[cfg(feature = "gpu")]
-        if !self.gpus.is_empty() && !batch.is_empty() {
-            return Ok(Some(crate::gpu::classify::pack_on(self.lane(lane), batch)?));
-        }
-        let _ = (batch, lane);
-        Ok(None)
-    }
-
-    fn gpu_stage(
-        &self,
-        packed: Option<GpuPacked>,
-        lane: usize,
-        want: Wanted,
-    ) -> Result<Option<GpuFound>, ClassifyError> {
-        #[cfg(feature = "gpu")]
-        if let Some(packed) = packed {
-            return Ok(Some(crate::gpu::classify::run_on(self.lane(lane), packed, want.gpu_hit_lists())?));
-        }
-        let _ = (packed, lane, want);
-        Ok(None)
-    }
-
     /// Finishes a batch in parallel: from the GPU's candidates (`found`), or wholly on the CPU;
     /// with the outputs `want`ed, also formats its Kraken lines (and `--candidates-out` records), so that
     /// only a copy of bytes is left to the writing thread. Each group of reads is classified,
@@ -929,7 +854,7 @@ impl Run<'_> {
     fn finish_batch(
         &self,
         batch: &Batch,
-        found: Option<&GpuFound>,
+        found: Option<&devices::Found>,
         want: Wanted,
     ) -> Result<FinishedBatch, ClassifyError> {
         use rayon::prelude::*;
@@ -999,7 +924,7 @@ impl Run<'_> {
         batch: &Batch,
         first: usize,
         group: &[&[&[u8]]],
-        found: Option<&GpuFound>,
+        found: Option<&devices::Found>,
         want: Wanted,
         sc: &mut Scratch<'i>,
     ) -> Finished {
@@ -1053,7 +978,6 @@ impl Run<'_> {
                 }
             }
         };
-        #[cfg(feature = "gpu")]
         if let Some(found) = found {
             for (j, mates) in group.iter().enumerate() {
                 let r = first + j;
@@ -1110,7 +1034,6 @@ impl Run<'_> {
             }
             return done;
         }
-        let _ = found;
         for (j, call) in sc.classifier.classify_group(group, hit_list).into_iter().enumerate() {
             let found = (&call.candidates[..], &call.clades[..]);
             emit(first + j, call.taxid, found, [&call.hit_runs[0], &call.hit_runs[1]], None);
@@ -1133,9 +1056,8 @@ impl Run<'_> {
 
 /// Read `r`'s hit runs, a mate's each, from the GPU's hit lists (its column's text, or its
 /// features' taxa) into `out`; false where the GPU made none (no output needed them).
-#[cfg(feature = "gpu")]
 fn gpu_runs(
-    found: &GpuFound,
+    found: &devices::Found,
     r: usize,
     tree: &crate::taxonomy::TaxonTree,
     hit_list: bool,
