@@ -82,6 +82,28 @@ for f in kraken kreport bare.kreport taxa.kreport cand protein.kraken protein.kr
     cmp "$sh/0.$f" "$sh/none.$f" && echo "shuffled: GPU and CPU .$f identical" || { echo "shuffled: .$f DIFFER"; status=1; }
 done
 rm -rf "$sh"
+# Several batches, so that both lanes (streams) of a GPU take some, in turn: the mock 16 times
+# (632,064 pairs, three GPU batches), with hit lists as text (Kraken lines), as taxa
+# (--confidence), and on three streams; outputs equal the CPU's.
+step "several batches over the GPU's lanes: GPU equals CPU"
+ln=$(mktemp -d)
+$B/kmerdb build -q --gpus none -d "$ln/refs.db" --taxonomy carry/taxonomy --seqid2taxid carry/refs/seqid2taxid.map carry/refs || status=1
+for m in 1 2; do
+    for _ in $(seq 16); do zcat carry/reads/mock_R$m.fq.gz; done >"$ln/r$m.fq"
+done
+lanes_run() { $B/kmerdb classify -q -d "$ln/refs.db" -1 "$ln/r1.fq" -2 "$ln/r2.fq" "$@" || status=1; }
+lanes_run --gpus 0 -o "$ln/g.kraken" -r "$ln/g.kreport"
+lanes_run --gpus none -o "$ln/c.kraken" -r "$ln/c.kreport"
+KMERDB_GPU_STREAMS=3 lanes_run --gpus 0 -o "$ln/g3.kraken" -r "$ln/g3.kreport"
+lanes_run --gpus 0 --confidence 0.1 -o "$ln/gc.kraken" -r "$ln/gc.kreport"
+lanes_run --gpus none --confidence 0.1 -o "$ln/cc.kraken" -r "$ln/cc.kreport"
+for pair in "g c" "g3 c" "gc cc"; do
+    read -r a b <<<"$pair"
+    for f in kraken kreport; do
+        cmp "$ln/$a.$f" "$ln/$b.$f" && echo "lanes: $a and $b .$f identical" || { echo "lanes: $a and $b .$f DIFFER"; status=1; }
+    done
+done
+rm -rf "$ln"
 # A GPU that is not there: a non-zero exit and a message naming it.
 if out=$($B/kmerdb build -q --gpus 7 data/genomes -d /tmp/x.db 2>&1); then
     echo "--gpus 7 succeeded"; status=1
