@@ -97,7 +97,8 @@ pub struct Call {
 /// The index's targets as every classifier of a run reads them, made once per run: a classifier
 /// is made per parallel task, and when each made its own node list and clades' bases (which walk
 /// every target's lineage) that was 4-8% of a GPU classify's CPU time against a 20 Gbp index of
-/// thousands of targets (pprof, bench/results/HISTORY.md "Host time of a GPU classify").
+/// thousands of targets (pprof; bench/results/HISTORY.md, "GPU classify: streams in turn, a GiB
+/// read ahead, and the host's CPU time").
 #[derive(Debug)]
 pub struct TargetTables {
     /// Target id → taxid.

@@ -362,7 +362,7 @@ fn start_gpus<'g>(
     let selected = crate::gpu::device::select(request)?;
     log::debug!("{} GPU(s) started", selected.len());
     // Each GPU classifies on several streams (one classifier each), so that its batches overlap:
-    // the handles lane by lane, a lane being one stream of every GPU (`Run::lane`).
+    // the handles lane by lane, a lane being one stream of every GPU (`devices::Devices`).
     let lanes = crate::gpu::classify::streams_per_gpu();
     let mut more = selected
         .iter()
