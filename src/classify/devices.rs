@@ -139,3 +139,24 @@ impl<'a> Devices<'a> {
         let _ = (found, lane);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// No GPU: one lane, the CPU's batch size, nothing packed, run or recycled, whatever the lane.
+    #[test]
+    fn no_devices_leave_every_batch_to_the_cpu() {
+        let none = Devices::none();
+        assert!(!none.on_gpus());
+        assert_eq!(none.lanes(), 1);
+        assert_eq!(none.batch_reads(4096), 4096);
+        let batch = Batch::default();
+        for lane in [0, 1] {
+            assert!(none.pack(&batch, lane).unwrap().is_none());
+            let want = crate::classify::Wanted { lines: true, candidates: false, confidence: false };
+            assert!(none.run(None, lane, want).unwrap().is_none());
+            none.recycle(None, lane);
+        }
+    }
+}
