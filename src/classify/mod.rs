@@ -454,8 +454,9 @@ fn write_html(config: &ClassifyConfig, index: &Index, samples: &[SampleSummary])
 /// 8 MiB blocks a file at once, a GiB a file, most of which the run's threads parse while the GPUs
 /// start and take the index (idle otherwise: 0.5-0.9 s). 32 blocks, three batches' worth, was
 /// 4.93 s against 4.57 s for 20 M pairs at 50 Gbp on one H200, 4.18 s against 3.98 s on two
-/// (medians of 3, `bench/results/gpu-scale-ab-2xh200-2026-11-27-50gbp-lanes.log`). On the CPU
-/// the default, which keeps memory low.
+/// (medians of 3, `bench/results/gpu-scale-ab-2xh200-2026-11-27-50gbp-lanes.log`). A compressed
+/// file or a pipe keeps fewer (`records::STREAM_BLOCKS_AHEAD`: its blocks are memory of their
+/// own). On the CPU the default, which keeps memory low.
 fn read_ahead(on_gpus: bool) -> usize {
     if on_gpus { 128 } else { crate::input::records::BLOCKS_AHEAD }
 }

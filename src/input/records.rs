@@ -27,6 +27,11 @@ pub(crate) const BLOCK_BYTES: usize = 8 << 20;
 /// 700 MiB (bench/results/HISTORY.md, issue 13).
 pub(crate) const BLOCKS_AHEAD: usize = 8;
 
+/// The most blocks a stream (a compressed file, a pipe) keeps ahead, whatever its reader asks:
+/// each is memory of its own, where a mapped file's are the page cache's (a GPU run asks 128
+/// blocks a file, 2 GiB for a pair of compressed files).
+const STREAM_BLOCKS_AHEAD: usize = 32;
+
 /// A stretch of a block's bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Span {
@@ -553,7 +558,6 @@ impl RecordStream {
                 detail: format!("it starts with {:?}, not '>' (FASTA) or '@' (FASTQ)", first[start] as char),
             });
         };
-        let (tx, blocks) = sync_channel::<Pending>(ahead.max(1));
         let src = source.clone();
         // A plain regular file is mapped and read in chunks by the pool's threads; one that
         // cannot be mapped is read as a stream.
@@ -565,6 +569,10 @@ impl RecordStream {
             }
             _ => None,
         };
+        // A mapped file's blocks ahead are pages of the page cache; a stream's are buffers of
+        // their own (8 MiB each), so a stream reads at most STREAM_BLOCKS_AHEAD ahead.
+        let ahead = if mapped.is_some() { ahead } else { ahead.min(STREAM_BLOCKS_AHEAD) };
+        let (tx, blocks) = sync_channel::<Pending>(ahead.max(1));
         let thread = std::thread::Builder::new().name("kmerdb-read".into());
         let started = match mapped {
             Some(map) => thread.spawn(move || read_chunks(src, Arc::new(map), format, tx, pool)),
