@@ -45,12 +45,24 @@ impl Found {
     }
 }
 
+/// How the GPU gives the hit lists: as text when only the per-read lines read them.
+#[cfg(feature = "gpu")]
+fn hit_lists(want: super::Wanted) -> crate::gpu::classify::HitLists {
+    use crate::gpu::classify::HitLists;
+    if !want.hit_list() {
+        HitLists::Off
+    } else if want.candidates || want.confidence {
+        HitLists::Taxa
+    } else {
+        HitLists::Text
+    }
+}
+
 /// Reads per batch on a GPU: enough to fill it.
 #[cfg(feature = "gpu")]
 const GPU_BATCH_READS: usize = 1 << 18;
 
 /// The classifiers of a run's GPUs, lane by lane; none on the CPU.
-#[derive(Clone, Copy)]
 pub(super) struct Devices<'a> {
     #[cfg(feature = "gpu")]
     classifiers: &'a [crate::gpu::classify::GpuClassifier<'a>],
@@ -123,7 +135,7 @@ impl<'a> Devices<'a> {
     ) -> Result<Option<Found>, ClassifyError> {
         #[cfg(feature = "gpu")]
         if let Some(packed) = packed {
-            return Ok(Some(crate::gpu::classify::run_on(self.lane(lane), packed, want.gpu_hit_lists())?));
+            return Ok(Some(crate::gpu::classify::run_on(self.lane(lane), packed, hit_lists(want))?));
         }
         let _ = (packed, lane, want);
         Ok(None)

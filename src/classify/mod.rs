@@ -46,19 +46,6 @@ impl Wanted {
     fn hit_list(self) -> bool {
         self.lines || self.candidates || self.confidence
     }
-
-    /// How the GPU gives the hit lists: as text when only the per-read lines read them.
-    #[cfg(feature = "gpu")]
-    fn gpu_hit_lists(self) -> crate::gpu::classify::HitLists {
-        use crate::gpu::classify::HitLists;
-        if !self.hit_list() {
-            HitLists::Off
-        } else if self.candidates || self.confidence {
-            HitLists::Taxa
-        } else {
-            HitLists::Text
-        }
-    }
 }
 
 /// Reads classified per batch: large enough to spread over threads, small enough to stay in cache.
@@ -769,7 +756,9 @@ impl Run<'_> {
             // The GPU's lookups and candidates (nothing on the CPU), each lane's batches on a
             // thread of its own, so that one lane's copies and waits overlap another's kernels.
             let looked_up =
-                pipeline.stage_in_turn(scope, "GPU", QUEUE_DEPTH, packed, lanes, |_, (batch, packed, lane)| {
+                pipeline.stage_in_turn(scope, "GPU", QUEUE_DEPTH, packed, lanes, |worker, (batch, packed, lane)| {
+                    // Both count batches in order: the packing's lane is this worker's.
+                    debug_assert_eq!(worker, lane, "a batch on another lane than it was packed for");
                     Ok((batch, self.devices.run(packed, lane, want)?, lane))
                 });
             // The decision (after the GPU's candidates, or the whole method on the CPU) and the
