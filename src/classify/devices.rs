@@ -1,18 +1,16 @@
 //! The GPUs a classification hands its batches to, as the pipeline's stages see them: none on the
 //! CPU or without GPU support, so that the stages call the same methods either way.
 //!
-//! A lane is one classifier, one stream of one GPU, and batch `i` goes to lane `i % lanes`: the
-//! classifiers come ordered (`start_gpus`) so that consecutive batches go to different GPUs, each
-//! GPU's second stream after every GPU's first. Packing, the GPU's stage, the finishing and the
-//! recycling of a batch's results all use the lane the batch was packed for, each lane on threads
-//! of its own.
+//! The classifiers come lane by lane (`start_gpus`): a lane is one stream of every GPU, and batch
+//! `i` goes to lane `i % lanes`, whose GPUs take a share each. Packing, the GPU's stage and the
+//! recycling of a batch's results all use the lane the batch was packed for.
 
 use super::{Batch, ClassifyError};
 
 /// A batch packed into a lane's pinned memory.
 #[cfg(feature = "gpu")]
 pub(super) type Packed = crate::gpu::classify::PackedBatch;
-/// What a lane's GPU found for a batch.
+/// What a lane's GPUs found for a batch.
 #[cfg(feature = "gpu")]
 pub(super) type Found = crate::gpu::classify::GpuResults;
 
@@ -80,13 +78,10 @@ impl<'a> Devices<'a> {
         Self { classifiers: Default::default(), lanes: 1 }
     }
 
-    /// The classifiers `start_gpus` made, a lane each (empty: the CPU). A lane of one stream of
-    /// every GPU, its batch split over them, waited at each batch for the slower share, and was
-    /// packed and finished as one batch by one thread each: on two GPUs the packing thread was
-    /// the slowest stage.
+    /// The classifiers `start_gpus` made, lane by lane (empty: the CPU).
     #[cfg(feature = "gpu")]
     pub fn gpus(classifiers: &'a [crate::gpu::classify::GpuClassifier<'a>]) -> Self {
-        Self { classifiers, lanes: classifiers.len().max(1) }
+        Self { classifiers, lanes: crate::gpu::classify::lanes(classifiers) }
     }
 
     pub fn on_gpus(&self) -> bool {
@@ -101,20 +96,22 @@ impl<'a> Devices<'a> {
         self.lanes
     }
 
-    /// Reads a batch: on GPUs enough to fill one, which keeps the per-batch costs (allocations,
-    /// launches, waits) as small a part; `on_cpu` on the CPU.
+    /// Reads a batch: on GPUs each GPU of the batch's lane takes a share as large as one GPU's
+    /// batch, which keeps the per-batch costs (allocations, launches, waits) as small a part;
+    /// `on_cpu` on the CPU.
     pub fn batch_reads(&self, on_cpu: usize) -> usize {
         #[cfg(feature = "gpu")]
         if self.on_gpus() {
-            return GPU_BATCH_READS;
+            return GPU_BATCH_READS * self.lane(0).len();
         }
         on_cpu
     }
 
-    /// Lane `lane`'s classifier, as the one-item slice `pack_on` and `run_on` take.
+    /// Lane `lane`'s classifiers, one a GPU, each on a stream of its own.
     #[cfg(feature = "gpu")]
     fn lane(&self, lane: usize) -> &'a [crate::gpu::classify::GpuClassifier<'a>] {
-        &self.classifiers[lane..=lane]
+        let per_lane = self.classifiers.len() / self.lanes;
+        &self.classifiers[lane * per_lane..(lane + 1) * per_lane]
     }
 
     /// A batch's mates packed into lane `lane`'s pinned memory (`None` on the CPU): done as the

@@ -348,16 +348,15 @@ fn start_gpus<'g>(
 ) -> Result<Vec<crate::gpu::classify::GpuClassifier<'g>>, crate::gpu::GpuError> {
     let selected = crate::gpu::device::select(request)?;
     log::debug!("{} GPU(s) started", selected.len());
-    // Each GPU classifies on several streams (one classifier, a lane, each), so that its batches
-    // overlap: every GPU's first stream, then every GPU's second, so that batches in turn go to
-    // every GPU (`devices::Devices`).
-    let streams = crate::gpu::classify::streams_per_gpu();
+    // Each GPU classifies on several streams (one classifier each), so that its batches overlap:
+    // the handles lane by lane, a lane being one stream of every GPU (`devices::Devices`).
+    let lanes = crate::gpu::classify::streams_per_gpu();
     let mut more = selected
         .iter()
-        .map(|gpu| (1..streams).map(|_| gpu.with_own_stream()).collect::<Result<Vec<_>, _>>().map(Vec::into_iter))
+        .map(|gpu| (1..lanes).map(|_| gpu.with_own_stream()).collect::<Result<Vec<_>, _>>().map(Vec::into_iter))
         .collect::<Result<Vec<_>, _>>()?;
     let mut handles = selected;
-    for _ in 1..streams {
+    for _ in 1..lanes {
         handles.extend(more.iter_mut().filter_map(Iterator::next));
     }
     let gpus = opened.get_or_init(|| handles);
@@ -556,7 +555,7 @@ struct Run<'a> {
     config: &'a ClassifyConfig,
     /// The run's threads: reads are parsed and classified on them.
     pool: &'a std::sync::Arc<rayon::ThreadPool>,
-    /// The GPUs' classifiers, a lane each; none on the CPU.
+    /// The GPUs' classifiers, lane by lane; none on the CPU.
     devices: devices::Devices<'a>,
 }
 
