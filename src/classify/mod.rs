@@ -743,12 +743,13 @@ impl Run<'_> {
                 stream.next_batch(&mut batch, batch_reads)?;
                 Ok((!batch.is_empty()).then_some(batch))
             });
-            // Packing it into the pinned memory of the GPU's lane that takes it (nothing on the
-            // CPU): batch i goes to lane i % lanes, and each lane packs on a thread of its own,
-            // so that one batch's packing waiting for the pool's threads does not hold up the
-            // other lanes' (one packing thread was the slowest stage on two GPUs).
+            // Packing it into the pinned memory of the GPUs' lane that takes it (nothing on the
+            // CPU): batch i goes to lane i % lanes.
             let lanes = self.devices.lanes();
-            let packed = pipeline.stage_in_turn(scope, "packing", QUEUE_DEPTH, read, lanes, |lane, batch| {
+            let mut packed_so_far = 0;
+            let packed = pipeline.stage(scope, "packing", QUEUE_DEPTH, read, move |batch| {
+                let lane = packed_so_far % lanes;
+                packed_so_far += 1;
                 let packed = self.pool.install(|| self.devices.pack(&batch, lane))?;
                 Ok((batch, packed, lane))
             });
@@ -761,20 +762,12 @@ impl Run<'_> {
                     Ok((batch, self.devices.run(packed, lane, want)?, lane))
                 });
             // The decision (after the GPU's candidates, or the whole method on the CPU) and the
-            // per-read lines, a lane's batches on a thread of their own as in packing.
-            let finished = pipeline.stage_in_turn(
-                scope,
-                "finishing",
-                QUEUE_DEPTH,
-                looked_up,
-                lanes,
-                |worker, (batch, found, lane)| {
-                    debug_assert_eq!(worker, lane, "a batch finished by another lane than it ran on");
-                    let done = self.pool.install(|| self.finish_batch(&batch, found.as_ref(), want))?;
-                    self.devices.recycle(found, lane);
-                    Ok((batch, done))
-                },
-            );
+            // per-read lines.
+            let finished = pipeline.stage(scope, "finishing", QUEUE_DEPTH, looked_up, |(batch, found, lane)| {
+                let done = self.pool.install(|| self.finish_batch(&batch, found.as_ref(), want))?;
+                self.devices.recycle(found, lane);
+                Ok((batch, done))
+            });
             // Writing, on this thread: lines and records in input order, the counts, the reads.
             let written = finished.sink(|(mut batch, done)| {
                 use std::io::Write;
