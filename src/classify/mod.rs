@@ -269,7 +269,7 @@ pub fn classify(
     if let crate::compute::GpuRequest::List(ids) = &config.gpus {
         return Err(ClassifyError::NoGpuSupport(format!("{ids:?}")));
     }
-    std::thread::scope(|scope| -> Result<ClassifySummary, ClassifyError> {
+    let result = std::thread::scope(|scope| -> Result<ClassifySummary, ClassifyError> {
         // The GPUs start and the index goes to them while the index is verified and then the
         // first sample's files start being read: starting a GPU alone takes about 0.3 s.
         #[cfg(feature = "gpu")]
@@ -330,14 +330,30 @@ pub fn classify(
             .clamp(1, config.samples.len().max(1));
         let samples = run.samples(first, at_once, on_sample)?;
         write_html(config, &index, &samples)?;
-        Ok(ClassifySummary {
+        let summary = ClassifySummary {
             index_load,
             device,
             #[cfg(feature = "gpu")]
             gpu_times: crate::gpu::classify::StageTimes::summed(&classifiers),
             samples,
-        })
-    })
+        };
+        // What the run's end costs after the last sample, logged (the GPUs' memory, pinned host
+        // memory and the index's maps are large at users' scale).
+        #[cfg(feature = "gpu")]
+        if !classifiers.is_empty() {
+            let clock = Instant::now();
+            drop(classifiers);
+            log::debug!("the GPUs' index copies and buffers freed in {:.2} s", clock.elapsed().as_secs_f64());
+        }
+        Ok(summary)
+    });
+    let clock = Instant::now();
+    #[cfg(feature = "gpu")]
+    drop(opened);
+    drop(pool);
+    drop(index);
+    log::debug!("threads, index and GPUs closed in {:.2} s", clock.elapsed().as_secs_f64());
+    result
 }
 
 /// Opens the GPUs `request` names (none: the CPU) into `opened` and copies the index to them.
@@ -681,6 +697,7 @@ impl Run<'_> {
             sample.name,
             finishing_outputs.elapsed().as_secs_f64()
         );
+        let clock = Instant::now();
         let view = output::SampleView::new(&sample.name, tree, &direct, unclassified).map_err(|source| {
             // The view is made for every sample; only --html writes it.
             let path = match &self.config.html {
@@ -689,6 +706,7 @@ impl Run<'_> {
             };
             ClassifyError::Output { path, source }
         })?;
+        log::debug!("{}: summary made in {:.2} s", sample.name, clock.elapsed().as_secs_f64());
         Ok(SampleSummary {
             view,
             name: sample.name.clone(),
