@@ -63,7 +63,7 @@ if [[ -n ${AB:-} ]]; then
                 timed_line "classify --gpus $gpus, $name ($PAIRS_M M pairs, run $run)" /usr/bin/time -f "  user %U s, system %S s" \
                     "$bin" classify -vv --gpus "$gpus" -d "$T/gpu.db" -1 "$T/r1.fq" -2 "$T/r2.fq" \
                     -o "$T/ab.$name.$gpus.kraken" -r "$T/ab.$name.$gpus.kreport" 2>"$T/ab.log"
-                grep -E "index ready|index loaded|GPU stages|each stage|outputs completed|user .* system" "$T/ab.log" \
+                grep -E "index ready|index loaded|GPU stages|each stage|outputs completed|summary made|freed in|closed in|user .* system" "$T/ab.log" \
                     | sed 's/^/  /'
             done
         done
@@ -110,7 +110,7 @@ for r in "${runs[@]}"; do
     rm -f "$T/vv.kraken"
     KMERDB_GPU_STREAMS=$streams /usr/bin/time -f "wall time: %e s (user %U s, system %S s)" $B/kmerdb classify -vv \
         --gpus $gpus -d "$T/gpu.db" -1 "$T/r1.fq" -2 "$T/r2.fq" -o "$T/vv.kraken" -r /dev/null 2>&1 \
-        | grep -E "device choice|index ready|classified on|GPU stages|each stage|outputs completed|wall time"
+        | grep -E "device choice|index ready|classified on|GPU stages|each stage|outputs completed|summary made|freed in|closed in|wall time"
 done
 for f in kraken kreport; do
     same=1
