@@ -12,14 +12,16 @@
 //! bins (8 bytes per location) plus two pool-widths of condensed shards, or, while reading, one
 //! input batch per reading thread.
 //!
-//! On GPUs (`gpu::passes`), stage 1 sketches on the GPUs into (feature, window) pairs kept by the
-//! GPU that owns each shard, and stage 3 lays the shards out on the GPUs in passes, writing each
-//! one into the index file as soon as it is done; stage 2 is the same.
+//! On GPUs (`gpu::passes`, which the stages reach through [`devices`]), stage 1 sketches on the
+//! GPUs into (feature, window) pairs kept by the GPU that owns each shard, and stage 3 lays the
+//! shards out on the GPUs in passes, writing each one into the index file as soon as it is done;
+//! stage 2 is the same.
 //!
 //! Determinism: targets are numbered by name and every list is sorted, so the index bytes depend
 //! on neither the order of the inputs nor the thread count.
 
 pub mod condense;
+mod devices;
 pub mod error;
 pub mod partition;
 pub mod protein_table;
@@ -186,29 +188,16 @@ pub fn build(config: &BuildConfig, on_progress: &(dyn Fn(u64, u64) + Sync)) -> R
         .num_threads(config.threads)
         .build()
         .map_err(|e| BuildError::Threads { threads: config.threads, reason: e.to_string() })?;
-    #[cfg(feature = "gpu")]
-    {
-        let gpus = crate::gpu::device::select(&config.gpus)?;
-        pool.install(|| build_in_pool(config, out, start, on_progress, &pool, &gpus))
-    }
-    #[cfg(not(feature = "gpu"))]
-    {
-        if let GpuRequest::List(ids) = &config.gpus {
-            return Err(BuildError::NoGpuSupport(format!("{ids:?}")));
-        }
-        pool.install(|| build_in_pool(config, out, start, on_progress, &pool))
-    }
+    let gpus = devices::Gpus::select(&config.gpus)?;
+    pool.install(|| build_in_pool(config, out, start, on_progress, &pool, &gpus))
 }
 
 /// What stage 1 leaves for stage 3.
 enum Inserted<'g> {
     Bins(Vec<sketching::Bin>),
-    /// The GPU build after reading, with the pairs of each shard.
-    #[cfg(feature = "gpu")]
-    Gpus(Box<crate::gpu::passes::PassBuild<'g>>, Vec<u64>),
-    #[cfg(not(feature = "gpu"))]
-    #[allow(dead_code)]
-    Never(std::marker::PhantomData<&'g ()>),
+    /// The GPU build after reading, with the pairs of each shard (made only with GPU support).
+    #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
+    Gpus(Box<devices::Passes<'g>>, Vec<u64>),
 }
 
 fn build_in_pool(
@@ -217,19 +206,12 @@ fn build_in_pool(
     start: Instant,
     on_progress: &(dyn Fn(u64, u64) + Sync),
     pool: &rayon::ThreadPool,
-    #[cfg(feature = "gpu")] gpus: &[crate::gpu::Gpu],
+    gpus: &devices::Gpus,
 ) -> Result<BuildSummary, BuildError> {
     let shard_bits = DEFAULT_SHARD_BITS;
     let progress = sketching::Progress::default();
-    let read = read_while_loading(config, on_progress, &progress, || {
-        read_and_sketch(
-            config,
-            shard_bits,
-            &progress,
-            #[cfg(feature = "gpu")]
-            gpus,
-        )
-    });
+    let read =
+        read_while_loading(config, on_progress, &progress, || read_and_sketch(config, shard_bits, &progress, gpus));
     let (taxonomy, seqid_map, sketched) = read;
     // Input errors come first: they are what the user most likely has to fix.
     let (raw_targets, inserted, backend) = sketched?;
@@ -348,34 +330,10 @@ fn read_and_sketch<'g>(
     config: &BuildConfig,
     shard_bits: u32,
     progress: &sketching::Progress,
-    #[cfg(feature = "gpu")] gpus: &'g [crate::gpu::Gpu],
+    gpus: &'g devices::Gpus,
 ) -> Sketched<'g> {
-    #[cfg(feature = "gpu")]
-    if !gpus.is_empty() {
-        let tmp_dir = config.tmp_dir.clone().unwrap_or_else(|| crate::temp_files::folder_of(&config.db).to_path_buf());
-        let options = config.gpu_options;
-        let started =
-            crate::gpu::passes::PassBuild::new(gpus, &config.sources, &config.sketch, options, shard_bits, &tmp_dir);
-        match started.map_err(BuildError::from) {
-            Ok(pb) => {
-                let targets = sketching::read_sources(
-                    &config.sources,
-                    &config.sketch,
-                    crate::gpu::build::BATCH_BASES,
-                    progress,
-                    &|batch| Ok(pb.insert_batch(batch)?),
-                )?;
-                let counts = pb.finish_reading()?;
-                let name = crate::gpu::device::describe(gpus);
-                return Ok((targets, Inserted::Gpus(Box::new(pb), counts), name));
-            }
-            // With `--gpus all`, GPUs that cannot start the build mean the CPU, not a failure
-            // (but an input too large for the machine is too large for the CPU as well).
-            Err(BuildError::Gpu(e)) if config.gpus == GpuRequest::All => {
-                log::warn!("GPU build: {}; building on the CPU", crate::errors::chain(&e));
-            }
-            Err(e) => return Err(e),
-        }
+    if let Some(sketched) = gpus.read_and_sketch(config, shard_bits, progress) {
+        return sketched;
     }
     let s = sketching::sketch_sources(&config.sources, &config.sketch, shard_bits, progress)?;
     Ok((s.targets, Inserted::Bins(s.bins), "CPU".to_string()))
@@ -425,10 +383,7 @@ impl LayOut<'_> {
                 let (writer, stats) = self.on_cpu(bins, out)?;
                 Ok((writer, stats, None))
             }
-            #[cfg(feature = "gpu")]
-            Inserted::Gpus(pb, counts) => self.on_gpus(&pb, &counts, out),
-            #[cfg(not(feature = "gpu"))]
-            Inserted::Never(_) => unreachable!(),
+            Inserted::Gpus(passes, counts) => devices::lay_out(self, &passes, &counts, out),
         }
     }
 
@@ -465,49 +420,6 @@ impl LayOut<'_> {
         let times = pipeline::run_here(("condensing", &mut condensed), width, ("writing", &mut write))?;
         log::debug!("shards: {}", crate::pipeline::describe(&times));
         Ok((writer, stats))
-    }
-
-    #[cfg(feature = "gpu")]
-    fn on_gpus(
-        &self,
-        pb: &crate::gpu::passes::PassBuild<'_>,
-        counts: &[u64],
-        out: IndexFile,
-    ) -> Result<(IndexWriter, crate::index::condensed::ShardStats, Option<PassSummary>), BuildError> {
-        let mut writer = self.writer(out)?;
-        let first: Vec<u64> = self.raw_targets.iter().map(|t| t.first_window).collect();
-        let what = crate::gpu::passes::ShardsToBuild {
-            counts,
-            first_windows: &first,
-            final_id: &self.resolved.final_id,
-            layout: &self.layout,
-            numbering: &self.numbering,
-            cap: self.config.max_locations_per_feature,
-            clades: self.clades,
-        };
-        let (stats, report) = pb
-            .build_shards(what, self.pool, &mut writer)
-            .map_err(|e| BuildError::from(e).naming_index(&self.config.db))?;
-        let placed = pb.placement();
-        let (mut reading, uploaded_bytes) = pb.reading_report();
-        let parsing = self.progress.parse_nanos.load(std::sync::atomic::Ordering::Relaxed);
-        reading.insert(0, ("parsing", Duration::from_nanos(parsing)));
-        let passes = PassSummary {
-            passes: report.passes,
-            gpus: pb.gpu_count(),
-            select_insert: report.select_insert,
-            condense: report.condense,
-            waiting_for_gpus: report.waiting_for_gpus,
-            finishing: report.finishing,
-            writing: report.writing,
-            pairs_on_gpus: placed.device_bytes,
-            pairs_in_host_memory: placed.host_bytes,
-            pairs_spilled: placed.spill_bytes,
-            shard_pairs: report.shard_pairs,
-            reading,
-            uploaded_bytes,
-        };
-        Ok((writer, stats, Some(passes)))
     }
 }
 
