@@ -12,7 +12,7 @@
 //! bins (8 bytes per location) plus two pool-widths of condensed shards, or, while reading, one
 //! input batch per reading thread.
 //!
-//! On GPUs (`gpu::passes`, which the stages reach through [`devices`]), stage 1 sketches on the
+//! On GPUs (`gpu::passes`, which the stages reach through `devices`), stage 1 sketches on the
 //! GPUs into (feature, window) pairs kept by the GPU that owns each shard, and stage 3 lays the
 //! shards out on the GPUs in passes, writing each one into the index file as soon as it is done;
 //! stage 2 is the same.
