@@ -108,6 +108,9 @@ pub struct TargetTables {
     /// The bases under each taxon, for the evidence rule: made at the first weak call (most
     /// runs' reads are not weak).
     clade_bases: std::sync::OnceLock<CladeBases>,
+    /// The amino-acid table's per-target sizes and compositions, for the protein stage's
+    /// e-values (see [`TargetTables::protein_chance`]).
+    protein_chance: std::sync::OnceLock<crate::protein::ProteinChance>,
 }
 
 impl TargetTables {
@@ -121,6 +124,7 @@ impl TargetTables {
                 .map(|t| tree.node(t.taxid).expect("every target's taxon is in the index's tree"))
                 .collect(),
             clade_bases: std::sync::OnceLock::new(),
+            protein_chance: std::sync::OnceLock::new(),
         }
     }
 
@@ -128,6 +132,37 @@ impl TargetTables {
     fn clade_bases(&self, index: &Index) -> &CladeBases {
         self.clade_bases
             .get_or_init(|| CladeBases::new(index.taxonomy(), index.targets().iter().map(|t| (t.taxid, t.length))))
+    }
+
+    /// What chance gives a read in `index`'s amino-acid table (`None` without one): made once, on
+    /// first use, in one pass over the table (`classify` makes it before the reads start). Kept
+    /// here, with the run's other tables, not in the index: it is the protein stage's.
+    ///
+    /// It is made outside the cell's lock: the pass runs on the rayon pool, whose thread may meanwhile
+    /// take another read's job that asks for it too, and waiting on the lock from inside it would
+    /// deadlock. Two first callers may both make it; the first one kept is the value (they are equal).
+    pub fn protein_chance(&self, index: &Index) -> Option<&crate::protein::ProteinChance> {
+        let table = index.protein()?;
+        if let Some(made) = self.protein_chance.get() {
+            return Some(made);
+        }
+        let made = {
+            // Targets grouped by species (their own taxon where it has none), numbered in
+            // target order.
+            let tree = index.taxonomy();
+            let mut species = std::collections::HashMap::new();
+            let groups: Vec<u32> = index
+                .targets()
+                .iter()
+                .map(|t| {
+                    let s = tree.ancestor_at_rank(t.taxid, "species").unwrap_or(t.taxid);
+                    let next = species.len() as u32;
+                    *species.entry(s).or_insert(next)
+                })
+                .collect();
+            crate::protein::ProteinChance::new(&table, &groups)
+        };
+        Some(self.protein_chance.get_or_init(|| made))
     }
 }
 
@@ -213,7 +248,7 @@ impl<'a> Classifier<'a> {
 
     fn protein_stage(&mut self, call: TaxId, kmers: impl FnOnce(&ProteinTable, &mut Vec<u32>)) -> TaxId {
         let Some(table) = &self.protein else { return call };
-        let chance = self.index.protein_chance().expect("the index has the amino-acid table");
+        let chance = self.targets.protein_chance(self.index).expect("the index has the amino-acid table");
         with_protein(
             call,
             |out: &mut Vec<u32>| kmers(table, out),

@@ -291,7 +291,7 @@ pub fn classify(
         if params.protein_hitmin > 0 {
             // Made once, with the run's threads, before any read needs it (and after the
             // protein section was verified).
-            pool.install(|| index.protein_chance());
+            pool.install(|| targets.protein_chance(&index));
         }
         #[cfg(feature = "gpu")]
         let classifiers = match loading.join().expect("starting the GPUs does not panic") {

@@ -25,6 +25,7 @@ pub mod condensed;
 pub mod format;
 pub mod locations;
 pub mod packed_keys;
+pub mod protein_table;
 pub mod stored_shard;
 pub mod write;
 
@@ -68,9 +69,6 @@ pub struct Index {
     key_codes: Vec<KeyCode>,
     /// Where each shard's block lies in the file (from the shard table, checked at open).
     blocks: Vec<std::ops::Range<usize>>,
-    /// The amino-acid table's per-target sizes and compositions, made at the protein stage's
-    /// first call and shared by every thread's classifier.
-    protein_chance: std::sync::OnceLock<crate::protein::ProteinChance>,
 }
 
 impl Index {
@@ -158,7 +156,6 @@ impl Index {
             data_at: 0,
             key_codes: Vec::new(),
             blocks: Vec::new(),
-            protein_chance: std::sync::OnceLock::new(),
         };
         for kind in [SectionKind::Shards, SectionKind::Targets, SectionKind::Taxonomy, SectionKind::Provenance] {
             index.verify_section(kind)?;
@@ -235,39 +232,10 @@ impl Index {
     }
 
     /// The amino-acid table of an index built with `--protein`.
-    pub fn protein(&self) -> Option<crate::protein::ProteinTable<'_>> {
+    pub fn protein(&self) -> Option<protein_table::ProteinTable<'_>> {
         let bytes = self.section_bytes(SectionKind::Protein);
         // Its lengths were checked when the index was opened.
-        (!bytes.is_empty()).then(|| crate::protein::ProteinTable::parse(bytes).expect("checked"))
-    }
-
-    /// What chance gives a read in the amino-acid table (`None` without one): made once, on first
-    /// use, in one pass over the table (`classify` makes it before the reads start).
-    ///
-    /// It is made outside the cell's lock: the pass runs on the rayon pool, whose thread may meanwhile
-    /// take another read's job that asks for it too, and waiting on the lock from inside it would
-    /// deadlock. Two first callers may both make it; the first one kept is the value (they are equal).
-    pub(crate) fn protein_chance(&self) -> Option<&crate::protein::ProteinChance> {
-        let table = self.protein()?;
-        if let Some(made) = self.protein_chance.get() {
-            return Some(made);
-        }
-        let made = {
-            // Targets grouped by species (their own taxon where it has none), numbered in
-            // target order.
-            let mut species = std::collections::HashMap::new();
-            let groups: Vec<u32> = self
-                .targets
-                .iter()
-                .map(|t| {
-                    let s = self.taxonomy.ancestor_at_rank(t.taxid, "species").unwrap_or(t.taxid);
-                    let next = species.len() as u32;
-                    *species.entry(s).or_insert(next)
-                })
-                .collect();
-            crate::protein::ProteinChance::new(&table, &groups)
-        };
-        Some(self.protein_chance.get_or_init(|| made))
+        (!bytes.is_empty()).then(|| protein_table::ProteinTable::parse(bytes).expect("checked"))
     }
 
     /// The protein section, when there is one: its lengths always (cheap; `protein` relies on
@@ -282,7 +250,7 @@ impl Index {
         if verify == Verify::All {
             self.verify_section(SectionKind::Protein)?;
         }
-        let table = crate::protein::ProteinTable::parse(bytes);
+        let table = protein_table::ProteinTable::parse(bytes);
         let checked = table.and_then(|t| if verify == Verify::All { t.check(self.targets.len()) } else { Ok(()) });
         checked.map_err(|e| IndexError::Corrupt {
             path: self.path.clone(),
