@@ -533,7 +533,8 @@ impl crate::gpu::classify::Reads for Batch {
 }
 
 /// A finished batch: each read's taxid, the reads per taxid (0: unclassified), the Kraken lines
-/// (or the first error formatting them) and the `--candidates-out` records, in groups of reads.
+/// (or the first error formatting them) and the `--candidates-out` records, a buffer per
+/// finishing task.
 struct FinishedBatch {
     taxids: Vec<TaxId>,
     counts: HashMap<TaxId, u64>,
@@ -555,8 +556,6 @@ struct Scratch<'i> {
 /// A read's top candidates as (target, hits) and its clade features' counts as (clade, count).
 type ReadFound<'a> = (&'a [(u32, u32)], &'a [(TaxId, u32)]);
 
-/// A finished group of reads: their taxids and counts, Kraken lines (or the error formatting
-/// them) and `--candidates-out` records.
 /// What every group of a batch is finished with: the batch, the GPU's results for it (`None`:
 /// the CPU classifies) and the outputs wanted.
 #[derive(Clone, Copy)]
@@ -566,6 +565,8 @@ struct Finishing<'b> {
     want: Wanted,
 }
 
+/// A finishing task's reads: their taxids and counts, Kraken lines (or the error formatting
+/// them) and `--candidates-out` records.
 struct Finished {
     taxids: Vec<TaxId>,
     /// Reads per taxid (0: unclassified).
@@ -888,7 +889,7 @@ impl Run<'_> {
         // made a line buffer, a count table and two vectors per four reads, and zeroing the fresh
         // pages they took was 8% of a strain-dense classification on 2 threads (3% now).
         let span = group_reads.max(TASK_READS);
-        let groups: Vec<Finished> = (0..batch.len().div_ceil(span))
+        let tasks: Vec<Finished> = (0..batch.len().div_ceil(span))
             .into_par_iter()
             .map_init(
                 || {
@@ -925,14 +926,14 @@ impl Run<'_> {
                 },
             )
             .collect();
-        // Each group's bytes stay in their own buffers: the writer writes them in order.
+        // Each task's bytes stay in their own buffers: the writer writes them in order.
         let mut done = FinishedBatch {
             taxids: Vec::with_capacity(batch.len()),
-            lines: Ok(Vec::with_capacity(groups.len())),
-            candidates: Vec::with_capacity(groups.len()),
+            lines: Ok(Vec::with_capacity(tasks.len())),
+            candidates: Vec::with_capacity(tasks.len()),
             counts: HashMap::new(),
         };
-        for f in groups {
+        for f in tasks {
             done.taxids.extend(f.taxids);
             for (t, n) in f.counts {
                 *done.counts.entry(t).or_default() += n;
