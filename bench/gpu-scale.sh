@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build and classify at users' scale on a GPU machine (issue 31/32), the binary as users run it:
 # GBP (20) of the strain-rich synthetic collection with its taxonomy, and PAIRS_M (4) million
-# pairs (kmerdb-gpu-bench --scale-data, src/synth/scale.rs: species of 5 strains 1% apart; 75% of
+# pairs (kmerdb-gpu-bench --scale-data, src/bin/kmerdb-gpu-bench/synth/scale.rs: species of 5 strains 1% apart; 75% of
 # the pairs from indexed strains, 20% from a sixth strain of each species left out of the index,
 # 5% from unrelated species; 0.5% substitutions). The index is built on the GPU and on the CPU (all
 # cores), bytes compared; the pairs are classified on the GPU (--gpus 0), by default (--gpus all)

@@ -50,7 +50,6 @@ pub mod replacing;
 pub mod resources;
 pub mod sketch;
 pub mod slab_hash;
-pub mod synth;
 pub mod taxonomy;
 pub mod temp_files;
 pub mod terminal;

@@ -141,7 +141,7 @@ pub(crate) fn has_kmer(seq: &[u8], k: usize) -> bool {
 
 /// murmur3's 64-bit finalizer.
 #[inline]
-pub(crate) fn fmix64(mut x: u64) -> u64 {
+pub fn fmix64(mut x: u64) -> u64 {
     x ^= x >> 33;
     x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
     x ^= x >> 33;

@@ -23,6 +23,7 @@
 mod host_memory;
 mod scaling;
 mod slab;
+mod synth;
 mod write_rates;
 
 use cudarc::driver::PushKernelArg;
@@ -31,8 +32,8 @@ use kmerdb::gpu::Gpu;
 
 use kmerdb::gpu::table::{BucketListTable, TableConfig, launch_config};
 use kmerdb::sketch::SketchParams;
-use kmerdb::synth::{SynthSpec, generate};
 use std::time::Instant;
+use synth::{SynthSpec, generate};
 
 /// The `kmerdb` binary's allocator (Cargo.toml), so that the end-to-end builds here run as the
 /// binary's do.
@@ -79,7 +80,7 @@ struct Args {
     /// Only write the classify benchmark at users' scale into this folder (needs no GPU): the
     /// end-to-end builds' collection (--e2e-gbp, --e2e-files) in genomes/, its taxonomy, and
     /// --pairs-m million pairs of its strains, of strains it leaves out and of unrelated species,
-    /// with their truth (`kmerdb::synth::scale`; `bench/gpu-scale.sh` runs it).
+    /// with their truth (`synth::scale`; `bench/gpu-scale.sh` runs it).
     #[arg(long)]
     scale_data: Option<std::path::PathBuf>,
     /// --scale-data: share of the pairs from strains the collection leaves out.
@@ -151,7 +152,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(dir) = &a.synth_data {
         // Needs no GPU.
         let files: Vec<std::path::PathBuf> = (0..a.e2e_files).map(|i| dir.join(format!("synth{i:02}.fna"))).collect();
-        kmerdb::synth::write_fasta_files(&e2e_spec(a.e2e_gbp), &files)?;
+        synth::write_fasta_files(&e2e_spec(a.e2e_gbp), &files)?;
         return Ok(());
     }
     if let Some(dir) = &a.write_rates {
@@ -159,7 +160,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if let Some(dir) = &a.scale_data {
         // Needs no GPU.
-        let plan = kmerdb::synth::scale::ReadPlan {
+        let plan = synth::scale::ReadPlan {
             pairs: (a.pairs_m * 1e6).round() as usize,
             left_out_share: a.left_out_share,
             unindexed_share: a.unindexed_share,
@@ -168,7 +169,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             seed: 0x5ca1e,
         };
         let t = Instant::now();
-        let w = kmerdb::synth::scale::write(&e2e_spec(a.e2e_gbp), &plan, dir, a.e2e_files)
+        let w = synth::scale::write(&e2e_spec(a.e2e_gbp), &plan, dir, a.e2e_files)
             .map_err(|e| format!("--scale-data {}: {e}", dir.display()))?;
         println!(
             "scale data: {:.2} Gbp of genomes, {} pairs of indexed strains, {} of left-out strains, {} of unrelated species, written in {:.1} s",
@@ -455,7 +456,7 @@ fn end_to_end(gbp: f64, copy_rate: f64) -> Result<(), Box<dyn std::error::Error>
     let n_files = args().e2e_files;
     let files: Vec<std::path::PathBuf> = (0..n_files).map(|i| dir.path().join(format!("synth{i:02}.fna"))).collect();
     let t = Instant::now();
-    kmerdb::synth::write_fasta_files(&spec, &files)?;
+    synth::write_fasta_files(&spec, &files)?;
     println!(
         "end to end: {:.2} Gbp of synthetic genomes in {n_files} FASTA files written in {:.1} s",
         spec.total_bases() as f64 / 1e9,

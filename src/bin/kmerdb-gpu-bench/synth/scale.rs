@@ -184,7 +184,7 @@ struct Pair {
 /// substitutions as the plan says.
 fn sample(plan: &ReadPlan, seq: &[u8], sp: usize, st: usize, kind: usize, n: usize, out: &mut Vec<Pair>) {
     let id0 = ((sp as u64) << 40) | ((st as u64) << 32);
-    let mut rng = Mix(plan.seed ^ crate::sketch::fmix64(id0 | 0xFFFF_FFFF));
+    let mut rng = Mix(plan.seed ^ kmerdb::sketch::fmix64(id0 | 0xFFFF_FFFF));
     let len = plan.read_len;
     let mut fragment = Vec::with_capacity(INSERT.end);
     for i in 0..n as u64 {
@@ -213,7 +213,7 @@ fn sample(plan: &ReadPlan, seq: &[u8], sp: usize, st: usize, kind: usize, n: usi
         }
         let id = id0 | i;
         out.push(Pair {
-            order: crate::sketch::fmix64(plan.seed ^ crate::sketch::fmix64(id)),
+            order: kmerdb::sketch::fmix64(plan.seed ^ kmerdb::sketch::fmix64(id)),
             id,
             species: sp as u32,
             strain: st as u8,
@@ -226,7 +226,14 @@ fn sample(plan: &ReadPlan, seq: &[u8], sp: usize, st: usize, kind: usize, n: usi
 fn reverse_complement(seq: &mut [u8]) {
     seq.reverse();
     for b in seq {
-        *b = crate::protein::complement(*b);
+        // The genomes hold A, C, G and T only.
+        *b = match *b {
+            b'A' => b'T',
+            b'C' => b'G',
+            b'G' => b'C',
+            b'T' => b'A',
+            _ => b'N',
+        };
     }
 }
 

@@ -29,7 +29,7 @@ pub(crate) struct Mix(pub(crate) u64);
 impl Mix {
     pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        crate::sketch::fmix64(self.0)
+        kmerdb::sketch::fmix64(self.0)
     }
 }
 
