@@ -688,10 +688,8 @@ impl Run<'_> {
         for (w, p) in [outs.kraken, outs.candidates].into_iter().flatten() {
             w.finish().map_err(|source| ClassifyError::Output { path: p, source })?;
         }
-        for (w, p) in [(outs.classified, &o.classified), (outs.unclassified, &o.unclassified)] {
-            if let (Some(w), Some(p)) = (w, p) {
-                w.finish().map_err(out_err(p))?;
-            }
+        for w in [outs.classified, outs.unclassified].into_iter().flatten() {
+            w.finish().map_err(|(p, source)| ClassifyError::Output { path: p.display().to_string(), source })?;
         }
         log::debug!(
             "{}: outputs completed (reports, then each file synced and renamed) in {:.2} s",
@@ -1072,8 +1070,11 @@ impl Run<'_> {
         let reads_out = if taxid != 0 { &mut outs.classified } else { &mut outs.unclassified };
         if let Some(w) = reads_out {
             for m in 0..batch.mates_per_read() {
-                w.write(m, batch.header(r, m), taxid, batch.seq(r, m), batch.qual(r, m))
-                    .map_err(|source| ClassifyError::Output { path: "classified/unclassified reads".into(), source })?;
+                if let Err(source) = w.write(m, batch.header(r, m), taxid, batch.seq(r, m), batch.qual(r, m)) {
+                    let path =
+                        w.path(m).map_or_else(|| format!("reads output, mate {}", m + 1), |p| p.display().to_string());
+                    return Err(ClassifyError::Output { path, source });
+                }
             }
         }
         Ok(())

@@ -12,28 +12,30 @@ use std::path::{Path, PathBuf};
 use super::file::{Output, create_output};
 use crate::taxonomy::TaxId;
 
-/// One [`Output`] per mate for the reads that a run sends to a file.
+/// One [`Output`] per mate for the reads that a run sends to a file, with the mate's path (which
+/// its errors name: for pairs not the template's).
 #[derive(Debug)]
 pub struct ReadsWriter {
-    mates: Vec<Output>,
+    mates: Vec<(Output, PathBuf)>,
 }
 
 impl ReadsWriter {
     /// Opens the output(s) for `template`: one file for single reads, two for pairs (`#` → `_1`,
     /// `_2`). A paired template without exactly one `#` is an `InvalidInput` error.
     pub fn create(template: &Path, paired: bool) -> io::Result<Self> {
-        let mates = if paired {
-            let [first, second] = mate_paths(template)?;
-            vec![create_output(&first)?, create_output(&second)?]
-        } else {
-            vec![create_output(template)?]
-        };
+        let paths = if paired { mate_paths(template)?.to_vec() } else { vec![template.to_path_buf()] };
+        let mates = paths.into_iter().map(|p| Ok((create_output(&p)?, p))).collect::<io::Result<_>>()?;
         Ok(ReadsWriter { mates })
     }
 
     /// Number of mates written (1 or 2).
     pub fn mates(&self) -> usize {
         self.mates.len()
+    }
+
+    /// The file mate `mate`'s records go to (the template's for single reads).
+    pub fn path(&self, mate: usize) -> Option<&Path> {
+        self.mates.get(mate).map(|(_, p)| p.as_path())
     }
 
     /// Writes one record to mate `mate` (0 for the first or only mate, 1 for the second):
@@ -49,7 +51,7 @@ impl ReadsWriter {
         qual: Option<&[u8]>,
     ) -> io::Result<()> {
         let mates = self.mates.len();
-        let w = self.mates.get_mut(mate).ok_or_else(|| {
+        let (w, _) = self.mates.get_mut(mate).ok_or_else(|| {
             io::Error::new(io::ErrorKind::InvalidInput, format!("mate {mate} written to a {mates}-mate reads output"))
         })?;
         w.write_all(if qual.is_some() { b"@" } else { b">" })?;
@@ -65,10 +67,10 @@ impl ReadsWriter {
         w.write_all(b"\n")
     }
 
-    /// Finishes every mate's file (see [`Output::finish`]).
-    pub fn finish(self) -> io::Result<()> {
-        for out in self.mates {
-            out.finish()?;
+    /// Finishes every mate's file (see [`Output::finish`]); an error comes with the mate's path.
+    pub fn finish(self) -> Result<(), (PathBuf, io::Error)> {
+        for (out, path) in self.mates {
+            out.finish().map_err(|e| (path, e))?;
         }
         Ok(())
     }

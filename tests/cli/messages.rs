@@ -180,3 +180,23 @@ fn an_error_in_a_piped_genome_does_not_hang() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("g.fa.bz2"), "{stderr}");
 }
+
+/// A write that failed while reads were being sent to `--classified-out` (its buffer filled
+/// mid-run) named "classified/unclassified reads", not the file.
+#[test]
+fn a_failed_reads_output_names_its_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    build_data(&d.join("x.db")).arg("-q").assert().success();
+    // The bundled pairs' first mates: more than the output's buffer, so the write fails mid-run.
+    let reads = crate::data().join("reads/sample_R1.fq.gz");
+    let out = kmerdb()
+        .current_dir(d)
+        .args(["classify", "-q", "-d", "x.db", "-o", "/dev/null", "--classified-out", "/dev/full"])
+        .arg(&reads)
+        .output()
+        .unwrap();
+    let stderr = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("/dev/full: No space left on device"), "{stderr}");
+}
