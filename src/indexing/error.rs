@@ -52,6 +52,11 @@ pub enum BuildError {
     Gpu(crate::gpu::GpuError),
     #[error("--gpus {0}: this kmerdb was built without GPU support (cargo feature `gpu`)")]
     NoGpuSupport(String),
+    /// A setting out of its range, named by its flag (`BuildConfig::validate`).
+    #[error("{0}")]
+    Setting(String),
+    #[error(transparent)]
+    Sketch(#[from] crate::sketch::ParamError),
 }
 
 impl BuildError {

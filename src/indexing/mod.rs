@@ -71,6 +71,31 @@ pub struct BuildConfig {
 }
 
 impl BuildConfig {
+    /// The settings' ranges, named by their flags, as the command checks them: sketch parameters
+    /// that `SketchParams::new` accepts, at least one thread and one location a feature, amino-acid
+    /// k-mers of 1 to 7 residues sampled one in at least one. `build` calls it first, so that a
+    /// library caller's config cannot reach a stage with values no run accepts.
+    pub fn validate(&self) -> Result<(), BuildError> {
+        let s = &self.sketch;
+        crate::sketch::SketchParams::new(s.k, s.window, Some(s.stride), s.sketch_size, s.hash_seed)?;
+        let bad = |m: &str| Err(BuildError::Setting(m.to_string()));
+        if self.threads == 0 {
+            return bad("--threads must be at least 1");
+        }
+        if self.max_locations_per_feature == 0 {
+            return bad("--max-locations-per-feature must be at least 1");
+        }
+        if let Some(p) = &self.protein {
+            if !(1..=7).contains(&p.k) {
+                return bad("the amino-acid k-mers must be 1 to 7 residues long");
+            }
+            if p.sample == 0 {
+                return bad("--protein-sample must be at least 1");
+            }
+        }
+        Ok(())
+    }
+
     /// The command line that made this index, normalised so that it does not depend on input
     /// order or thread count: it is stored in the index, which must be reproducible.
     pub(crate) fn normalized_command_line(&self) -> Vec<String> {
@@ -180,6 +205,7 @@ pub fn check_output(db: &std::path::Path) -> Result<(), BuildError> {
 /// Runs a whole build. `on_progress` is called about every 100 ms from a helper thread while the
 /// inputs are read, with (bases read, bytes of input files finished).
 pub fn build(config: &BuildConfig, on_progress: &(dyn Fn(u64, u64) + Sync)) -> Result<BuildSummary, BuildError> {
+    config.validate()?;
     let start = Instant::now();
     check_output(&config.db)?;
     // Made now: a folder that cannot be written fails before any work.
@@ -513,4 +539,66 @@ pub(crate) fn creation_time() -> i64 {
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or_else(|| chrono::Utc::now().timestamp())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A config the command would make for `dir/x.db` from the bundled genomes.
+    fn config(dir: &std::path::Path) -> BuildConfig {
+        let genome = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/data/genomes"));
+        BuildConfig {
+            protein: None,
+            part: None,
+            sources: vec![Source::File(genome)],
+            db: dir.join("x.db"),
+            taxonomy: None,
+            taxonomy_gtdb: Vec::new(),
+            seqid_maps: Vec::new(),
+            sketch: SketchParams::new(16, 127, None, 16, 0).unwrap(),
+            max_locations_per_feature: 254,
+            threads: 1,
+            strict: false,
+            progress: false,
+            gpus: GpuRequest::None,
+            gpu_options: Default::default(),
+            tmp_dir: None,
+        }
+    }
+
+    /// Values the command refuses are refused by the library too, before any file is made.
+    #[test]
+    fn a_config_out_of_range_is_refused_before_any_work() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(config(dir.path()).validate().is_ok());
+        let cases: Vec<(&str, Box<dyn Fn(&mut BuildConfig)>)> = vec![
+            ("--threads", Box::new(|c| c.threads = 0)),
+            ("--max-locations-per-feature", Box::new(|c| c.max_locations_per_feature = 0)),
+            (
+                "--protein-sample",
+                Box::new(|c| {
+                    c.protein =
+                        Some(crate::protein::ProteinParams { sample: 0, ..crate::protein::ProteinParams::DEFAULT })
+                }),
+            ),
+            (
+                "amino-acid k-mers",
+                Box::new(|c| {
+                    c.protein = Some(crate::protein::ProteinParams { k: 8, ..crate::protein::ProteinParams::DEFAULT })
+                }),
+            ),
+            ("the window", Box::new(|c| c.sketch.window = 8)),
+            ("the stride", Box::new(|c| c.sketch.stride = 0)),
+            ("the sketch size", Box::new(|c| c.sketch.sketch_size = 0)),
+        ];
+        for (what, change) in cases {
+            let mut c = config(dir.path());
+            change(&mut c);
+            let e = build(&c, &|_, _| {}).expect_err(what);
+            assert!(e.to_string().contains(what), "{what}: {e}");
+            assert!(matches!(e, BuildError::Setting(_) | BuildError::Sketch(_)), "{what}: {e:?}");
+            assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "{what}: a file was made");
+        }
+    }
 }
