@@ -572,25 +572,17 @@ mod tests {
     fn a_config_out_of_range_is_refused_before_any_work() {
         let dir = tempfile::tempdir().unwrap();
         assert!(config(dir.path()).validate().is_ok());
-        let cases: Vec<(&str, Box<dyn Fn(&mut BuildConfig)>)> = vec![
-            ("--threads", Box::new(|c| c.threads = 0)),
-            ("--max-locations-per-feature", Box::new(|c| c.max_locations_per_feature = 0)),
-            (
-                "--protein-sample",
-                Box::new(|c| {
-                    c.protein =
-                        Some(crate::protein::ProteinParams { sample: 0, ..crate::protein::ProteinParams::DEFAULT })
-                }),
-            ),
-            (
-                "amino-acid k-mers",
-                Box::new(|c| {
-                    c.protein = Some(crate::protein::ProteinParams { k: 8, ..crate::protein::ProteinParams::DEFAULT })
-                }),
-            ),
-            ("the window", Box::new(|c| c.sketch.window = 8)),
-            ("the stride", Box::new(|c| c.sketch.stride = 0)),
-            ("the sketch size", Box::new(|c| c.sketch.sketch_size = 0)),
+        use crate::protein::ProteinParams;
+        // Each case: what the error names, and the change to a good config.
+        type Case = (&'static str, fn(&mut BuildConfig));
+        let cases: [Case; 7] = [
+            ("--threads", |c| c.threads = 0),
+            ("--max-locations-per-feature", |c| c.max_locations_per_feature = 0),
+            ("--protein-sample", |c| c.protein = Some(ProteinParams { sample: 0, ..ProteinParams::DEFAULT })),
+            ("amino-acid k-mers", |c| c.protein = Some(ProteinParams { k: 8, ..ProteinParams::DEFAULT })),
+            ("the window", |c| c.sketch.window = 8),
+            ("the stride", |c| c.sketch.stride = 0),
+            ("the sketch size", |c| c.sketch.sketch_size = 0),
         ];
         for (what, change) in cases {
             let mut c = config(dir.path());
