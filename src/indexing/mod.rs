@@ -593,4 +593,34 @@ mod tests {
             assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "{what}: a file was made");
         }
     }
+
+    /// An update's settings out of range are refused before its index is opened.
+    #[test]
+    fn an_update_config_out_of_range_is_refused_before_any_work() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = update::UpdateConfig {
+            old: dir.path().join("absent.db"),
+            db: dir.path().join("new.db"),
+            add: Vec::new(),
+            remove_targets: vec!["x".into()],
+            remove_taxa: Vec::new(),
+            skip_absent: false,
+            taxonomy: None,
+            seqid_maps: Vec::new(),
+            threads: 1,
+            gpus: GpuRequest::None,
+            gpu_pass_values: None,
+            strict: false,
+            command_line: Vec::new(),
+        };
+        assert!(good.validate().is_ok());
+        for (what, c) in [
+            ("--threads", update::UpdateConfig { threads: 0, ..good.clone() }),
+            ("gpu_pass_values", update::UpdateConfig { gpu_pass_values: Some(0), ..good.clone() }),
+        ] {
+            // The index does not exist: an error about it would mean the settings were not checked first.
+            let e = update::update(&c).expect_err(what);
+            assert!(matches!(&e, BuildError::Setting(m) if m.contains(what)), "{what}: {e}");
+        }
+    }
 }

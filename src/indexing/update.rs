@@ -64,6 +64,21 @@ pub struct UpdateConfig {
     pub command_line: Vec<String>,
 }
 
+impl UpdateConfig {
+    /// The settings' ranges, as `BuildConfig::validate`: at least one thread, and a GPU pass of
+    /// at least one location (zero read as "no GPU memory" and ended in an error about the GPU's).
+    /// `update` calls it first.
+    pub fn validate(&self) -> Result<(), BuildError> {
+        if self.threads == 0 {
+            return Err(BuildError::Setting("--threads must be at least 1".into()));
+        }
+        if self.gpu_pass_values == Some(0) {
+            return Err(BuildError::Setting("gpu_pass_values (a GPU pass's locations) must be at least 1".into()));
+        }
+        Ok(())
+    }
+}
+
 /// What an update did.
 #[derive(Debug, Clone)]
 pub struct UpdateSummary {
@@ -113,6 +128,7 @@ pub fn read_taxid_list(path: &std::path::Path) -> Result<Vec<TaxId>, BuildError>
 
 /// Runs an update (see the module's description).
 pub fn update(config: &UpdateConfig) -> Result<UpdateSummary, BuildError> {
+    config.validate()?;
     let start = Instant::now();
     // Over its own index: locked before it is read, so that a second update of it waits for this
     // one and then reads its result, and a file rewritten meanwhile is not replaced.
