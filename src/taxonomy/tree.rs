@@ -362,10 +362,10 @@ fn is_domain(rank: &str) -> bool {
     rank == "superkingdom" || rank == "domain"
 }
 
-/// The Kraken report letter of a rank, if it has one of its own.
 /// No species at or above a taxon (`TaxonTree::species`).
 const NO_SPECIES: u32 = u32::MAX;
 
+/// The Kraken report letter of a rank, if it has one of its own.
 fn rank_letter(rank: &str) -> Option<u8> {
     Some(match rank {
         "superkingdom" | "domain" => b'D',
