@@ -106,7 +106,7 @@ pub fn kmer_distribution(config: &BrackenConfig, index: &Index) -> Result<Bracke
             }
             let genome = target_taxa[target];
             let seq = record.seq();
-            let counts = pool.install(|| stretch_calls(index, &params, &targets, &seq, config));
+            let counts = pool.install(|| stretch_calls(&params, &targets, &seq, config));
             let row = distribution.entry(genome).or_default();
             for (taxon, n) in counts {
                 *row.entry(taxon).or_default() += n;
@@ -130,9 +130,8 @@ pub fn kmer_distribution(config: &BrackenConfig, index: &Index) -> Result<Bracke
 
 /// How many of `seq`'s stretches were put on each taxon, classified on the current pool.
 fn stretch_calls(
-    index: &Index,
     params: &ClassifyParams,
-    targets: &TargetTables,
+    targets: &TargetTables<'_>,
     seq: &[u8],
     config: &BrackenConfig,
 ) -> HashMap<TaxId, u64> {
@@ -144,7 +143,7 @@ fn stretch_calls(
     (0..stretches.div_ceil(GROUP))
         .into_par_iter()
         .map_init(
-            || Classifier::new(index, params, targets),
+            || Classifier::new(params, targets),
             |classifier, g| {
                 let group = (g * GROUP..((g + 1) * GROUP).min(stretches)).map(|i| i * config.step);
                 let mates: Vec<[&[u8]; 1]> = group.map(|s| [&seq[s..s + len]]).collect();

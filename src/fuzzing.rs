@@ -507,7 +507,7 @@ pub(crate) fn use_index(index: &Index) {
     let params = ClassifyParams::defaults(index.header().sketch.sketch_size);
     let targets = crate::classify::candidates::TargetTables::new(index);
     let target_taxa = &targets.taxa;
-    let mut classifier = Classifier::new(index, &params, &targets);
+    let mut classifier = Classifier::new(&params, &targets);
     classifier.keep_candidates = true;
     let reads: Vec<Vec<&[u8]>> = READS.iter().map(|mates| mates.iter().map(|m| m.as_bytes()).collect()).collect();
     let reads: Vec<&[&[u8]]> = reads.iter().map(Vec::as_slice).collect();

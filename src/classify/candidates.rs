@@ -99,8 +99,9 @@ pub struct Call {
 /// every target's lineage) that was 4-8% of a GPU classify's CPU time against a 20 Gbp index of
 /// thousands of targets (pprof; bench/results/HISTORY.md, "GPU classify: streams in turn, a GiB
 /// read ahead, and the host's CPU time").
-#[derive(Debug)]
-pub struct TargetTables {
+pub struct TargetTables<'a> {
+    /// The index they are made from, which the lazily made tables read.
+    index: &'a Index,
     /// Target id → taxid.
     pub taxa: Vec<TaxId>,
     /// Target id → node index in the taxonomy tree, for the hit list's LCAs.
@@ -113,10 +114,11 @@ pub struct TargetTables {
     protein_chance: std::sync::OnceLock<crate::protein::ProteinChance>,
 }
 
-impl TargetTables {
-    pub fn new(index: &Index) -> Self {
+impl<'a> TargetTables<'a> {
+    pub fn new(index: &'a Index) -> Self {
         let tree = index.taxonomy();
         Self {
+            index,
             taxa: index.targets().iter().map(|t| t.taxid).collect(),
             nodes: index
                 .targets()
@@ -128,20 +130,27 @@ impl TargetTables {
         }
     }
 
+    /// The index the tables are of.
+    pub fn index(&self) -> &'a Index {
+        self.index
+    }
+
     /// The clades' bases, made by the first caller (a plain loop, on the caller's thread).
-    fn clade_bases(&self, index: &Index) -> &CladeBases {
+    fn clade_bases(&self) -> &CladeBases {
+        let index = self.index;
         self.clade_bases
             .get_or_init(|| CladeBases::new(index.taxonomy(), index.targets().iter().map(|t| (t.taxid, t.length))))
     }
 
-    /// What chance gives a read in `index`'s amino-acid table (`None` without one): made once, on
+    /// What chance gives a read in the index's amino-acid table (`None` without one): made once, on
     /// first use, in one pass over the table (`classify` makes it before the reads start). Kept
     /// here, with the run's other tables, not in the index: it is the protein stage's.
     ///
     /// It is made outside the cell's lock: the pass runs on the rayon pool, whose thread may meanwhile
     /// take another read's job that asks for it too, and waiting on the lock from inside it would
     /// deadlock. Two first callers may both make it; the first one kept is the value (they are equal).
-    pub fn protein_chance(&self, index: &Index) -> Option<&crate::protein::ProteinChance> {
+    pub fn protein_chance(&self) -> Option<&crate::protein::ProteinChance> {
+        let index = self.index;
         let table = index.protein()?;
         if let Some(made) = self.protein_chance.get() {
             return Some(made);
@@ -185,7 +194,7 @@ pub struct Classifier<'a> {
     clade_nodes: Vec<u32>,
     clades: Vec<(TaxId, u32)>,
     /// Target id → taxid and tree node, and the clades' bases.
-    targets: &'a TargetTables,
+    targets: &'a TargetTables<'a>,
     /// Whether calls carry their candidates (for `--candidates-out`).
     pub keep_candidates: bool,
     /// The index's amino-acid table, when it has one and the protein stage is on.
@@ -201,7 +210,9 @@ pub struct Classifier<'a> {
 }
 
 impl<'a> Classifier<'a> {
-    pub fn new(index: &'a Index, params: &'a ClassifyParams, targets: &'a TargetTables) -> Self {
+    /// A classifier of `targets`' index.
+    pub fn new(params: &'a ClassifyParams, targets: &'a TargetTables<'a>) -> Self {
+        let index = targets.index();
         Self {
             index,
             params,
@@ -248,7 +259,7 @@ impl<'a> Classifier<'a> {
 
     fn protein_stage(&mut self, call: TaxId, kmers: impl FnOnce(&ProteinTable, &mut Vec<u32>)) -> TaxId {
         let Some(table) = &self.protein else { return call };
-        let chance = self.targets.protein_chance(self.index).expect("the index has the amino-acid table");
+        let chance = self.targets.protein_chance().expect("the index has the amino-acid table");
         with_protein(
             call,
             |out: &mut Vec<u32>| kmers(table, out),
@@ -419,7 +430,7 @@ impl<'a> Classifier<'a> {
     fn check_spots(&mut self, call: TaxId, features: u64) -> TaxId {
         let k = self.index.header().sketch.k;
         let tree = self.index.taxonomy();
-        let bases = self.targets.clade_bases(self.index);
+        let bases = self.targets.clade_bases();
         let evidence = Evidence { tree, bases, hitmin: self.params.hitmin, k };
         evidence.check(call, &mut self.spots, features)
     }
@@ -709,7 +720,7 @@ pub(super) mod tests {
         let params = ClassifyParams::defaults(index.header().sketch.sketch_size);
         let targets = TargetTables::new(&index);
         let target_taxa = &targets.taxa;
-        let mut classifier = Classifier::new(&index, &params, &targets);
+        let mut classifier = Classifier::new(&params, &targets);
         classifier.keep_candidates = true;
         let (mut weak, mut kept) = (0, 0);
         for every in [17, 18, 19, 20, 21, 22, 24, 26] {

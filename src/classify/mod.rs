@@ -291,7 +291,7 @@ pub fn classify(
         if params.protein_hitmin > 0 {
             // Made once, with the run's threads, before any read needs it (and after the
             // protein section was verified).
-            pool.install(|| targets.protein_chance(&index));
+            pool.install(|| targets.protein_chance());
         }
         #[cfg(feature = "gpu")]
         let classifiers = match loading.join().expect("starting the GPUs does not panic") {
@@ -579,7 +579,7 @@ struct Run<'a> {
     index: &'a Index,
     params: &'a ClassifyParams,
     /// The index's targets' taxa, tree nodes and clades' bases, shared by the run's classifiers.
-    targets: &'a candidates::TargetTables,
+    targets: &'a candidates::TargetTables<'a>,
     config: &'a ClassifyConfig,
     /// The run's threads: reads are parsed and classified on them.
     pool: &'a std::sync::Arc<rayon::ThreadPool>,
@@ -891,7 +891,7 @@ impl Run<'_> {
             .into_par_iter()
             .map_init(
                 || {
-                    let mut classifier = Classifier::new(self.index, self.params, self.targets);
+                    let mut classifier = Classifier::new(self.params, self.targets);
                     classifier.keep_candidates = want.candidates;
                     Scratch {
                         classifier,
