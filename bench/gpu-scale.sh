@@ -18,7 +18,9 @@
 # ("2"): the streams a GPU classifies on (KMERDB_GPU_STREAMS), each value timed for every GPU set
 # (e.g. "1 2" to compare). AB="OLD NEW ..." (kmerdb binaries) times their classify instead, on
 # every GPU set, RUNS runs each, interleaved, with -vv (index load, stage times, CPU time), and
-# compares their outputs. (carry/ from scripts/prepare-gpu-carry.sh)
+# compares their outputs. ZSTD=1 writes the genomes compressed (zstd, level 1), so that 50 Gbp,
+# its reads and its index fit one GPU machine's 64 GB disk; the build then reads .fna.zst.
+# (carry/ from scripts/prepare-gpu-carry.sh)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B=$PWD/carry/bin
@@ -37,10 +39,11 @@ nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c
 echo "cores: $(nproc)"
 source bench/lib.sh  # timed_line
 timed_line "synthetic genomes ($GBP Gbp), taxonomy and $PAIRS_M M pairs written" \
-    $B/kmerdb-gpu-bench --scale-data "$T" --e2e-gbp "$GBP" --pairs-m "$PAIRS_M"
+    $B/kmerdb-gpu-bench --scale-data "$T" --e2e-gbp "$GBP" --pairs-m "$PAIRS_M" $([[ ${ZSTD:-0} == 1 ]] && echo --zstd-genomes)
+du -sh "$T"/genomes | sed 's/^/genomes on disk: /'
 dd if=/dev/zero of="$T/dd.test" bs=1M count=8192 conv=fdatasync 2>&1 | tail -1 | sed 's/^/limit: disk write (dd, 8 GiB): /'
 rm -f "$T/dd.test"
-cat "$T"/genomes/*.fna >/dev/null
+cat "$T"/genomes/*.fna* >/dev/null
 tax=(--taxonomy "$T/taxonomy" --seqid2taxid "$T/seqid2taxid.map")
 timed_line "build --gpus $BUILD_GPUS" $B/kmerdb build -q --gpus $BUILD_GPUS "${tax[@]}" -d "$T/gpu.db" "$T/genomes"
 ls -l "$T/gpu.db" | awk -v g="$GBP" '{printf "index: %.2f GB, %.3f bytes a base\n", $5 / 1e9, $5 / (g * 1e9)}'

@@ -89,6 +89,10 @@ struct Args {
     /// --scale-data: share of the pairs from species nothing indexed is related to.
     #[arg(long, default_value_t = 0.05)]
     unindexed_share: f64,
+    /// --scale-data: the genomes compressed (synthNN.fna.zst), for a disk that cannot hold them
+    /// plain beside their reads and index (50 Gbp on a 64 GB disk).
+    #[arg(long)]
+    zstd_genomes: bool,
     /// --scale-data: the pairs' mean substitution rate.
     #[arg(long, default_value_t = 0.005)]
     error_rate: f64,
@@ -169,7 +173,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             seed: 0x5ca1e,
         };
         let t = Instant::now();
-        let w = synth::scale::write(&e2e_spec(a.e2e_gbp), &plan, dir, a.e2e_files)
+        let w = synth::scale::write(&e2e_spec(a.e2e_gbp), &plan, dir, a.e2e_files, a.zstd_genomes)
             .map_err(|e| format!("--scale-data {}: {e}", dir.display()))?;
         println!(
             "scale data: {:.2} Gbp of genomes, {} pairs of indexed strains, {} of left-out strains, {} of unrelated species, written in {:.1} s",
