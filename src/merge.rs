@@ -8,7 +8,7 @@
 //! feature with more than `--max-locations-per-feature` locations in that part, one index drops it
 //! when the sum is over the cap; parts built with a cap no feature reaches give identical output.
 
-use crate::classify::candidates::{Candidate, ClassifyParams, decide_scored, with_confidence};
+use crate::classify::candidates::{Candidate, ClassifyParams, Entry, decide_scored, with_confidence};
 use crate::classify::evidence::{self, CladeBases, Evidence, is_weak};
 use crate::output::candidates::{CandidatesHeader, CandidatesReader, ReadCandidates};
 use crate::output::{self, ReadResult};
@@ -530,7 +530,8 @@ impl Merger<'_> {
             }
             same
         });
-        let (taxid, top) = decide_scored(&s.candidates, &s.clades, self.params, self.target_taxa, self.tree);
+        let (taxid, top) =
+            decide_scored(&s.candidates, &s.clades, self.params, self.target_taxa, self.tree, &mut s.entries);
         let weak = is_weak(taxid, top, self.params.hitmin);
         if self.lines.is_none() && self.params.confidence <= 0.0 && !weak {
             return Ok(taxid);
@@ -567,6 +568,7 @@ struct Scratch {
     pooled: Vec<(u32, u32)>,
     candidates: Vec<Candidate>,
     clades: Vec<(TaxId, u32)>,
+    entries: Vec<Entry>,
     joined: Vec<(TaxId, u32)>,
     found: Vec<(u64, u32)>,
     spots: Vec<evidence::Spot>,

@@ -548,6 +548,8 @@ struct Scratch<'i> {
     /// A read's candidates, clade counts and hit runs from the GPU's results.
     candidates: Vec<Candidate>,
     clades: Vec<(TaxId, u32)>,
+    /// The decision's entries (`candidates::decide_scored`).
+    entries: Vec<candidates::Entry>,
     runs: [Vec<(TaxId, u32)>; 2],
     /// A weak call's hit runs, for its evidence.
     weak_runs: [Vec<(TaxId, u32)>; 2],
@@ -897,6 +899,7 @@ impl Run<'_> {
                         classifier,
                         candidates: Vec::new(),
                         clades: Vec::new(),
+                        entries: Vec::new(),
                         runs: [Vec::new(), Vec::new()],
                         weak_runs: [Vec::new(), Vec::new()],
                     }
@@ -1008,7 +1011,8 @@ impl Run<'_> {
                 let r = first + j;
                 let on_gpu = found.candidates(r, &mut sc.candidates) && found.clades(r, tree, &mut sc.clades);
                 let decided = on_gpu.then(|| {
-                    candidates::decide_scored(&sc.candidates, &sc.clades, self.params, &self.targets.taxa, tree)
+                    let (cands, clades) = (&sc.candidates, &sc.clades);
+                    candidates::decide_scored(cands, clades, self.params, &self.targets.taxa, tree, &mut sc.entries)
                 });
                 // A weak call's evidence rule reads every feature's taxon: from the GPU's hit lists
                 // where it made them.

@@ -246,6 +246,29 @@ impl TaxonTree {
         self.taxa[self.lca_index(i as usize, j as usize)].taxid
     }
 
+    /// Whether `ancestor` is `taxon` or above it: `lca(ancestor, taxon) == ancestor`, with one walk
+    /// up from `taxon` to `ancestor`'s depth instead of two (the decision asks it of every clade
+    /// for every candidate).
+    #[inline]
+    pub fn is_ancestor(&self, ancestor: TaxId, taxon: TaxId) -> bool {
+        if ancestor == UNCLASSIFIED {
+            return taxon == UNCLASSIFIED;
+        }
+        if taxon == UNCLASSIFIED {
+            return true;
+        }
+        let (Some(a), Some(t)) = (self.index.get(ancestor), self.index.get(taxon)) else {
+            return ancestor == ROOT;
+        };
+        let (a, mut t) = (a as usize, t as usize);
+        let (depth, mut dt) = (self.depths[a], self.depths[t]);
+        while dt > depth {
+            t = self.parents[t] as usize;
+            dt -= 1;
+        }
+        t == a
+    }
+
     /// The internal node index of `taxid`, for repeated [`TaxonTree::lca_node`] calls without
     /// taxid lookups (the classifier maps each target to its node once).
     pub fn node(&self, taxid: TaxId) -> Option<u32> {
@@ -527,6 +550,20 @@ mod tests {
                 assert_eq!(tree.ancestor_at_rank(taxon.taxid, "species"), walk(&tree, taxon.taxid), "{}", taxon.taxid);
             }
             assert_eq!(tree.ancestor_at_rank(999_999, "species"), None);
+        }
+    }
+
+    /// `is_ancestor` answers as the LCA does for every pair of taxa, the unclassified 0 and taxids
+    /// not in the tree included.
+    #[test]
+    fn is_ancestor_is_the_lca_test() {
+        let mut taxids: Vec<TaxId> = ecoli_tree().taxa().iter().map(|t| t.taxid).collect();
+        taxids.extend([UNCLASSIFIED, 999_999]);
+        let tree = ecoli_tree();
+        for &a in &taxids {
+            for &b in &taxids {
+                assert_eq!(tree.is_ancestor(a, b), tree.lca(a, b) == a, "{a} over {b}");
+            }
         }
     }
 
