@@ -279,6 +279,7 @@ pub fn classify(
         // A damaged index is reported before anything about the reads.
         if config.verify == Verify::All {
             index.verify_data()?;
+            log::debug!("index verified");
         }
         #[cfg(feature = "gpu")]
         let ahead = read_ahead(request != crate::compute::GpuRequest::None && crate::gpu::device::probably_present());
