@@ -216,6 +216,20 @@ fn bucket_list_table_equals_a_hashmap() {
     }
 }
 
+/// Keys and values that do not pair up are refused with their counts, and nothing is inserted.
+#[test]
+#[ignore = "needs a GPU"]
+fn unpaired_keys_and_values_are_an_error() {
+    let g = gpu();
+    let mut t = BucketListTable::new(&g, TableConfig::new(64, 64)).unwrap();
+    let err = t.insert_pairs(&[1, 2, 3], &[10, 20]).unwrap_err();
+    assert!(matches!(err, kmerdb::gpu::GpuError::PairCount { pairs: 3, keys: 3, values: 2 }), "{err}");
+    assert_eq!(err.to_string(), "3 pairs to insert, but 3 keys and 2 values given");
+    let status = t.status().unwrap();
+    assert_eq!((status.bits, status.pool_used, status.lost), (0, 0, 0), "{status:?}");
+    println!("unpaired keys and values: {err}");
+}
+
 #[test]
 #[ignore = "needs a GPU"]
 fn tiny_tables_report_what_they_drop() {

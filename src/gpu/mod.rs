@@ -49,6 +49,9 @@ pub enum GpuError {
     /// A build asked for more GPUs than one build uses.
     #[error("--gpus names {given} GPUs; one build uses at most {max}")]
     TooManyGpus { given: usize, max: usize },
+    /// Fewer keys or values than the pairs a table insertion was given.
+    #[error("{pairs} pairs to insert, but {keys} keys and {values} values given")]
+    PairCount { pairs: u64, keys: usize, values: usize },
     /// A GPU's worker ended without reporting its result: a failure inside kmerdb, not the user's.
     #[error(
         "the build's GPU worker {worker} (of those --gpus names) stopped before its last shard without an error: a fault in kmerdb, please report it"

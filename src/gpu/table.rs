@@ -314,21 +314,28 @@ impl<'g> BucketListTable<'g> {
     }
 
     /// Inserts (key, value) pairs (the table tests' entry point; the build inserts from its fused
-    /// kernel).
+    /// kernel); keys and values of different lengths are an error.
     pub fn insert_pairs(&mut self, keys: &[u32], values: &[u64]) -> Result<(), GpuError> {
+        if keys.len() != values.len() {
+            let pairs = keys.len().max(values.len()) as u64;
+            return Err(GpuError::PairCount { pairs, keys: keys.len(), values: values.len() });
+        }
         let s = &self.gpu.stream;
         let (dk, dv) = (s.clone_htod(keys)?, s.clone_htod(values)?);
         self.insert_device_pairs(&dk, &dv, keys.len() as u64)
     }
 
-    /// Inserts `n` pairs already on the device and waits for them (benchmarks time this).
+    /// Inserts `n` pairs already on the device and waits for them (benchmarks time this); fewer
+    /// than `n` keys or values are an error, nothing inserted.
     pub fn insert_device_pairs(
         &mut self,
         keys: &CudaSlice<u32>,
         values: &CudaSlice<u64>,
         n: u64,
     ) -> Result<(), GpuError> {
-        assert!(keys.len() as u64 >= n && values.len() as u64 >= n, "{n} pairs given");
+        if (keys.len() as u64) < n || (values.len() as u64) < n {
+            return Err(GpuError::PairCount { pairs: n, keys: keys.len(), values: values.len() });
+        }
         let (k, v) = (DevAddr::of(self.gpu, keys), DevAddr::of(self.gpu, values));
         // SAFETY: both slices hold `n` items, are borrowed until the synchronize below.
         unsafe { self.queue_insert(k, v, n) }?;
