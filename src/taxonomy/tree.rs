@@ -250,7 +250,7 @@ impl TaxonTree {
     /// up from `taxon` to `ancestor`'s depth instead of two (the decision asks it of every clade
     /// for every candidate).
     #[inline]
-    pub fn is_ancestor(&self, ancestor: TaxId, taxon: TaxId) -> bool {
+    pub(crate) fn is_ancestor(&self, ancestor: TaxId, taxon: TaxId) -> bool {
         if ancestor == UNCLASSIFIED {
             return taxon == UNCLASSIFIED;
         }
