@@ -50,6 +50,14 @@ pub enum Verify {
     Metadata,
 }
 
+/// A feature's candidate bucket in its shard and the tag it would have there ([`Index::place`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Placed {
+    pub(crate) shard: usize,
+    bucket: u64,
+    tag: u64,
+}
+
 /// An opened, memory-mapped index.
 pub struct Index {
     path: PathBuf,
@@ -485,6 +493,31 @@ impl Index {
     #[inline]
     pub fn probe(&self, feature: Feature, j: usize) -> packed_keys::Probe {
         self.shard_keys(self.shard_of(feature)).probe(feature, j)
+    }
+
+    /// Where `feature`'s `j`-th candidate bucket is, and the tag it would have there: worked out
+    /// once for both [`Index::prefetch_placed`] and [`Index::probe_placed`].
+    #[inline]
+    pub(crate) fn place(&self, feature: Feature, j: usize) -> Placed {
+        let shard = self.shard_of(feature);
+        let keys = self.shard_keys(shard);
+        // A shard without buckets holds nothing: any place reads as absent (`probe_at`).
+        let (bucket, tag) = if keys.code().buckets == 0 { (0, 0) } else { keys.code().place(feature, j) };
+        Placed { shard, bucket, tag }
+    }
+
+    /// [`Index::prefetch_bucket`] of a placed feature.
+    #[inline]
+    pub(crate) fn prefetch_placed(&self, at: &Placed) {
+        if let Some(ends) = self.shard_keys(at.shard).bucket_ends_at(at.bucket) {
+            ends.into_iter().for_each(prefetch_word);
+        }
+    }
+
+    /// [`Index::probe`] of a placed feature.
+    #[inline]
+    pub(crate) fn probe_placed(&self, at: &Placed) -> packed_keys::Probe {
+        self.shard_keys(at.shard).probe_at(at.bucket, at.tag)
     }
 
     /// Where `feature`'s list is: its shard and the list's place, if the index holds it.

@@ -375,38 +375,59 @@ impl<'a> PackedKeys<'a> {
     /// ([`PackedKeys::bucket_ends`]) before it is read.
     #[inline]
     pub fn probe(&self, key: Feature, j: usize) -> Probe {
+        if self.code.buckets == 0 {
+            return Probe::Absent;
+        }
+        let (b, tag) = self.code.place(key, j);
+        self.probe_at(b, tag)
+    }
+
+    /// [`PackedKeys::probe`] of the key whose candidate bucket `b` holds it with `tag`
+    /// ([`KeyCode::place`]), for a caller that placed it already (to prefetch the bucket).
+    #[inline]
+    pub(crate) fn probe_at(&self, b: u64, tag: u64) -> Probe {
         let c = &self.code;
         if c.buckets == 0 {
             return Probe::Absent;
         }
         let (tb, cb) = (c.tag_bits as u64, c.codes.bits);
-        let (tag_mask, code_mask) = ((1u64 << tb) - 1, (1u64 << cb) - 1);
-        let (b, tag) = c.place(key, j);
+        let (tag_mask, width) = ((1u64 << tb) - 1, tb + cb as u64);
         let (bucket, start) = self.bucket(b);
-        let base = c.line.base(b, bits57(bucket, start) & ((1u64 << c.base_bits) - 1));
-        let (mut at, mut before, mut escaped) = (start + c.base_bits as u64, 0, 0);
-        for s in 0..BUCKET_SLOTS {
-            // A slot's tag and code in one read: at most 34 + 8 bits (the tag's width is checked
-            // at open).
-            let slot = bits57(bucket, at);
-            let t = slot & tag_mask;
+        let first = start + c.base_bits as u64;
+        // The key's slot, from the tags alone: most probes end without it (keys the index lacks
+        // scan whole buckets, which are nearly all full), so the sizes of the slots before it are
+        // added only once it is found. A slot's tag and code come in one read: at most 34 + 8
+        // bits (the tag's width is checked at open).
+        let mut s = 0;
+        loop {
+            if s == BUCKET_SLOTS {
+                return Probe::Full;
+            }
+            let t = bits57(bucket, first + s as u64 * width) & tag_mask;
+            if t == tag {
+                break;
+            }
             if t == 0 {
                 return Probe::Absent;
             }
-            let code = (slot >> tb) & code_mask;
-            if t == tag {
-                if code != c.codes.escape() {
-                    return Probe::Found(c.codes.list_at(code, base.wrapping_add(before)));
-                }
-                // Escaped lists follow the whole run: the sizes of the slots after this one too.
-                let run = before + self.run_from((bucket, start), s + 1);
-                return Probe::Found(ListRef::escaped(base.wrapping_add(run), escaped));
-            }
+            s += 1;
+        }
+        let code_mask = (1u64 << cb) - 1;
+        let code_at = |i: usize| (bits57(bucket, first + i as u64 * width) >> tb) & code_mask;
+        let (mut before, mut escaped) = (0, 0);
+        for i in 0..s {
+            let code = code_at(i);
             before += c.codes.size(code);
             escaped += (code == c.codes.escape()) as u64;
-            at += tb + cb as u64;
         }
-        Probe::Full
+        let base = c.line.base(b, bits57(bucket, start) & ((1u64 << c.base_bits) - 1));
+        let code = code_at(s);
+        if code != c.codes.escape() {
+            return Probe::Found(c.codes.list_at(code, base.wrapping_add(before)));
+        }
+        // Escaped lists follow the whole run: the sizes of the slots after this one too.
+        let run = before + self.run_from((bucket, start), s + 1);
+        Probe::Found(ListRef::escaped(base.wrapping_add(run), escaped))
     }
 
     /// Bits of the run of the occupied slots of a bucket (its bytes and first bit,
@@ -433,7 +454,13 @@ impl<'a> PackedKeys<'a> {
         if self.code.buckets == 0 {
             return None;
         }
-        let (b, bits) = (self.code.place(key, j).0, self.code.bucket_bits());
+        self.bucket_ends_at(self.code.place(key, j).0)
+    }
+
+    /// [`PackedKeys::bucket_ends`] of bucket `b` (`KeyCode::place`'s).
+    #[inline]
+    pub(crate) fn bucket_ends_at(&self, b: u64) -> Option<[&'a u32; 2]> {
+        let bits = self.code.bucket_bits();
         let (first, last) = (b * bits / 32, (b * bits + bits - 1) / 32);
         Some([self.words.get(first as usize)?, self.words.get(last as usize)?])
     }
