@@ -98,9 +98,6 @@ pub enum GpuError {
     /// A file could not be made or read.
     #[error(transparent)]
     Input(#[from] crate::input::InputError),
-    /// The index writer failed.
-    #[error(transparent)]
-    Index(#[from] crate::index::IndexError),
 }
 
 /// What a user can do about a driver error they can cause, said before the driver's own words.

@@ -18,8 +18,9 @@
 //! selects its shards' pairs from its blocks (`select_pass`, which also turns the global window
 //! back into target and window), inserts them into a bucket-list table sized for exactly that many
 //! values, condenses it (`gpu::condense`) and downloads the shards into pinned buffers. Meanwhile
-//! the calling thread finishes the pass before (leftover keys, checksums, in parallel) and writes
-//! its shards at their final offsets (`IndexWriter`). Nothing is refused for lack of GPU memory
+//! the calling thread finishes the pass before (leftover keys, checksums, in parallel) and hands
+//! its shards, in shard order, to the build's writing stage (`indexing`'s, which owns the index
+//! file). Nothing is refused for lack of GPU memory
 //! but a single shard larger than a GPU can hold (about a 64th of 450 Gbp on an 80 GB GPU).
 //!
 //! A table is sized for every value it is given, so a full one is a bug, and an error; the status
@@ -35,7 +36,7 @@ use crate::index::bcht::KeyHash;
 use crate::index::clade_lists::CladeLists;
 use crate::index::condensed::ShardStats;
 use crate::index::stored_shard::{self, StoredShard};
-use crate::index::{GlobalWindows, IndexWriter, LocationLayout};
+use crate::index::{GlobalWindows, LocationLayout};
 use crate::input::Source;
 use crate::resources::human_bytes;
 use crate::sketch::Pending;
@@ -560,8 +561,10 @@ impl<'g> PassBuild<'g> {
         }
     }
 
-    /// The passes: every shard of `what` laid out on its owner GPU and written by `writer` in
-    /// shard order. Returns the shards' counts and how the time went.
+    /// The passes: every shard of `what` laid out on its owner GPU, finished on the host and
+    /// given to `write` in shard order (the build's writing stage, on a thread of its own).
+    /// Returns how the time went. `write`'s error ends the passes and is returned, as are the
+    /// GPUs' (as `E`).
     ///
     /// Threads: one per GPU runs its passes and downloads each shard, as soon as the pass is
     /// condensed, into one of [`SHARD_BUFFERS`] pinned buffers of that GPU. The rest is a
@@ -570,16 +573,16 @@ impl<'g> PassBuild<'g> {
     /// keys, layout, checksum) in lanes of as many threads as the build has (`pipeline::Lanes`),
     /// giving each buffer back once its shard is in host memory; a writer thread writes them in
     /// shard order. A GPU that runs out of buffers waits
-    /// for the finishing, which waits for room in the writer's queue, so host memory stays
+    /// for the finishing, which waits for room in the writing stage's queue, so host memory stays
     /// bounded and a slow disk slows the GPUs rather than filling memory. (No deadlock: each GPU
     /// downloads its shards in order, and the finishing stage waits for a shard only when it
     /// holds none, see `pipeline::run_here_streaming`.)
-    pub(crate) fn build_shards(
+    pub(crate) fn build_shards<E: From<GpuError> + Send>(
         &self,
         what: ShardsToBuild<'_>,
         pool: &rayon::ThreadPool,
-        writer: &mut IndexWriter,
-    ) -> Result<(ShardStats, PassReport), GpuError> {
+        write: &mut (dyn FnMut(FinishedShard) -> Result<(), E> + Send),
+    ) -> Result<PassReport, E> {
         let ShardsToBuild { counts, first_windows, final_id, layout, numbering, cap, clades } = what;
         let passes = self.plan(counts)?;
         let n = self.gpus.len();
@@ -600,15 +603,14 @@ impl<'g> PassBuild<'g> {
             .num_threads(pool.current_num_threads())
             .thread_name(|i| format!("kmerdb-gpu-host-{i}"))
             .build()
-            .map_err(|e| GpuError::Threads { threads: pool.current_num_threads(), reason: e.to_string() })?;
+            .map_err(|e| E::from(GpuError::Threads { threads: pool.current_num_threads(), reason: e.to_string() }))?;
         // The shards are finished side by side in lanes of a few threads (see `pipeline::Lanes`).
         let lanes = crate::pipeline::Lanes::new(pool.current_num_threads(), FINISHING_LANE_THREADS, "kmerdb-finish")
-            .map_err(|e| GpuError::Threads { threads: pool.current_num_threads(), reason: e.to_string() })?;
+            .map_err(|e| E::from(GpuError::Threads { threads: pool.current_num_threads(), reason: e.to_string() }))?;
         let job = PassJob { passes: &passes, counts, first: &first, final_id, layout, cap, clades, host: &host };
         let mut report = PassReport { passes: passes.len(), shard_pairs: counts.to_vec(), ..Default::default() };
         let gpu_times: Vec<Mutex<(Duration, Duration)>> = (0..n).map(|_| Mutex::new(Default::default())).collect();
         let (waiting, finishing) = (Mutex::new(Duration::ZERO), Mutex::new(Duration::ZERO));
-        let mut stats = ShardStats::default();
         let times = std::thread::scope(|scope| {
             let (mut pools, mut arrivals) = (Vec::new(), Vec::new());
             for (d, times) in gpu_times.iter().enumerate() {
@@ -626,7 +628,7 @@ impl<'g> PassBuild<'g> {
             let mut next = move |wait: bool| arrivals.next(wait);
             let finishing = &finishing;
             let hash = KeyHash::new(self.shard_bits);
-            let finish = move |shard: Result<Downloaded, GpuError>| {
+            let finish = move |shard: Result<Downloaded, GpuError>| -> Result<FinishedShard, E> {
                 let t = Instant::now();
                 let (done, buf) = shard?.finish((layout, numbering), hash)?;
                 // The shard is in host memory now: its buffer goes back to its GPU at once, so
@@ -638,18 +640,16 @@ impl<'g> PassBuild<'g> {
                 *finishing.lock().expect("no finishing panicked") += t.elapsed();
                 Ok(done)
             };
-            let stats = &mut stats;
-            let mut write = move |f: Finished| write_shard(writer, f, stats);
             let times = crate::pipeline::run_here_streaming(
                 &lanes,
                 ("finishing", &mut next),
                 &finish,
                 SHARD_BUFFERS,
-                ("writing", &mut write),
+                ("writing", write),
             );
             // The queues to and from the GPU threads close here, so that any still running stop
             // (they would wait for a buffer or send into the void) before the scope joins them.
-            drop((next, finish, write));
+            drop((next, finish));
             times
         })?;
         log::debug!("shards: {}", crate::pipeline::describe(&times));
@@ -669,7 +669,7 @@ impl<'g> PassBuild<'g> {
             report.finishing.as_secs_f64(),
             report.writing.as_secs_f64()
         );
-        Ok((stats, report))
+        Ok(report)
     }
 
     /// One GPU's passes, on its own thread: each shard it owns goes to `downloaded`, in shard
@@ -1060,14 +1060,15 @@ struct DownloadedShard {
     clade_lists: CladeLists,
 }
 
-/// A shard ready to be written: its block as stored, made from its buffer (which goes back to
-/// its GPU with it).
-struct Finished {
-    shard: usize,
-    stored: StoredShard,
-    checksum: u64,
-    stats: ShardStats,
-    clade_lists: CladeLists,
+/// A shard laid out on a GPU and finished on the host, ready to be written: its block as stored,
+/// its checksum, its counts and its clade features' lists. [`PassBuild::build_shards`] hands
+/// them to its caller's writing stage in shard order.
+pub(crate) struct FinishedShard {
+    pub(crate) shard: usize,
+    pub(crate) stored: StoredShard,
+    pub(crate) checksum: u64,
+    pub(crate) stats: ShardStats,
+    pub(crate) clade_lists: CladeLists,
 }
 
 impl Downloaded {
@@ -1078,7 +1079,7 @@ impl Downloaded {
         self,
         (layout, numbering): (&LocationLayout, &GlobalWindows),
         hash: KeyHash,
-    ) -> Result<(Finished, Option<(usize, ShardBuffer)>), GpuError> {
+    ) -> Result<(FinishedShard, Option<(usize, ShardBuffer)>), GpuError> {
         let checksum = |s: &StoredShard| {
             crate::index::format::shard_checksum(bytemuck::cast_slice(s.keys()), bytemuck::cast_slice(s.words()))
         };
@@ -1087,7 +1088,7 @@ impl Downloaded {
                 let words = vec![0; crate::index::locations::PAD_WORDS];
                 let stored = stored_shard::store_parts(&[], &words, None, layout, numbering, hash)
                     .map_err(|_| crate::gpu::condense::shard_overflow())?;
-                let finished = Finished {
+                let finished = FinishedShard {
                     shard,
                     checksum: checksum(&stored),
                     stored,
@@ -1122,7 +1123,7 @@ impl Downloaded {
             d.left,
             (t.elapsed() - laid_out).as_secs_f64()
         );
-        let finished = Finished { shard: d.shard, checksum, stored, stats: d.stats, clade_lists: d.clade_lists };
+        let finished = FinishedShard { shard: d.shard, checksum, stored, stats: d.stats, clade_lists: d.clade_lists };
         Ok((finished, Some((d.gpu, d.buf))))
     }
 }
@@ -1162,15 +1163,6 @@ impl InShardOrder<'_> {
         // A GPU thread that ends early sends its error first.
         Some(got.unwrap_or_else(|| Err(GpuError::WorkerStopped { worker })))
     }
-}
-
-/// The writing stage: a finished shard written (in shard order), its counts added to `stats`.
-fn write_shard(writer: &mut IndexWriter, f: Finished, stats: &mut ShardStats) -> Result<(), GpuError> {
-    assert_eq!(f.shard, writer.shards_written(), "shards reach the writer in shard order");
-    writer.add_shard(&f.stored, Some(f.checksum))?;
-    *stats += f.stats;
-    writer.add_clade_lists(f.clade_lists);
-    Ok(())
 }
 
 /// Cuts shards with `counts` pairs into passes: the fewest runs of consecutive shards, taken

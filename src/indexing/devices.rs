@@ -88,7 +88,8 @@ impl Gpus {
     }
 }
 
-/// Stage 3 on the GPUs: the shards laid out in passes and written into `out` in shard order.
+/// Stage 3 on the GPUs: the shards laid out in passes, and written here into `out` in shard
+/// order as they come.
 /// Returns the writer, the shards' counts and the passes' summary.
 pub(super) fn lay_out(
     job: &LayOut<'_>,
@@ -115,9 +116,16 @@ pub(super) fn lay_out(
             cap: job.config.max_locations_per_feature,
             clades: job.clades,
         };
-        let (stats, report) = pb
-            .build_shards(what, job.pool, &mut writer)
-            .map_err(|e| BuildError::from(e).naming_index(&job.config.db))?;
+        // The writing stage: the shards come in shard order, each written at its offset.
+        let mut stats = ShardStats::default();
+        let mut write = |f: crate::gpu::passes::FinishedShard| -> Result<(), BuildError> {
+            debug_assert_eq!(f.shard, writer.shards_written(), "shards reach the writer in shard order");
+            writer.add_shard(&f.stored, Some(f.checksum))?;
+            writer.add_clade_lists(f.clade_lists);
+            stats += f.stats;
+            Ok(())
+        };
+        let report = pb.build_shards(what, job.pool, &mut write).map_err(|e| e.naming_index(&job.config.db))?;
         let placed = pb.placement();
         let (mut reading, uploaded_bytes) = pb.reading_report();
         let parsing = job.progress.parse_nanos.load(std::sync::atomic::Ordering::Relaxed);

@@ -87,7 +87,6 @@ impl From<crate::gpu::GpuError> for BuildError {
             GpuError::Threads { threads, reason } => BuildError::Threads { threads, reason },
             GpuError::Output { path, reason } => BuildError::Output { path, reason },
             GpuError::Input(e) => BuildError::Input(e),
-            GpuError::Index(e) => BuildError::Index(e),
             other => BuildError::Gpu(other),
         }
     }
