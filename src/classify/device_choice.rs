@@ -13,7 +13,58 @@
 //! kernels are: before (1.5 GB/s assumed), a 13 GB index's copy was judged to take 9 s, not the
 //! half second it took, and the CPU was chosen at 2.5x the GPU's time.
 
+use super::ClassifyConfig;
+use crate::index::Index;
 use std::path::PathBuf;
+
+/// Under `--gpus all`, the reason to classify on the CPU when it would finish before the GPUs
+/// ([`estimate`]): judged from the reads' size (FASTQ holds about 2 bytes a base; a compressed
+/// file about 4 times its size), the index and this machine's rates. `None` (the GPUs) for stdin
+/// and pipes, whose size is not known.
+pub(super) fn cpu_is_faster(config: &ClassifyConfig, index: &Index) -> Option<String> {
+    let mut bytes = 0u64;
+    for sample in &config.samples {
+        for source in sample.reads.sources() {
+            let crate::input::Source::File(p) = source else { return None };
+            // A named pipe's size is not known, like stdin's.
+            let size = std::fs::metadata(p).ok().filter(|m| m.is_file())?.len();
+            let mut head = [0u8; 6];
+            let compressed = std::fs::File::open(p)
+                .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+                .is_ok_and(|()| crate::input::decompress::detect(&head) != crate::input::decompress::Compression::None);
+            bytes += if compressed { size * 4 } else { size };
+        }
+    }
+    let shape = RunShape {
+        bases: bytes as f64 / 2.0,
+        threads: config.threads,
+        index_bytes: index.file_size(),
+        resident: index.resident_fraction(),
+        kernels_cached: crate::gpu::kernels::cached(),
+    };
+    let upload = upload_rate();
+    let e = estimate(&shape, upload);
+    log::debug!(
+        "device choice: {:.0} M bases, {} threads, index {} ({:.0}% in memory), copy {:.1} GB/s: CPU about {:.2} s, GPU {:.2} s",
+        shape.bases / 1e6,
+        shape.threads,
+        crate::resources::human_bytes(shape.index_bytes),
+        shape.resident * 100.0,
+        upload / 1e9,
+        e.cpu,
+        e.gpu
+    );
+    (e.cpu < e.gpu).then(|| {
+        format!(
+            "about {:.0} M bases to classify: {} threads take about {:.2} s, less than the GPU would with its start ({:.2} s{}); classifying on the CPU (--gpus 0 uses the GPU anyway)",
+            shape.bases / 1e6,
+            config.threads,
+            e.cpu,
+            e.gpu,
+            if shape.kernels_cached { "" } else { ", compiling its kernels the first time" }
+        )
+    })
+}
 
 /// Bases a second one CPU thread classifies against an index that fits the caches.
 const CPU_BASES_PER_THREAD: f64 = 25e6;

@@ -1,11 +1,236 @@
-//! The GPUs a classification hands its batches to, as the pipeline's stages see them: none on the
-//! CPU or without GPU support, so that the stages call the same methods either way.
+//! The GPUs a classification hands its batches to, as `classify` and the pipeline's stages see
+//! them: none on the CPU or without GPU support, so that they call the same methods either way
+//! (`classify` has no `cfg` of its own for them).
+//!
+//! [`Gpus`] is what `--gpus` asks of the run (the device choice under `all`); it starts them on a
+//! thread while the index is verified ([`Starting`]), and [`Started`] holds their classifiers,
+//! which [`Devices`] hands to the stages.
 //!
 //! The classifiers come lane by lane (`start_gpus`): a lane is one stream of every GPU, and batch
 //! `i` goes to lane `i % lanes`, whose GPUs take a share each. Packing, the GPU's stage and the
 //! recycling of a batch's results all use the lane the batch was packed for.
 
-use super::{Batch, ClassifyError};
+use super::{Batch, ClassifyConfig, ClassifyError, ClassifyParams};
+use crate::index::Index;
+
+/// The GPUs `--gpus` asks a run for (none: the CPU), opened by [`Gpus::start`]. The classifiers
+/// borrow them, so they outlive the run's threads and are closed after them.
+pub(super) struct Gpus {
+    #[cfg(feature = "gpu")]
+    request: crate::compute::GpuRequest,
+    /// `--gpus all`: GPUs that cannot take the index leave the run to the CPU.
+    #[cfg(feature = "gpu")]
+    all: bool,
+    #[cfg(feature = "gpu")]
+    opened: std::sync::OnceLock<Vec<crate::gpu::device::Gpu>>,
+}
+
+impl Gpus {
+    /// What `config`'s `--gpus` asks of this run: under `all`, the CPU where it would finish
+    /// before the GPUs were ready (`device_choice`), with an info line saying why, judged before
+    /// the driver is started where device files show a GPU (starting it is a noticeable part of
+    /// a run small enough for the CPU). Without GPU support, naming GPUs is an error.
+    pub fn request(config: &ClassifyConfig, index: &Index) -> Result<Self, ClassifyError> {
+        #[cfg(feature = "gpu")]
+        {
+            use crate::compute::GpuRequest;
+            let present = || crate::gpu::device::probably_present() || crate::gpu::device::device_count() > 0;
+            let request = match &config.gpus {
+                GpuRequest::All if present() => match super::device_choice::cpu_is_faster(config, index) {
+                    Some(why) => {
+                        log::info!("{why}");
+                        GpuRequest::None
+                    }
+                    None => GpuRequest::All,
+                },
+                _ => config.gpus.clone(),
+            };
+            Ok(Self { request, all: config.gpus == GpuRequest::All, opened: Default::default() })
+        }
+        #[cfg(not(feature = "gpu"))]
+        {
+            let _ = index;
+            match &config.gpus {
+                crate::compute::GpuRequest::List(ids) => Err(ClassifyError::NoGpuSupport(format!("{ids:?}"))),
+                _ => Ok(Self {}),
+            }
+        }
+    }
+
+    /// Whether GPUs will probably classify: the run asks for them and device files show one.
+    pub fn probably_used(&self) -> bool {
+        #[cfg(feature = "gpu")]
+        return self.request != crate::compute::GpuRequest::None && crate::gpu::device::probably_present();
+        #[cfg(not(feature = "gpu"))]
+        false
+    }
+
+    /// Closes the GPUs (their contexts), after the run's threads and classifiers.
+    pub fn close(self) {
+        #[cfg(feature = "gpu")]
+        drop(self.opened);
+    }
+
+    /// Starts the GPUs and copies the index to them on a thread of `scope`, while the caller goes
+    /// on ([`Starting::wait`] for them). Without GPUs nothing starts.
+    pub fn start<'scope, 'env>(
+        &'env self,
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        index: &'env Index,
+        params: &'env ClassifyParams,
+    ) -> Starting<'scope, 'env> {
+        #[cfg(feature = "gpu")]
+        return Starting {
+            handle: scope.spawn(move || start_gpus(&self.request, &self.opened, index, params)),
+            all: self.all,
+            opened: &self.opened,
+        };
+        #[cfg(not(feature = "gpu"))]
+        {
+            let _ = (scope, index, params);
+            Starting { lifetimes: std::marker::PhantomData }
+        }
+    }
+}
+
+/// The GPUs starting ([`Gpus::start`]).
+pub(super) struct Starting<'scope, 'env> {
+    #[cfg(feature = "gpu")]
+    handle: std::thread::ScopedJoinHandle<
+        'scope,
+        Result<Vec<crate::gpu::classify::GpuClassifier<'env>>, crate::gpu::GpuError>,
+    >,
+    #[cfg(feature = "gpu")]
+    all: bool,
+    #[cfg(feature = "gpu")]
+    opened: &'env std::sync::OnceLock<Vec<crate::gpu::device::Gpu>>,
+    #[cfg(not(feature = "gpu"))]
+    lifetimes: std::marker::PhantomData<(&'scope (), &'env ())>,
+}
+
+impl<'env> Starting<'_, 'env> {
+    /// Waits until the GPUs hold the index. Under `--gpus all`, GPUs that cannot take it (an
+    /// index larger than their memory) leave the run to the CPU, with the reason.
+    pub fn wait(self) -> Result<Started<'env>, ClassifyError> {
+        #[cfg(feature = "gpu")]
+        {
+            let classifiers = match self.handle.join().expect("starting the GPUs does not panic") {
+                Ok(c) => c,
+                Err(e) if self.all => {
+                    log::info!("{}; classifying on the CPU", crate::errors::chain(&e));
+                    Vec::new()
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let gpus = self.opened.get().map_or(&[][..], Vec::as_slice);
+            Ok(Started { classifiers, gpus })
+        }
+        #[cfg(not(feature = "gpu"))]
+        Ok(Started { env: std::marker::PhantomData })
+    }
+}
+
+/// The GPUs that classify, holding the index (none: the CPU).
+pub(super) struct Started<'env> {
+    /// The classifiers, lane by lane (`start_gpus`).
+    #[cfg(feature = "gpu")]
+    classifiers: Vec<crate::gpu::classify::GpuClassifier<'env>>,
+    #[cfg(feature = "gpu")]
+    gpus: &'env [crate::gpu::device::Gpu],
+    #[cfg(not(feature = "gpu"))]
+    env: std::marker::PhantomData<&'env ()>,
+}
+
+impl Started<'_> {
+    /// What the pipeline's stages hand their batches to.
+    pub fn devices(&self) -> Devices<'_> {
+        #[cfg(feature = "gpu")]
+        return Devices::gpus(&self.classifiers);
+        #[cfg(not(feature = "gpu"))]
+        Devices::none()
+    }
+
+    /// The GPUs that classify and how long the index's copy to them took (`None`: the CPU).
+    pub fn device(&self) -> Option<(String, std::time::Duration)> {
+        #[cfg(feature = "gpu")]
+        return self.classifiers.first().map(|c| (crate::gpu::device::describe(self.gpus), c.load_time));
+        #[cfg(not(feature = "gpu"))]
+        None
+    }
+
+    /// The GPU classifiers' time by stage, summed (`None`: the CPU).
+    #[cfg(feature = "gpu")]
+    pub fn gpu_times(&self) -> Option<crate::gpu::classify::StageTimes> {
+        crate::gpu::classify::StageTimes::summed(&self.classifiers)
+    }
+
+    /// Frees the GPUs' index copies and buffers, logging what that costs after the last sample
+    /// (their memory, pinned host memory and the index's maps are large at users' scale).
+    pub fn close(self) {
+        #[cfg(feature = "gpu")]
+        if !self.classifiers.is_empty() {
+            let clock = std::time::Instant::now();
+            drop(self.classifiers);
+            log::debug!("the GPUs' index copies and buffers freed in {:.2} s", clock.elapsed().as_secs_f64());
+        }
+    }
+}
+
+/// Opens the GPUs `request` names (none: the CPU) into `opened` and copies the index to them.
+#[cfg(feature = "gpu")]
+fn start_gpus<'g>(
+    request: &crate::compute::GpuRequest,
+    opened: &'g std::sync::OnceLock<Vec<crate::gpu::device::Gpu>>,
+    index: &Index,
+    params: &ClassifyParams,
+) -> Result<Vec<crate::gpu::classify::GpuClassifier<'g>>, crate::gpu::GpuError> {
+    let selected = crate::gpu::device::select(request)?;
+    log::debug!("{} GPU(s) started", selected.len());
+    // Each GPU classifies on several streams (one classifier each), so that its batches overlap:
+    // the handles lane by lane, a lane being one stream of every GPU (`devices::Devices`).
+    let lanes = crate::gpu::classify::streams_per_gpu();
+    let mut more = selected
+        .iter()
+        .map(|gpu| (1..lanes).map(|_| gpu.with_own_stream()).collect::<Result<Vec<_>, _>>().map(Vec::into_iter))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut handles = selected;
+    for _ in 1..lanes {
+        handles.extend(more.iter_mut().filter_map(Iterator::next));
+    }
+    let gpus = opened.get_or_init(|| handles);
+    if gpus.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut classifiers =
+        crate::gpu::classify::GpuClassifier::on_gpus(gpus, index, params.max_candidates, params.insert_size)?;
+    // The next `--gpus all` judges the copy from the host by this one.
+    if let Some((bytes, seconds)) = classifiers.first().and_then(|c| c.timed_upload()) {
+        super::device_choice::record_upload(bytes, seconds);
+    }
+    // The amino-acid stage's translation and k-mers run on the GPUs too; the host looks them up.
+    if let Some(table) = index.protein().filter(|_| params.protein_hitmin > 0) {
+        for c in &mut classifiers {
+            c.list_amino_kmers(table.params);
+        }
+    }
+    Ok(classifiers)
+}
+
+/// The packer reads a batch's mates where they were parsed.
+#[cfg(feature = "gpu")]
+impl crate::gpu::classify::Reads for Batch {
+    fn count(&self) -> usize {
+        self.len()
+    }
+
+    fn mates_per_read(&self) -> usize {
+        Batch::mates_per_read(self)
+    }
+
+    fn mate(&self, r: usize, m: usize) -> &[u8] {
+        self.seq(r, m)
+    }
+}
 
 /// A batch packed into a lane's pinned memory.
 #[cfg(feature = "gpu")]

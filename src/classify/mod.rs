@@ -260,31 +260,18 @@ pub fn classify(
             .map_err(|e| ClassifyError::Threads { threads: config.threads, reason: e.to_string() })?,
     );
     let targets = candidates::TargetTables::new(&index);
-    #[cfg(feature = "gpu")]
-    let request = device_request(config, &index);
-    // Where `start_gpus` puts the GPUs it opened: the classifiers borrow them.
-    #[cfg(feature = "gpu")]
-    let opened = std::sync::OnceLock::new();
-    #[cfg(not(feature = "gpu"))]
-    if let crate::compute::GpuRequest::List(ids) = &config.gpus {
-        return Err(ClassifyError::NoGpuSupport(format!("{ids:?}")));
-    }
+    // What `--gpus` asks of this run (under `all`, the CPU where it would finish first).
+    let gpus = devices::Gpus::request(config, &index)?;
     let result = std::thread::scope(|scope| -> Result<ClassifySummary, ClassifyError> {
         // The GPUs start and the index goes to them while the index is verified and then the
         // first sample's files start being read: starting a GPU alone takes about 0.3 s.
-        #[cfg(feature = "gpu")]
-        let loading = scope.spawn(|| start_gpus(&request, &opened, &index, &params));
-        #[cfg(not(feature = "gpu"))]
-        let _ = scope;
+        let starting = gpus.start(scope, &index, &params);
         // A damaged index is reported before anything about the reads.
         if config.verify == Verify::All {
             index.verify_data()?;
             log::debug!("index verified");
         }
-        #[cfg(feature = "gpu")]
-        let ahead = read_ahead(request != crate::compute::GpuRequest::None && crate::gpu::device::probably_present());
-        #[cfg(not(feature = "gpu"))]
-        let ahead = read_ahead(false);
+        let ahead = read_ahead(gpus.probably_used());
         let first = match config.samples.first() {
             Some(s) => Some(ReadStream::with_read_ahead(s.reads.clone(), pool.clone(), ahead)?),
             None => None,
@@ -294,35 +281,11 @@ pub fn classify(
             // protein section was verified).
             pool.install(|| targets.protein_chance());
         }
-        #[cfg(feature = "gpu")]
-        let classifiers = match loading.join().expect("starting the GPUs does not panic") {
-            Ok(c) => c,
-            // With `all`, an index the GPUs cannot hold means the CPU, with the reason.
-            Err(e) if config.gpus == crate::compute::GpuRequest::All => {
-                log::info!("{}; classifying on the CPU", crate::errors::chain(&e));
-                Vec::new()
-            }
-            Err(e) => return Err(e.into()),
-        };
-        #[cfg(feature = "gpu")]
-        let gpus = opened.get().map_or(&[][..], Vec::as_slice);
+        let started = starting.wait()?;
         let index_load = start.elapsed();
         log::debug!("index ready");
-        #[cfg(feature = "gpu")]
-        let device = classifiers.first().map(|c| (crate::gpu::device::describe(gpus), c.load_time));
-        #[cfg(not(feature = "gpu"))]
-        let device = None;
-        let run = Run {
-            index: &index,
-            params: &params,
-            targets: &targets,
-            config,
-            pool: &pool,
-            #[cfg(feature = "gpu")]
-            devices: devices::Devices::gpus(&classifiers),
-            #[cfg(not(feature = "gpu"))]
-            devices: devices::Devices::none(),
-        };
+        let run =
+            Run { index: &index, params: &params, targets: &targets, config, pool: &pool, devices: started.devices() };
         // On GPUs the host's share (reading, decompressing, finishing) is what takes the time:
         // several samples at once keep every core busy.
         let at_once = config
@@ -333,68 +296,20 @@ pub fn classify(
         write_html(config, &index, &samples)?;
         let summary = ClassifySummary {
             index_load,
-            device,
+            device: started.device(),
             #[cfg(feature = "gpu")]
-            gpu_times: crate::gpu::classify::StageTimes::summed(&classifiers),
+            gpu_times: started.gpu_times(),
             samples,
         };
-        // What the run's end costs after the last sample, logged (the GPUs' memory, pinned host
-        // memory and the index's maps are large at users' scale).
-        #[cfg(feature = "gpu")]
-        if !classifiers.is_empty() {
-            let clock = Instant::now();
-            drop(classifiers);
-            log::debug!("the GPUs' index copies and buffers freed in {:.2} s", clock.elapsed().as_secs_f64());
-        }
+        started.close();
         Ok(summary)
     });
     let clock = Instant::now();
-    #[cfg(feature = "gpu")]
-    drop(opened);
+    gpus.close();
     drop(pool);
     drop(index);
     log::debug!("threads, index and GPUs closed in {:.2} s", clock.elapsed().as_secs_f64());
     result
-}
-
-/// Opens the GPUs `request` names (none: the CPU) into `opened` and copies the index to them.
-#[cfg(feature = "gpu")]
-fn start_gpus<'g>(
-    request: &crate::compute::GpuRequest,
-    opened: &'g std::sync::OnceLock<Vec<crate::gpu::device::Gpu>>,
-    index: &Index,
-    params: &ClassifyParams,
-) -> Result<Vec<crate::gpu::classify::GpuClassifier<'g>>, crate::gpu::GpuError> {
-    let selected = crate::gpu::device::select(request)?;
-    log::debug!("{} GPU(s) started", selected.len());
-    // Each GPU classifies on several streams (one classifier each), so that its batches overlap:
-    // the handles lane by lane, a lane being one stream of every GPU (`devices::Devices`).
-    let lanes = crate::gpu::classify::streams_per_gpu();
-    let mut more = selected
-        .iter()
-        .map(|gpu| (1..lanes).map(|_| gpu.with_own_stream()).collect::<Result<Vec<_>, _>>().map(Vec::into_iter))
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut handles = selected;
-    for _ in 1..lanes {
-        handles.extend(more.iter_mut().filter_map(Iterator::next));
-    }
-    let gpus = opened.get_or_init(|| handles);
-    if gpus.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut classifiers =
-        crate::gpu::classify::GpuClassifier::on_gpus(gpus, index, params.max_candidates, params.insert_size)?;
-    // The next `--gpus all` judges the copy from the host by this one.
-    if let Some((bytes, seconds)) = classifiers.first().and_then(|c| c.timed_upload()) {
-        device_choice::record_upload(bytes, seconds);
-    }
-    // The amino-acid stage's translation and k-mers run on the GPUs too; the host looks them up.
-    if let Some(table) = index.protein().filter(|_| params.protein_hitmin > 0) {
-        for c in &mut classifiers {
-            c.list_amino_kmers(table.params);
-        }
-    }
-    Ok(classifiers)
 }
 
 /// The decision's settings for this index: `--hitmin` or the index's default, and ranks that the
@@ -422,27 +337,6 @@ fn decision_params(config: &ClassifyConfig, index: &Index) -> Result<ClassifyPar
     })
 }
 
-/// `--gpus`, except that under `all` a run the CPU finishes before the GPUs would be ready stays
-/// on the CPU, with an info line saying why. Judged before the driver is started where device
-/// files show a GPU: starting it is a noticeable part of a run small enough for the CPU.
-#[cfg(feature = "gpu")]
-fn device_request(config: &ClassifyConfig, index: &Index) -> crate::compute::GpuRequest {
-    match &config.gpus {
-        crate::compute::GpuRequest::All
-            if crate::gpu::device::probably_present() || crate::gpu::device::device_count() > 0 =>
-        {
-            match cpu_is_faster(config, index) {
-                Some(why) => {
-                    log::info!("{why}");
-                    crate::compute::GpuRequest::None
-                }
-                None => crate::compute::GpuRequest::All,
-            }
-        }
-        _ => config.gpus.clone(),
-    }
-}
-
 /// The run's HTML page (`--html`), once every sample is done.
 fn write_html(config: &ClassifyConfig, index: &Index, samples: &[SampleSummary]) -> Result<(), ClassifyError> {
     if let Some(p) = &config.html {
@@ -465,72 +359,6 @@ fn write_html(config: &ClassifyConfig, index: &Index, samples: &[SampleSummary])
 /// own). On the CPU the default, which keeps memory low.
 fn read_ahead(on_gpus: bool) -> usize {
     if on_gpus { 128 } else { crate::input::records::BLOCKS_AHEAD }
-}
-
-/// Under `--gpus all`, the reason to classify on the CPU when it would finish before the GPUs
-/// (`device_choice`): judged from the reads' size (FASTQ holds about 2 bytes a base; a compressed
-/// file about 4 times its size), the index and this machine's rates. `None` (the GPUs) for stdin
-/// and pipes, whose size is not known.
-#[cfg(feature = "gpu")]
-fn cpu_is_faster(config: &ClassifyConfig, index: &Index) -> Option<String> {
-    let mut bytes = 0u64;
-    for sample in &config.samples {
-        for source in sample.reads.sources() {
-            let crate::input::Source::File(p) = source else { return None };
-            // A named pipe's size is not known, like stdin's.
-            let size = std::fs::metadata(p).ok().filter(|m| m.is_file())?.len();
-            let mut head = [0u8; 6];
-            let compressed = std::fs::File::open(p)
-                .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
-                .is_ok_and(|()| crate::input::decompress::detect(&head) != crate::input::decompress::Compression::None);
-            bytes += if compressed { size * 4 } else { size };
-        }
-    }
-    let shape = device_choice::RunShape {
-        bases: bytes as f64 / 2.0,
-        threads: config.threads,
-        index_bytes: index.file_size(),
-        resident: index.resident_fraction(),
-        kernels_cached: crate::gpu::kernels::cached(),
-    };
-    let upload = device_choice::upload_rate();
-    let e = device_choice::estimate(&shape, upload);
-    log::debug!(
-        "device choice: {:.0} M bases, {} threads, index {} ({:.0}% in memory), copy {:.1} GB/s: CPU about {:.2} s, GPU {:.2} s",
-        shape.bases / 1e6,
-        shape.threads,
-        crate::resources::human_bytes(shape.index_bytes),
-        shape.resident * 100.0,
-        upload / 1e9,
-        e.cpu,
-        e.gpu
-    );
-    (e.cpu < e.gpu).then(|| {
-        format!(
-            "about {:.0} M bases to classify: {} threads take about {:.2} s, less than the GPU would with its start ({:.2} s{}); classifying on the CPU (--gpus 0 uses the GPU anyway)",
-            shape.bases / 1e6,
-            config.threads,
-            e.cpu,
-            e.gpu,
-            if shape.kernels_cached { "" } else { ", compiling its kernels the first time" }
-        )
-    })
-}
-
-/// The packer reads a batch's mates where they were parsed.
-#[cfg(feature = "gpu")]
-impl crate::gpu::classify::Reads for Batch {
-    fn count(&self) -> usize {
-        self.len()
-    }
-
-    fn mates_per_read(&self) -> usize {
-        Batch::mates_per_read(self)
-    }
-
-    fn mate(&self, r: usize, m: usize) -> &[u8] {
-        self.seq(r, m)
-    }
 }
 
 /// A finished batch: each read's taxid, the reads per taxid (0: unclassified), the Kraken lines
