@@ -149,7 +149,7 @@ pub(crate) enum Codec {
 }
 
 impl Codec {
-    pub const ALL: [Codec; 4] = [Codec::Gzip, Codec::Bzip2, Codec::Xz, Codec::Zstd];
+    pub(crate) const ALL: [Codec; 4] = [Codec::Gzip, Codec::Bzip2, Codec::Xz, Codec::Zstd];
 
     /// `text` compressed (fastest settings).
     pub(crate) fn compress(self, text: &[u8]) -> Vec<u8> {

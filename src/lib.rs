@@ -23,6 +23,8 @@
 // Every unsafe operation sits in an `unsafe` block with its own `// SAFETY:` comment, also inside
 // `unsafe fn`s (whose `# Safety` docs state the caller's side).
 #![deny(unsafe_op_in_unsafe_fn)]
+// `pub` only on what the binaries, tests and fuzz targets can reach (the rest `pub(crate)`).
+#![warn(unreachable_pub)]
 
 pub mod bracken;
 pub(crate) mod checked_str;

@@ -47,7 +47,7 @@ pub(crate) struct Mapped {
 
 impl Mapped {
     /// The share of the mapping's pages in memory (`mincore`), 0 to 1; 1 where it cannot be told.
-    pub fn resident_fraction(&self) -> f64 {
+    pub(crate) fn resident_fraction(&self) -> f64 {
         let page = page_size();
         let pages = self.map.len().div_ceil(page);
         if pages == 0 {
@@ -110,7 +110,7 @@ impl Mapped {
     }
 
     /// Maps `file` (at `path`, for messages).
-    pub fn map(file: &std::fs::File, path: &Path, kind: Kind) -> std::io::Result<Self> {
+    pub(crate) fn map(file: &std::fs::File, path: &Path, kind: Kind) -> std::io::Result<Self> {
         // SAFETY: read-only, and never written by kmerdb while mapped (it replaces files by
         // rename). Another program that truncates or rewrites the file meanwhile gives wrong bytes
         // or SIGBUS, which the handler below turns into an error naming the file.

@@ -42,7 +42,7 @@ pub(crate) struct Queue<T>(Receiver<T>);
 
 impl<T> Queue<T> {
     /// Runs `consume` on every item on the calling thread, as the last stage.
-    pub fn sink<E>(self, mut consume: impl FnMut(T) -> Result<(), E>) -> Result<StageTime, E> {
+    pub(crate) fn sink<E>(self, mut consume: impl FnMut(T) -> Result<(), E>) -> Result<StageTime, E> {
         let mut time = StageTime::default();
         loop {
             let Some(item) = take(&self.0, &mut time) else { return Ok(time) };
@@ -57,7 +57,7 @@ impl<T> Queue<T> {
 impl<'scope, E: Send + 'scope> Pipeline<'scope, E> {
     /// Starts the first stage, `name`: `produce` is called until it gives `None` (the end) or an
     /// error.
-    pub fn source<'env, O: Send + 'scope>(
+    pub(crate) fn source<'env, O: Send + 'scope>(
         scope: &'scope Scope<'scope, 'env>,
         name: &'static str,
         depth: usize,
@@ -69,7 +69,7 @@ impl<'scope, E: Send + 'scope> Pipeline<'scope, E> {
     }
 
     /// Starts the next stage, `name`: `work` on every item of `input`, in order.
-    pub fn stage<'env, I: Send + 'scope, O: Send + 'scope>(
+    pub(crate) fn stage<'env, I: Send + 'scope, O: Send + 'scope>(
         &mut self,
         scope: &'scope Scope<'scope, 'env>,
         name: &'static str,
@@ -100,7 +100,7 @@ impl<'scope, E: Send + 'scope> Pipeline<'scope, E> {
     /// each worker's next item starts while the others' are still under way, where a stage
     /// that split every item over the workers and joined them held each item to its slowest part.
     /// Its time is the workers' busy time summed, the waits of its taking and passing on.
-    pub fn stage_in_turn<'env, I: Send + 'scope, O: Send + 'scope>(
+    pub(crate) fn stage_in_turn<'env, I: Send + 'scope, O: Send + 'scope>(
         &mut self,
         scope: &'scope Scope<'scope, 'env>,
         name: &'static str,
@@ -181,7 +181,10 @@ impl<'scope, E: Send + 'scope> Pipeline<'scope, E> {
 
     /// Waits for every stage; `last` is the last stage's result (its name given here). Returns
     /// each stage's name and time in order, or the first error in stage order.
-    pub fn finish(self, last: (&'static str, Result<StageTime, E>)) -> Result<Vec<(&'static str, StageTime)>, E> {
+    pub(crate) fn finish(
+        self,
+        last: (&'static str, Result<StageTime, E>),
+    ) -> Result<Vec<(&'static str, StageTime)>, E> {
         let joined = self.joined();
         in_stage_order(joined.chain(std::iter::once(last)))
     }
@@ -229,7 +232,7 @@ pub(crate) struct Feed<T>(SyncSender<T>);
 impl<T> Feed<T> {
     /// Runs the first stage on the calling thread: `produce` until it gives `None` or an error,
     /// each item passed on; ends early, without error, when the next stage has gone.
-    pub fn run<E>(self, produce: &mut dyn FnMut() -> Result<Option<T>, E>) -> Result<StageTime, E> {
+    pub(crate) fn run<E>(self, produce: &mut dyn FnMut() -> Result<Option<T>, E>) -> Result<StageTime, E> {
         produce_into(&self.0, produce)
     }
 }
@@ -305,7 +308,11 @@ pub(crate) struct Lanes {
 impl Lanes {
     /// `threads` threads (at least one) in lanes of `per_lane` threads or one fewer, named
     /// `name-LANE-THREAD`.
-    pub fn new(threads: usize, per_lane: usize, name: &'static str) -> Result<Self, rayon::ThreadPoolBuildError> {
+    pub(crate) fn new(
+        threads: usize,
+        per_lane: usize,
+        name: &'static str,
+    ) -> Result<Self, rayon::ThreadPoolBuildError> {
         let threads = threads.max(1);
         let lanes = threads.div_ceil(per_lane.max(1));
         let pools = (0..lanes)
@@ -320,7 +327,7 @@ impl Lanes {
     }
 
     /// The lanes' threads, all together.
-    pub fn threads(&self) -> usize {
+    pub(crate) fn threads(&self) -> usize {
         self.pools.iter().map(|p| p.current_num_threads()).sum()
     }
 }
@@ -498,7 +505,7 @@ fn pass_on<T>(tx: &SyncSender<T>, item: T, time: &mut StageTime) -> bool {
 
 /// The stages' times as one line:
 /// `reading 2.61 s (waiting 0.00 s for input, 0.40 s for room), packing …`.
-pub fn describe(times: &[(&'static str, StageTime)]) -> String {
+pub(crate) fn describe(times: &[(&'static str, StageTime)]) -> String {
     let parts: Vec<String> = times
         .iter()
         .map(|(name, t)| {

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 /// What a file was when a run locked it: enough to tell that it was rewritten or replaced since.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stamp {
+pub(crate) struct Stamp {
     dev: u64,
     ino: u64,
     len: u64,
@@ -31,7 +31,7 @@ pub struct Stamp {
 }
 
 impl Stamp {
-    pub fn of(m: &Metadata) -> Self {
+    pub(crate) fn of(m: &Metadata) -> Self {
         Self { dev: m.dev(), ino: m.ino(), len: m.len(), mtime: (m.mtime(), m.mtime_nsec()) }
     }
 
@@ -159,7 +159,8 @@ impl Lock {
     }
 
     /// The file as it was when locked.
-    pub fn stamp(&self) -> Stamp {
+    #[cfg(test)]
+    pub(crate) fn stamp(&self) -> Stamp {
         self.stamp
     }
 

@@ -23,7 +23,7 @@ static NEXT: AtomicU64 = AtomicU64::new(0);
 
 /// A registered temporary file; deleted on drop unless persisted.
 #[derive(Debug)]
-pub struct TempFile {
+pub(crate) struct TempFile {
     /// `None` only inside `persist`, once the file has been handed to the rename.
     inner: Option<tempfile::NamedTempFile>,
     key: u64,
@@ -106,7 +106,8 @@ pub(crate) fn create_beside_unswept(dest: &Path) -> io::Result<TempFile> {
 
 /// Creates a scratch file in `dir` (spilled data, never renamed into place), named
 /// `.kmerdb-spill.kmerdb-PID-XXXXXX.tmp` so that a later run can tell whose it is.
-pub fn create_scratch(dir: &Path) -> io::Result<TempFile> {
+#[cfg_attr(not(feature = "gpu"), allow(dead_code))]
+pub(crate) fn create_scratch(dir: &Path) -> io::Result<TempFile> {
     remove_stale(dir, "kmerdb-spill");
     let prefix = format!(".kmerdb-spill.{}", marker(std::process::id()));
     register(|| tempfile::Builder::new().prefix(&prefix).suffix(".tmp").rand_bytes(6).tempfile_in(dir))
@@ -234,7 +235,8 @@ impl TempFile {
         self.inner.as_ref().expect("a TempFile holds its file until persisted")
     }
 
-    pub fn path(&self) -> &Path {
+    #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
+    pub(crate) fn path(&self) -> &Path {
         self.inner().path()
     }
 

@@ -71,7 +71,7 @@ pub(crate) struct Escaping<W: Write> {
 }
 
 impl<W: Write> Escaping<W> {
-    pub fn new(inner: W) -> Self {
+    pub(crate) fn new(inner: W) -> Self {
         Self { inner, pending: Vec::new(), scratch: Vec::new() }
     }
 }

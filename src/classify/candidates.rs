@@ -149,7 +149,7 @@ impl<'a> TargetTables<'a> {
     /// It is made outside the cell's lock: the pass runs on the rayon pool, whose thread may meanwhile
     /// take another read's job that asks for it too, and waiting on the lock from inside it would
     /// deadlock. Two first callers may both make it; the first one kept is the value (they are equal).
-    pub fn protein_chance(&self) -> Option<&crate::protein::ProteinChance> {
+    pub(crate) fn protein_chance(&self) -> Option<&crate::protein::ProteinChance> {
         let index = self.index;
         let table = index.protein()?;
         if let Some(made) = self.protein_chance.get() {
@@ -255,7 +255,7 @@ impl<'a> Classifier<'a> {
 
     /// [`Classifier::with_protein`] for a read whose mates' amino-acid k-mers were listed already
     /// (by the GPU: each mate's `protein::mate_kmers`).
-    pub fn with_protein_kmers<'k>(&mut self, call: TaxId, kmers: impl IntoIterator<Item = &'k [u32]>) -> TaxId {
+    pub(crate) fn with_protein_kmers<'k>(&mut self, call: TaxId, kmers: impl IntoIterator<Item = &'k [u32]>) -> TaxId {
         self.protein_stage(call, |_, out| {
             for m in kmers {
                 out.extend_from_slice(m);
@@ -426,7 +426,7 @@ impl<'a> Classifier<'a> {
     /// sketched again for its features' positions, not looked up again (a weak call went back
     /// to the CPU's whole classification before: a tenth of the reads' host time against a 50
     /// Gbp index, where chance gives most random reads a few hits).
-    pub fn with_evidence_of_runs(&mut self, call: TaxId, mates: &[&[u8]], runs: [&[(TaxId, u32)]; 2]) -> TaxId {
+    pub(crate) fn with_evidence_of_runs(&mut self, call: TaxId, mates: &[&[u8]], runs: [&[(TaxId, u32)]; 2]) -> TaxId {
         self.spots.clear();
         let mut features = 0;
         for (m, (seq, runs)) in mates.iter().zip(runs).enumerate() {

@@ -30,7 +30,7 @@ impl Gpus {
     /// before the GPUs were ready (`device_choice`), with an info line saying why, judged before
     /// the driver is started where device files show a GPU (starting it is a noticeable part of
     /// a run small enough for the CPU). Without GPU support, naming GPUs is an error.
-    pub fn request(config: &ClassifyConfig, index: &Index) -> Result<Self, ClassifyError> {
+    pub(super) fn request(config: &ClassifyConfig, index: &Index) -> Result<Self, ClassifyError> {
         #[cfg(feature = "gpu")]
         {
             use crate::compute::GpuRequest;
@@ -58,7 +58,7 @@ impl Gpus {
     }
 
     /// Whether GPUs will probably classify: the run asks for them and device files show one.
-    pub fn probably_used(&self) -> bool {
+    pub(super) fn probably_used(&self) -> bool {
         #[cfg(feature = "gpu")]
         return self.request != crate::compute::GpuRequest::None && crate::gpu::device::probably_present();
         #[cfg(not(feature = "gpu"))]
@@ -66,14 +66,14 @@ impl Gpus {
     }
 
     /// Closes the GPUs (their contexts), after the run's threads and classifiers.
-    pub fn close(self) {
+    pub(super) fn close(self) {
         #[cfg(feature = "gpu")]
         drop(self.opened);
     }
 
     /// Starts the GPUs and copies the index to them on a thread of `scope`, while the caller goes
     /// on ([`Starting::wait`] for them). Without GPUs nothing starts.
-    pub fn start<'scope, 'env>(
+    pub(super) fn start<'scope, 'env>(
         &'env self,
         scope: &'scope std::thread::Scope<'scope, 'env>,
         index: &'env Index,
@@ -111,7 +111,7 @@ pub(super) struct Starting<'scope, 'env> {
 impl<'env> Starting<'_, 'env> {
     /// Waits until the GPUs hold the index. Under `--gpus all`, GPUs that cannot take it (an
     /// index larger than their memory) leave the run to the CPU, with the reason.
-    pub fn wait(self) -> Result<Started<'env>, ClassifyError> {
+    pub(super) fn wait(self) -> Result<Started<'env>, ClassifyError> {
         #[cfg(feature = "gpu")]
         {
             let classifiers = match self.handle.join().expect("starting the GPUs does not panic") {
@@ -143,7 +143,7 @@ pub(super) struct Started<'env> {
 
 impl Started<'_> {
     /// What the pipeline's stages hand their batches to.
-    pub fn devices(&self) -> Devices<'_> {
+    pub(super) fn devices(&self) -> Devices<'_> {
         #[cfg(feature = "gpu")]
         return Devices::gpus(&self.classifiers);
         #[cfg(not(feature = "gpu"))]
@@ -151,7 +151,7 @@ impl Started<'_> {
     }
 
     /// The GPUs that classify and how long the index's copy to them took (`None`: the CPU).
-    pub fn device(&self) -> Option<(String, std::time::Duration)> {
+    pub(super) fn device(&self) -> Option<(String, std::time::Duration)> {
         #[cfg(feature = "gpu")]
         return self.classifiers.first().map(|c| (crate::gpu::device::describe(self.gpus), c.load_time));
         #[cfg(not(feature = "gpu"))]
@@ -160,13 +160,13 @@ impl Started<'_> {
 
     /// The GPU classifiers' time by stage, summed (`None`: the CPU).
     #[cfg(feature = "gpu")]
-    pub fn gpu_times(&self) -> Option<crate::gpu::classify::StageTimes> {
+    pub(super) fn gpu_times(&self) -> Option<crate::gpu::classify::StageTimes> {
         crate::gpu::classify::StageTimes::summed(&self.classifiers)
     }
 
     /// Frees the GPUs' index copies and buffers, logging what that costs after the last sample
     /// (their memory, pinned host memory and the index's maps are large at users' scale).
-    pub fn close(self) {
+    pub(super) fn close(self) {
         #[cfg(feature = "gpu")]
         if !self.classifiers.is_empty() {
             let clock = std::time::Instant::now();
@@ -249,23 +249,23 @@ pub(super) enum Found {}
 /// What the finishing stage reads of a GPU's results, which never exist without GPU support.
 #[cfg(not(feature = "gpu"))]
 impl Found {
-    pub fn candidates(&self, _r: usize, _out: &mut Vec<super::Candidate>) -> bool {
+    pub(super) fn candidates(&self, _r: usize, _out: &mut Vec<super::Candidate>) -> bool {
         match *self {}
     }
 
-    pub fn clades(&self, _r: usize, _tree: &crate::taxonomy::TaxonTree, _out: &mut Vec<(u32, u32)>) -> bool {
+    pub(super) fn clades(&self, _r: usize, _tree: &crate::taxonomy::TaxonTree, _out: &mut Vec<(u32, u32)>) -> bool {
         match *self {}
     }
 
-    pub fn hit_text(&self, _r: usize) -> Option<&[u8]> {
+    pub(super) fn hit_text(&self, _r: usize) -> Option<&[u8]> {
         match *self {}
     }
 
-    pub fn feature_taxa(&self, _r: usize) -> std::iter::Empty<&[u32]> {
+    pub(super) fn feature_taxa(&self, _r: usize) -> std::iter::Empty<&[u32]> {
         match *self {}
     }
 
-    pub fn amino_kmers(&self, _r: usize) -> Option<std::iter::Empty<&[u32]>> {
+    pub(super) fn amino_kmers(&self, _r: usize) -> Option<std::iter::Empty<&[u32]>> {
         match *self {}
     }
 }
@@ -299,17 +299,17 @@ pub(super) struct Devices<'a> {
 impl<'a> Devices<'a> {
     /// No GPU: every batch is classified on the CPU.
     #[cfg_attr(feature = "gpu", allow(dead_code))]
-    pub fn none() -> Self {
+    pub(super) fn none() -> Self {
         Self { classifiers: Default::default(), lanes: 1 }
     }
 
     /// The classifiers `start_gpus` made, lane by lane (empty: the CPU).
     #[cfg(feature = "gpu")]
-    pub fn gpus(classifiers: &'a [crate::gpu::classify::GpuClassifier<'a>]) -> Self {
+    pub(super) fn gpus(classifiers: &'a [crate::gpu::classify::GpuClassifier<'a>]) -> Self {
         Self { classifiers, lanes: crate::gpu::classify::lanes(classifiers) }
     }
 
-    pub fn on_gpus(&self) -> bool {
+    pub(super) fn on_gpus(&self) -> bool {
         #[cfg(feature = "gpu")]
         return !self.classifiers.is_empty();
         #[cfg(not(feature = "gpu"))]
@@ -317,14 +317,14 @@ impl<'a> Devices<'a> {
     }
 
     /// Lanes the batches go to in turn: one on the CPU.
-    pub fn lanes(&self) -> usize {
+    pub(super) fn lanes(&self) -> usize {
         self.lanes
     }
 
     /// Reads a batch: on GPUs each GPU of the batch's lane takes a share as large as one GPU's
     /// batch, which keeps the per-batch costs (allocations, launches, waits) as small a part;
     /// `on_cpu` on the CPU.
-    pub fn batch_reads(&self, on_cpu: usize) -> usize {
+    pub(super) fn batch_reads(&self, on_cpu: usize) -> usize {
         #[cfg(feature = "gpu")]
         if self.on_gpus() {
             return GPU_BATCH_READS * self.lane(0).len();
@@ -341,7 +341,7 @@ impl<'a> Devices<'a> {
 
     /// A batch's mates packed into lane `lane`'s pinned memory (`None` on the CPU): done as the
     /// batch is read, so that the GPU's stage only uploads and runs kernels.
-    pub fn pack(&self, batch: &Batch, lane: usize) -> Result<Option<Packed>, ClassifyError> {
+    pub(super) fn pack(&self, batch: &Batch, lane: usize) -> Result<Option<Packed>, ClassifyError> {
         #[cfg(feature = "gpu")]
         if self.on_gpus() && !batch.is_empty() {
             return Ok(Some(crate::gpu::classify::pack_on(self.lane(lane), batch)?));
@@ -352,7 +352,7 @@ impl<'a> Devices<'a> {
 
     /// The GPU's part of a packed batch on lane `lane`: candidates and, as `want` needs them, the
     /// hit lists (`None` on the CPU).
-    pub fn run(
+    pub(super) fn run(
         &self,
         packed: Option<Packed>,
         lane: usize,
@@ -367,7 +367,7 @@ impl<'a> Devices<'a> {
     }
 
     /// Hands a finished batch's results back to lane `lane`, for their memory.
-    pub fn recycle(&self, found: Option<Found>, lane: usize) {
+    pub(super) fn recycle(&self, found: Option<Found>, lane: usize) {
         #[cfg(feature = "gpu")]
         if let Some(found) = found {
             found.recycle(self.lane(lane));

@@ -63,7 +63,7 @@ pub(crate) struct CladeBases(Vec<u64>);
 
 impl CladeBases {
     /// From each target's (taxon, length); a taxon the tree lacks adds nothing.
-    pub fn new(tree: &TaxonTree, targets: impl IntoIterator<Item = (TaxId, u64)>) -> Self {
+    pub(crate) fn new(tree: &TaxonTree, targets: impl IntoIterator<Item = (TaxId, u64)>) -> Self {
         let mut bases = vec![0u64; tree.len()];
         let parents = tree.parents();
         for (taxon, length) in targets {
@@ -80,7 +80,7 @@ impl CladeBases {
         Self(bases)
     }
 
-    pub fn of(&self, tree: &TaxonTree, taxon: TaxId) -> u64 {
+    pub(crate) fn of(&self, tree: &TaxonTree, taxon: TaxId) -> u64 {
         tree.node(taxon).map_or(0, |n| self.0[n as usize])
     }
 }
@@ -103,7 +103,7 @@ impl Evidence<'_> {
     /// The lineage count alone (the rule before the stretches) took calls outside the true family
     /// on the held-out sets from 114 to 65; the stretches take the shuffled mock's calls from 51
     /// to 3 and the left-out families' from 0.32-0.41% to 0.06-0.10% (bench/results/HISTORY.md, "Chance matches").
-    pub fn check(&self, call: TaxId, spots: &mut [Spot], features: u64) -> TaxId {
+    pub(crate) fn check(&self, call: TaxId, spots: &mut [Spot], features: u64) -> TaxId {
         if call == 0 {
             return 0;
         }

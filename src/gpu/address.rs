@@ -80,7 +80,7 @@ impl<'a> DevAddr<'a> {
     ///
     /// `addr` is an address the GPU can use, and the memory there stays allocated for all of
     /// `'a`: the caller ties `'a` to a borrow of whatever owns it.
-    pub unsafe fn from_raw(addr: u64) -> Self {
+    pub(crate) unsafe fn from_raw(addr: u64) -> Self {
         Self { addr, _borrow: PhantomData }
     }
 

@@ -267,7 +267,7 @@ impl<'g> PassBuild<'g> {
     /// Sets up reading on `gpus`. Spill files go to `tmp_dir`; when the inputs' size says that
     /// pairs will not fit the GPUs' and the host's memory, `tmp_dir` must have room for the rest,
     /// checked here.
-    pub fn new(
+    pub(crate) fn new(
         gpus: &'g [Gpu],
         sources: &[Source],
         params: &SketchParams,

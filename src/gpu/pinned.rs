@@ -88,7 +88,7 @@ unsafe impl<T: Sync> Sync for HostBuffer<T> {}
 impl<T: bytemuck::Pod> HostBuffer<T> {
     /// Allocates `len` items (at least one), uninitialised as far as the GPU is concerned; the
     /// memory reads as zeros until written.
-    pub fn new(gpu: &Gpu, len: usize) -> Result<Self, GpuError> {
+    pub(crate) fn new(gpu: &Gpu, len: usize) -> Result<Self, GpuError> {
         gpu.ctx.bind_to_thread()?;
         let mapped = (len.max(1) * std::mem::size_of::<T>()).next_multiple_of(PAGE);
         let ptr = map_faulted(mapped).map_err(|source| GpuError::HostMemory { bytes: mapped as u64, source })?;
@@ -107,7 +107,7 @@ impl<T: bytemuck::Pod> HostBuffer<T> {
         Ok(Self { ptr: ptr.cast(), len, mapped, ctx: gpu.ctx.clone() })
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 
@@ -122,14 +122,14 @@ impl<T: bytemuck::Pod> HostBuffer<T> {
 
     /// # Safety
     /// No copy into the buffer may be in flight (its stream was synchronized after it).
-    pub unsafe fn as_slice(&self) -> &[T] {
+    pub(crate) unsafe fn as_slice(&self) -> &[T] {
         // SAFETY: `len` items were allocated; the caller rules out concurrent device writes.
         unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
 
     /// # Safety
     /// No copy into or out of the buffer may be in flight.
-    pub unsafe fn as_mut_slice(&mut self) -> &mut [T] {
+    pub(crate) unsafe fn as_mut_slice(&mut self) -> &mut [T] {
         // SAFETY: as for `as_slice`, and `&mut self` rules out other host references.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
@@ -157,7 +157,7 @@ impl<T> Drop for HostBuffer<T> {
 /// # Safety
 /// Both ranges must stay valid, and not be touched by anything else, until the stream has passed
 /// the copy (the addresses' borrows end when this returns, before the copy has run).
-pub unsafe fn copy_async(
+pub(crate) unsafe fn copy_async(
     dst: DevAddr<'_>,
     src: DevAddr<'_>,
     bytes: usize,

@@ -350,7 +350,7 @@ impl<'g> BucketListTable<'g> {
     ///
     /// `keys` and `values` are device memory of this GPU holding `n` items each, kept alive and
     /// unchanged until the stream has passed this point (their borrows end when this returns).
-    pub unsafe fn queue_insert(&self, keys: DevAddr<'_>, values: DevAddr<'_>, n: u64) -> Result<(), GpuError> {
+    pub(crate) unsafe fn queue_insert(&self, keys: DevAddr<'_>, values: DevAddr<'_>, n: u64) -> Result<(), GpuError> {
         if n == 0 {
             return Ok(());
         }

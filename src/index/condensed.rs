@@ -106,7 +106,7 @@ pub(crate) struct ShardAssembler {
 const NOT_A_CLADE: u32 = u32::MAX;
 
 impl ShardAssembler {
-    pub fn new(layout: &LocationLayout, hash: bcht::KeyHash) -> Self {
+    pub(crate) fn new(layout: &LocationLayout, hash: bcht::KeyHash) -> Self {
         Self {
             layout: *layout,
             hash,
@@ -119,7 +119,7 @@ impl ShardAssembler {
     }
 
     /// Adds a feature, greater than the ones before, with its sorted, packed locations.
-    pub fn add(&mut self, feature: Feature, locs: &[u64]) {
+    pub(crate) fn add(&mut self, feature: Feature, locs: &[u64]) {
         debug_assert!(self.keys.last().is_none_or(|&k| k < feature));
         self.keys.push(feature);
         self.locs.extend_from_slice(locs);
@@ -145,7 +145,7 @@ impl ShardAssembler {
     /// lists: first those of the keys the rounds placed, in slot order, then those of the leftover
     /// keys in key order. The walk moves whole slots, values included, so the streams do not depend
     /// on it, and the GPU can write them before the host walks (see `gpu::condense`).
-    pub fn finish(self) -> Result<(ShardData, ShardStats), ShardOverflow> {
+    pub(crate) fn finish(self) -> Result<(ShardData, ShardStats), ShardOverflow> {
         let mut n_buckets = bcht::initial_buckets(self.keys.len());
         loop {
             let (mut slots, mut left) = bcht::place_rounds(&self.keys, n_buckets, self.hash);

@@ -302,7 +302,7 @@ impl ShardEntry {
 
     /// What its slots' codes mean, in a stream of `entry_bits`-bit entries (the layout's stored
     /// entries).
-    pub fn codes(&self, entry_bits: u32) -> crate::index::packed_keys::SlotCodes {
+    pub(crate) fn codes(&self, entry_bits: u32) -> crate::index::packed_keys::SlotCodes {
         let (bits, fixed, unit) = (self.code_bits, self.fixed_codes, self.unit_bits);
         crate::index::packed_keys::SlotCodes { bits, fixed, entry: entry_bits, unit }
     }
@@ -318,7 +318,7 @@ impl ShardEntry {
     }
 
     /// Bytes of the key index and the words (the block without its padding).
-    pub fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         self.key_bytes() + self.words * 4
     }
 

@@ -213,7 +213,7 @@ pub(crate) struct ListWriter {
 }
 
 impl ListWriter {
-    pub fn new(layout: LocationLayout) -> Self {
+    pub(crate) fn new(layout: LocationLayout) -> Self {
         Self { layout, words: Vec::new(), pending: 0, pending_bits: 0, entries: 0 }
     }
 
@@ -236,7 +236,7 @@ impl ListWriter {
     }
 
     /// Adds one feature's sorted, non-empty `locs` and returns its slot value.
-    pub fn add(&mut self, locs: &[u64]) -> Result<u32, ShardOverflow> {
+    pub(crate) fn add(&mut self, locs: &[u64]) -> Result<u32, ShardOverflow> {
         if locs.len() == 1 && self.layout.inline_single() {
             return Ok(INLINE_FLAG | locs[0] as u32);
         }
@@ -340,7 +340,7 @@ impl ListWriter {
     }
 
     /// The stream's words, padded.
-    pub fn finish(self) -> Vec<u32> {
+    pub(crate) fn finish(self) -> Vec<u32> {
         let mut words = self.finish_unpadded();
         words.extend([0; PAD_WORDS]);
         words

@@ -25,7 +25,7 @@ pub(crate) struct WindowMap {
 }
 
 impl WindowMap {
-    pub fn new(targets: &[crate::indexing::sketching::RawTarget], final_id: &[Option<u32>]) -> Self {
+    pub(crate) fn new(targets: &[crate::indexing::sketching::RawTarget], final_id: &[Option<u32>]) -> Self {
         Self { starts: targets.iter().map(|t| t.first_window).collect(), final_id: final_id.to_vec() }
     }
 

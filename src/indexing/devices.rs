@@ -28,7 +28,7 @@ pub(super) enum NoPasses {}
 
 impl Gpus {
     /// The GPUs `request` names (none: the CPU); without GPU support, naming GPUs is an error.
-    pub fn select(request: &GpuRequest) -> Result<Self, BuildError> {
+    pub(super) fn select(request: &GpuRequest) -> Result<Self, BuildError> {
         #[cfg(feature = "gpu")]
         return Ok(Self { list: crate::gpu::device::select(request)? });
         #[cfg(not(feature = "gpu"))]
@@ -41,7 +41,7 @@ impl Gpus {
     /// Stage 1 on the GPUs: every input read and sketched into the passes. `None` where the CPU
     /// is to do it: no GPUs, or, with `--gpus all`, GPUs that cannot start the build (an input too
     /// large for the machine is too large for the CPU as well: that stays an error).
-    pub fn read_and_sketch<'g>(
+    pub(super) fn read_and_sketch<'g>(
         &'g self,
         config: &BuildConfig,
         shard_bits: u32,

@@ -202,7 +202,7 @@ pub(crate) struct Chunk {
 }
 
 impl Chunk {
-    pub fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         self.range.len() as u64
     }
 }

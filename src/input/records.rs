@@ -513,7 +513,7 @@ fn record_start_in(bytes: &[u8], x: usize, format: Format) -> usize {
 }
 
 /// A file's records, block after block, in order.
-pub struct RecordStream {
+pub(crate) struct RecordStream {
     source: Source,
     blocks: Receiver<Pending>,
     current: Option<Arc<Block>>,
@@ -524,14 +524,14 @@ pub struct RecordStream {
     lines_before: u64,
     /// The id of the last record delivered (for errors).
     last_id: String,
-    format: Option<Format>,
     done: bool,
 }
 
 impl RecordStream {
     /// Starts reading `source` on a thread of its own, blocks parsed on `pool`. An empty input
     /// gives an `Empty` error here; one that is neither FASTA nor FASTQ an `UnknownFormat`.
-    pub fn open(source: &Source, pool: Arc<rayon::ThreadPool>) -> Result<Self, InputError> {
+    #[cfg(test)]
+    pub(crate) fn open(source: &Source, pool: Arc<rayon::ThreadPool>) -> Result<Self, InputError> {
         Self::open_ahead(source, pool, BLOCKS_AHEAD)
     }
 
@@ -587,21 +587,16 @@ impl RecordStream {
             records_before: 0,
             lines_before: 0,
             last_id: String::new(),
-            format: Some(format),
             done: false,
         })
     }
 
-    pub fn source(&self) -> &Source {
+    pub(crate) fn source(&self) -> &Source {
         &self.source
     }
 
-    pub fn format(&self) -> Option<Format> {
-        self.format
-    }
-
     /// Records delivered so far.
-    pub fn records(&self) -> u64 {
+    pub(crate) fn records(&self) -> u64 {
         self.records_before + self.next as u64
     }
 

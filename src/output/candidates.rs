@@ -44,7 +44,7 @@ const RECORDS: u8 = b'R';
 const END: u8 = b'E';
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CandidatesHeader {
+pub(crate) struct CandidatesHeader {
     pub magic: String,
     pub version: u32,
     /// The index's part and taxonomy (see [`Collection`]).
@@ -65,7 +65,7 @@ pub struct CandidatesHeader {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReadCandidates {
+pub(crate) struct ReadCandidates {
     pub id: String,
     pub lengths: (u32, Option<u32>),
     /// (target id in this partition, hits), best first, at most `max_candidates`.
@@ -127,13 +127,13 @@ pub(crate) struct EncodedRecords {
 
 impl EncodedRecords {
     /// Appends one read's record.
-    pub fn push(&mut self, record: &ReadCandidates) {
+    pub(crate) fn push(&mut self, record: &ReadCandidates) {
         bincode::serde::encode_into_std_write(record, &mut self.bytes, config())
             .expect("writing to memory cannot fail");
         self.ends.push(self.bytes.len());
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.ends.is_empty()
     }
 }
@@ -156,7 +156,7 @@ impl Default for BlockWriter {
 
 impl BlockWriter {
     /// Adds a group's records, writing every block they complete to `out`.
-    pub fn add(&mut self, group: &EncodedRecords, out: &mut impl std::io::Write) -> std::io::Result<()> {
+    pub(crate) fn add(&mut self, group: &EncodedRecords, out: &mut impl std::io::Write) -> std::io::Result<()> {
         // Records are copied in runs: `copied` is where the run not yet in the block starts.
         let (mut copied, mut prev) = (0, 0);
         let mut payload = self.block.len() - BLOCK_HEAD;
@@ -186,7 +186,7 @@ impl BlockWriter {
     }
 
     /// Writes the last, partly filled block and the end block.
-    pub fn finish(mut self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+    pub(crate) fn finish(mut self, out: &mut impl std::io::Write) -> std::io::Result<()> {
         if self.in_block > 0 {
             self.write_block(out)?;
         }
@@ -205,7 +205,8 @@ pub(crate) fn encode_end(records: u64, out: &mut Vec<u8>) {
 }
 
 /// A whole candidates file of `header` and `records` (tests and fuzzing seeds).
-pub fn encode_file(header: &CandidatesHeader, records: &[ReadCandidates]) -> Vec<u8> {
+#[cfg(test)]
+pub(crate) fn encode_file(header: &CandidatesHeader, records: &[ReadCandidates]) -> Vec<u8> {
     let mut out = Vec::new();
     encode_header(header, &mut out);
     let mut group = EncodedRecords::default();
@@ -275,7 +276,7 @@ pub(crate) struct CandidatesReader<R: BufRead> {
 
 impl<R: BufRead> CandidatesReader<R> {
     /// Checks the magic bytes and reads the header's block.
-    pub fn open(mut r: R) -> Result<(Self, CandidatesHeader), CandidatesError> {
+    pub(crate) fn open(mut r: R) -> Result<(Self, CandidatesHeader), CandidatesError> {
         let mut magic = [0u8; FILE_MAGIC.len()];
         if r.read_exact(&mut magic).is_err() || &magic != FILE_MAGIC {
             return Err(CandidatesError::NotCandidates);
@@ -302,7 +303,7 @@ impl<R: BufRead> CandidatesReader<R> {
 
     /// The next record; `Ok(None)` after the end block, once the file has been checked to end there
     /// with the count it gives.
-    pub fn next_record(&mut self) -> Result<Option<ReadCandidates>, CandidatesError> {
+    pub(crate) fn next_record(&mut self) -> Result<Option<ReadCandidates>, CandidatesError> {
         while self.at == self.payload.len() {
             if self.ended {
                 return Ok(None);

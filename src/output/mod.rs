@@ -98,7 +98,7 @@ pub(crate) struct Summaries {
 
 impl Summaries {
     /// Writes every summary asked for; an error names the file.
-    pub fn write(
+    pub(crate) fn write(
         &self,
         tree: &crate::taxonomy::TaxonTree,
         direct: &std::collections::HashMap<crate::taxonomy::TaxId, u64>,

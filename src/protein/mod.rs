@@ -175,7 +175,7 @@ pub(crate) struct SharedCounts {
 
 impl SharedCounts {
     /// Counts, per target, how many of `codes` (each once) it holds; returns the most.
-    pub fn count(&mut self, table: &ProteinTable, codes: &[u32], target_taxa: &[TaxId]) -> u32 {
+    pub(crate) fn count(&mut self, table: &ProteinTable, codes: &[u32], target_taxa: &[TaxId]) -> u32 {
         self.counts.clear();
         for &c in codes {
             // Only a damaged table opened without verification names a target past the last.
@@ -190,7 +190,7 @@ impl SharedCounts {
     }
 
     /// The targets counted, ascending.
-    pub fn targets(&self) -> impl Iterator<Item = u32> + '_ {
+    pub(crate) fn targets(&self) -> impl Iterator<Item = u32> + '_ {
         self.by_target.iter().map(|&(t, _)| t)
     }
 }
