@@ -672,6 +672,42 @@ mod tests {
         assert_eq!(index.targets().len(), 2);
     }
 
+    /// Probing placed features bucket by bucket (as the classifier does, `Index::place` once per
+    /// bucket for its prefetch and probe) gives `lookup_value`'s answer, for every stored key and
+    /// for keys the index lacks.
+    #[test]
+    fn placed_probes_find_what_lookups_find() {
+        use packed_keys::Probe;
+        let index = open_fixed(&seed(), Verify::All).expect("open");
+        let placed_lookup = |f: Feature| {
+            for j in 0..bcht::HASH_FUNCTIONS {
+                let at = index.place(f, j);
+                index.prefetch_placed(&at);
+                match index.probe_placed(&at) {
+                    Probe::Found(list) => return Some((at.shard, list)),
+                    Probe::Absent => return None,
+                    Probe::Full => {}
+                }
+            }
+            None
+        };
+        let stored: Vec<Feature> = (0..index.shard_count())
+            .flat_map(|s| index.shard_keys(s).slots().map(|slot| slot.key).collect::<Vec<_>>())
+            .collect();
+        assert!(!stored.is_empty());
+        let mut rng = 0x9e37_79b9_u32;
+        let absent = (0..20_000).map(|_| {
+            rng ^= rng << 13;
+            rng ^= rng >> 17;
+            rng ^= rng << 5;
+            rng
+        });
+        for f in stored.iter().copied().chain(absent) {
+            assert_eq!(placed_lookup(f), index.lookup_value(f), "feature {f}");
+        }
+        assert!(stored.iter().all(|&f| placed_lookup(f).is_some()));
+    }
+
     /// The GPU's copy reads the shard data from the file: the same bytes as the mapping, from any
     /// byte, and a read past the section's end is an error, not bytes of the next section.
     #[test]
