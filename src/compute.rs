@@ -30,6 +30,20 @@ impl std::str::FromStr for GpuRequest {
     }
 }
 
+/// As `--gpus` takes it (`none`, `all`, `0,1`): messages name a request as the user wrote it.
+impl std::fmt::Display for GpuRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GpuRequest::None => f.write_str("none"),
+            GpuRequest::All => f.write_str("all"),
+            GpuRequest::List(ids) => {
+                let ids: Vec<String> = ids.iter().map(usize::to_string).collect();
+                f.write_str(&ids.join(","))
+            }
+        }
+    }
+}
+
 /// Settings of the GPU build a caller may force (tests: many passes, pairs kept off the GPU or
 /// spilled to disk; benchmarks: group sizes). `None`: chosen from the GPUs' and the host's memory.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -96,5 +110,22 @@ mod probe_group_tests {
         let err = "3".parse::<ProbeGroup>().unwrap_err();
         assert!(err.contains("\"3\" is not 1, 2, 4, 8, 16 or 32"), "{err}");
         assert_eq!(format!("{:>2}", ProbeGroup::DEFAULT), " 4");
+    }
+}
+
+#[cfg(test)]
+mod gpu_request_tests {
+    use super::GpuRequest;
+
+    /// A request reads back as the user wrote it (what messages quote) and parses again to itself.
+    #[test]
+    fn a_request_is_shown_as_gpus_takes_it() {
+        for (text, shown) in
+            [("none", "none"), ("cpu", "none"), ("all", "all"), ("0", "0"), ("0,1", "0,1"), ("2, 3", "2,3")]
+        {
+            let request: GpuRequest = text.parse().expect("valid");
+            assert_eq!(request.to_string(), shown);
+            assert_eq!(shown.parse::<GpuRequest>().expect("valid"), request);
+        }
     }
 }

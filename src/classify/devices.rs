@@ -51,7 +51,7 @@ impl Gpus {
         {
             let _ = index;
             match &config.gpus {
-                crate::compute::GpuRequest::List(ids) => Err(ClassifyError::NoGpuSupport(format!("{ids:?}"))),
+                request @ crate::compute::GpuRequest::List(_) => Err(ClassifyError::NoGpuSupport(request.to_string())),
                 _ => Ok(Self {}),
             }
         }

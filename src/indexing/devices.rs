@@ -33,7 +33,7 @@ impl Gpus {
         return Ok(Self { list: crate::gpu::device::select(request)? });
         #[cfg(not(feature = "gpu"))]
         match request {
-            GpuRequest::List(ids) => Err(BuildError::NoGpuSupport(format!("{ids:?}"))),
+            GpuRequest::List(_) => Err(BuildError::NoGpuSupport(request.to_string())),
             _ => Ok(Self {}),
         }
     }

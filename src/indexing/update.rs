@@ -436,8 +436,8 @@ impl Shards<'_> {
             return Ok((writer, stats, crate::gpu::device::describe(std::slice::from_ref(gpu))));
         }
         #[cfg(not(feature = "gpu"))]
-        if let crate::compute::GpuRequest::List(ids) = &config.gpus {
-            return Err(BuildError::NoGpuSupport(format!("{ids:?}")));
+        if let crate::compute::GpuRequest::List(_) = &config.gpus {
+            return Err(BuildError::NoGpuSupport(config.gpus.to_string()));
         }
         let (writer, stats) = self.lay_out(bins, writer, pool)?;
         Ok((writer, stats, format!("CPU ({} threads)", pool.current_num_threads())))
