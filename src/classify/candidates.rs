@@ -185,8 +185,6 @@ pub struct Classifier<'a> {
     mate_ends: Vec<usize>,
     /// Each feature's (shard, list), if the index holds it.
     found: Vec<Option<(usize, crate::index::ListRef)>>,
-    /// Each feature's candidate bucket being probed.
-    placed: Vec<crate::index::Placed>,
     /// Features whose next candidate bucket is still to be probed, and those of the round after.
     pending: Vec<usize>,
     next: Vec<usize>,
@@ -224,7 +222,6 @@ impl<'a> Classifier<'a> {
             features: Vec::new(),
             mate_ends: Vec::new(),
             found: Vec::new(),
-            placed: Vec::new(),
             pending: Vec::new(),
             next: Vec::new(),
             locations: Vec::new(),
@@ -297,11 +294,8 @@ impl<'a> Classifier<'a> {
                 self.mate_ends.push(self.features.len());
             }
         }
-        // Each feature's bucket is placed once for its prefetch and its probe.
-        self.placed.clear();
-        self.placed.extend(self.features.iter().map(|&f| index.place(f, 0)));
-        for at in &self.placed {
-            index.prefetch_placed(at);
+        for &f in &self.features {
+            index.prefetch(f);
         }
         // Bucket by bucket: a feature not in its full first bucket has its second prefetched
         // and read after the others' first ones, and so on, so that the misses of features found
@@ -314,16 +308,16 @@ impl<'a> Classifier<'a> {
         for j in 0..HASH_FUNCTIONS {
             self.next.clear();
             for &i in &self.pending {
-                let at = self.placed[i];
-                match index.probe_placed(&at) {
+                let f = self.features[i];
+                match index.probe(f, j) {
                     Probe::Found(list) => {
-                        index.prefetch_list(at.shard, list);
-                        self.found[i] = Some((at.shard, list));
+                        let shard = index.shard_of(f);
+                        index.prefetch_list(shard, list);
+                        self.found[i] = Some((shard, list));
                     }
                     Probe::Absent => {}
                     Probe::Full if j + 1 < HASH_FUNCTIONS => {
-                        self.placed[i] = index.place(self.features[i], j + 1);
-                        index.prefetch_placed(&self.placed[i]);
+                        index.prefetch_bucket(f, j + 1);
                         self.next.push(i);
                     }
                     Probe::Full => {}

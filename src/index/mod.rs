@@ -50,14 +50,6 @@ pub enum Verify {
     Metadata,
 }
 
-/// A feature's candidate bucket in its shard and the tag it would have there ([`Index::place`]).
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Placed {
-    pub(crate) shard: usize,
-    bucket: u64,
-    tag: u64,
-}
-
 /// An opened, memory-mapped index.
 pub struct Index {
     path: PathBuf,
@@ -495,31 +487,6 @@ impl Index {
         self.shard_keys(self.shard_of(feature)).probe(feature, j)
     }
 
-    /// Where `feature`'s `j`-th candidate bucket is, and the tag it would have there: worked out
-    /// once for both [`Index::prefetch_placed`] and [`Index::probe_placed`].
-    #[inline]
-    pub(crate) fn place(&self, feature: Feature, j: usize) -> Placed {
-        let shard = self.shard_of(feature);
-        let keys = self.shard_keys(shard);
-        // A shard without buckets holds nothing: any place reads as absent (`probe_at`).
-        let (bucket, tag) = if keys.code().buckets == 0 { (0, 0) } else { keys.code().place(feature, j) };
-        Placed { shard, bucket, tag }
-    }
-
-    /// [`Index::prefetch_bucket`] of a placed feature.
-    #[inline]
-    pub(crate) fn prefetch_placed(&self, at: &Placed) {
-        if let Some(ends) = self.shard_keys(at.shard).bucket_ends_at(at.bucket) {
-            ends.into_iter().for_each(prefetch_word);
-        }
-    }
-
-    /// [`Index::probe`] of a placed feature.
-    #[inline]
-    pub(crate) fn probe_placed(&self, at: &Placed) -> packed_keys::Probe {
-        self.shard_keys(at.shard).probe_at(at.bucket, at.tag)
-    }
-
     /// Where `feature`'s list is: its shard and the list's place, if the index holds it.
     #[inline]
     pub(crate) fn lookup_value(&self, feature: Feature) -> Option<(usize, ListRef)> {
@@ -672,19 +639,18 @@ mod tests {
         assert_eq!(index.targets().len(), 2);
     }
 
-    /// Probing placed features bucket by bucket (as the classifier does, `Index::place` once per
-    /// bucket for its prefetch and probe) gives `lookup_value`'s answer, for every stored key and
-    /// for keys the index lacks.
+    /// Probing features bucket by bucket (as the classifier does: `Index::probe` of bucket `j`
+    /// after its prefetch) gives `lookup_value`'s answer, for every stored key and for keys the
+    /// index lacks.
     #[test]
-    fn placed_probes_find_what_lookups_find() {
+    fn bucket_by_bucket_probes_find_what_lookups_find() {
         use packed_keys::Probe;
         let index = open_fixed(&seed(), Verify::All).expect("open");
         let placed_lookup = |f: Feature| {
             for j in 0..bcht::HASH_FUNCTIONS {
-                let at = index.place(f, j);
-                index.prefetch_placed(&at);
-                match index.probe_placed(&at) {
-                    Probe::Found(list) => return Some((at.shard, list)),
+                index.prefetch_bucket(f, j);
+                match index.probe(f, j) {
+                    Probe::Found(list) => return Some((index.shard_of(f), list)),
                     Probe::Absent => return None,
                     Probe::Full => {}
                 }

@@ -383,9 +383,9 @@ impl<'a> PackedKeys<'a> {
     }
 
     /// [`PackedKeys::probe`] of the key whose candidate bucket `b` holds it with `tag`
-    /// ([`KeyCode::place`]), for a caller that placed it already (to prefetch the bucket).
+    /// ([`KeyCode::place`]).
     #[inline]
-    pub(crate) fn probe_at(&self, b: u64, tag: u64) -> Probe {
+    fn probe_at(&self, b: u64, tag: u64) -> Probe {
         let c = &self.code;
         if c.buckets == 0 {
             return Probe::Absent;
@@ -454,13 +454,7 @@ impl<'a> PackedKeys<'a> {
         if self.code.buckets == 0 {
             return None;
         }
-        self.bucket_ends_at(self.code.place(key, j).0)
-    }
-
-    /// [`PackedKeys::bucket_ends`] of bucket `b` (`KeyCode::place`'s).
-    #[inline]
-    pub(crate) fn bucket_ends_at(&self, b: u64) -> Option<[&'a u32; 2]> {
-        let bits = self.code.bucket_bits();
+        let (b, bits) = (self.code.place(key, j).0, self.code.bucket_bits());
         let (first, last) = (b * bits / 32, (b * bits + bits - 1) / 32);
         Some([self.words.get(first as usize)?, self.words.get(last as usize)?])
     }
