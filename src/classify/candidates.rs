@@ -657,9 +657,22 @@ pub(crate) fn decide_scored(
     let Some(&(top_taxon, top, _)) = standing.reduce(|best, e| if e.1 > best.1 { e } else { best }) else {
         return (0, 0);
     };
+    let scored = || entries.iter().map(|&(t, score, _)| (t, score));
+    (widen((top_taxon, top), scored, params, tree), top)
+}
+
+/// The call from the best entry `(taxon, score)` and every entry's `(taxon, score)`: the LCA of
+/// those within `hitdiff` of the best, widened below species to the species' entries within
+/// `strain_margin`, then cut at `lowest_rank`.
+fn widen<I: Iterator<Item = (TaxId, u32)>>(
+    (top_taxon, top): (TaxId, u32),
+    entries: impl Fn() -> I,
+    params: &ClassifyParams,
+    tree: &TaxonTree,
+) -> TaxId {
     let threshold = top as f64 * (1.0 - params.hitdiff) - 1e-9;
     let mut taxon = top_taxon;
-    for &(t, score, _) in entries.iter() {
+    for (t, score) in entries() {
         if score as f64 >= threshold {
             taxon = tree.lca(taxon, t);
         }
@@ -668,17 +681,16 @@ pub(crate) fn decide_scored(
         && let Some(species) = tree.ancestor_at_rank(taxon, "species").filter(|&s| s != taxon)
     {
         let close = top as f64 * (1.0 - params.strain_margin) - 1e-9;
-        for &(t, score, _) in entries.iter() {
+        for (t, score) in entries() {
             if score as f64 >= close && tree.ancestor_at_rank(t, "species") == Some(species) {
                 taxon = tree.lca(taxon, t);
             }
         }
     }
-    let taxon = match &params.lowest_rank {
+    match &params.lowest_rank {
         Some(rank) => tree.ancestor_at_rank(taxon, rank).unwrap_or(taxon),
         None => taxon,
-    };
-    (taxon, top)
+    }
 }
 
 #[cfg(test)]
@@ -686,8 +698,8 @@ pub(super) mod tests {
     use super::*;
     use crate::taxonomy::Taxon;
 
-    /// `decide_scored` as it was before each entry's score was worked out once: the reference
-    /// its results are compared with.
+    /// `decide_scored` as it was before each entry's score was worked out once (with `lca`, in
+    /// every pass): the reference its results are compared with.
     fn decide_reference(
         candidates: &[Candidate],
         clades: &[(TaxId, u32)],
@@ -710,28 +722,9 @@ pub(super) mod tests {
         let Some((top_taxon, top)) = standing.reduce(|best, e| if e.1 > best.1 { e } else { best }) else {
             return (0, 0);
         };
-        let threshold = top as f64 * (1.0 - params.hitdiff) - 1e-9;
-        let mut taxon = top_taxon;
-        for (t, score) in entries() {
-            if score as f64 >= threshold {
-                taxon = tree.lca(taxon, t);
-            }
-        }
-        if params.strain_margin > 0.0
-            && let Some(species) = tree.ancestor_at_rank(taxon, "species").filter(|&s| s != taxon)
-        {
-            let close = top as f64 * (1.0 - params.strain_margin) - 1e-9;
-            for (t, score) in entries() {
-                if score as f64 >= close && tree.ancestor_at_rank(t, "species") == Some(species) {
-                    taxon = tree.lca(taxon, t);
-                }
-            }
-        }
-        let taxon = match &params.lowest_rank {
-            Some(rank) => tree.ancestor_at_rank(taxon, rank).unwrap_or(taxon),
-            None => taxon,
-        };
-        (taxon, top)
+        // The widening after the best entry is the rule's own (`widen`): what changed is how the
+        // entries' scores are worked out, which this reference does as before.
+        (widen((top_taxon, top), entries, params, tree), top)
     }
 
     /// root 1 - genus 10 - species 100 (strains 1000 and 1001 below it) and species 101.
