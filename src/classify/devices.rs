@@ -6,9 +6,10 @@
 //! thread while the index is verified ([`Starting`]), and [`Started`] holds their classifiers,
 //! which [`Devices`] hands to the stages.
 //!
-//! The classifiers come lane by lane (`start_gpus`): a lane is one stream of every GPU, and batch
-//! `i` goes to lane `i % lanes`, whose GPUs take a share each. Packing, the GPU's stage and the
-//! recycling of a batch's results all use the lane the batch was packed for.
+//! The classifiers come lane by lane (`start_gpus`): a lane is one stream of one GPU, the GPUs
+//! taking turns (GPU 0's first stream, GPU 1's, ..., then their second streams), and batch `i`
+//! goes whole to lane `i % lanes`. Packing, the GPU's stage and the recycling of a batch's results
+//! all use the lane the batch was packed for.
 
 use super::{Batch, ClassifyConfig, ClassifyError, ClassifyParams};
 use crate::index::Index;
@@ -187,7 +188,7 @@ fn start_gpus<'g>(
     let selected = crate::gpu::device::select(request)?;
     log::debug!("{} GPU(s) started", selected.len());
     // Each GPU classifies on several streams (one classifier each), so that its batches overlap:
-    // the handles lane by lane, a lane being one stream of every GPU (`devices::Devices`).
+    // the handles lane by lane, a lane being one stream of one GPU, the GPUs in turn (`Devices`).
     let lanes = crate::gpu::classify::streams_per_gpu();
     let mut more = selected
         .iter()
@@ -303,10 +304,12 @@ impl<'a> Devices<'a> {
         Self { classifiers: Default::default(), lanes: 1 }
     }
 
-    /// The classifiers `start_gpus` made, lane by lane (empty: the CPU).
+    /// The classifiers `start_gpus` made, a lane each (empty: the CPU). Each GPU stream takes
+    /// whole batches: a lane of one stream of every GPU, each taking a share of the batch, held
+    /// the batch to its slower share and two H200s to 1.15x one (bench/results/HISTORY.md).
     #[cfg(feature = "gpu")]
     pub(super) fn gpus(classifiers: &'a [crate::gpu::classify::GpuClassifier<'a>]) -> Self {
-        Self { classifiers, lanes: crate::gpu::classify::lanes(classifiers) }
+        Self { classifiers, lanes: classifiers.len().max(1) }
     }
 
     pub(super) fn on_gpus(&self) -> bool {
@@ -321,9 +324,8 @@ impl<'a> Devices<'a> {
         self.lanes
     }
 
-    /// Reads a batch: on GPUs each GPU of the batch's lane takes a share as large as one GPU's
-    /// batch, which keeps the per-batch costs (allocations, launches, waits) as small a part;
-    /// `on_cpu` on the CPU.
+    /// Reads a batch: on GPUs enough to fill one, which keeps the per-batch costs (allocations,
+    /// launches, waits) as small a part; `on_cpu` on the CPU.
     pub(super) fn batch_reads(&self, on_cpu: usize) -> usize {
         #[cfg(feature = "gpu")]
         if self.on_gpus() {
@@ -332,7 +334,7 @@ impl<'a> Devices<'a> {
         on_cpu
     }
 
-    /// Lane `lane`'s classifiers, one a GPU, each on a stream of its own.
+    /// Lane `lane`'s classifier (one stream of one GPU), as the slice `gpu::classify` takes.
     #[cfg(feature = "gpu")]
     fn lane(&self, lane: usize) -> &'a [crate::gpu::classify::GpuClassifier<'a>] {
         let per_lane = self.classifiers.len() / self.lanes;

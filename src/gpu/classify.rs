@@ -338,6 +338,11 @@ pub(crate) fn run_on(
     hit_lists: HitLists,
 ) -> Result<GpuResults, GpuError> {
     let PackedBatch { parts, chunk } = packed;
+    // One GPU: on this thread.
+    if let ([c], 1) = (classifiers, parts.len()) {
+        let part = parts.into_iter().next().expect("one part");
+        return Ok(GpuResults { parts: vec![c.run(part, hit_lists)?], chunk });
+    }
     let parts = std::thread::scope(|scope| {
         let jobs: Vec<_> =
             classifiers.iter().zip(parts).map(|(c, p)| scope.spawn(move || c.run(p, hit_lists))).collect();
@@ -381,12 +386,6 @@ struct GroupSize {
     mates: usize,
     bases: usize,
     room: u64,
-}
-
-/// Lanes `classifiers` make: streams a GPU (every GPU has as many).
-pub(crate) fn lanes(classifiers: &[GpuClassifier]) -> usize {
-    let first = classifiers.first().map(|c| c.gpu.ordinal);
-    classifiers.iter().filter(|c| Some(c.gpu.ordinal) == first).count().max(1)
 }
 
 /// Streams (classifiers) a GPU classifies on: with one, the GPU idles while its host thread waits
