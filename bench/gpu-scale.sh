@@ -20,6 +20,8 @@
 # every GPU set, RUNS runs each, interleaved, with -vv (index load, stage times, CPU time), and
 # compares their outputs. ZSTD=1 writes the genomes compressed (zstd, level 1), so that 50 Gbp,
 # its reads and its index fit one GPU machine's 64 GB disk; the build then reads .fna.zst.
+# KEEP=1 keeps the collection, reads and index after an AB run; REUSE=1 uses them (same machine,
+# GBP and PAIRS_M) instead of making them again: several AB calls in one lease.
 # (carry/ from scripts/prepare-gpu-carry.sh)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -34,25 +36,31 @@ STREAMS=${STREAMS:-2}
 T=${KMERDB_BENCH_DIR:-/tmp/kmerdb-scale}
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-1700000000}
 status=0
-rm -rf "$T" && mkdir -p "$T"
+reuse=0
+[[ ${REUSE:-0} == 1 && -f $T/gpu.db && -f $T/r1.fq && -f $T/r2.fq ]] && reuse=1
+[[ $reuse == 1 ]] || { rm -rf "$T" && mkdir -p "$T"; }
 nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c
 echo "cores: $(nproc)"
 source bench/lib.sh  # timed_line
-timed_line "synthetic genomes ($GBP Gbp), taxonomy and $PAIRS_M M pairs written" \
-    $B/kmerdb-gpu-bench --scale-data "$T" --e2e-gbp "$GBP" --pairs-m "$PAIRS_M" $([[ ${ZSTD:-0} == 1 ]] && echo --zstd-genomes)
-du -sh "$T"/genomes | sed 's/^/genomes on disk: /'
-dd if=/dev/zero of="$T/dd.test" bs=1M count=8192 conv=fdatasync 2>&1 | tail -1 | sed 's/^/limit: disk write (dd, 8 GiB): /'
-rm -f "$T/dd.test"
-cat "$T"/genomes/*.fna* >/dev/null
-tax=(--taxonomy "$T/taxonomy" --seqid2taxid "$T/seqid2taxid.map")
-timed_line "build --gpus $BUILD_GPUS" $B/kmerdb build -q --gpus $BUILD_GPUS "${tax[@]}" -d "$T/gpu.db" "$T/genomes"
-ls -l "$T/gpu.db" | awk -v g="$GBP" '{printf "index: %.2f GB, %.3f bytes a base\n", $5 / 1e9, $5 / (g * 1e9)}'
-if [[ $CPU == 1 ]]; then
-    timed_line "build --gpus none" $B/kmerdb build -q --gpus none "${tax[@]}" -d "$T/cpu.db" "$T/genomes"
-    cmp "$T/gpu.db" "$T/cpu.db" && echo "index bytes: GPU and CPU identical" || { echo "index bytes DIFFER"; status=1; }
-    rm -f "$T/cpu.db"
+if [[ $reuse == 1 ]]; then
+    echo "reusing $T (REUSE=1): $(ls -l "$T/gpu.db" | awk '{print $5}') index bytes"
+else
+    timed_line "synthetic genomes ($GBP Gbp), taxonomy and $PAIRS_M M pairs written" \
+        $B/kmerdb-gpu-bench --scale-data "$T" --e2e-gbp "$GBP" --pairs-m "$PAIRS_M" $([[ ${ZSTD:-0} == 1 ]] && echo --zstd-genomes)
+    du -sh "$T"/genomes | sed 's/^/genomes on disk: /'
+    dd if=/dev/zero of="$T/dd.test" bs=1M count=8192 conv=fdatasync 2>&1 | tail -1 | sed 's/^/limit: disk write (dd, 8 GiB): /'
+    rm -f "$T/dd.test"
+    cat "$T"/genomes/*.fna* >/dev/null
+    tax=(--taxonomy "$T/taxonomy" --seqid2taxid "$T/seqid2taxid.map")
+    timed_line "build --gpus $BUILD_GPUS" $B/kmerdb build -q --gpus $BUILD_GPUS "${tax[@]}" -d "$T/gpu.db" "$T/genomes"
+    ls -l "$T/gpu.db" | awk -v g="$GBP" '{printf "index: %.2f GB, %.3f bytes a base\n", $5 / 1e9, $5 / (g * 1e9)}'
+    if [[ $CPU == 1 ]]; then
+        timed_line "build --gpus none" $B/kmerdb build -q --gpus none "${tax[@]}" -d "$T/cpu.db" "$T/genomes"
+        cmp "$T/gpu.db" "$T/cpu.db" && echo "index bytes: GPU and CPU identical" || { echo "index bytes DIFFER"; status=1; }
+        rm -f "$T/cpu.db"
+    fi
+    rm -rf "$T/genomes"
 fi
-rm -rf "$T/genomes"
 cat "$T/r1.fq" "$T/r2.fq" >/dev/null
 timed_line "limit: cat of the reads (page cache)" sh -c 'cat "$0" "$1" >/dev/null' "$T/r1.fq" "$T/r2.fq"
 if [[ -n ${AB:-} ]]; then
@@ -81,7 +89,7 @@ if [[ -n ${AB:-} ]]; then
         [[ $same == 1 ]] && echo "classify .$f: identical across ${bins[*]##*/} on --gpus ${GPU_SETS// /, }" \
             || { echo "classify .$f DIFFER"; status=1; }
     done
-    rm -rf "$T"
+    [[ ${KEEP:-0} == 1 ]] || rm -rf "$T"
     exit $status
 fi
 devices="$GPU_SETS all"
