@@ -334,4 +334,4 @@ __device__ void for_each_value(const Table& t, u32 slot, F f) {
 }
 
 // The host builds these arguments as Rust structs, which assert the same sizes.
-static_assert(sizeof(Table) == 96, "struct Table must match TableArgs in src/gpu/table.rs");
+static_assert(sizeof(Table) == 96, "struct Table must match TableArgs in crates/kmerdb-gpu/src/gpu/table.rs");

@@ -1,4 +1,4 @@
-// The GPU build (src/gpu/passes.rs): sequence bytes to packed (feature, global window) pairs
+// The GPU build (crates/kmerdb-gpu/src/gpu/passes.rs): sequence bytes to packed (feature, global window) pairs
 // split by owner GPU (sketch_split), each pass's pairs to the bucket-list table (select_pass,
 // insert_pairs), and the sort of pairs kept off the GPU by shard (count_shards, scatter_by_shard);
 // the condense kernels are in condense.cuh. Each kernel has a CPU twin: sketch_windows ~
@@ -91,7 +91,7 @@ extern "C" __global__ void fill_u32(u32* p, u64 n, u32 v) {
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) p[i] = v;
 }
 
-// The build in passes (src/gpu/passes.rs). Pairs travel packed in 64 bits: the feature in the low
+// The build in passes (crates/kmerdb-gpu/src/gpu/passes.rs). Pairs travel packed in 64 bits: the feature in the low
 // half, the window's global number (its target's first window, counted over every target read,
 // plus the window's index in the target) in the high half; a key of NO_FEATURE marks no pair.
 __device__ __forceinline__ u64 pack_pair(u32 feature, u32 global_window) {
@@ -245,7 +245,7 @@ extern "C" __global__ void scatter_by_shard(const u64* pairs, u64 count, u32 sha
 }
 
 // The host builds these arguments as Rust structs, which assert the same sizes.
-static_assert(sizeof(Batch) == 56, "struct Batch must match BatchArgs in src/gpu/build.rs");
-static_assert(sizeof(Sketching) == 24, "struct Sketching must match SketchArgs in src/gpu/build.rs");
-static_assert(sizeof(Split) == 48, "struct Split must match SplitArgs in src/gpu/passes.rs");
-static_assert(sizeof(Windows) == 16, "struct Windows must match WindowsArgs in src/gpu/passes.rs");
+static_assert(sizeof(Batch) == 56, "struct Batch must match BatchArgs in crates/kmerdb-gpu/src/gpu/build.rs");
+static_assert(sizeof(Sketching) == 24, "struct Sketching must match SketchArgs in crates/kmerdb-gpu/src/gpu/build.rs");
+static_assert(sizeof(Split) == 48, "struct Split must match SplitArgs in crates/kmerdb-gpu/src/gpu/passes.rs");
+static_assert(sizeof(Windows) == 16, "struct Windows must match WindowsArgs in crates/kmerdb-gpu/src/gpu/passes.rs");

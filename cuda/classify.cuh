@@ -43,7 +43,7 @@ __device__ __forceinline__ u64 stored_location(const DeviceIndex& ix, u64 g) {
 }
 
 // The `bits` (at most 34) of a key index at bit `bit`; two words past it are readable (the
-// stream's padding follows the key index): src/index/packed_keys.rs field.
+// stream's padding follows the key index): crates/kmerdb-core/src/index/packed_keys.rs field.
 __device__ __forceinline__ u64 key_field(const u32* words, u64 bit, u32 bits) {
     const u64 w = bit >> 5;
     const u32 shift = (u32)(bit & 31);
@@ -151,7 +151,7 @@ __device__ __forceinline__ u64 read_entry(const u32* words, u32 eb, u64 bit) {
 }
 
 // 64 bits of a stream from bit `bit` (at least 64 bits before the end of the padded words):
-// src/index/locations.rs bits_at.
+// crates/kmerdb-core/src/index/locations.rs bits_at.
 __device__ __forceinline__ u64 bits_at(const u32* words, u64 bit) {
     const u64 w = bit >> 5;
     const u32 shift = (u32)(bit & 31);
@@ -400,7 +400,7 @@ struct Candidate {
     u32 target, hits, first_window, last_window;
 };
 
-#define MAX_CLADES 4  // src/gpu/classify.rs MAX_CLADES
+#define MAX_CLADES 4  // crates/kmerdb-gpu/src/gpu/classify.rs MAX_CLADES
 
 // Per read (a thread each): its clade features counted per clade (count_clades in
 // src/classify/candidates.rs), as (node, count) in node order at out[r * MAX_CLADES..], and how
@@ -443,7 +443,7 @@ __device__ __forceinline__ void candidates_of_reads(const u64* locations, const 
                                                     u64 reads, u32 capacity, u32 window_bits, u32 max,
                                                     Candidate* out, u32* count) {
     // `capacity` locations (a power of two), then as many keys: a run's best range, kept at the
-    // run's first location (src/gpu/classify.rs SHARED_LOCATIONS).
+    // run's first location (crates/kmerdb-gpu/src/gpu/classify.rs SHARED_LOCATIONS).
     extern __shared__ u64 shared_words[];
     T* sorted = (T*)shared_words;
     u32* best = (u32*)(sorted + capacity);
@@ -552,7 +552,7 @@ extern "C" __global__ void read_candidates32(const u64* locations, const u64* re
 }
 
 // The host builds these arguments as Rust structs, which assert the same sizes.
-static_assert(sizeof(DeviceIndex) == 96, "struct DeviceIndex must match IndexArgs in src/gpu/classify.rs");
-static_assert(sizeof(DeviceTree) == 32, "struct DeviceTree must match TreeArgs in src/gpu/classify.rs");
-static_assert(sizeof(Mates) == 40, "struct Mates must match MatesArgs in src/gpu/classify.rs");
-static_assert(sizeof(Candidate) == 16, "struct Candidate must match DeviceCandidate in src/gpu/classify.rs");
+static_assert(sizeof(DeviceIndex) == 96, "struct DeviceIndex must match IndexArgs in crates/kmerdb-gpu/src/gpu/classify.rs");
+static_assert(sizeof(DeviceTree) == 32, "struct DeviceTree must match TreeArgs in crates/kmerdb-gpu/src/gpu/classify.rs");
+static_assert(sizeof(Mates) == 40, "struct Mates must match MatesArgs in crates/kmerdb-gpu/src/gpu/classify.rs");
+static_assert(sizeof(Candidate) == 16, "struct Candidate must match DeviceCandidate in crates/kmerdb-gpu/src/gpu/classify.rs");

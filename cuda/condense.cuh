@@ -1,5 +1,5 @@
 // The GPU condense: from the bucket-list table to each shard's key index (BCHT) and list stream,
-// the same bytes as the CPU's ShardAssembler (src/build/condense.rs, src/index/bcht.rs), its twin.
+// the same bytes as the CPU's ShardAssembler (src/build/condense.rs, crates/kmerdb-core/src/index/bcht.rs), its twin.
 // collect_keys and fill_lists also serve the table tests and the flush to host memory in rounds.
 //
 // The keys listed by collect_keys (in no particular order) are placed into the shards' BCHTs by the
@@ -97,17 +97,17 @@ extern "C" __global__ void set_clades(const u32* index, const u32* nodes, u64 m,
 }
 
 #define BUCKET_SLOTS 16
-#define EMPTY_SLOT 0x00000000FFFFFFFFull  // key NO_FEATURE, value 0: src/index/bcht.rs EMPTY_SLOT
+#define EMPTY_SLOT 0x00000000FFFFFFFFull  // key NO_FEATURE, value 0: crates/kmerdb-core/src/index/bcht.rs EMPTY_SLOT
 #define INLINE_FLAG 0x80000000u
-#define PAD_WORDS 2  // src/index/locations.rs PAD_WORDS
+#define PAD_WORDS 2  // crates/kmerdb-core/src/index/locations.rs PAD_WORDS
 
-// Must match src/index/bcht.rs: BUCKET_SEEDS and MIX.
+// Must match crates/kmerdb-core/src/index/bcht.rs: BUCKET_SEEDS and MIX.
 __device__ __constant__ u32 BUCKET_SEEDS[3] = {0x9e3779b9u, 0x85ebca6bu, 0xc2b2ae35u};
 #define MIX0 0x85ebca6bu
 #define MIX1 0xc2b2ae35u
 
 // The j-th hash of `key`: a permutation of its shard's local keys, the bits above its shard bits
-// (src/index/bcht.rs KeyHash::permute).
+// (crates/kmerdb-core/src/index/bcht.rs KeyHash::permute).
 __device__ __forceinline__ u32 permute(u32 key, int j, u32 shard_bits) {
     const u32 d = 32 - shard_bits, mask = 0xFFFFFFFFu >> shard_bits;
     const u32 s1 = (d + 1) / 2, s2 = (d + 2) / 3;  // div_ceil(2), div_ceil(3)
@@ -161,7 +161,7 @@ __device__ __forceinline__ u32 shard_of(const Shards& sh, u32 key) {
     return shard_of_key(key, sh.shard_bits);
 }
 
-// Global bucket of the j-th candidate of `key` (src/index/bcht.rs KeyHash::bucket, offset by the
+// Global bucket of the j-th candidate of `key` (crates/kmerdb-core/src/index/bcht.rs KeyHash::bucket, offset by the
 // shard).
 __device__ __forceinline__ u64 candidate(const Shards& sh, u32 key, int j) {
     const u32 s = shard_of(sh, key);
@@ -278,7 +278,7 @@ extern "C" __global__ void slot_room(const u64* slots, u64 n_slots, const u32* c
     }
 }
 
-#define MAX_CODE 0xFFFFFFFFull  // src/index/locations.rs MAX_CODE
+#define MAX_CODE 0xFFFFFFFFull  // crates/kmerdb-core/src/index/locations.rs MAX_CODE
 
 // A step of JUMP targets or more: the code JUMP + 1, then the location in loc_bits (locations.rs JUMP).
 #define JUMP 4ull
@@ -527,6 +527,6 @@ extern "C" __global__ void fill_u64(u64* p, u64 n, u64 v) {
 }
 
 // The host builds these arguments as Rust structs, which assert the same sizes.
-static_assert(sizeof(Shards) == 24, "struct Shards must match ShardsArgs in src/gpu/condense.rs");
-static_assert(sizeof(Streams) == 24, "struct Streams must match StreamsArgs in src/gpu/condense.rs");
-static_assert(sizeof(Remap) == 16, "struct Remap must match RemapArgs in src/gpu/table.rs");
+static_assert(sizeof(Shards) == 24, "struct Shards must match ShardsArgs in crates/kmerdb-gpu/src/gpu/condense.rs");
+static_assert(sizeof(Streams) == 24, "struct Streams must match StreamsArgs in crates/kmerdb-gpu/src/gpu/condense.rs");
+static_assert(sizeof(Remap) == 16, "struct Remap must match RemapArgs in crates/kmerdb-gpu/src/gpu/table.rs");

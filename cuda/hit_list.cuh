@@ -8,7 +8,7 @@
 #pragma once
 #include "common.cuh"
 
-// Must match HitListArgs in src/gpu/classify.rs.
+// Must match HitListArgs in crates/kmerdb-gpu/src/gpu/classify.rs.
 struct HitLists {
     const u32* taxa;           // per feature: its taxon node + 1, 0 when not in the index
     const u32* feature_count;  // per mate
@@ -17,7 +17,7 @@ struct HitLists {
     const u32* node_taxids;    // per taxonomy node: its taxid
     u64 reads;
 };
-static_assert(sizeof(HitLists) == 48, "struct HitLists must match HitListArgs in src/gpu/classify.rs");
+static_assert(sizeof(HitLists) == 48, "struct HitLists must match HitListArgs in crates/kmerdb-gpu/src/gpu/classify.rs");
 
 // Writes byte `c` at out[at] when out is not null; the next position.
 __device__ __forceinline__ u64 put_byte(u8* out, u64 at, u8 c) {

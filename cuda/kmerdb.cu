@@ -1,4 +1,4 @@
-// The translation unit NVRTC compiles for kmerdb (src/gpu/kernels.rs): every kernel its commands
+// The translation unit NVRTC compiles for kmerdb (crates/kmerdb-gpu/src/gpu/kernels.rs): every kernel its commands
 // run. The slab hash table (slab_hash.cuh) and the benchmark's limits (limits.cuh) are units of
 // their own, compiled only where they are used.
 #include "build.cu"

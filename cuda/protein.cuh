@@ -1,5 +1,5 @@
 // The amino-acid stage's reads on the GPU: each mate translated in six frames and its sampled
-// amino-acid k-mers listed, the device twin of `protein::mate_kmers` (src/protein.rs), bit for bit
+// amino-acid k-mers listed, the device twin of `protein::mate_kmers` (crates/kmerdb-core/src/protein.rs), bit for bit
 // and in the same order (frames 0, 1, 2 forward, then the reverse complement's; k-mers in frame
 // order). The host merges a read's mates' lists, sorts them and looks them up in the table.
 //
@@ -11,12 +11,12 @@
 #include "classify.cuh"
 
 // The k-mers' settings (ProteinParams' k and sample); must match ProteinKmerArgs in
-// src/gpu/protein.rs.
+// crates/kmerdb-gpu/src/gpu/protein.rs.
 struct ProteinKmers {
     u32 k;
     u32 sample;
 };
-static_assert(sizeof(ProteinKmers) == 8, "struct ProteinKmers must match ProteinKmerArgs in src/gpu/protein.rs");
+static_assert(sizeof(ProteinKmers) == 8, "struct ProteinKmers must match ProteinKmerArgs in crates/kmerdb-gpu/src/gpu/protein.rs");
 
 // The standard genetic code by codon (T, C, A, G = 0..3, as a base-4 number), each amino acid as its
 // digit in "ACDEFGHIKLMNPQRSTVWY"; 20 is a stop. protein.rs: CODE and AMINO.

@@ -1,4 +1,4 @@
-// K-mers and minhash sketches of windows: the device twin of src/sketch.rs, bit for bit.
+// K-mers and minhash sketches of windows: the device twin of crates/kmerdb-core/src/sketch.rs, bit for bit.
 #pragma once
 #include "common.cuh"
 

@@ -1,7 +1,7 @@
 // A slab-list dynamic multi-value hash table after SlabHash (Ashkiani, Farach-Colton and Owens,
 // "A Dynamic Hash Table for the GPU", IPDPS 2018): concurrent insertions, deletions and searches
 // of (key, value) pairs, a warp working on one operation at a time. Its CPU twin, which gives the
-// same bytes for the same operations done one after another, is src/slab_hash.rs.
+// same bytes for the same operations done one after another, is crates/kmerdb-core/src/slab_hash.rs.
 //
 // Each bucket is a list of slabs. A slab is 32 words (128 bytes, one cache line), one per lane of
 // a warp: words 0..29 hold 15 pairs (key at an even word, its value in the next), word 30 is

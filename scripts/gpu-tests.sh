@@ -16,7 +16,9 @@ step() { echo; echo "== $*"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 
 step "kernels compile with NVRTC; CPU unit tests"
-KMERDB_REQUIRE_NVRTC=1 $B/test-kmerdb --test-threads 4 2>&1 | tail -3 || status=1
+for crate in kmerdb kmerdb_core kmerdb_gpu; do
+    KMERDB_REQUIRE_NVRTC=1 $B/test-$crate --test-threads 4 2>&1 | tail -3 || status=1
+done
 
 step "GPU tests: kernels against their CPU twins, table against a HashMap, index bytes"
 gpus=$(nvidia-smi --list-gpus | wc -l)

@@ -12,9 +12,7 @@
 //! property panics, so both harnesses report it like a crash.
 
 use crate::classify::{Classifier, ClassifyParams, ReadLayout, ReadStream};
-use crate::index::format::{
-    Header, PREAMBLE_LEN, SectionEntry, SectionKind, ShardEntry, bincode_config, shard_checksum, shard_data_checksum,
-};
+use crate::index::format::fix_checksums;
 use crate::index::{Index, Verify};
 use crate::input::{Format, SeqReader, Source, first_word};
 use crate::taxonomy::{NcbiTaxonomy, ROOT, SeqIdMap, TaxId, TaxonTree, taxid_from_header};
@@ -390,63 +388,6 @@ pub fn index_open(data: &[u8]) -> Outcome {
 /// sections' contents.
 pub fn index_open_fixed(data: &[u8]) -> Outcome {
     index_open(&fix_checksums(data))
-}
-
-/// `data` with the checksums of its header and sections recomputed (where the preamble and the
-/// header can be read at all); see `index::format` for the layout.
-pub(crate) fn fix_checksums(data: &[u8]) -> Vec<u8> {
-    let mut out = data.to_vec();
-    let Some(len) = out.get(16..24).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes"))) else {
-        return out;
-    };
-    let Some(end) = (PREAMBLE_LEN as u64).checked_add(len).filter(|&e| e <= out.len() as u64) else {
-        return out;
-    };
-    let end = end as usize;
-    let decoded: Result<(Header, usize), _> =
-        bincode::serde::decode_from_slice(&out[PREAMBLE_LEN..end], bincode_config());
-    if let Ok((mut header, used)) = decoded {
-        let range_of =
-            |s: &SectionEntry| usize::try_from(s.offset).ok().and_then(|o| Some(o..o.checked_add(s.len as usize)?));
-        // Format 3: each shard's block has its checksum in the shard table, and the shard data
-        // section's checksum is that of the shards' checksums.
-        let data = header.section(SectionKind::ShardData).and_then(range_of);
-        let table = header.section(SectionKind::Shards).and_then(range_of).filter(|r| r.end <= out.len());
-        let mut shard_sums = None;
-        if let (Some(data), Some(table)) = (data, table) {
-            if table.len() % std::mem::size_of::<ShardEntry>() == 0 {
-                let mut entries: Vec<ShardEntry> = bytemuck::pod_collect_to_vec(&out[table.clone()]);
-                for e in &mut entries {
-                    let block = usize::try_from(e.offset)
-                        .ok()
-                        .and_then(|o| data.start.checked_add(o))
-                        .and_then(|start| Some(start..start.checked_add(usize::try_from(e.len_checked()?).ok()?)?));
-                    if let Some(bytes) = block.and_then(|r| out.get(r)) {
-                        e.checksum = shard_checksum(bytes, &[]);
-                    }
-                }
-                out[table].copy_from_slice(bytemuck::cast_slice(&entries));
-                shard_sums = Some(shard_data_checksum(&entries));
-            }
-        }
-        for s in &mut header.sections {
-            if s.kind == SectionKind::ShardData {
-                if let Some(sum) = shard_sums {
-                    s.checksum = sum;
-                }
-            } else if let Some(bytes) = range_of(s).and_then(|r| out.get(r)) {
-                s.checksum = xxhash_rust::xxh3::xxh3_64(bytes);
-            }
-        }
-        if let Ok(bytes) = bincode::serde::encode_to_vec(&header, bincode_config()) {
-            if bytes.len() == used {
-                out[PREAMBLE_LEN..PREAMBLE_LEN + used].copy_from_slice(&bytes);
-            }
-        }
-    }
-    let sum = xxhash_rust::xxh3::xxh3_64(&out[PREAMBLE_LEN..end]);
-    out[24..32].copy_from_slice(&sum.to_le_bytes());
-    out
 }
 
 /// Reads cut from the seed indexes' genomes (`fuzz/make_corpus.sh`): phage lambda, a pair of

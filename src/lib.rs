@@ -1,8 +1,10 @@
 //! kmerdb: a metagenomic k-mer index and read classifier.
 //!
 //! The library holds every stage; the `kmerdb` command (`src/bin/kmerdb/`) only parses the command
-//! line into configs, calls the library and reports.
-//! Stages, one module each:
+//! line into configs, calls the library and reports. What the stages share is the crate
+//! `kmerdb-core` (re-exported here: [`input`], [`taxonomy`], [`sketch`], [`index`], [`hits`], ...);
+//! the CUDA backend is `kmerdb-gpu` ([`gpu`]), which imports only the core.
+//! Modules:
 //! - [`input`]: finding and reading FASTA/FASTQ files;
 //! - [`taxonomy`]: NCBI dumps, sequence → taxid maps, the pruned tree and its LCA;
 //! - [`sketch`]: k-mers, windows and minhash sketches (the specification GPU kernels follow);
@@ -20,40 +22,29 @@
 //!
 //! `fuzzing` (hidden) holds one fuzz target per parsing boundary, for `fuzz/` and the smoke test.
 
-// Every unsafe operation sits in an `unsafe` block with its own `// SAFETY:` comment, also inside
-// `unsafe fn`s (whose `# Safety` docs state the caller's side).
 #![deny(unsafe_op_in_unsafe_fn)]
 // `pub` only on what the binaries, tests and fuzz targets can reach (the rest `pub(crate)`).
 #![warn(unreachable_pub)]
 
+// The core's modules (crates/kmerdb-core) and the CUDA backend (crates/kmerdb-gpu), under the
+// names the stages use for them (`crate::index`, `kmerdb::sketch`, ...).
+#[doc(hidden)]
+pub use kmerdb_core::pipeline;
+pub use kmerdb_core::{
+    checked_str, compute, errors, hits, index, input, mapped, protein, replacing, resources, sketch, slab_hash,
+    taxonomy, temp_files, terminal,
+};
+#[cfg(feature = "gpu")]
+pub use kmerdb_gpu::gpu;
+
 pub mod bracken;
-pub(crate) mod checked_str;
 pub mod classify;
-pub mod compute;
 pub mod download;
-pub mod errors;
 #[doc(hidden)]
 pub mod fuzzing;
-#[cfg(feature = "gpu")]
-pub mod gpu;
-pub mod hits;
-pub mod index;
 pub mod indexing;
 pub mod info;
-pub mod input;
 pub mod inspect;
-pub mod mapped;
 pub mod merge;
 pub mod output;
 pub mod paths;
-pub(crate) mod pipeline;
-pub mod protein;
-pub mod replacing;
-pub mod resources;
-pub mod sketch;
-pub mod slab_hash;
-pub mod taxonomy;
-pub mod temp_files;
-pub mod terminal;
-#[cfg(test)]
-mod test_support;
