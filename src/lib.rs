@@ -31,8 +31,8 @@
 #[doc(hidden)]
 pub use kmerdb_core::pipeline;
 pub use kmerdb_core::{
-    checked_str, compute, errors, hits, index, input, mapped, protein, replacing, resources, sketch, slab_hash,
-    taxonomy, temp_files, terminal,
+    compute, errors, hits, index, input, mapped, protein, replacing, resources, sketch, slab_hash, taxonomy,
+    temp_files, terminal,
 };
 #[cfg(feature = "gpu")]
 pub use kmerdb_gpu::gpu;

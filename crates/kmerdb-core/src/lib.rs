@@ -19,7 +19,7 @@
 // `pub` only on what the stages, the backend, the binaries and tests reach (the rest `pub(crate)`).
 #![warn(unreachable_pub)]
 
-pub mod checked_str;
+pub(crate) mod checked_str;
 pub mod compute;
 pub mod errors;
 pub mod hits;
