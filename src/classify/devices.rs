@@ -294,14 +294,13 @@ pub(super) struct Devices<'a> {
     classifiers: &'a [crate::gpu::classify::GpuClassifier<'a>],
     #[cfg(not(feature = "gpu"))]
     classifiers: std::marker::PhantomData<&'a ()>,
-    lanes: usize,
 }
 
 impl<'a> Devices<'a> {
     /// No GPU: every batch is classified on the CPU.
     #[cfg_attr(feature = "gpu", allow(dead_code))]
     pub(super) fn none() -> Self {
-        Self { classifiers: Default::default(), lanes: 1 }
+        Self { classifiers: Default::default() }
     }
 
     /// The classifiers `start_gpus` made, a lane each (empty: the CPU). Each GPU stream takes
@@ -309,7 +308,7 @@ impl<'a> Devices<'a> {
     /// the batch to its slower share and two H200s to 1.15x one (bench/results/HISTORY.md).
     #[cfg(feature = "gpu")]
     pub(super) fn gpus(classifiers: &'a [crate::gpu::classify::GpuClassifier<'a>]) -> Self {
-        Self { classifiers, lanes: classifiers.len().max(1) }
+        Self { classifiers }
     }
 
     pub(super) fn on_gpus(&self) -> bool {
@@ -321,7 +320,10 @@ impl<'a> Devices<'a> {
 
     /// Lanes the batches go to in turn: one on the CPU.
     pub(super) fn lanes(&self) -> usize {
-        self.lanes
+        #[cfg(feature = "gpu")]
+        return self.classifiers.len().max(1);
+        #[cfg(not(feature = "gpu"))]
+        1
     }
 
     /// Reads a batch: on GPUs enough to fill one, which keeps the per-batch costs (allocations,
@@ -329,7 +331,7 @@ impl<'a> Devices<'a> {
     pub(super) fn batch_reads(&self, on_cpu: usize) -> usize {
         #[cfg(feature = "gpu")]
         if self.on_gpus() {
-            return GPU_BATCH_READS * self.lane(0).len();
+            return GPU_BATCH_READS;
         }
         on_cpu
     }
@@ -337,8 +339,7 @@ impl<'a> Devices<'a> {
     /// Lane `lane`'s classifier (one stream of one GPU), as the slice `gpu::classify` takes.
     #[cfg(feature = "gpu")]
     fn lane(&self, lane: usize) -> &'a [crate::gpu::classify::GpuClassifier<'a>] {
-        let per_lane = self.classifiers.len() / self.lanes;
-        &self.classifiers[lane * per_lane..(lane + 1) * per_lane]
+        &self.classifiers[lane..lane + 1]
     }
 
     /// A batch's mates packed into lane `lane`'s pinned memory (`None` on the CPU): done as the
