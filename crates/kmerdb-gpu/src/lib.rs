@@ -7,7 +7,7 @@
 
 // The core's modules under the names the backend's code uses for them (`crate::index`, ...).
 pub(crate) use kmerdb_core::{
-    compute, errors, hits, index, input, pipeline, protein, resources, sketch, slab_hash, taxonomy, temp_files,
+    compute, errors, hits, index, input, protein, resources, sketch, slab_hash, taxonomy, temp_files,
 };
 
 pub mod gpu;

@@ -11,17 +11,17 @@
 //! kept off the GPU are first sorted by shard (`count_shards`, `scatter_by_shard`), so that a
 //! pass copies back only its shards' stretch.
 //!
-//! **Passes** ([`PassBuild::build_shards`]). Once the targets have their final numbers and every
+//! **Passes** ([`PassBuild::run_passes`]). Once the targets have their final numbers and every
 //! shard's exact pair count is known, the 64 shards are cut into passes: runs of consecutive
 //! shards whose pairs fit every GPU's free memory at [`PASS_BYTES_PER_VALUE`]. Owners are
 //! round-robin, so every pass has work for every GPU. In a pass, each GPU (on its own thread)
 //! selects its shards' pairs from its blocks (`select_pass`, which also turns the global window
 //! back into target and window), inserts them into a bucket-list table sized for exactly that many
 //! values, condenses it (`gpu::condense`) and downloads the shards into pinned buffers. Meanwhile
-//! the calling thread finishes the pass before (leftover keys, checksums, in parallel) and hands
-//! its shards, in shard order, to the build's writing stage (`indexing`'s, which owns the index
-//! file). Nothing is refused for lack of GPU memory
-//! but a single shard larger than a GPU can hold (about a 64th of 450 Gbp on an 80 GB GPU).
+//! the build's stage 3 (`indexing`'s, which owns the index file and runs the pipeline) takes the
+//! shards in shard order ([`ShardArrivals`]), finishes them side by side (leftover keys, layout,
+//! checksum: [`ShardFinisher`]) and writes them. Nothing is refused for lack of GPU memory but a
+//! single shard larger than a GPU can hold (about a 64th of 450 Gbp on an 80 GB GPU).
 //!
 //! A table is sized for every value it is given, so a full one is a bug, and an error; the status
 //! word is read after every insert.
@@ -561,28 +561,27 @@ impl<'g> PassBuild<'g> {
         }
     }
 
-    /// The passes: every shard of `what` laid out on its owner GPU, finished on the host and
-    /// given to `write` in shard order (the build's writing stage, on a thread of its own).
-    /// Returns how the time went. `write`'s error ends the passes and is returned, as are the
-    /// GPUs' (as `E`).
+    /// The passes: every shard of `what` laid out on its owner GPU and downloaded, while the
+    /// caller's `finish_and_write` (the build's stage 3, which owns the index file) takes the
+    /// shards in shard order from the [`ShardArrivals`], finishes each with the
+    /// [`ShardFinisher`] and writes it. Returns what `finish_and_write` returned and how the
+    /// GPUs' time went. Its error ends the passes and is returned, as are the GPUs' (as `E`).
     ///
     /// Threads: one per GPU runs its passes and downloads each shard, as soon as the pass is
-    /// condensed, into one of [`SHARD_BUFFERS`] pinned buffers of that GPU. The rest is a
-    /// pipeline (`crate::pipeline`), as the CPU build's: the calling thread takes the shards in
-    /// shard order (shard `s` from its owner's queue) and finishes each as it arrives (leftover
-    /// keys, layout, checksum) in lanes of as many threads as the build has (`pipeline::Lanes`),
-    /// giving each buffer back once its shard is in host memory; a writer thread writes them in
-    /// shard order. A GPU that runs out of buffers waits
-    /// for the finishing, which waits for room in the writing stage's queue, so host memory stays
-    /// bounded and a slow disk slows the GPUs rather than filling memory. (No deadlock: each GPU
-    /// downloads its shards in order, and the finishing stage waits for a shard only when it
-    /// holds none, see `pipeline::run_here_streaming`.)
-    pub fn build_shards<E: From<GpuError> + Send>(
+    /// condensed, into one of [`SHARD_BUFFERS`] pinned buffers of that GPU; `threads` more do
+    /// the GPUs' share of host work in a pass (the clade features' lists). Finishing a shard gives
+    /// its buffer back to its GPU, so a GPU that runs out of buffers waits for the finishing, and
+    /// through it for the writing: host memory stays bounded and a slow disk slows the GPUs
+    /// rather than filling memory. (No deadlock, as long as the caller waits for a shard only when
+    /// it holds none: each GPU downloads its shards in order; `pipeline::run_here_streaming` is
+    /// such a caller.) Once `finish_and_write` returns, the queues to and from the GPU threads
+    /// close, so that any still running stop before they are joined.
+    pub fn run_passes<R, E: From<GpuError> + Send>(
         &self,
         what: ShardsToBuild<'_>,
-        pool: &rayon::ThreadPool,
-        write: &mut (dyn FnMut(FinishedShard) -> Result<(), E> + Send),
-    ) -> Result<PassReport, E> {
+        threads: usize,
+        finish_and_write: impl FnOnce(ShardArrivals<'_>, &ShardFinisher<'_>) -> Result<R, E>,
+    ) -> Result<(R, PassReport), E> {
         let ShardsToBuild { counts, first_windows, final_id, layout, numbering, cap, clades } = what;
         let passes = self.plan(counts)?;
         let n = self.gpus.len();
@@ -596,23 +595,20 @@ impl<'g> PassBuild<'g> {
             counts.iter().sum::<u64>()
         );
         let first: Vec<u32> = first_windows.iter().map(|&w| u32::try_from(w).expect("checked when read")).collect();
-        // The GPU threads' host work gets threads of its own: the build's pool may be busy, or
-        // its only thread may be this one, waiting for a GPU's next shard (see
-        // `pipeline::run_here_streaming`), and a GPU thread waiting on it would deadlock.
+        // The GPU threads' host work gets threads of its own: the caller's may all be busy
+        // finishing, or waiting for a GPU's next shard, and a GPU thread waiting on them would
+        // deadlock.
         let host = rayon::ThreadPoolBuilder::new()
-            .num_threads(pool.current_num_threads())
+            .num_threads(threads.max(1))
             .thread_name(|i| format!("kmerdb-gpu-host-{i}"))
             .build()
-            .map_err(|e| E::from(GpuError::Threads { threads: pool.current_num_threads(), reason: e.to_string() }))?;
-        // The shards are finished side by side in lanes of a few threads (see `pipeline::Lanes`).
-        let lanes = crate::pipeline::Lanes::new(pool.current_num_threads(), FINISHING_LANE_THREADS, "kmerdb-finish")
-            .map_err(|e| E::from(GpuError::Threads { threads: pool.current_num_threads(), reason: e.to_string() }))?;
+            .map_err(|e| E::from(GpuError::Threads { threads, reason: e.to_string() }))?;
         let job = PassJob { passes: &passes, counts, first: &first, final_id, layout, cap, clades, host: &host };
         let mut report = PassReport { passes: passes.len(), shard_pairs: counts.to_vec(), ..Default::default() };
         let gpu_times: Vec<Mutex<(Duration, Duration)>> = (0..n).map(|_| Mutex::new(Default::default())).collect();
-        let (waiting, finishing) = (Mutex::new(Duration::ZERO), Mutex::new(Duration::ZERO));
-        let times = std::thread::scope(|scope| {
-            let (mut pools, mut arrivals) = (Vec::new(), Vec::new());
+        let waiting = Mutex::new(Duration::ZERO);
+        let (result, finishing) = std::thread::scope(|scope| {
+            let (mut pools, mut queues) = (Vec::new(), Vec::new());
             for (d, times) in gpu_times.iter().enumerate() {
                 let (free_tx, free) = std::sync::mpsc::channel::<ShardBuffer>();
                 for _ in 0..SHARD_BUFFERS {
@@ -620,56 +616,37 @@ impl<'g> PassBuild<'g> {
                 }
                 let (tx, rx) = std::sync::mpsc::channel();
                 pools.push(free_tx);
-                arrivals.push(rx);
+                queues.push(rx);
                 let job = &job;
                 scope.spawn(move || self.gpu_passes(d, job, free, tx, times));
             }
-            let mut arrivals = InShardOrder { queues: arrivals, next: 0, total: counts.len(), waiting: &waiting };
-            let mut next = move |wait: bool| arrivals.next(wait);
-            let finishing = &finishing;
-            let hash = KeyHash::new(self.shard_bits);
-            let finish = move |shard: Result<Downloaded, GpuError>| -> Result<FinishedShard, E> {
-                let t = Instant::now();
-                let (done, buf) = shard?.finish((layout, numbering), hash)?;
-                // The shard is in host memory now: its buffer goes back to its GPU at once, so
-                // that a GPU waits for the shards being finished, not for the writer too. (A
-                // GPU that has stopped takes no more buffers.)
-                if let Some((gpu, buf)) = buf {
-                    let _ = pools[gpu].send(buf);
-                }
-                *finishing.lock().expect("no finishing panicked") += t.elapsed();
-                Ok(done)
+            let arrivals = ShardArrivals { queues, next: 0, total: counts.len(), waiting: &waiting };
+            let finisher = ShardFinisher {
+                pools,
+                lists: (layout, numbering),
+                hash: KeyHash::new(self.shard_bits),
+                finishing: Mutex::new(Duration::ZERO),
             };
-            let times = crate::pipeline::run_here_streaming(
-                &lanes,
-                ("finishing", &mut next),
-                &finish,
-                SHARD_BUFFERS,
-                ("writing", write),
-            );
-            // The queues to and from the GPU threads close here, so that any still running stop
-            // (they would wait for a buffer or send into the void) before the scope joins them.
-            drop((next, finish));
-            times
-        })?;
-        log::debug!("shards: {}", crate::pipeline::describe(&times));
+            // `arrivals` is dropped as this returns; `finisher`, with the buffers' way back, below.
+            let result = finish_and_write(arrivals, &finisher);
+            (result, finisher.finishing.into_inner().expect("no finishing panicked"))
+        });
+        let result = result?;
         for t in &gpu_times {
             let (select_insert, condense) = *t.lock().expect("no GPU thread panicked");
             report.select_insert += select_insert;
             report.condense += condense;
         }
         report.waiting_for_gpus = waiting.into_inner().expect("no waiting panicked");
-        report.finishing = finishing.into_inner().expect("no finishing panicked");
-        report.writing = times[1].1.busy;
+        report.finishing = finishing;
         log::debug!(
-            "passes: GPUs select and insert {:.2} s, condense and queue downloads {:.2} s (summed over GPUs); host waits for the GPUs {:.2} s, finishes shards {:.2} s (summed over threads), writes {:.2} s",
+            "passes: GPUs select and insert {:.2} s, condense and queue downloads {:.2} s (summed over GPUs); host waits for the GPUs {:.2} s, finishes shards {:.2} s (summed over threads)",
             report.select_insert.as_secs_f64(),
             report.condense.as_secs_f64(),
             report.waiting_for_gpus.as_secs_f64(),
             report.finishing.as_secs_f64(),
-            report.writing.as_secs_f64()
         );
-        Ok(report)
+        Ok((result, report))
     }
 
     /// One GPU's passes, on its own thread: each shard it owns goes to `downloaded`, in shard
@@ -1000,13 +977,8 @@ fn check_spill_room(
 /// Pinned buffers per GPU for shards between download and finishing. Enough for a GPU to download
 /// a pass's shards without waiting (13 each in 3 passes on 2 H200s at 50 Gbp; with 8 the GPUs
 /// waited 2 s a pass for the finishing): the finishing stage then has several shards at once to
-/// lay out side by side.
-const SHARD_BUFFERS: usize = 16;
-
-/// Threads a shard's finishing has to itself (`pipeline::Lanes`): about 2 thread-seconds of a
-/// device host's per 5 M-slot shard, 0.2-0.3 s of it on one thread (leftover keys, checksum), so
-/// lanes of 4 finish a shard in under a second and several lanes keep up with two GPUs.
-const FINISHING_LANE_THREADS: usize = 4;
+/// lay out side by side. The finishing stage may hold as many shards as this.
+pub const SHARD_BUFFERS: usize = 16;
 
 /// A pinned buffer for one shard: its slot words (slots, then leftover keys), their lists' code
 /// bits, and its stream.
@@ -1060,9 +1032,8 @@ struct DownloadedShard {
     clade_lists: CladeLists,
 }
 
-/// A shard laid out on a GPU and finished on the host, ready to be written: its block as stored,
-/// its checksum, its counts and its clade features' lists. [`PassBuild::build_shards`] hands
-/// them to its caller's writing stage in shard order.
+/// A shard laid out on a GPU and finished on the host ([`ShardFinisher::finish`]), ready to be
+/// written: its block as stored, its checksum, its counts and its clade features' lists.
 pub struct FinishedShard {
     pub shard: usize,
     pub stored: StoredShard,
@@ -1128,8 +1099,12 @@ impl Downloaded {
     }
 }
 
-/// The downloaded shards in shard order: shard `s` from the queue of its owner GPU.
-struct InShardOrder<'a> {
+/// A shard downloaded from its GPU (or one without pairs), for [`ShardFinisher::finish`].
+pub struct ArrivedShard(Downloaded);
+
+/// The downloaded shards in shard order, as [`PassBuild::run_passes`]' caller takes them: shard
+/// `s` from the queue of its owner GPU.
+pub struct ShardArrivals<'a> {
     queues: Vec<std::sync::mpsc::Receiver<Result<Downloaded, GpuError>>>,
     next: usize,
     total: usize,
@@ -1137,10 +1112,10 @@ struct InShardOrder<'a> {
     waiting: &'a Mutex<Duration>,
 }
 
-impl InShardOrder<'_> {
-    /// The next shard; waits for it if `wait`, else `None` when it has not arrived yet (see
-    /// `pipeline::run_here_streaming`). `None` after the last shard.
-    fn next(&mut self, wait: bool) -> Option<Result<Downloaded, GpuError>> {
+impl ShardArrivals<'_> {
+    /// The next shard; waits for it if `wait`, else `None` when it has not arrived yet (the
+    /// arrivals of `pipeline::run_here_streaming`). `None` after the last shard.
+    pub fn next(&mut self, wait: bool) -> Option<Result<ArrivedShard, GpuError>> {
         use std::sync::mpsc::TryRecvError;
         if self.next == self.total {
             return None;
@@ -1161,7 +1136,33 @@ impl InShardOrder<'_> {
         };
         self.next += 1;
         // A GPU thread that ends early sends its error first.
-        Some(got.unwrap_or_else(|| Err(GpuError::WorkerStopped { worker })))
+        Some(got.unwrap_or_else(|| Err(GpuError::WorkerStopped { worker })).map(ArrivedShard))
+    }
+}
+
+/// Finishes downloaded shards on the host, from any thread, and gives each buffer back to its GPU.
+pub struct ShardFinisher<'a> {
+    /// Each GPU's free buffers' way back.
+    pools: Vec<std::sync::mpsc::Sender<ShardBuffer>>,
+    lists: (&'a LocationLayout, &'a GlobalWindows),
+    hash: KeyHash,
+    /// Time spent finishing, summed over threads.
+    finishing: Mutex<Duration>,
+}
+
+impl ShardFinisher<'_> {
+    /// Waits for the shard's copies, places its leftover keys, lays it out as stored and computes
+    /// its checksum. The shard is in host memory then: its buffer goes back to its GPU at once,
+    /// so that a GPU waits for the shards being finished, not for the writer too. (A GPU that has
+    /// stopped takes no more buffers.)
+    pub fn finish(&self, shard: ArrivedShard) -> Result<FinishedShard, GpuError> {
+        let t = Instant::now();
+        let (done, buf) = shard.0.finish(self.lists, self.hash)?;
+        if let Some((gpu, buf)) = buf {
+            let _ = self.pools[gpu].send(buf);
+        }
+        *self.finishing.lock().expect("no finishing panicked") += t.elapsed();
+        Ok(done)
     }
 }
 
@@ -1198,7 +1199,7 @@ impl Drop for PassBuild<'_> {
     }
 }
 
-/// What every GPU thread of [`PassBuild::build_shards`] shares.
+/// What every GPU thread of [`PassBuild::run_passes`] shares.
 struct PassJob<'a> {
     passes: &'a [std::ops::Range<usize>],
     counts: &'a [u64],
@@ -1223,10 +1224,8 @@ pub struct PassReport {
     pub condense: Duration,
     /// The host waiting for the GPUs' downloaded shards.
     pub waiting_for_gpus: Duration,
-    /// The host placing leftover keys and computing checksums (summed over the pool's threads).
+    /// The host placing leftover keys and computing checksums (summed over threads).
     pub finishing: Duration,
-    /// The writer thread writing shards to the index file.
-    pub writing: Duration,
 }
 
 #[cfg(test)]
