@@ -3,7 +3,7 @@
 //! blocks by several threads (`input::records`); a batch points into the blocks.
 
 use crate::input::records::{Block, RecordStream};
-use crate::input::{InputError, Source, first_word};
+use crate::input::{InputError, Source, pair_id};
 use std::sync::Arc;
 
 /// How a sample's reads are laid out in its files.
@@ -106,15 +106,6 @@ impl Batch {
             self.blocks.push(block.clone());
         }
         (self.blocks.len() - 1) as u32
-    }
-}
-
-/// `name/1` and `name/2` → `name`, for pairing mates (the ids the outputs show are
-/// `output::read_id`'s).
-fn strip_mate_suffix(id: &[u8]) -> &[u8] {
-    match id {
-        [rest @ .., b'/', b'1' | b'2'] => rest,
-        _ => id,
     }
 }
 
@@ -278,13 +269,9 @@ impl ReadStream {
             }
         };
         let k = (b1.recs.len() - i1).min(b2.recs.len() - i2).min(want);
-        // Checked on the pool: one thread comparing every pair's names is a noticeable share of
-        // a GPU run's reading. The first mismatch is the one reported, as in order.
-        let mismatch = {
-            use rayon::prelude::*;
-            let differ = |j: &usize| pair_id(b1.header(i1 + j)) != pair_id(b2.header(i2 + j));
-            self.pool.install(|| (0..k).into_par_iter().with_min_len(4096).find_first(differ))
-        };
+        // By the keys the parse hashed the names to: the headers stay where they are.
+        let (keys1, keys2) = (&b1.recs[i1..i1 + k], &b2.recs[i2..i2 + k]);
+        let mismatch = keys1.iter().zip(keys2).position(|(a, b)| a.pair_key != b.pair_key);
         if let Some(j) = mismatch {
             let (id1, id2) = (pair_id(b1.header(i1 + j)), pair_id(b2.header(i2 + j)));
             return Err(PairingError::Names {
@@ -318,8 +305,8 @@ impl ReadStream {
                 return Err(PairingError::OddInterleaved { file: s.source().to_string(), count: s.records() }.into());
             };
             s.advance(1);
-            let (id1, id2) = (pair_id(b1.header(i1)), pair_id(b2.header(i2)));
-            if id1 != id2 {
+            if b1.recs[i1].pair_key != b2.recs[i2].pair_key {
+                let (id1, id2) = (pair_id(b1.header(i1)), pair_id(b2.header(i2)));
                 let name = s.source().to_string();
                 return Err(PairingError::Names {
                     r1: name.clone(),
@@ -337,11 +324,6 @@ impl ReadStream {
         }
         Ok(got)
     }
-}
-
-/// The id a mate is paired by: its header's first word without `/1` or `/2`.
-fn pair_id(header: &[u8]) -> &[u8] {
-    strip_mate_suffix(first_word(header))
 }
 
 #[cfg(test)]
@@ -412,6 +394,11 @@ mod tests {
         let bad = write(d.path(), "bad.fq", "@a/2\nAC\n+\nII\n@b/2\nGG\nII\n@z/2\nTT\n+\nII\n");
         let err = all(ReadLayout::Paired(vec![(r1, bad)])).err().unwrap().to_string();
         assert!(err.contains("bad.fq") && !err.contains("'z'"), "{err}");
+        // Interleaved mates are checked by name too, the /1 and /2 suffixes and the words after
+        // the id aside.
+        let swapped = write(d.path(), "swapped.fa", ">a/1 x\nAC\n>a/2 y\nGT\n>b/1\nAA\n>c/2\nTT\n");
+        let err = all(ReadLayout::Interleaved(vec![swapped])).err().unwrap().to_string();
+        assert!(err.contains("read 2 of") && err.contains("'b'") && err.contains("'c'"), "{err}");
         let odd = write(d.path(), "odd.fa", ">a\nAC\n>a\nGT\n>b\nAA\n");
         let err = all(ReadLayout::Interleaved(vec![odd])).err().unwrap().to_string();
         assert!(err.contains("odd number"), "{err}");

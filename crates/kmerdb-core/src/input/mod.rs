@@ -179,6 +179,21 @@ pub fn first_word(header: &[u8]) -> &[u8] {
     &header[..end]
 }
 
+/// The id two mates share: the header's first word, less a `/1` or `/2` suffix (`name/1` and
+/// `name/2` → `name`; the ids the outputs show are `output::read_id`'s).
+pub fn pair_id(header: &[u8]) -> &[u8] {
+    match first_word(header) {
+        [rest @ .., b'/', b'1' | b'2'] => rest,
+        id => id,
+    }
+}
+
+/// A 64-bit hash of [`pair_id`]`(header)`: mates' keys are equal, and records whose pair ids
+/// differ have different keys but for a chance of 2^-64.
+pub(crate) fn pair_key(header: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(pair_id(header))
+}
+
 /// A sequence file being read, counting records so that errors can say where they happened.
 pub struct SeqReader {
     source: Source,
@@ -428,6 +443,17 @@ fn io_hint(e: &needletail::errors::ParseError) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Mates' headers give one key: the first word without its /1 or /2; other ids other keys.
+    #[test]
+    fn mates_share_a_pair_key() {
+        assert_eq!(pair_id(b"r7/1 1:N:0:ACGT"), b"r7");
+        assert_eq!(pair_key(b"r7/1 1:N:0:ACGT"), pair_key(b"r7/2\tother"));
+        assert_eq!(pair_key(b"r7"), pair_key(b"r7/2"));
+        for other in [&b"r8/1"[..], b"r7/3", b"r7/", b"", b"r7x"] {
+            assert_ne!(pair_key(b"r7/1"), pair_key(other), "{:?}", String::from_utf8_lossy(other));
+        }
+    }
 
     #[test]
     fn fasta_names() {

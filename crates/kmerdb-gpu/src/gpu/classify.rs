@@ -573,6 +573,64 @@ fn download<T: DeviceRepr + Default + Clone>(
     Ok(())
 }
 
+/// A GPU's memory pool keeping what a batch frees for the next batch, while the classifiers
+/// last. Every batch allocates its arrays (stream-ordered, `cuMemAllocAsync`, from the device's
+/// default pool) and frees them; at the pool's default release threshold (0) each synchronize
+/// handed the freed memory back to the driver and the next batch mapped it again: with the
+/// threshold raised, the kernels' phase of a batch took 20-30% less time (2 H200s, 50 Gbp,
+/// bench/results/HISTORY.md, "Twentieth session"). Dropped, it lowers the threshold again and
+/// gives the pool's memory back, so that a build later in the process sees the GPU's memory free.
+struct KeptFreedMemory {
+    ctx: std::sync::Arc<cudarc::driver::CudaContext>,
+    pool: cudarc::driver::sys::CUmemoryPool,
+}
+
+// SAFETY: the pool handle is the device's default pool, valid for the process; the driver's
+// calls on it are thread-safe.
+unsafe impl Send for KeptFreedMemory {}
+// SAFETY: as for `Send`: nothing here is touched but through the driver.
+unsafe impl Sync for KeptFreedMemory {}
+
+impl KeptFreedMemory {
+    /// `None` where the GPU has no stream-ordered allocator (every allocation is then the
+    /// driver's anyway).
+    fn on(gpu: &Gpu) -> Result<Option<Self>, GpuError> {
+        if !gpu.ctx.has_async_alloc() {
+            return Ok(None);
+        }
+        gpu.ctx.bind_to_thread()?;
+        let mut pool: cudarc::driver::sys::CUmemoryPool = std::ptr::null_mut();
+        // SAFETY: the device is this context's.
+        unsafe { cudarc::driver::sys::cuDeviceGetDefaultMemPool(&mut pool, gpu.ctx.cu_device()).result()? };
+        let kept = Self { ctx: gpu.ctx.clone(), pool };
+        kept.release_threshold(u64::MAX)?;
+        Ok(Some(kept))
+    }
+
+    fn release_threshold(&self, bytes: u64) -> Result<(), GpuError> {
+        let mut bytes = bytes;
+        // SAFETY: the attribute takes a u64.
+        unsafe {
+            cudarc::driver::sys::cuMemPoolSetAttribute(
+                self.pool,
+                cudarc::driver::sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                (&mut bytes as *mut u64).cast(),
+            )
+            .result()?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for KeptFreedMemory {
+    fn drop(&mut self) {
+        let _ = self.ctx.bind_to_thread();
+        let _ = self.release_threshold(0);
+        // SAFETY: trims only memory the pool holds unused.
+        let _ = unsafe { cudarc::driver::sys::cuMemPoolTrimTo(self.pool, 0) }.result();
+    }
+}
+
 /// Where the GPU classifier's time went, summed over batches (and over GPUs, with several).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StageTimes {
@@ -731,6 +789,9 @@ pub struct DeviceShards {
     /// rate by (`classify::device_choice`): only a copy from memory (not a read from the disk)
     /// with no copies between GPUs, which are not timed apart.
     timed_upload: Option<(u64, f64)>,
+    /// The GPUs' pools keeping the batches' freed memory; after `_buffers`, so that the index's
+    /// memory goes back to the driver too when these drop.
+    _kept: Vec<KeptFreedMemory>,
 }
 
 /// The device buffers a copy made, where each copy's shards start in them, and the bytes copied
@@ -791,6 +852,7 @@ impl DeviceShards {
             buckets: entries.iter().map(|e| e.buckets).collect(),
             shard_words: entries.iter().map(|e| e.words).collect(),
             timed_upload: (in_memory && !whole_on_each).then_some((copied, seconds)),
+            _kept: Vec::new(),
         })
     }
 
@@ -956,7 +1018,8 @@ impl<'g> GpuClassifier<'g> {
                 distinct.push(g);
             }
         }
-        let shards = std::sync::Arc::new(DeviceShards::upload(&distinct, index)?);
+        let kept = distinct.iter().filter_map(|g| KeptFreedMemory::on(g).transpose()).collect::<Result<_, _>>()?;
+        let shards = std::sync::Arc::new(DeviceShards { _kept: kept, ..DeviceShards::upload(&distinct, index)? });
         let mut all = gpus
             .iter()
             .map(|g| {
