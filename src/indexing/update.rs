@@ -31,6 +31,8 @@ use crate::taxonomy::{NcbiTaxonomy, SeqIdMap, TaxId, Taxon};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+#[path = "update_devices.rs"]
+mod devices;
 #[cfg(feature = "gpu")]
 #[path = "update_on_gpu.rs"]
 mod on_gpu;
@@ -429,15 +431,8 @@ impl Shards<'_> {
         writer: IndexWriter,
         pool: &rayon::ThreadPool,
     ) -> Result<(IndexWriter, ShardStats, String), BuildError> {
-        #[cfg(feature = "gpu")]
-        if let Some(gpu) = crate::gpu::device::select(&config.gpus)?.first() {
-            let (writer, stats) = on_gpu::lay_out(self, bins, writer, gpu, config.gpu_pass_values)
-                .map_err(|e| e.naming_index(&config.db))?;
-            return Ok((writer, stats, crate::gpu::device::describe(std::slice::from_ref(gpu))));
-        }
-        #[cfg(not(feature = "gpu"))]
-        if let crate::compute::GpuRequest::List(_) = &config.gpus {
-            return Err(BuildError::NoGpuSupport(config.gpus.to_string()));
+        if let Some(gpu) = devices::first(config)? {
+            return devices::lay_out(self, config, bins, writer, &gpu);
         }
         let (writer, stats) = self.lay_out(bins, writer, pool)?;
         Ok((writer, stats, format!("CPU ({} threads)", pool.current_num_threads())))
