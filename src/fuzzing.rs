@@ -224,12 +224,12 @@ pub fn taxonomy_nodes(data: &[u8]) -> Outcome {
     taxonomy(data, NAMES, MERGED, "nodes.dmp")
 }
 
-/// `data` as `names.dmp`, with the bundled `nodes.dmp`; see [`taxonomy`].
+/// `data` as `names.dmp`, with the bundled `nodes.dmp`; see `taxonomy`.
 pub fn taxonomy_names(data: &[u8]) -> Outcome {
     taxonomy(NODES, data, MERGED, "names.dmp")
 }
 
-/// `data` as `merged.dmp`, with the bundled `nodes.dmp` and `names.dmp`; see [`taxonomy`].
+/// `data` as `merged.dmp`, with the bundled `nodes.dmp` and `names.dmp`; see `taxonomy`.
 pub fn taxonomy_merged(data: &[u8]) -> Outcome {
     taxonomy(NODES, NAMES, data, "merged.dmp")
 }
@@ -336,12 +336,11 @@ pub fn seqid_map(data: &[u8]) -> Outcome {
 // ---------------------------------------------------------------------------------------------
 // Sample sheets
 
-/// A `--samples` sheet, parsed for single-end and for interleaved reads ([`parse_sample_sheet`]).
+/// A `--samples` sheet, parsed for single-end and for interleaved reads
+/// (`classify::samples::parse_sample_sheet`).
 ///
 /// Checks on an accepted sheet: names are non-empty, hold no `/` and are distinct; a line gives
 /// at most one sample; pairs are pairs.
-///
-/// [`parse_sample_sheet`]: crate::classify::samples::parse_sample_sheet
 pub fn sample_sheet(data: &[u8]) -> Outcome {
     let (sheet, base) = (Path::new("samples.tsv"), Path::new("/sheets"));
     for interleaved in [false, true] {
@@ -363,7 +362,7 @@ pub fn sample_sheet(data: &[u8]) -> Outcome {
 // The index loader
 
 /// An index file as given: opened with [`Verify::All`] and with [`Verify::Metadata`], and
-/// whatever opens is used (see [`use_index`]).
+/// whatever opens is used (see `use_index`).
 ///
 /// Checks: what opens with every checksum verified also opens with only the metadata verified,
 /// and then verifies whole.

@@ -50,14 +50,14 @@ pub struct ClassifyParams {
     /// Report taxa no lower than this rank (e.g. `species`): lower calls are lifted to it.
     pub lowest_rank: Option<String>,
     /// The share of a read's features that must fall in the called taxon's clade (see
-    /// [`with_confidence`]); 0 checks nothing.
+    /// `with_confidence`); 0 checks nothing.
     pub confidence: f64,
     /// A call below species stands only if every other candidate of the same species has fewer
     /// than `(1 - strain_margin)` x the best's hits; otherwise it moves up to their LCA (see
     /// [`decide`]). 0: strains are called as any taxon is.
     pub strain_margin: f64,
     /// With an index built with `--protein`: the amino-acid k-mers a target must share with a read
-    /// for the protein stage to place it ([`with_protein`]); 0 turns the stage off.
+    /// for the protein stage to place it (`with_protein`); 0 turns the stage off.
     pub protein_hitmin: u32,
 }
 

@@ -9,7 +9,7 @@
 //! not in memory from the disk first (the CPU in random page faults, so no faster). The rates and
 //! their fall with the index's size were measured on dev and on the device at 86 MB and at 8.5-13
 //! GB (bench/results/HISTORY.md, "The device choice"); the index's copy rate is measured on this machine by
-//! every GPU classification and kept in the cache folder ([`record_upload`]), as the compiled
+//! every GPU classification and kept in the cache folder (`record_upload`), as the compiled
 //! kernels are: before (1.5 GB/s assumed), a 13 GB index's copy was judged to take 9 s, not the
 //! half second it took, and the CPU was chosen at 2.5x the GPU's time.
 

@@ -7,7 +7,7 @@
 //! are one piece of evidence, not three. So a weak call's features in its lineage are grouped into
 //! *stretches* (features of one mate whose k-mers overlap: one exact match, where the clade is
 //! small), and the call is scored by how often chance would give such stretches in the clade's
-//! sequence ([`chance_log10`]): a chance match shows only where the sketch picked one of its
+//! sequence (`chance_log10`): a chance match shows only where the sketch picked one of its
 //! k-mers, so in a small clade a stretch spanning `L` bases matches somewhere in `G` bases (either
 //! strand) by chance about `n * 2G / 4^L` times for a read of `n` features, and `s` stretches start
 //! at any `s` of them (`C(n, s)` ways), each counted as if it could lie anywhere in the clade (a
@@ -23,7 +23,7 @@
 //! random genomes, reads of unindexed random genomes were called from one strain's two features
 //! and four such features found across the whole collection.
 //!
-//! Only weak calls (best score below [`WEAK_CALL_HITMINS`] x `hitmin`) are checked, so only their
+//! Only weak calls (best score below `WEAK_CALL_HITMINS` x `hitmin`) are checked, so only their
 //! reads need each feature's taxon and position (the GPU's path sketches them again and takes
 //! the taxa from its hit lists).
 

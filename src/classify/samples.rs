@@ -1,7 +1,7 @@
 //! Sample sheets for `kmerdb classify --samples`: one sample a line, `name<TAB>R1[<TAB>R2]`, `#`
 //! comments and blank lines skipped, paths relative to the sheet's folder.
 //!
-//! Parsing ([`parse_sample_sheet`]) is separate from reading the file so that it can be tested and
+//! Parsing (`parse_sample_sheet`) is separate from reading the file so that it can be tested and
 //! fuzzed on bytes alone.
 
 use crate::classify::ReadLayout;

@@ -308,7 +308,7 @@ pub fn remove_unchosen(out: &Path, chosen: &[Assembly]) -> Result<usize, Downloa
 pub(crate) const TAXDUMP_FILES: [&str; 4] = ["nodes.dmp", "names.dmp", "merged.dmp", "delnodes.dmp"];
 
 /// Brings NCBI's taxonomy dump into `out` (`taxdump.tar.gz`, checked against its `.md5`; kept, so
-/// that a rerun fetches it only if it changed or is damaged) and extracts [`TAXDUMP_FILES`].
+/// that a rerun fetches it only if it changed or is damaged) and extracts `TAXDUMP_FILES`.
 /// Returns whether the archive was downloaded now, and the files written.
 pub fn fetch_taxonomy(fetcher: &Fetcher, mirror: &str, out: &Path) -> Result<(bool, Vec<&'static str>), DownloadError> {
     crate::temp_files::remove_stale_in(out);

@@ -45,7 +45,7 @@ pub struct Part {
     /// 1-based.
     pub part: u32,
     pub parts: u32,
-    /// Shared by the parts of one partitioned build ([`collection_id`]).
+    /// Shared by the parts of one partitioned build (`collection_id`).
     pub id: u64,
 }
 

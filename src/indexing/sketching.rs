@@ -34,7 +34,7 @@ pub struct RawTarget {
     pub header: String,
     pub length: u64,
     pub windows: u64,
-    /// Global number of the target's first window (see [`Pair`]); increasing with the provisional id.
+    /// Global number of the target's first window (see `Pair`); increasing with the provisional id.
     pub first_window: u64,
     /// Index into the build's sources, and the record's number in that source (from 1).
     pub source: usize,

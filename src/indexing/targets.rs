@@ -7,7 +7,7 @@
 //! `--seqid2taxid` maps. With an NCBI taxonomy, retired taxids follow `merged.dmp`, an unknown taxid
 //! is an error, and a sequence with no taxid at all is left out of the index (a warning with the
 //! count and the first ids; an error with `--strict`). Without a taxonomy every sequence without a
-//! taxid becomes its own taxon ([`SYNTHETIC_TAXID_BASE`] + its target id) directly under the root,
+//! taxid becomes its own taxon (`SYNTHETIC_TAXID_BASE` + its target id) directly under the root,
 //! and tagged or mapped taxids are kept as flat taxa under the root.
 
 use crate::index::TargetInfo;
@@ -185,7 +185,7 @@ pub struct Unnumbered<'a> {
 }
 
 /// Numbers sequences given in name order: each gets the next id, but one without a taxid is
-/// left out when there is a taxonomy, and becomes its own taxon ([`SYNTHETIC_TAXID_BASE`] + its
+/// left out when there is a taxonomy, and becomes its own taxon (`SYNTHETIC_TAXID_BASE` + its
 /// id) when there is none. Returns the targets and each sequence's id. (`kmerdb update` numbers
 /// the old targets and the added ones together here, as a build of them all would.)
 pub fn number<'a>(

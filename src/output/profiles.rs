@@ -107,7 +107,7 @@ pub fn write_krona<W: Write + ?Sized>(
 
 /// Writes the MPA-style table of Kraken 2's `--use-mpa-style`: the kreport's walk (depth first,
 /// children by descending clade, ties by taxid), one line for each taxon at a rank of
-/// [`MPA_RANKS`] with reads in its clade: its path of `x__Name` parts (names as they are, spaces
+/// `MPA_RANKS` with reads in its clade: its path of `x__Name` parts (names as they are, spaces
 /// included) and the clade's reads. Checked against Kraken 2.1.2's own output of the same counts
 /// (`tests/golden/kraken2-mock.mpa`, test `mpa_table_equals_kraken2_use_mpa_style`).
 pub fn write_mpa<W: Write + ?Sized>(w: &mut W, tree: &TaxonTree, direct: &HashMap<TaxId, u64>) -> io::Result<()> {

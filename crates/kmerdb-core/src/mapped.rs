@@ -6,7 +6,7 @@
 //! kills the process ("Bus error", exit 135) and leaves its temporary outputs behind. kmerdb's
 //! own build and update replace an index by rename, which is safe: the run keeps the old file.
 //!
-//! Every map is made through [`Mapped::map`], which lists its address range with the file's path
+//! Every map is made through `Mapped::map`, which lists its address range with the file's path
 //! while it lives. [`install_sigbus_handler`] (called by `main`) installs a handler that names the
 //! file whose map was hit, removes the run's temporary files (`temp_files`) and exits with code 1.
 //! The handler only does what is safe in a signal handler: `try_lock`s (never waits), `write(2)`,

@@ -10,14 +10,14 @@
 //!   sequence). With the default stride `window - k + 1` every k-mer lies in exactly one window;
 //! - a window's sketch is its `sketch_size` smallest *distinct* k-mer hashes, ascending.
 //!
-//! The hash ([`hash_kmer`]) is part of the index format: it can never change for an existing
+//! The hash (`hash_kmer`) is part of the index format: it can never change for an existing
 //! [`HASH_FUNCTION_ID`]. It is murmur3's 64-bit finalizer of `canonical ^ seed`, keeping the upper
 //! 32 bits, with `u32::MAX` folded onto `u32::MAX - 1` so that `u32::MAX` is free to mark "no k-mer"
 //! here and an empty slot in the index's key table.
 
 use thiserror::Error;
 
-/// Identifies [`hash_kmer`] in index headers. A new hash function gets a new id; this one never changes.
+/// Identifies `hash_kmer` in index headers. A new hash function gets a new id; this one never changes.
 pub const HASH_FUNCTION_ID: u32 = 1;
 /// The hash seed of indexes built by default.
 pub const DEFAULT_HASH_SEED: u64 = 0;
@@ -25,7 +25,7 @@ pub const DEFAULT_HASH_SEED: u64 = 0;
 pub(crate) const MAX_K: u32 = 32;
 /// The largest sketch size: sketches are kept in a fixed-size array on the GPU.
 pub const MAX_SKETCH_SIZE: u32 = 64;
-/// Marks a position without a valid k-mer; never a feature (see [`hash_kmer`]).
+/// Marks a position without a valid k-mer; never a feature (see `hash_kmer`).
 pub const NO_FEATURE: u32 = u32::MAX;
 
 /// A feature: the 32-bit hash value of a canonical k-mer, the key stored in the index.

@@ -51,7 +51,7 @@ const MIX: [u32; 2] = [0x85eb_ca6b, 0xc2b2_ae35];
 /// the local keys (xorshifts and odd multipliers within the domain's width), and a key's `j`-th
 /// candidate bucket is its hash modulo the buckets. So the hash is the bucket and a quotient
 /// together, and a slot need only store the quotient and `j` to name its key
-/// (`index::packed_keys`): the key is [`KeyHash::key_of`] the bucket and the quotient.
+/// (`index::packed_keys`): the key is `KeyHash::key_of` the bucket and the quotient.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KeyHash {
     shard_bits: u32,

@@ -11,10 +11,10 @@
 //!                one before (the first from target 0, window 0): the target's, then the window's
 //!                (zigzag, as a list's next target starts its windows again)
 //! ```
-//! The features are cut into runs of at least [`FRAME_LOCATIONS`] locations (the last run may
+//! The features are cut into runs of at least `FRAME_LOCATIONS` locations (the last run may
 //! hold fewer), each compressed into a frame of its own (format 13: before, one frame, which took
 //! 24 s on one thread for the 634 M clade locations of a 50 Gbp collection), by
-//! [`SectionEncoder`] as the build writes its shards. The runs depend on the lists only, so the
+//! `SectionEncoder` as the build writes its shards. The runs depend on the lists only, so the
 //! bytes are the same whatever the thread count; a collection with fewer clade locations than one
 //! run has one frame, as before.
 //! Locations are independent of the index's packing (an update may change it) and delta-coded:

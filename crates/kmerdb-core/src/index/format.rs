@@ -269,7 +269,7 @@ impl TargetInfo {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct ShardEntry {
-    /// Bytes from the start of the shard data section (a multiple of [`SHARD_ALIGN`]).
+    /// Bytes from the start of the shard data section (a multiple of `SHARD_ALIGN`).
     pub offset: u64,
     /// Buckets of the key index, at `offset`.
     pub buckets: u64,
@@ -322,7 +322,7 @@ impl ShardEntry {
         self.key_bytes() + self.words * 4
     }
 
-    /// [`Self::len`], or `None` where a damaged entry's sizes overflow.
+    /// `Self::len`, or `None` where a damaged entry's sizes overflow.
     pub fn len_checked(&self) -> Option<u64> {
         let key_words = crate::index::packed_keys::key_words_checked(self.buckets, self.bucket_bits())?;
         key_words.checked_mul(4)?.checked_add(self.words.checked_mul(4)?)

@@ -13,7 +13,7 @@
 //!   stream of gamma codes, two per location, of the differences from the location before: the
 //!   target's plus one, then, within the same target, the window's (less one, as windows ascend)
 //!   plus one, else the zigzag of the window's change plus one; padded with zeros to a whole entry.
-//!   A step of [`JUMP`] targets or more is a *jump* (format 12): the code `JUMP + 1`, then the
+//!   A step of `JUMP` targets or more is a *jump* (format 12): the code `JUMP + 1`, then the
 //!   location itself in `target_bits + window_bits` bits. At k = 16 a feature of a large
 //!   collection is shared by unrelated species as well as by strains, and the window's change to an
 //!   unrelated target was a gamma code of about 33 bits; on the 10 Gbp strain-rich collection
@@ -160,7 +160,7 @@ impl GlobalWindows {
         self.starts[t as usize] + w
     }
 
-    /// The location of global window `g`; [`UNREADABLE`] past the last (a damaged stream).
+    /// The location of global window `g`; `UNREADABLE` past the last (a damaged stream).
     #[inline]
     pub fn location(&self, g: u64) -> u64 {
         if g >= self.total {
@@ -496,9 +496,9 @@ pub enum LocationList<'a> {
 /// index (`index::packed_keys`: from its bucket's first entry and its slot's code, format 10):
 /// the entry it starts at and what kind of list is there. Packed in a `u64` as the GPU's lookups
 /// hand it on: `start << 8 | kind`, the kind being
-/// - `1..=`[`ListRef::MAX_FIXED`]: a fixed list of that many locations, one entry each, no head;
+/// - `1..=``ListRef::MAX_FIXED`: a fixed list of that many locations, one entry each, no head;
 /// - 0: a list that says what it is ([`LocationList::decode`]: a head, a delta list or a clade);
-/// - [`ListRef::ESCAPED`]` + k`: the `k`-th of its bucket's escaped lists, whose lists follow
+/// - `ListRef::ESCAPED`` + k`: the `k`-th of its bucket's escaped lists, whose lists follow
 ///   the bucket's others from `start` on, each after an entry with its length in entries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ListRef(pub u64);
@@ -703,7 +703,7 @@ impl<'a> LocationList<'a> {
         }
     }
 
-    /// The locations, in order; those a damaged stream cannot give read as [`UNREADABLE`].
+    /// The locations, in order; those a damaged stream cannot give read as `UNREADABLE`.
     pub fn iter(&self) -> Locations<'a> {
         Locations { list: *self, i: 0, prev: (0, 0) }
     }

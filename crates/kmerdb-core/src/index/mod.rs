@@ -2,13 +2,13 @@
 //!
 //! The index maps each feature (a k-mer hash kept in some window's sketch) to the sorted list of
 //! its locations (target, window). Its parts:
-//! - [`format`]: the file layout, header and errors; the one place that defines the bytes;
+//! - [`format`](mod@format): the file layout, header and errors; the one place that defines the bytes;
 //! - [`locations`]: how locations are packed and how a feature's list is stored;
 //! - [`bcht`]: each shard's static bucketed cuckoo key index, feature → list, as it is built;
 //! - [`packed_keys`]: the key index as it is stored, each slot in the bits it needs;
 //! - [`stored_shard`]: a shard's lists laid out in slot order, so that slots need no offsets;
 //! - [`clade_lists`]: the clade features' locations, for `kmerdb update`;
-//! - [`write`]: the atomic writer; [`Index`] (here): the memory-mapped reader.
+//! - [`write`](mod@write): the atomic writer; [`Index`] (here): the memory-mapped reader.
 //!
 //! Opening an index builds nothing: the key index and the location words are used in place from
 //! the mapped file. Only the target list and the small pruned taxonomy are decoded.

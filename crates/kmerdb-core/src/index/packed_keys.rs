@@ -4,7 +4,7 @@
 //! an offset or an inline location, and up to version 8 a slot was a whole feature and a 32-bit
 //! value; up to version 11 lists started at whole entries).
 //!
-//! A bucket of [`BUCKET_SLOTS`] slots is [`KeyCode::bucket_bits`] bits of a little-endian stream
+//! A bucket of [`BUCKET_SLOTS`] slots is `KeyCode::bucket_bits` bits of a little-endian stream
 //! of `u32` words, bucket `b` from bit `b * bucket_bits` (format 11; up to format 10 each bucket
 //! took whole words, a sixteenth of a bit a slot lost to the rounding on average): its **base**
 //! (`base_bits`: the bit of the shard's stream where its lists start), then the slots one
@@ -372,7 +372,7 @@ impl<'a> PackedKeys<'a> {
     /// (an empty slot ends the search: keys fill their buckets in order), or that the next bucket
     /// must be looked at. [`PackedKeys::lookup`] probes the buckets in turn; a caller with many
     /// keys probes them bucket by bucket, prefetching each key's next bucket
-    /// ([`PackedKeys::bucket_ends`]) before it is read.
+    /// (`PackedKeys::bucket_ends`) before it is read.
     #[inline]
     pub fn probe(&self, key: Feature, j: usize) -> Probe {
         if self.code.buckets == 0 {

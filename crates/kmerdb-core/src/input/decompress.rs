@@ -19,7 +19,7 @@
 //!
 //! Invariants: output comes in order; every gzip member's CRC32 and ISIZE are checked (a BGZF
 //! block's by the thread that inflates it; a cut member's from its parts' CRCs combined); memory
-//! is bounded by a few pieces of about [`PART_BYTES`] of input per thread; a truncated or corrupt
+//! is bounded by a few pieces of about `PART_BYTES` of input per thread; a truncated or corrupt
 //! input is an error naming the file and the member (or block) and its byte offset, never short
 //! output. Errors come out of `read` as `io::Error`s that carry an [`InputError`]:
 //! [`into_input_error`] takes it back out.

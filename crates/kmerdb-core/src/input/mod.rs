@@ -236,7 +236,7 @@ impl AsRef<[u8]> for ChunkBytes {
     }
 }
 
-/// Cuts a plain (uncompressed) FASTA file of at least [`CHUNKED_FILE_BYTES`] into pieces of about
+/// Cuts a plain (uncompressed) FASTA file of at least `CHUNKED_FILE_BYTES` into pieces of about
 /// `CHUNK_BYTES` that start at a record (`>` at the start of a line), with the records before
 /// each (counted in parallel); `None` for other files, which are read whole by one thread.
 pub fn fasta_chunks(path: &Path) -> Result<Option<Vec<Chunk>>, InputError> {

@@ -1,7 +1,7 @@
 //! Reads as records in blocks, parsed by several threads: the input `classify` uses.
 //!
-//! A plain regular file is mapped ([`Mapped`]) and cut into chunks of about [`BLOCK_BYTES`] at
-//! record boundaries, each found and parsed by a task on the thread pool ([`Chunk`]); any other
+//! A plain regular file is mapped (`Mapped`) and cut into chunks of about `BLOCK_BYTES` at
+//! record boundaries, each found and parsed by a task on the thread pool (`Chunk`); any other
 //! input (compressed, a pipe) is read on a thread of its own in blocks that end at a record
 //! boundary ([`cut`]), each parsed by a task on the pool. Either way several blocks are parsed at
 //! once and come out in file order ([`RecordStream`]). A parsed block ([`Block`]) holds each
@@ -55,7 +55,7 @@ pub struct Rec {
     pub header: Span,
     pub seq: Span,
     pub qual: Option<Span>,
-    /// [`pair_key`] of the header, hashed while the parse has it in cache: checking every pair's
+    /// `pair_key` of the header, hashed while the parse has it in cache: checking every pair's
     /// names by their headers later read each header from memory again (two cache misses a pair,
     /// nearly half of a paired run's reading time).
     pub pair_key: u64,
@@ -541,7 +541,7 @@ impl RecordStream {
         Self::open_ahead(source, pool, BLOCKS_AHEAD)
     }
 
-    /// [`RecordStream::open`], keeping `ahead` blocks read and parsed ahead of the consumer
+    /// `RecordStream::open`, keeping `ahead` blocks read and parsed ahead of the consumer
     /// instead of [`BLOCKS_AHEAD`].
     pub fn open_ahead(source: &Source, pool: Arc<rayon::ThreadPool>, ahead: usize) -> Result<Self, InputError> {
         // Decompression runs on the same pool as parsing (its threads are the run's threads).

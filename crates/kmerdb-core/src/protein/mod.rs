@@ -135,9 +135,9 @@ pub(crate) const PROTEIN_MAX_EVALUE: f64 = 1e-7;
 pub(crate) const PROTEIN_LCA_DIVISOR: u32 = 3;
 
 /// The evidence of a read's amino-acid k-mers: per target, how many of them it holds. When the
-/// best holds at least `hitmin` and that count's e-value ([`ProteinChance::evalue`]) is at most
-/// [`PROTEIN_MAX_EVALUE`], returns the LCA of the targets holding at least a
-/// [`PROTEIN_LCA_DIVISOR`]th of the best's count, lifted to genus if below it, with the best
+/// best holds at least `hitmin` and that count's e-value (`ProteinChance::evalue`) is at most
+/// `PROTEIN_MAX_EVALUE`, returns the LCA of the targets holding at least a
+/// `PROTEIN_LCA_DIVISOR`th of the best's count, lifted to genus if below it, with the best
 /// count; (0, 0) otherwise.
 /// `codes` are the read's k-mers: its mates' [`mate_kmers`], each once, ascending. `shared` is
 /// scratch space.

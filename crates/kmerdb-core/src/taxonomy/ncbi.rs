@@ -296,7 +296,7 @@ impl NcbiTaxonomy {
     /// [`super::TaxonTree::new`] even for an empty `keep`.
     ///
     /// `keep` should hold current taxids (see [`NcbiTaxonomy::resolve`]); unknown ones are skipped
-    /// with a warning. Use [`NcbiTaxonomy::try_prune`] to have them rejected instead.
+    /// with a warning. Use `NcbiTaxonomy::try_prune` to have them rejected instead.
     pub fn prune(&self, keep: &[TaxId]) -> Vec<Taxon> {
         let mut unknown = 0usize;
         let rows = self.lineage_rows(keep, |taxid| {

@@ -245,7 +245,7 @@ impl GpuResults {
         self.parts[r / self.chunk].clades(r % self.chunk, tree, out)
     }
 
-    /// See [`GpuBatch::feature_taxa`].
+    /// See `GpuBatch::feature_taxa`.
     pub fn feature_taxa(&self, r: usize) -> impl Iterator<Item = &[u32]> {
         self.parts[r / self.chunk].feature_taxa(r % self.chunk)
     }
@@ -255,7 +255,7 @@ impl GpuResults {
         self.parts[r / self.chunk].hit_text(r % self.chunk)
     }
 
-    /// See [`GpuBatch::amino_kmers`].
+    /// See `GpuBatch::amino_kmers`.
     pub fn amino_kmers(&self, r: usize) -> Option<impl Iterator<Item = &[u32]>> {
         self.parts[r / self.chunk].amino_kmers(r % self.chunk)
     }
@@ -1031,7 +1031,7 @@ impl<'g> GpuClassifier<'g> {
         Ok(all)
     }
 
-    /// [`DeviceShards::timed_upload`] of the index this classifier reads.
+    /// `DeviceShards::timed_upload` of the index this classifier reads.
     pub fn timed_upload(&self) -> Option<(u64, f64)> {
         self.shards.timed_upload
     }

@@ -14,7 +14,7 @@
 //!    over its codes to find where it ends).
 //! 4. The result stays on the device ([`DeviceShards`]): the build downloads it shard by shard
 //!    into pinned buffers (`gpu::passes`), and on the host, while the GPU works on,
-//!    [`finish_and_store`] places each shard's leftover keys, about 3% of them, by
+//!    `finish_and_store` places each shard's leftover keys, about 3% of them, by
 //!    `bcht::place_stragglers`, in place (a walk moves slots with their values, so the streams
 //!    stay as they are). A shard whose walk fails is rolled back and rebuilt on the host at a
 //!    larger size, as the CPU would.
@@ -115,7 +115,7 @@ impl ShardTables {
 }
 
 /// The shards of the index from the table, renumbering targets by `final_id`: every shard, walked
-/// and owned (the test twin of the CPU's assembler; the build downloads [`condense_on_device`]'s
+/// and owned (the test twin of the CPU's assembler; the build downloads `condense_on_device`'s
 /// result shard by shard).
 pub fn condense(
     table: &BucketListTable,

@@ -348,7 +348,7 @@ impl<'g> PassBuild<'g> {
 
     /// Reading, one batch (from any reading thread): packed into a staging slot of the next GPU in
     /// turn, uploaded, sketched and split; each owner's stretch is kept as a block. Returns once the
-    /// blocks are placed. Several threads run this at once: a GPU has [`STAGING_SLOTS`] batches in
+    /// blocks are placed. Several threads run this at once: a GPU has `STAGING_SLOTS` batches in
     /// flight, and only the queueing of a batch's upload and kernel is serialized.
     pub fn insert_batch(&self, batch: &[Pending]) -> Result<(), GpuError> {
         let Some(last) = batch.last() else { return Ok(()) };

@@ -8,7 +8,7 @@
 //!
 //! Copies take [`DevAddr`]s, which keep their buffers borrowed while a copy is queued; the copy
 //! runs later, so keeping the memory alive until the stream has passed it stays the caller's
-//! part (the `# Safety` of [`copy_async`]).
+//! part (the `# Safety` of `copy_async`).
 
 use crate::gpu::address::DevAddr;
 use crate::gpu::{Gpu, GpuError};

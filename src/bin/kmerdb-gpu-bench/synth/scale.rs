@@ -41,7 +41,7 @@ impl ReadPlan {
     }
 }
 
-/// What [`write`] wrote.
+/// What [`write()`] wrote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Written {
     /// Pairs of indexed strains, of left-out strains, of unindexed species.
