@@ -180,8 +180,10 @@ impl ReadStream {
             self.next_file += 1;
             let mut streams = Vec::new();
             let mut empty = Vec::new();
+            // Mates are checked by the keys their names hash to; single reads need none.
+            let pair_keys = !matches!(self.layout, ReadLayout::Single(_));
             for s in &sources {
-                match RecordStream::open_ahead(s, self.pool.clone(), self.ahead) {
+                match RecordStream::open_ahead(s, self.pool.clone(), self.ahead, pair_keys) {
                     Ok(r) => streams.push(r),
                     Err(InputError::Empty { file }) => empty.push(file),
                     Err(e) => return Err(e.into()),

@@ -57,7 +57,8 @@ pub struct Rec {
     pub qual: Option<Span>,
     /// `pair_key` of the header, hashed while the parse has it in cache: checking every pair's
     /// names by their headers later read each header from memory again (two cache misses a pair,
-    /// nearly half of a paired run's reading time).
+    /// nearly half of a paired run's reading time). 0 in a stream opened without pair keys
+    /// (`RecordStream::open_ahead`: reads without mates).
     pub pair_key: u64,
 }
 
@@ -241,15 +242,23 @@ pub fn cut(bytes: &[u8], format: Format) -> Option<usize> {
     }
 }
 
+/// How a stream's blocks are parsed: their format, and whether each record's [`Rec::pair_key`]
+/// is made (only mates are checked by it: reads without mates skip the hash).
+#[derive(Debug, Clone, Copy)]
+struct Parsing {
+    format: Format,
+    pair_keys: bool,
+}
+
 /// Parses a block of whole records (the file's first block, or one that starts at a record).
 #[cfg(test)]
 fn parse(bytes: Vec<u8>, format: Format) -> Block {
-    parse_into(Text::Owned(bytes), Vec::new(), Vec::new(), format)
+    parse_into(Text::Owned(bytes), Vec::new(), Vec::new(), Parsing { format, pair_keys: true })
 }
 
 /// [`parse`] of `text`, the records into `recs` and joined FASTA sequences into `appended`
 /// (both emptied first: spare buffers).
-fn parse_into(text: Text, mut appended: Vec<u8>, mut recs: Vec<Rec>, format: Format) -> Block {
+fn parse_into(text: Text, mut appended: Vec<u8>, mut recs: Vec<Rec>, parsing: Parsing) -> Block {
     let bytes = text.bytes();
     recs.clear();
     appended.clear();
@@ -257,9 +266,10 @@ fn parse_into(text: Text, mut appended: Vec<u8>, mut recs: Vec<Rec>, format: For
     // grown by doubling, each block's list was copied into fresh memory a dozen times.
     recs.reserve(bytes.len() / 256);
     let mut line_no = 0u64;
-    let err = match format {
-        Format::Fastq => parse_fastq(bytes, &mut recs, &mut line_no),
-        Format::Fasta => parse_fasta(bytes, &mut recs, &mut appended, &mut line_no),
+    let key = if parsing.pair_keys { pair_key } else { |_: &[u8]| 0 };
+    let err = match parsing.format {
+        Format::Fastq => parse_fastq(bytes, &mut recs, &mut line_no, key),
+        Format::Fasta => parse_fasta(bytes, &mut recs, &mut appended, &mut line_no, key),
     };
     // Without an error every line was read: the block's line breaks are its lines, less a last
     // line without one (a second scan that counted them was 4% of a GPU classify's CPU time).
@@ -268,9 +278,9 @@ fn parse_into(text: Text, mut appended: Vec<u8>, mut recs: Vec<Rec>, format: For
     Block { text, appended, recs, lines, error: err, spare: None }
 }
 
-/// The FASTQ records of `bytes` into `recs`; `line_no` counts the lines read. The first
-/// malformed record's error, if any, ends the parse.
-fn parse_fastq(bytes: &[u8], recs: &mut Vec<Rec>, line_no: &mut u64) -> Option<LocalError> {
+/// The FASTQ records of `bytes` into `recs`, each header's `key` beside it; `line_no` counts the
+/// lines read. The first malformed record's error, if any, ends the parse.
+fn parse_fastq(bytes: &[u8], recs: &mut Vec<Rec>, line_no: &mut u64, key: fn(&[u8]) -> u64) -> Option<LocalError> {
     let error = |line: u64, detail: String| Some(LocalError { line, detail });
     let mut lines = Lines { bytes, at: 0 };
     while let Some((h0, h1)) = lines.next() {
@@ -298,7 +308,7 @@ fn parse_fastq(bytes: &[u8], recs: &mut Vec<Rec>, line_no: &mut u64) -> Option<L
                 ),
             );
         }
-        let (header, pair_key) = (Span::of(h0 + 1, h1), pair_key(&bytes[h0 + 1..h1]));
+        let (header, pair_key) = (Span::of(h0 + 1, h1), key(&bytes[h0 + 1..h1]));
         recs.push(Rec { header, seq: Span::of(s0, s1), qual: Some(Span::of(q0, q1)), pair_key });
     }
     None
@@ -306,8 +316,15 @@ fn parse_fastq(bytes: &[u8], recs: &mut Vec<Rec>, line_no: &mut u64) -> Option<L
 
 /// The FASTA records of `bytes` into `recs`; a sequence on several lines is copied, without its
 /// line breaks, to `appended` (its span then counts from the end of `bytes`, where `appended`
-/// goes). `line_no` counts the lines read; the first malformed record's error ends the parse.
-fn parse_fasta(bytes: &[u8], recs: &mut Vec<Rec>, appended: &mut Vec<u8>, line_no: &mut u64) -> Option<LocalError> {
+/// goes), each header's `key` beside it. `line_no` counts the lines read; the first malformed
+/// record's error ends the parse.
+fn parse_fasta(
+    bytes: &[u8],
+    recs: &mut Vec<Rec>,
+    appended: &mut Vec<u8>,
+    line_no: &mut u64,
+    key: fn(&[u8]) -> u64,
+) -> Option<LocalError> {
     let mut lines = Lines { bytes, at: 0 };
     let mut current: Option<(Span, Vec<(usize, usize)>)> = None;
     let mut finish = |rec: Option<(Span, Vec<(usize, usize)>)>, recs: &mut Vec<Rec>| {
@@ -323,7 +340,7 @@ fn parse_fasta(bytes: &[u8], recs: &mut Vec<Rec>, appended: &mut Vec<u8>, line_n
                 Span { start: (bytes.len() + start) as u32, len: (appended.len() - start) as u32 }
             }
         };
-        let pair_key = pair_key(&bytes[header.start as usize..(header.start + header.len) as usize]);
+        let pair_key = key(&bytes[header.start as usize..(header.start + header.len) as usize]);
         recs.push(Rec { header, seq, qual: None, pair_key });
     };
     while let Some((a, b)) = lines.next() {
@@ -372,17 +389,17 @@ fn io_error(source: &Source, e: std::io::Error) -> InputError {
 struct Job {
     /// The block's bytes (or where to read them) until it is parsed.
     raw: std::sync::Mutex<Option<Raw>>,
-    format: Format,
+    parsing: Parsing,
     spare: Option<Arc<Spare>>,
     done: std::sync::Mutex<Option<Result<Block, InputError>>>,
     ready: std::sync::Condvar,
 }
 
 impl Job {
-    fn new(raw: Raw, format: Format, spare: Arc<Spare>) -> Arc<Self> {
+    fn new(raw: Raw, parsing: Parsing, spare: Arc<Spare>) -> Arc<Self> {
         Arc::new(Self {
             raw: std::sync::Mutex::new(Some(raw)),
-            format,
+            parsing,
             spare: Some(spare),
             done: std::sync::Mutex::new(None),
             ready: std::sync::Condvar::new(),
@@ -392,7 +409,7 @@ impl Job {
     fn failed(e: InputError) -> Arc<Self> {
         Arc::new(Self {
             raw: std::sync::Mutex::new(None),
-            format: Format::Fasta,
+            parsing: Parsing { format: Format::Fasta, pair_keys: false },
             spare: None,
             done: std::sync::Mutex::new(Some(Err(e))),
             ready: std::sync::Condvar::new(),
@@ -403,10 +420,10 @@ impl Job {
     fn run(&self) {
         let Some(raw) = self.raw.lock().unwrap_or_else(|e| e.into_inner()).take() else { return };
         let parsed = match raw {
-            Raw::Bytes(bytes, recs) => Ok(parse_into(Text::Owned(bytes), Vec::new(), recs, self.format)),
+            Raw::Bytes(bytes, recs) => Ok(parse_into(Text::Owned(bytes), Vec::new(), recs, self.parsing)),
             Raw::At(chunk) => {
                 let (appended, recs) = self.spare.as_ref().map(|s| s.take()).unwrap_or_default();
-                chunk.text(self.format).map(|text| parse_into(text, appended, recs, self.format))
+                chunk.text(self.parsing.format).map(|text| parse_into(text, appended, recs, self.parsing))
             }
         };
         let parsed = parsed.map(|mut block| {
@@ -538,12 +555,18 @@ impl RecordStream {
     /// gives an `Empty` error here; one that is neither FASTA nor FASTQ an `UnknownFormat`.
     #[cfg(test)]
     pub(crate) fn open(source: &Source, pool: Arc<rayon::ThreadPool>) -> Result<Self, InputError> {
-        Self::open_ahead(source, pool, BLOCKS_AHEAD)
+        Self::open_ahead(source, pool, BLOCKS_AHEAD, true)
     }
 
     /// `RecordStream::open`, keeping `ahead` blocks read and parsed ahead of the consumer
-    /// instead of [`BLOCKS_AHEAD`].
-    pub fn open_ahead(source: &Source, pool: Arc<rayon::ThreadPool>, ahead: usize) -> Result<Self, InputError> {
+    /// instead of [`BLOCKS_AHEAD`]; with `pair_keys`, each record's [`Rec::pair_key`] is made
+    /// (else it is 0), for a stream whose records are checked against their mates.
+    pub fn open_ahead(
+        source: &Source,
+        pool: Arc<rayon::ThreadPool>,
+        ahead: usize,
+        pair_keys: bool,
+    ) -> Result<Self, InputError> {
         // Decompression runs on the same pool as parsing (its threads are the run's threads).
         let decoded = super::decompress::open(source, &pool)?;
         let plain = decoded.compression == super::decompress::Compression::None;
@@ -564,7 +587,7 @@ impl RecordStream {
                 detail: format!("it starts with {:?}, not '>' (FASTA) or '@' (FASTQ)", first[start] as char),
             });
         };
-        let src = source.clone();
+        let (src, parsing) = (source.clone(), Parsing { format, pair_keys });
         // A plain regular file is mapped and read in chunks by the pool's threads; one that
         // cannot be mapped is read as a stream.
         let mapped = match source {
@@ -581,8 +604,8 @@ impl RecordStream {
         let (tx, blocks) = sync_channel::<Pending>(ahead.max(1));
         let thread = std::thread::Builder::new().name("kmerdb-read".into());
         let started = match mapped {
-            Some(map) => thread.spawn(move || read_chunks(src, Arc::new(map), format, tx, pool)),
-            None => thread.spawn(move || read_blocks(src, reader, first, format, tx, pool)),
+            Some(map) => thread.spawn(move || read_chunks(src, Arc::new(map), parsing, tx, pool)),
+            None => thread.spawn(move || read_blocks(src, reader, first, parsing, tx, pool)),
         };
         started.map_err(|e| InputError::Io { path: std::path::PathBuf::from(source.to_string()), source: e })?;
         Ok(Self {
@@ -694,14 +717,14 @@ fn read_full(r: &mut dyn Read, buf: &mut [u8]) -> std::io::Result<usize> {
 fn read_chunks(
     source: Source,
     map: Arc<Mapped>,
-    format: Format,
+    parsing: Parsing,
     tx: SyncSender<Pending>,
     pool: Arc<rayon::ThreadPool>,
 ) {
     let spare = Arc::new(Spare::default());
     for number in 0..map.len().div_ceil(BLOCK_BYTES) {
         let chunk = Chunk { source: source.clone(), map: map.clone(), number, size: BLOCK_BYTES };
-        let job = Job::new(Raw::At(chunk), format, spare.clone());
+        let job = Job::new(Raw::At(chunk), parsing, spare.clone());
         let ahead = job.clone();
         pool.spawn(move || ahead.run());
         if tx.send(job).is_err() {
@@ -716,7 +739,7 @@ fn read_blocks(
     source: Source,
     mut reader: Box<dyn Read + Send>,
     mut carry: Vec<u8>,
-    format: Format,
+    parsing: Parsing,
     tx: SyncSender<Pending>,
     pool: Arc<rayon::ThreadPool>,
 ) {
@@ -746,7 +769,7 @@ fn read_blocks(
                 return;
             }
         } else {
-            match cut(&buf, format).filter(|&c| c > 0) {
+            match cut(&buf, parsing.format).filter(|&c| c > 0) {
                 Some(c) => {
                     size = BLOCK_BYTES;
                     carry.extend_from_slice(&buf[c..]);
@@ -761,7 +784,7 @@ fn read_blocks(
                 }
             }
         }
-        let job = Job::new(Raw::Bytes(buf, recs), format, spare.clone());
+        let job = Job::new(Raw::Bytes(buf, recs), parsing, spare.clone());
         let ahead = job.clone();
         pool.spawn(move || ahead.run());
         if tx.send(job).is_err() || at_end {
@@ -803,7 +826,8 @@ mod tests {
                 let (mut got, mut lines, mut error) = (Vec::new(), 0, None);
                 for number in 0..text.len().div_ceil(size) {
                     let chunk = Chunk { source: Source::File(path.clone()), map: map.clone(), number, size };
-                    let b = parse_into(chunk.text(format).unwrap(), Vec::new(), Vec::new(), format);
+                    let parsing = Parsing { format, pair_keys: true };
+                    let b = parse_into(chunk.text(format).unwrap(), Vec::new(), Vec::new(), parsing);
                     got.extend(records(&b));
                     if let Some(e) = &b.error {
                         error = Some(lines + e.line);
