@@ -9,6 +9,7 @@
 use crate::gpu::address::DevAddr;
 use crate::gpu::build::SketchArgs;
 use crate::gpu::mates::DeviceMates;
+use crate::gpu::pinned::HostBuffer;
 use crate::gpu::table::launch_config;
 use crate::gpu::{Gpu, GpuError};
 use crate::hits::Candidate;
@@ -347,7 +348,7 @@ pub fn run_on(classifiers: &[GpuClassifier], packed: PackedBatch, hit_lists: Hit
 /// A share of a batch packed for one GPU: the mates' bases back to back in pinned memory, with
 /// where each mate starts, its length and the room for its features.
 pub struct Packed {
-    staging: cudarc::driver::PinnedHostSlice<u8>,
+    staging: HostBuffer<u8>,
     bases: usize,
     offset: Vec<u64>,
     len: Vec<u32>,
@@ -405,8 +406,10 @@ pub struct GpuClassifier<'g> {
     pub load_time: Duration,
     times: std::sync::Mutex<StageTimes>,
     /// Pinned memory the batches' bases are packed into, grown as needed (one per batch in
-    /// flight: several samples may classify at once).
-    staging: std::sync::Mutex<Vec<cudarc::driver::PinnedHostSlice<u8>>>,
+    /// flight: several samples may classify at once). `HostBuffer`s, not the driver's pinned
+    /// allocations: those pin about 2 GB/s under a lock of the whole process, and the first
+    /// batches of a 2-GPU run (a 98 MB buffer for each of 8 batches in flight) waited for them.
+    staging: std::sync::Mutex<Vec<HostBuffer<u8>>>,
     /// Finished batches, for their vectors (a few: batches overlap in the pipeline's stages).
     recycled: std::sync::Mutex<Vec<GpuBatch>>,
     /// With the amino-acid stage: the k-mers' settings, to list every mate's k-mers.
@@ -745,8 +748,9 @@ fn upload_pinned(gpu: &Gpu, index: &Index, range: std::ops::Range<usize>) -> Res
     let s = &gpu.stream;
     let len = range.len();
     let mut dev = s.alloc_zeros::<u8>(len.max(1))?;
-    // SAFETY: only the bytes written below are copied.
-    let mut staging = unsafe { [gpu.ctx.alloc_pinned::<u8>(CHUNK)?, gpu.ctx.alloc_pinned::<u8>(CHUNK)?] };
+    // Pinned by registering (`HostBuffer`): the driver's own pinned allocation of these 128 MiB
+    // took about 0.06 s of the load.
+    let mut staging = [HostBuffer::<u8>::new(gpu, CHUNK)?, HostBuffer::<u8>::new(gpu, CHUNK)?];
     let mut done: [Option<cudarc::driver::CudaEvent>; 2] = [None, None];
     for (i, at) in (0..len).step_by(CHUNK).enumerate() {
         let n = CHUNK.min(len - at);
@@ -755,7 +759,7 @@ fn upload_pinned(gpu: &Gpu, index: &Index, range: std::ops::Range<usize>) -> Res
             e.synchronize()?;
         }
         // SAFETY: the buffer's last copy has finished (the event above).
-        let host = unsafe { std::slice::from_raw_parts_mut(staging[b].as_mut_ptr()?, n) };
+        let host = &mut unsafe { staging[b].as_mut_slice() }[..n];
         use rayon::prelude::*;
         host.par_chunks_mut(PIECE)
             .enumerate()
@@ -1103,10 +1107,9 @@ impl<'g> GpuClassifier<'g> {
         };
         let mut staging = match spare {
             Some(st) => st,
-            // Cached, not write-combined: mates are copied in at odd offsets, which write-combined
-            // memory turns into partial-line flushes.
-            // SAFETY: only the bytes written below are copied.
-            _ => unsafe { self.gpu.ctx.alloc_pinned_with_flags::<u8>((bases + bases / 4).max(1 << 20), 0)? },
+            // Cached, not write-combined (as `HostBuffer`s are): mates are copied in at odd
+            // offsets, which write-combined memory turns into partial-line flushes.
+            _ => HostBuffer::new(self.gpu, (bases + bases / 4).max(1 << 20))?,
         };
         let (mut offset, mut len) = (vec![0u64; total.mates], vec![0u32; total.mates]);
         let mut feature_first = vec![0u64; total.mates + 1];
@@ -1116,7 +1119,9 @@ impl<'g> GpuClassifier<'g> {
             // Each group's stretch of every array (feature_first and read_mates hold the ends,
             // after their leading 0).
             let mut rest = (
-                &mut staging.as_mut_slice()?[..bases],
+                // SAFETY: no copy from it is in flight: the buffer is new, or `upload` gave it
+                // back after its stream was synchronized.
+                &mut unsafe { staging.as_mut_slice() }[..bases],
                 &mut offset[..],
                 &mut len[..],
                 &mut feature_first[1..],
@@ -1251,7 +1256,7 @@ impl<'g> GpuClassifier<'g> {
     /// once the copy is done.
     fn upload(
         &self,
-        staging: cudarc::driver::PinnedHostSlice<u8>,
+        staging: HostBuffer<u8>,
         bases: usize,
         offset: &[u64],
         len: &[u32],
@@ -1260,7 +1265,8 @@ impl<'g> GpuClassifier<'g> {
         let s = &self.gpu.stream;
         let mut seq = s.alloc_zeros::<u8>(bases.max(1))?;
         if bases > 0 {
-            s.memcpy_htod(&staging.as_slice()?[..bases], &mut seq.slice_mut(..bases))?;
+            // SAFETY: no copy into it is in flight (it was packed on the host).
+            s.memcpy_htod(&unsafe { staging.as_slice() }[..bases], &mut seq.slice_mut(..bases))?;
         }
         let (offset_dev, len_dev, ff_dev) = (s.clone_htod(offset)?, s.clone_htod(len)?, s.clone_htod(feature_first)?);
         s.synchronize()?;
