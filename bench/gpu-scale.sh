@@ -21,7 +21,10 @@
 # compares their outputs. ZSTD=1 writes the genomes compressed (zstd, level 1), so that 50 Gbp,
 # its reads and its index fit one GPU machine's 64 GB disk; the build then reads .fna.zst.
 # KEEP=1 keeps the collection, reads and index after an AB run; REUSE=1 uses them (same machine,
-# GBP and PAIRS_M) instead of making them again: several AB calls in one lease.
+# GBP and PAIRS_M) instead of making them again: several AB calls in one lease. COLD=1 (AB runs)
+# also times every binary with the reads read from the disk: before each such run the reads are
+# dropped from the page cache (posix_fadvise DONTNEED, bench/lib.sh's `uncache`), and `cat` of the
+# same files from the disk (both at once, as classify reads them) is that case's limit.
 # (carry/ from scripts/prepare-gpu-carry.sh)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -63,19 +66,29 @@ else
 fi
 cat "$T/r1.fq" "$T/r2.fq" >/dev/null
 timed_line "limit: cat of the reads (page cache)" sh -c 'cat "$0" "$1" >/dev/null' "$T/r1.fq" "$T/r2.fq"
+if [[ ${COLD:-0} == 1 ]]; then
+    uncache "$T/r1.fq" "$T/r2.fq"
+    timed_line "limit: cat of the reads from the disk (both files at once, as classify reads them)" sh -c \
+        'cat "$0" >/dev/null & cat "$1" >/dev/null; wait' "$T/r1.fq" "$T/r2.fq"
+fi
 if [[ -n ${AB:-} ]]; then
     read -r -a bins <<<"$AB"
     first=$(basename "${bins[0]}")
+    caches=(cached)
+    [[ ${COLD:-0} == 1 ]] && caches+=(disk)
     for run in $(seq "$RUNS"); do
-        for gpus in $GPU_SETS; do
-            for bin in "${bins[@]}"; do
-                name=$(basename "$bin")
-                rm -f "$T/ab.$name.$gpus.kraken" "$T/ab.$name.$gpus.kreport"
-                timed_line "classify --gpus $gpus, $name ($PAIRS_M M pairs, run $run)" /usr/bin/time -f "  user %U s, system %S s" \
-                    "$bin" classify -vv --gpus "$gpus" -d "$T/gpu.db" -1 "$T/r1.fq" -2 "$T/r2.fq" \
-                    -o "$T/ab.$name.$gpus.kraken" -r "$T/ab.$name.$gpus.kreport" 2>"$T/ab.log"
-                grep -E "GPU\(s\) started|index verified|index ready|index loaded|GPU stages|each stage|outputs completed|summary made|freed in|closed in|user .* system" "$T/ab.log" \
-                    | sed 's/^/  /'
+        for cache in "${caches[@]}"; do
+            for gpus in $GPU_SETS; do
+                for bin in "${bins[@]}"; do
+                    name=$(basename "$bin")
+                    rm -f "$T/ab.$name.$gpus.kraken" "$T/ab.$name.$gpus.kreport"
+                    if [[ $cache == disk ]]; then uncache "$T/r1.fq" "$T/r2.fq"; else cat "$T/r1.fq" "$T/r2.fq" >/dev/null; fi
+                    timed_line "classify --gpus $gpus, $name ($PAIRS_M M pairs, reads $cache, run $run)" /usr/bin/time -f "  user %U s, system %S s" \
+                        "$bin" classify -vv --gpus "$gpus" -d "$T/gpu.db" -1 "$T/r1.fq" -2 "$T/r2.fq" \
+                        -o "$T/ab.$name.$gpus.kraken" -r "$T/ab.$name.$gpus.kreport" 2>"$T/ab.log"
+                    grep -E "index opened|GPU\(s\) started|index verified|index ready|index loaded|GPU stages|each stage|outputs completed|summary made|freed in|closed in|user .* system" "$T/ab.log" \
+                        | sed 's/^/  /'
+                done
             done
         done
     done

@@ -27,6 +27,17 @@ timed_line() {
   echo "$label: $(awk "BEGIN {printf \"%.2f\", $(date +%s.%N) - $t0}") s"
 }
 
+# uncache FILE...: drops the files' pages from the page cache (posix_fadvise DONTNEED, after a
+# sync), so that the next read of them comes from the disk; needs no root.
+uncache() {
+  sync "$@"
+  python3 -c 'import os, sys
+for path in sys.argv[1:]:
+    fd = os.open(path, os.O_RDONLY)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)' "$@"
+}
+
 need_tools() {
   local missing=()
   command -v kraken2 >/dev/null || missing+=(kraken2)
