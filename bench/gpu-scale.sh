@@ -82,7 +82,13 @@ if [[ -n ${AB:-} ]]; then
                 for bin in "${bins[@]}"; do
                     name=$(basename "$bin")
                     rm -f "$T/ab.$name.$gpus.kraken" "$T/ab.$name.$gpus.kreport"
-                    if [[ $cache == disk ]]; then uncache "$T/r1.fq" "$T/r2.fq"; else cat "$T/r1.fq" "$T/r2.fq" >/dev/null; fi
+                    # Dropped before a disk run; read back before a cached run only where a disk run
+                    # dropped them.
+                    if [[ $cache == disk ]]; then
+                        uncache "$T/r1.fq" "$T/r2.fq"
+                    elif [[ ${COLD:-0} == 1 ]]; then
+                        cat "$T/r1.fq" "$T/r2.fq" >/dev/null
+                    fi
                     timed_line "classify --gpus $gpus, $name ($PAIRS_M M pairs, reads $cache, run $run)" /usr/bin/time -f "  user %U s, system %S s" \
                         "$bin" classify -vv --gpus "$gpus" -d "$T/gpu.db" -1 "$T/r1.fq" -2 "$T/r2.fq" \
                         -o "$T/ab.$name.$gpus.kraken" -r "$T/ab.$name.$gpus.kreport" 2>"$T/ab.log"
