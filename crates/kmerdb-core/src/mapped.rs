@@ -80,6 +80,24 @@ impl Mapped {
         resident as f64 / seen.max(1) as f64
     }
 
+    /// Whether every page that holds `range` is in memory (`mincore`: in the page cache, mapped
+    /// here yet or not); true where it cannot be told.
+    pub(crate) fn resident(&self, range: std::ops::Range<usize>) -> bool {
+        if range.is_empty() {
+            return true;
+        }
+        assert!(range.end <= self.map.len(), "range past the mapping's end");
+        let page = page_size();
+        let first = range.start / page * page;
+        let mut flags = vec![0u8; (range.end - first).div_ceil(page)];
+        // SAFETY: `first..range.end` lies in this mapping and starts at a page boundary (mmap returns
+        // page-aligned memory), and `flags` has a byte for each of its pages.
+        let r = unsafe {
+            libc::mincore(self.map.as_ptr().add(first) as *mut libc::c_void, range.end - first, flags.as_mut_ptr())
+        };
+        r != 0 || flags.iter().all(|&f| f & 1 != 0)
+    }
+
     /// Maps in the pages that hold `range` of the mapping now (`MADV_POPULATE_READ`: read from
     /// the disk where they are not in memory), rather than page by page as they are read. The
     /// error is the call's: `EFAULT` where the file is shorter than the range now.

@@ -594,7 +594,11 @@ impl RecordStream {
             Source::File(p) if plain => {
                 let file = std::fs::File::open(p).map_err(|e| io_error(source, e))?;
                 let meta = file.metadata().map_err(|e| io_error(source, e))?;
-                if meta.is_file() { Mapped::map(&file, p, crate::mapped::Kind::Input).ok() } else { None }
+                if meta.is_file() {
+                    Mapped::map(&file, p, crate::mapped::Kind::Input).ok().map(|map| (map, file))
+                } else {
+                    None
+                }
             }
             _ => None,
         };
@@ -604,7 +608,9 @@ impl RecordStream {
         let (tx, blocks) = sync_channel::<Pending>(ahead.max(1));
         let thread = std::thread::Builder::new().name("kmerdb-read".into());
         let started = match mapped {
-            Some(map) => thread.spawn(move || read_chunks(src, Arc::new(map), parsing, tx, pool)),
+            Some((map, file)) => {
+                thread.spawn(move || read_chunks(src, Arc::new(map), FromDisk::new(file), parsing, tx, pool))
+            }
             None => thread.spawn(move || read_blocks(src, reader, first, parsing, tx, pool)),
         };
         started.map_err(|e| InputError::Io { path: std::path::PathBuf::from(source.to_string()), source: e })?;
@@ -712,23 +718,74 @@ fn read_full(r: &mut dyn Read, buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(n)
 }
 
-/// The reading thread of a plain file: a job per chunk (see [`Chunk`]), each read and parsed by a
-/// task on `pool`, sent to `tx` in order.
+/// The reading thread of a plain file: a job per chunk (see [`Chunk`]), each parsed by a task on
+/// `pool`, sent to `tx` in order. A chunk not in memory is read from the disk here first (see
+/// [`FromDisk`]).
 fn read_chunks(
     source: Source,
     map: Arc<Mapped>,
+    mut disk: FromDisk,
     parsing: Parsing,
     tx: SyncSender<Pending>,
     pool: Arc<rayon::ThreadPool>,
 ) {
     let spare = Arc::new(Spare::default());
     for number in 0..map.len().div_ceil(BLOCK_BYTES) {
+        let from = number * BLOCK_BYTES;
+        disk.fetch(&map, from..(from + BLOCK_BYTES).min(map.len()));
         let chunk = Chunk { source: source.clone(), map: map.clone(), number, size: BLOCK_BYTES };
         let job = Job::new(Raw::At(chunk), parsing, spare.clone());
         let ahead = job.clone();
         pool.spawn(move || ahead.run());
         if tx.send(job).is_err() {
             return;
+        }
+    }
+}
+
+/// A mapped file's reading from the disk, done by its reading thread, in order, before a chunk's
+/// job is queued, so that the pool's threads find their chunks' pages in memory. When the jobs
+/// faulted their pages in themselves, a chunk came from the disk in small reads one after another,
+/// the pool's threads waited on the disk, and the pool's other work (a GPU batch's packing, the
+/// output) queued behind them: with the reads on the disk a GPU run took 1.3-1.4x the time `cat`
+/// took to read them (bench/results/HISTORY.md, twenty-first session). Read through a small buffer
+/// as `cat` does, the kernel reads ahead of the thread in order. A chunk in the page cache already
+/// is left to its job (`mincore` tells).
+struct FromDisk {
+    file: std::fs::File,
+    /// Where the reads land, to be dropped: the pages in the page cache are what is wanted.
+    scratch: Vec<u8>,
+}
+
+impl FromDisk {
+    /// Bytes a read: small enough to stay in the core's cache, large enough to cost few calls.
+    const READ: usize = 1 << 20;
+
+    fn new(file: std::fs::File) -> Self {
+        use std::os::fd::AsRawFd;
+        // The file is read once, start to end: a larger read-ahead window (advice only).
+        // SAFETY: posix_fadvise on an open descriptor has no other effect.
+        let _ = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_SEQUENTIAL) };
+        Self { file, scratch: Vec::new() }
+    }
+
+    /// Brings `range` of the file into the page cache unless all of it is there. A failed read is
+    /// left to the chunk's job, whose mapping of the same pages reports it with the record.
+    fn fetch(&mut self, map: &Mapped, range: std::ops::Range<usize>) {
+        use std::os::unix::fs::FileExt;
+        if map.resident(range.clone()) {
+            return;
+        }
+        self.scratch.resize(Self::READ, 0);
+        let mut at = range.start;
+        while at < range.end {
+            let n = (range.end - at).min(Self::READ);
+            match self.file.read_at(&mut self.scratch[..n], at as u64) {
+                Ok(0) => return,
+                Ok(k) => at += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return,
+            }
         }
     }
 }
@@ -946,6 +1003,51 @@ mod tests {
             err.contains("late.fq: after record 300000 ('read299999'), line 1200004") && err.contains("quality"),
             "{err}"
         );
+    }
+
+    /// Drops `path`'s pages from the page cache (where the file system lets them go).
+    fn uncache(path: &std::path::Path) {
+        use std::os::fd::AsRawFd;
+        let file = std::fs::File::open(path).unwrap();
+        file.sync_all().unwrap();
+        // SAFETY: advice on an open descriptor.
+        unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    }
+
+    /// A file whose pages are not in memory is read by its reading thread (`FromDisk`), which
+    /// leaves each chunk in the page cache, and gives the records the cached file gives.
+    #[test]
+    fn a_file_read_from_the_disk_gives_the_same_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let text: String = (0..200_000)
+            .map(|i| {
+                format!(
+                    "@read{i}
+{}
++
+{}
+",
+                    "ACGT".repeat(i % 50),
+                    "I".repeat((i % 50) * 4)
+                )
+            })
+            .collect();
+        let path = dir.path().join("cold.fq");
+        std::fs::write(&path, &text).unwrap();
+        let want = all(&mut RecordStream::open(&Source::File(path.clone()), pool()).unwrap()).unwrap();
+        assert_eq!(want.len(), 200_000);
+        // The reading thread's fetch, on its own: a chunk out of memory is in memory after it.
+        uncache(&path);
+        let file = std::fs::File::open(&path).unwrap();
+        let map = Mapped::map(&file, &path, crate::mapped::Kind::Input).unwrap();
+        let chunk = BLOCK_BYTES..(2 * BLOCK_BYTES).min(map.len());
+        let evicted = !map.resident(chunk.clone());
+        FromDisk::new(file.try_clone().unwrap()).fetch(&map, chunk.clone());
+        assert!(map.resident(chunk), "fetched chunk not in memory (evicted before: {evicted})");
+        // The whole stream from the disk.
+        uncache(&path);
+        let got = all(&mut RecordStream::open(&Source::File(path.clone()), pool()).unwrap()).unwrap();
+        assert!(got == want, "records differ when read from the disk");
     }
 
     #[test]
