@@ -749,12 +749,15 @@ fn upload_pinned(gpu: &Gpu, index: &Index, range: std::ops::Range<usize>) -> Res
     let len = range.len();
     let mut dev = s.alloc_zeros::<u8>(len.max(1))?;
     // Pinned by registering (`HostBuffer`): the driver's own pinned allocation of these 128 MiB
-    // took about 0.06 s of the load.
-    let mut staging = [HostBuffer::<u8>::new(gpu, CHUNK)?, HostBuffer::<u8>::new(gpu, CHUNK)?];
+    // took about 0.06 s of the load. Two chunks take turns; an index of one chunk or less needs
+    // one, of its size.
+    let chunks = len.div_ceil(CHUNK).clamp(1, 2);
+    let mut staging =
+        (0..chunks).map(|_| HostBuffer::<u8>::new(gpu, CHUNK.min(len).max(1))).collect::<Result<Vec<_>, _>>()?;
     let mut done: [Option<cudarc::driver::CudaEvent>; 2] = [None, None];
     for (i, at) in (0..len).step_by(CHUNK).enumerate() {
         let n = CHUNK.min(len - at);
-        let b = i % 2;
+        let b = i % chunks;
         if let Some(e) = done[b].take() {
             e.synchronize()?;
         }
