@@ -266,16 +266,16 @@ pub fn classify(
         // The GPUs start and the index goes to them while the index is verified and then the
         // first sample's files start being read: starting a GPU alone takes about 0.3 s.
         let starting = gpus.start(scope, &index, &params);
-        // The first sample's files start being read before the index is verified (0.3 s at
-        // 50 Gbp): with the reads on the disk, the disk is the run's limit from its start. A
-        // damaged index is still reported before anything about the reads.
-        let ahead = read_ahead(gpus.probably_used());
-        let first = config.samples.first().map(|s| ReadStream::with_read_ahead(s.reads.clone(), pool.clone(), ahead));
+        // A damaged index is reported before anything about the reads.
         if config.verify == Verify::All {
             index.verify_data()?;
             log::debug!("index verified");
         }
-        let first = first.transpose()?;
+        let ahead = read_ahead(gpus.probably_used());
+        let first = match config.samples.first() {
+            Some(s) => Some(ReadStream::with_read_ahead(s.reads.clone(), pool.clone(), ahead)?),
+            None => None,
+        };
         if params.protein_hitmin > 0 {
             // Made once, with the run's threads, before any read needs it (and after the
             // protein section was verified).
