@@ -1,7 +1,8 @@
 //! Reads as records in blocks, parsed by several threads: the input `classify` uses.
 //!
 //! A plain regular file is mapped (`Mapped`) and cut into chunks of about `BLOCK_BYTES` at
-//! record boundaries, each found and parsed by a task on the thread pool (`Chunk`); any other
+//! record boundaries, each found and parsed by a task on the thread pool (`Chunk`), after the
+//! file's reading thread has read it from the disk where it is not in memory (`FromDisk`); any other
 //! input (compressed, a pipe) is read on a thread of its own in blocks that end at a record
 //! boundary ([`cut`]), each parsed by a task on the pool. Either way several blocks are parsed at
 //! once and come out in file order ([`RecordStream`]). A parsed block ([`Block`]) holds each
