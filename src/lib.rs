@@ -31,7 +31,7 @@
 #[doc(hidden)]
 pub use kmerdb_core::pipeline;
 pub use kmerdb_core::{
-    compute, errors, hits, index, input, mapped, protein, replacing, resources, sketch, slab_hash, taxonomy,
+    compute, cpu_time, errors, hits, index, input, mapped, protein, replacing, resources, sketch, slab_hash, taxonomy,
     temp_files, terminal,
 };
 #[cfg(feature = "gpu")]

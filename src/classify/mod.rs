@@ -24,6 +24,7 @@ pub mod samples;
 pub use candidates::{Call, Candidate, Classifier, ClassifyParams};
 pub use reads::{Batch, ReadLayout, ReadStream};
 
+use crate::cpu_time::{self, Work};
 use crate::index::{Index, IndexError, Verify};
 use crate::output::{self, Output, ReadResult, ReadsWriter};
 use crate::pipeline::{self, Pipeline};
@@ -292,7 +293,9 @@ pub fn classify(
             .samples_at_once
             .unwrap_or(if run.devices.on_gpus() { config.threads / 4 } else { 1 })
             .clamp(1, config.samples.len().max(1));
+        let cpu_before = cpu_time::totals();
         let samples = run.samples(first, at_once, on_sample)?;
+        log::debug!("host CPU time by work: {}", cpu_time::describe(cpu_before));
         write_html(config, &index, &samples)?;
         let summary = ClassifySummary {
             index_load,
@@ -599,7 +602,7 @@ impl Run<'_> {
             // Reading: the next batch.
             let (mut pipeline, read) = Pipeline::<ClassifyError>::source(scope, "reading", QUEUE_DEPTH, move || {
                 let mut batch = free_rx.try_recv().unwrap_or_default();
-                stream.next_batch(&mut batch, batch_reads)?;
+                cpu_time::charge(Work::Batch, || stream.next_batch(&mut batch, batch_reads))?;
                 Ok((!batch.is_empty()).then_some(batch))
             });
             // Packing it into the pinned memory of the GPUs' lane that takes it (nothing on the
@@ -609,7 +612,7 @@ impl Run<'_> {
             let packed = pipeline.stage(scope, "packing", QUEUE_DEPTH, read, move |batch| {
                 let lane = packed_so_far % lanes;
                 packed_so_far += 1;
-                let packed = self.pool.install(|| self.devices.pack(&batch, lane))?;
+                let packed = self.pool.install(|| cpu_time::charge(Work::Pack, || self.devices.pack(&batch, lane)))?;
                 Ok((batch, packed, lane))
             });
             // The GPU's lookups and candidates (nothing on the CPU), each lane's batches on a
@@ -618,48 +621,54 @@ impl Run<'_> {
                 pipeline.stage_in_turn(scope, "GPU", QUEUE_DEPTH, packed, lanes, |worker, (batch, packed, lane)| {
                     // Both count batches in order: the packing's lane is this worker's.
                     debug_assert_eq!(worker, lane, "a batch on another lane than it was packed for");
-                    Ok((batch, self.devices.run(packed, lane, want)?, lane))
+                    Ok((batch, cpu_time::charge(Work::Gpu, || self.devices.run(packed, lane, want))?, lane))
                 });
             // The decision (after the GPU's candidates, or the whole method on the CPU) and the
             // per-read lines.
             let finished = pipeline.stage(scope, "finishing", QUEUE_DEPTH, looked_up, |(batch, found, lane)| {
-                let done = self.pool.install(|| self.finish_batch(&batch, found.as_ref(), want))?;
+                let done = self
+                    .pool
+                    .install(|| cpu_time::charge(Work::Finish, || self.finish_batch(&batch, found.as_ref(), want)))?;
                 self.devices.recycle(found, lane);
                 Ok((batch, done))
             });
             // Writing, on this thread: lines and records in input order, the counts, the reads.
             let written = finished.sink(|(mut batch, done)| {
-                use std::io::Write;
-                let lines = done.lines.map_err(|source| {
-                    let path = kraken.as_ref().map_or_else(|| "the per-read lines".to_owned(), |(_, p)| p.clone());
-                    ClassifyError::Output { path, source }
-                })?;
-                if let Some((w, path)) = &mut kraken {
-                    for c in lines {
-                        w.write_all(&c).map_err(|source| ClassifyError::Output { path: path.clone(), source })?;
+                cpu_time::charge(Work::Write, || {
+                    use std::io::Write;
+                    let lines = done.lines.map_err(|source| {
+                        let path = kraken.as_ref().map_or_else(|| "the per-read lines".to_owned(), |(_, p)| p.clone());
+                        ClassifyError::Output { path, source }
+                    })?;
+                    if let Some((w, path)) = &mut kraken {
+                        for c in lines {
+                            w.write_all(&c).map_err(|source| ClassifyError::Output { path: path.clone(), source })?;
+                        }
                     }
-                }
-                if let Some((w, path)) = &mut candidates_out {
-                    for group in &done.candidates {
-                        blocks.add(group, w).map_err(|source| ClassifyError::Output { path: path.clone(), source })?;
+                    if let Some((w, path)) = &mut candidates_out {
+                        for group in &done.candidates {
+                            blocks
+                                .add(group, w)
+                                .map_err(|source| ClassifyError::Output { path: path.clone(), source })?;
+                        }
                     }
-                }
-                total += done.taxids.len() as u64;
-                for (taxid, n) in done.counts {
-                    match taxid {
-                        0 => unclassified += n,
-                        _ => *direct.entry(taxid).or_default() += n,
+                    total += done.taxids.len() as u64;
+                    for (taxid, n) in done.counts {
+                        match taxid {
+                            0 => unclassified += n,
+                            _ => *direct.entry(taxid).or_default() += n,
+                        }
                     }
-                }
-                if outs.classified.is_some() || outs.unclassified.is_some() {
-                    for (r, &taxid) in done.taxids.iter().enumerate() {
-                        self.write_reads(outs, &batch, r, taxid)?;
+                    if outs.classified.is_some() || outs.unclassified.is_some() {
+                        for (r, &taxid) in done.taxids.iter().enumerate() {
+                            self.write_reads(outs, &batch, r, taxid)?;
+                        }
                     }
-                }
-                batch.release();
-                // The reader may have finished and gone: then the batch is simply dropped.
-                let _ = free_tx.send(batch);
-                Ok(())
+                    batch.release();
+                    // The reader may have finished and gone: then the batch is simply dropped.
+                    let _ = free_tx.send(batch);
+                    Ok(())
+                })
             });
             pipeline.finish(("writing", written))
         })?;
@@ -734,25 +743,27 @@ impl Run<'_> {
                     }
                 },
                 |sc, t| {
-                    let reads = t * span..((t + 1) * span).min(batch.len());
-                    let mut f = Finished {
-                        taxids: Vec::with_capacity(reads.len()),
-                        counts: HashMap::new(),
-                        lines: Ok(Vec::new()),
-                        candidates: Default::default(),
-                    };
-                    let per = batch.mates_per_read();
-                    let mates: Vec<&[u8]> =
-                        reads.clone().flat_map(|r| (0..per).map(move |m| batch.seq(r, m))).collect();
-                    let mates: Vec<&[&[u8]]> = mates.chunks(per).collect();
-                    for (g, group) in mates.chunks(group_reads).enumerate() {
-                        let on = Finishing { batch, found, want };
-                        self.finish_group(on, reads.start + g * group_reads, group, sc, &mut f);
-                    }
-                    for &t in &f.taxids {
-                        *f.counts.entry(t).or_default() += 1;
-                    }
-                    f
+                    cpu_time::charge(Work::Finish, || {
+                        let reads = t * span..((t + 1) * span).min(batch.len());
+                        let mut f = Finished {
+                            taxids: Vec::with_capacity(reads.len()),
+                            counts: HashMap::new(),
+                            lines: Ok(Vec::new()),
+                            candidates: Default::default(),
+                        };
+                        let per = batch.mates_per_read();
+                        let mates: Vec<&[u8]> =
+                            reads.clone().flat_map(|r| (0..per).map(move |m| batch.seq(r, m))).collect();
+                        let mates: Vec<&[&[u8]]> = mates.chunks(per).collect();
+                        for (g, group) in mates.chunks(group_reads).enumerate() {
+                            let on = Finishing { batch, found, want };
+                            self.finish_group(on, reads.start + g * group_reads, group, sc, &mut f);
+                        }
+                        for &t in &f.taxids {
+                            *f.counts.entry(t).or_default() += 1;
+                        }
+                        f
+                    })
                 },
             )
             .collect();

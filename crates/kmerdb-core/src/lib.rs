@@ -11,6 +11,7 @@
 //! - `pipeline`: stages on threads of their own joined by bounded queues (classify, merge, the
 //!   builds' shards, update);
 //! - [`compute`], [`resources`]: the devices a command asks for, the machine's memory;
+//! - [`cpu_time`]: the host's CPU time by kind of work, for classify's `-vv` summary;
 //! - [`mapped`], [`replacing`], [`temp_files`]: mapped files, files replaced whole, temporary files
 //!   named per process and removed on error, signal or next run;
 //! - [`errors`], [`terminal`]: error chains, terminal output.
@@ -21,6 +22,7 @@
 
 pub(crate) mod checked_str;
 pub mod compute;
+pub mod cpu_time;
 pub mod errors;
 pub mod hits;
 pub mod index;

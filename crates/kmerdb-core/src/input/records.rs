@@ -419,6 +419,10 @@ impl Job {
 
     /// Parses the block if nobody has started to.
     fn run(&self) {
+        crate::cpu_time::charge(crate::cpu_time::Work::Parse, || self.parse());
+    }
+
+    fn parse(&self) {
         let Some(raw) = self.raw.lock().unwrap_or_else(|e| e.into_inner()).take() else { return };
         let parsed = match raw {
             Raw::Bytes(bytes, recs) => Ok(parse_into(Text::Owned(bytes), Vec::new(), recs, self.parsing)),
