@@ -92,7 +92,7 @@ if [[ -n ${AB:-} ]]; then
                     timed_line "classify --gpus $gpus, $name ($PAIRS_M M pairs, reads $cache, run $run)" /usr/bin/time -f "  user %U s, system %S s" \
                         "$bin" classify -vv --gpus "$gpus" -d "$T/gpu.db" -1 "$T/r1.fq" -2 "$T/r2.fq" \
                         -o "$T/ab.$name.$gpus.kraken" -r "$T/ab.$name.$gpus.kreport" 2>"$T/ab.log"
-                    grep -E "index opened|GPU\(s\) started|index verified|index ready|index loaded|GPU stages|each stage|host CPU time|outputs completed|summary made|freed in|closed in|user .* system" "$T/ab.log" \
+                    grep -E "index opened|GPU\(s\) started|index verified|index ready|index loaded|GPU stages|each stage|host CPU time|left to the CPU|outputs completed|summary made|freed in|closed in|user .* system" "$T/ab.log" \
                         | sed 's/^/  /'
                 done
             done

@@ -296,6 +296,9 @@ pub fn classify(
         let cpu_before = cpu_time::totals();
         let samples = run.samples(first, at_once, on_sample)?;
         log::debug!("host CPU time by work: {}", cpu_time::describe(cpu_before));
+        if run.devices.on_gpus() {
+            log::debug!("{}", LEFT_TO_CPU.describe());
+        }
         write_html(config, &index, &samples)?;
         let summary = ClassifySummary {
             index_load,
@@ -362,6 +365,33 @@ fn write_html(config: &ClassifyConfig, index: &Index, samples: &[SampleSummary])
 /// own). On the CPU the default, which keeps memory low.
 fn read_ahead(on_gpus: bool) -> usize {
     if on_gpus { 128 } else { crate::input::records::BLOCKS_AHEAD }
+}
+
+/// Reads of GPU batches whose GPU results the host could not use, by why (the GPU's counts
+/// overflowed: more locations than its shared memory sorts, more clades than it counts), and weak
+/// calls whose evidence the host checked: for `-vv`, beside `cpu_time`'s line.
+struct LeftToCpu {
+    locations: std::sync::atomic::AtomicU64,
+    clades: std::sync::atomic::AtomicU64,
+    weak: std::sync::atomic::AtomicU64,
+}
+
+static LEFT_TO_CPU: LeftToCpu = LeftToCpu {
+    locations: std::sync::atomic::AtomicU64::new(0),
+    clades: std::sync::atomic::AtomicU64::new(0),
+    weak: std::sync::atomic::AtomicU64::new(0),
+};
+
+impl LeftToCpu {
+    fn describe(&self) -> String {
+        let n = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+        format!(
+            "reads the GPU left to the CPU: {} (more locations than it sorts), {} (more clades than it counts); weak calls checked on the host: {}",
+            n(&self.locations),
+            n(&self.clades),
+            n(&self.weak)
+        )
+    }
 }
 
 /// A finished batch: each read's taxid, the reads per taxid (0: unclassified), the Kraken lines
@@ -849,7 +879,14 @@ impl Run<'_> {
         if let Some(found) = found {
             for (j, mates) in group.iter().enumerate() {
                 let r = first + j;
-                let on_gpu = found.candidates(r, &mut sc.candidates) && found.clades(r, tree, &mut sc.clades);
+                let on_gpu = match (found.candidates(r, &mut sc.candidates), found.clades(r, tree, &mut sc.clades)) {
+                    (true, true) => true,
+                    (cands, _) => {
+                        let why = if cands { &LEFT_TO_CPU.clades } else { &LEFT_TO_CPU.locations };
+                        why.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        false
+                    }
+                };
                 let decided = on_gpu.then(|| {
                     let (cands, clades) = (&sc.candidates, &sc.clades);
                     candidates::decide_scored(cands, clades, self.params, &self.targets.taxa, tree, &mut sc.entries)
@@ -861,7 +898,10 @@ impl Run<'_> {
                         match gpu_runs(found, r, tree, hit_list, &mut sc.weak_runs) {
                             true => {
                                 let [a, b] = &sc.weak_runs;
-                                Some(sc.classifier.with_evidence_of_runs(t, mates, [a, b]))
+                                LEFT_TO_CPU.weak.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                Some(cpu_time::charge(Work::Evidence, || {
+                                    sc.classifier.with_evidence_of_runs(t, mates, [a, b])
+                                }))
                             }
                             false => None,
                         }
@@ -871,7 +911,7 @@ impl Run<'_> {
                 let Some(taxid) = checked else {
                     // More locations than the GPU's shared memory, more clades than it counts, or
                     // a weak call without hit lists: the CPU's code.
-                    let call = sc.classifier.classify(mates, hit_list);
+                    let call = cpu_time::charge(Work::Fallback, || sc.classifier.classify(mates, hit_list));
                     let found = (&call.candidates[..], &call.clades[..]);
                     emit(r, call.taxid, found, [&call.hit_runs[0], &call.hit_runs[1]], None);
                     continue;

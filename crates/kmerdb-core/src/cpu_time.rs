@@ -25,12 +25,25 @@ pub enum Work {
     Gpu,
     /// The decision and formatting the per-read lines.
     Finish,
+    /// Of finishing on GPUs: weak calls' evidence (their reads sketched again).
+    Evidence,
+    /// Of finishing on GPUs: reads the GPU left to the CPU, classified there whole.
+    Fallback,
     /// Writing the outputs.
     Write,
 }
 
-const KINDS: usize = 6;
-const NAMES: [&str; KINDS] = ["parsing", "batching", "packing", "GPU lanes", "finishing", "writing"];
+const KINDS: usize = 8;
+const NAMES: [&str; KINDS] = [
+    "parsing",
+    "batching",
+    "packing",
+    "GPU lanes",
+    "finishing",
+    "weak calls' evidence",
+    "reads left to the CPU",
+    "writing",
+];
 static NANOS: [AtomicU64; KINDS] = [const { AtomicU64::new(0) }; KINDS];
 
 thread_local! {
