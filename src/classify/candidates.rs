@@ -436,7 +436,7 @@ impl<'a> Classifier<'a> {
         let tree = self.index.taxonomy();
         let bases = self.targets.clade_bases();
         let evidence = Evidence { tree, bases, hitmin: self.params.hitmin, k };
-        evidence.check(call, &mut self.spots, features)
+        crate::cpu_time::charge(crate::cpu_time::Work::Evidence, || evidence.check(call, &mut self.spots, features))
     }
 
     /// The candidates of the last classified read, best first.

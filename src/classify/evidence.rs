@@ -108,20 +108,23 @@ impl Evidence<'_> {
             return 0;
         }
         spots.sort_unstable();
-        let in_lineage = |s: &&Spot| {
-            s.taxon != 0 && {
+        // One LCA a spot (it was three: each looks the spot's taxid up in the tree, and a weak
+        // call of a random read against a large index has a spot at most of its features): in the
+        // lineage when it is the call or the spot's taxon. A feature of the call's clade matched
+        // by chance in the clade's bases; one of an ancestor (found across that ancestor's clade)
+        // in the ancestor's.
+        let lineage: Vec<(u8, u32, u64)> = spots
+            .iter()
+            .filter(|s| s.taxon != 0)
+            .filter_map(|s| {
                 let lca = self.tree.lca(call, s.taxon);
-                lca == call || lca == s.taxon
-            }
-        };
-        if (spots.iter().filter(in_lineage).count() as u64) < u64::from(self.hitmin) {
+                (lca == call || lca == s.taxon).then(|| (s.mate, s.pos, self.bases.of(self.tree, lca)))
+            })
+            .collect();
+        if (lineage.len() as u64) < u64::from(self.hitmin) {
             return 0;
         }
-        // A feature of the call's clade matched by chance in the clade's bases; one of an
-        // ancestor (found across that ancestor's clade) in the ancestor's.
-        let clade_bases = |s: &Spot| self.bases.of(self.tree, self.tree.lca(call, s.taxon));
-        let lineage = spots.iter().filter(in_lineage).map(|s| (s.mate, s.pos, clade_bases(s)));
-        match chance_log10(lineage, self.k, features) <= MAX_CHANCE_LOG10 {
+        match chance_log10(lineage.into_iter(), self.k, features) <= MAX_CHANCE_LOG10 {
             true => call,
             false => 0,
         }

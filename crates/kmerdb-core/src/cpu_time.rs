@@ -25,7 +25,8 @@ pub enum Work {
     Gpu,
     /// The decision and formatting the per-read lines.
     Finish,
-    /// Of finishing on GPUs: weak calls' evidence (their reads sketched again).
+    /// Of finishing: weak calls' evidence (the rule's check; on GPUs also their reads sketched
+    /// again).
     Evidence,
     /// Of finishing on GPUs: reads the GPU left to the CPU, classified there whole.
     Fallback,
