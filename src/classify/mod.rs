@@ -293,11 +293,11 @@ pub fn classify(
             .samples_at_once
             .unwrap_or(if run.devices.on_gpus() { config.threads / 4 } else { 1 })
             .clamp(1, config.samples.len().max(1));
-        let cpu_before = cpu_time::totals();
+        let (cpu_before, left_before) = (cpu_time::totals(), LEFT_TO_CPU.counts());
         let samples = run.samples(first, at_once, on_sample)?;
         log::debug!("host CPU time by work: {}", cpu_time::describe(cpu_before));
         if run.devices.on_gpus() {
-            log::debug!("{}", LEFT_TO_CPU.describe());
+            log::debug!("{}", LEFT_TO_CPU.describe(left_before));
         }
         write_html(config, &index, &samples)?;
         let summary = ClassifySummary {
@@ -383,13 +383,17 @@ static LEFT_TO_CPU: LeftToCpu = LeftToCpu {
 };
 
 impl LeftToCpu {
-    fn describe(&self) -> String {
-        let n = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+    /// The counts so far (the process's: a run's are the difference).
+    fn counts(&self) -> [u64; 3] {
+        [&self.locations, &self.clades, &self.weak].map(|a| a.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// The counts since `since` (a [`LeftToCpu::counts`]).
+    fn describe(&self, since: [u64; 3]) -> String {
+        let now = self.counts();
+        let [locations, clades, weak] = std::array::from_fn(|i| now[i] - since[i]);
         format!(
-            "reads the GPU left to the CPU: {} (more locations than it sorts), {} (more clades than it counts); weak calls checked on the host: {}",
-            n(&self.locations),
-            n(&self.clades),
-            n(&self.weak)
+            "reads the GPU left to the CPU: {locations} (more locations than it sorts), {clades} (more clades than it counts); weak calls checked on the host: {weak}"
         )
     }
 }
