@@ -668,41 +668,38 @@ impl Run<'_> {
             });
             // Writing, on this thread: lines and records in input order, the counts, the reads.
             let written = finished.sink(|(mut batch, done)| {
-                cpu_time::charge(Work::Write, || {
-                    use std::io::Write;
-                    let lines = done.lines.map_err(|source| {
-                        let path = kraken.as_ref().map_or_else(|| "the per-read lines".to_owned(), |(_, p)| p.clone());
-                        ClassifyError::Output { path, source }
-                    })?;
-                    if let Some((w, path)) = &mut kraken {
-                        for c in lines {
-                            w.write_all(&c).map_err(|source| ClassifyError::Output { path: path.clone(), source })?;
-                        }
+                let _cpu = cpu_time::start(Work::Write);
+                use std::io::Write;
+                let lines = done.lines.map_err(|source| {
+                    let path = kraken.as_ref().map_or_else(|| "the per-read lines".to_owned(), |(_, p)| p.clone());
+                    ClassifyError::Output { path, source }
+                })?;
+                if let Some((w, path)) = &mut kraken {
+                    for c in lines {
+                        w.write_all(&c).map_err(|source| ClassifyError::Output { path: path.clone(), source })?;
                     }
-                    if let Some((w, path)) = &mut candidates_out {
-                        for group in &done.candidates {
-                            blocks
-                                .add(group, w)
-                                .map_err(|source| ClassifyError::Output { path: path.clone(), source })?;
-                        }
+                }
+                if let Some((w, path)) = &mut candidates_out {
+                    for group in &done.candidates {
+                        blocks.add(group, w).map_err(|source| ClassifyError::Output { path: path.clone(), source })?;
                     }
-                    total += done.taxids.len() as u64;
-                    for (taxid, n) in done.counts {
-                        match taxid {
-                            0 => unclassified += n,
-                            _ => *direct.entry(taxid).or_default() += n,
-                        }
+                }
+                total += done.taxids.len() as u64;
+                for (taxid, n) in done.counts {
+                    match taxid {
+                        0 => unclassified += n,
+                        _ => *direct.entry(taxid).or_default() += n,
                     }
-                    if outs.classified.is_some() || outs.unclassified.is_some() {
-                        for (r, &taxid) in done.taxids.iter().enumerate() {
-                            self.write_reads(outs, &batch, r, taxid)?;
-                        }
+                }
+                if outs.classified.is_some() || outs.unclassified.is_some() {
+                    for (r, &taxid) in done.taxids.iter().enumerate() {
+                        self.write_reads(outs, &batch, r, taxid)?;
                     }
-                    batch.release();
-                    // The reader may have finished and gone: then the batch is simply dropped.
-                    let _ = free_tx.send(batch);
-                    Ok(())
-                })
+                }
+                batch.release();
+                // The reader may have finished and gone: then the batch is simply dropped.
+                let _ = free_tx.send(batch);
+                Ok(())
             });
             pipeline.finish(("writing", written))
         })?;
@@ -777,27 +774,26 @@ impl Run<'_> {
                     }
                 },
                 |sc, t| {
-                    cpu_time::charge(Work::Finish, || {
-                        let reads = t * span..((t + 1) * span).min(batch.len());
-                        let mut f = Finished {
-                            taxids: Vec::with_capacity(reads.len()),
-                            counts: HashMap::new(),
-                            lines: Ok(Vec::new()),
-                            candidates: Default::default(),
-                        };
-                        let per = batch.mates_per_read();
-                        let mates: Vec<&[u8]> =
-                            reads.clone().flat_map(|r| (0..per).map(move |m| batch.seq(r, m))).collect();
-                        let mates: Vec<&[&[u8]]> = mates.chunks(per).collect();
-                        for (g, group) in mates.chunks(group_reads).enumerate() {
-                            let on = Finishing { batch, found, want };
-                            self.finish_group(on, reads.start + g * group_reads, group, sc, &mut f);
-                        }
-                        for &t in &f.taxids {
-                            *f.counts.entry(t).or_default() += 1;
-                        }
-                        f
-                    })
+                    let _cpu = cpu_time::start(Work::Finish);
+                    let reads = t * span..((t + 1) * span).min(batch.len());
+                    let mut f = Finished {
+                        taxids: Vec::with_capacity(reads.len()),
+                        counts: HashMap::new(),
+                        lines: Ok(Vec::new()),
+                        candidates: Default::default(),
+                    };
+                    let per = batch.mates_per_read();
+                    let mates: Vec<&[u8]> =
+                        reads.clone().flat_map(|r| (0..per).map(move |m| batch.seq(r, m))).collect();
+                    let mates: Vec<&[&[u8]]> = mates.chunks(per).collect();
+                    for (g, group) in mates.chunks(group_reads).enumerate() {
+                        let on = Finishing { batch, found, want };
+                        self.finish_group(on, reads.start + g * group_reads, group, sc, &mut f);
+                    }
+                    for &t in &f.taxids {
+                        *f.counts.entry(t).or_default() += 1;
+                    }
+                    f
                 },
             )
             .collect();

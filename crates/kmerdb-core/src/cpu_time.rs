@@ -3,7 +3,8 @@
 //! nearly all its pipeline), and the GPU machines have no profiler (`perf`): this measure travels
 //! with the binary.
 //!
-//! [`charge`] times a piece of work by its thread's CPU clock. Work run inside other work on the
+//! [`charge`] (or [`start`], for the rest of a scope) times a piece of work by its thread's CPU
+//! clock. Work run inside other work on the
 //! same thread (a rayon thread that waits in a parallel loop runs other tasks meanwhile, such as
 //! a file's parsing) is charged to its own kind and taken out of the outer piece's, so each kind
 //! counts only its own time wherever it ran. Only counted while debug logging is on (`-vv`): a
@@ -65,16 +66,31 @@ fn thread_nanos() -> u64 {
 /// Runs `f`, charging the CPU time this thread spends in it, less what work inside it charged,
 /// to `work`.
 pub fn charge<R>(work: Work, f: impl FnOnce() -> R) -> R {
+    let _charged = start(work);
+    f()
+}
+
+/// Charges to `work` the CPU time this thread spends until the value is dropped (the rest of the
+/// scope it is bound in, `let _cpu = start(...)`), less what work inside it charged.
+pub fn start(work: Work) -> Charged {
     if !log::log_enabled!(log::Level::Debug) {
-        return f();
+        return Charged(None);
     }
     let outer = INNER.replace(0);
-    let start = thread_nanos();
-    let result = f();
-    let spent = thread_nanos().saturating_sub(start);
-    let inner = INNER.replace(outer + spent);
-    NANOS[work as usize].fetch_add(spent.saturating_sub(inner), Ordering::Relaxed);
-    result
+    Charged(Some((work, outer, thread_nanos())))
+}
+
+/// A piece of work being timed ([`start`]): its kind, what the work around it had charged from
+/// inside before it began, and its thread's CPU clock when it began.
+pub struct Charged(Option<(Work, u64, u64)>);
+
+impl Drop for Charged {
+    fn drop(&mut self) {
+        let Some((work, outer, start)) = self.0 else { return };
+        let spent = thread_nanos().saturating_sub(start);
+        let inner = INNER.replace(outer + spent);
+        NANOS[work as usize].fetch_add(spent.saturating_sub(inner), Ordering::Relaxed);
+    }
 }
 
 /// The sums so far, by kind.

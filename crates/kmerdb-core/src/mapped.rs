@@ -63,19 +63,11 @@ impl Mapped {
             (0..SAMPLES).map(|i| (i * (pages - RUN) / (SAMPLES - 1), RUN)).collect()
         };
         let (mut resident, mut seen) = (0usize, 0usize);
-        let mut flags = vec![0u8; stretches.iter().map(|s| s.1).max().unwrap_or(0)];
         for (first, n) in stretches {
-            let len = (n * page).min(self.map.len() - first * page);
-            // SAFETY: the range lies in this mapping and starts at a page boundary (mmap returns
-            // page-aligned memory), and `flags` has a byte for each of its pages.
-            let r = unsafe {
-                libc::mincore(self.map.as_ptr().add(first * page) as *mut libc::c_void, len, flags.as_mut_ptr())
-            };
-            if r != 0 {
-                return 1.0;
-            }
-            resident += flags[..len.div_ceil(page)].iter().filter(|&&f| f & 1 != 0).count();
-            seen += len.div_ceil(page);
+            let range = first * page..((first + n) * page).min(self.map.len());
+            let Some(pages) = self.in_memory(range) else { return 1.0 };
+            resident += pages.iter().filter(|&&f| f).count();
+            seen += pages.len();
         }
         resident as f64 / seen.max(1) as f64
     }
@@ -83,19 +75,27 @@ impl Mapped {
     /// Whether every page that holds `range` is in memory (`mincore`: in the page cache, mapped
     /// here yet or not); true where it cannot be told.
     pub(crate) fn resident(&self, range: std::ops::Range<usize>) -> bool {
-        if range.is_empty() {
-            return true;
-        }
+        self.in_memory(range).is_none_or(|pages| pages.iter().all(|&f| f))
+    }
+
+    /// For each page that holds `range`, whether it is in memory (`mincore`); `None` where the
+    /// call fails.
+    fn in_memory(&self, range: std::ops::Range<usize>) -> Option<Vec<bool>> {
         assert!(range.end <= self.map.len(), "range past the mapping's end");
         let page = page_size();
         let first = range.start / page * page;
-        let mut flags = vec![0u8; (range.end - first).div_ceil(page)];
-        // SAFETY: `first..range.end` lies in this mapping and starts at a page boundary (mmap returns
-        // page-aligned memory), and `flags` has a byte for each of its pages.
-        let r = unsafe {
-            libc::mincore(self.map.as_ptr().add(first) as *mut libc::c_void, range.end - first, flags.as_mut_ptr())
-        };
-        r != 0 || flags.iter().all(|&f| f & 1 != 0)
+        let mut bytes = vec![0u8; range.end.saturating_sub(first).div_ceil(page)];
+        if !bytes.is_empty() {
+            // SAFETY: `first..range.end` lies in this mapping and starts at a page boundary (mmap
+            // returns page-aligned memory), and `bytes` has a byte for each of its pages.
+            let r = unsafe {
+                libc::mincore(self.map.as_ptr().add(first) as *mut libc::c_void, range.end - first, bytes.as_mut_ptr())
+            };
+            if r != 0 {
+                return None;
+            }
+        }
+        Some(bytes.iter().map(|&b| b & 1 != 0).collect())
     }
 
     /// Maps in the pages that hold `range` of the mapping now (`MADV_POPULATE_READ`: read from

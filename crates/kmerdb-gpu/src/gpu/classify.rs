@@ -1144,27 +1144,25 @@ impl<'g> GpuClassifier<'g> {
                 rest = (b_rest, o_rest, l_rest, f_rest, rm_rest, r_rest);
                 jobs.push((group.clone(), *start, (b, o, l, f, rm, r)));
             }
-            // Each job's time is the packing's wherever it runs (`cpu_time`, for `-vv`).
-            let pack = kmerdb_core::cpu_time::Work::Pack;
             jobs.into_par_iter().for_each(|(group, start, (b, o, l, f, rm, r))| {
-                kmerdb_core::cpu_time::charge(pack, || {
-                    let (mut m, mut at, mut features) = (0, 0, start.room);
-                    for (j, read) in group.enumerate() {
-                        let mut read_len = 0;
-                        for mate in (0..per).map(|k| reads.mate(read, k)) {
-                            o[m] = (start.bases + at) as u64;
-                            l[m] = mate.len() as u32;
-                            b[at..at + mate.len()].copy_from_slice(mate);
-                            at += mate.len();
-                            read_len += mate.len();
-                            features += feature_room(p, mate.len());
-                            f[m] = features;
-                            m += 1;
-                        }
-                        rm[j] = start.mates + m;
-                        r[j] = (2 + read_len.max(self.insert_size) / p.stride as usize) as u32;
+                // The job's time is the packing's wherever it runs (`cpu_time`, for `-vv`).
+                let _cpu = kmerdb_core::cpu_time::start(kmerdb_core::cpu_time::Work::Pack);
+                let (mut m, mut at, mut features) = (0, 0, start.room);
+                for (j, read) in group.enumerate() {
+                    let mut read_len = 0;
+                    for mate in (0..per).map(|k| reads.mate(read, k)) {
+                        o[m] = (start.bases + at) as u64;
+                        l[m] = mate.len() as u32;
+                        b[at..at + mate.len()].copy_from_slice(mate);
+                        at += mate.len();
+                        read_len += mate.len();
+                        features += feature_room(p, mate.len());
+                        f[m] = features;
+                        m += 1;
                     }
-                })
+                    rm[j] = start.mates + m;
+                    r[j] = (2 + read_len.max(self.insert_size) / p.stride as usize) as u32;
+                }
             });
         }
         Ok(Packed {
