@@ -640,12 +640,12 @@ impl Run<'_> {
                 Ok((!batch.is_empty()).then_some(batch))
             });
             // Packing it into the pinned memory of the GPUs' lane that takes it (nothing on the
-            // CPU): batch i goes to lane i % lanes.
+            // CPU): batch i goes to lane i % lanes, packed by that lane's worker. A worker a lane,
+            // not one for all: each batch's packing is a pass on the pool, queued there behind
+            // the finishing's tasks, and with one worker on two GPUs packing was busy the whole
+            // run and the GPUs waited for it.
             let lanes = self.devices.lanes();
-            let mut packed_so_far = 0;
-            let packed = pipeline.stage(scope, "packing", QUEUE_DEPTH, read, move |batch| {
-                let lane = packed_so_far % lanes;
-                packed_so_far += 1;
+            let packed = pipeline.stage_in_turn(scope, "packing", QUEUE_DEPTH, read, lanes, |lane, batch| {
                 let packed = self.pool.install(|| cpu_time::charge(Work::Pack, || self.devices.pack(&batch, lane)))?;
                 Ok((batch, packed, lane))
             });
@@ -658,14 +658,17 @@ impl Run<'_> {
                     Ok((batch, cpu_time::charge(Work::Gpu, || self.devices.run(packed, lane, want))?, lane))
                 });
             // The decision (after the GPU's candidates, or the whole method on the CPU) and the
-            // per-read lines.
-            let finished = pipeline.stage(scope, "finishing", QUEUE_DEPTH, looked_up, |(batch, found, lane)| {
-                let done = self
-                    .pool
-                    .install(|| cpu_time::charge(Work::Finish, || self.finish_batch(&batch, found.as_ref(), want)))?;
-                self.devices.recycle(found, lane);
-                Ok((batch, done))
-            });
+            // per-read lines: on GPUs a worker a lane, as packing, so that one batch's last tasks
+            // and its merging overlap the next batch's (one worker was busy the whole run on two
+            // GPUs); on the CPU one, each batch a pass over the whole pool.
+            let finished =
+                pipeline.stage_in_turn(scope, "finishing", QUEUE_DEPTH, looked_up, lanes, |_, (batch, found, lane)| {
+                    let done = self.pool.install(|| {
+                        cpu_time::charge(Work::Finish, || self.finish_batch(&batch, found.as_ref(), want))
+                    })?;
+                    self.devices.recycle(found, lane);
+                    Ok((batch, done))
+                });
             // Writing, on this thread: lines and records in input order, the counts, the reads.
             let written = finished.sink(|(mut batch, done)| {
                 let _cpu = cpu_time::start(Work::Write);
