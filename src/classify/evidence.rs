@@ -189,9 +189,7 @@ pub(crate) fn sketched_spots(
     (features, positions): (&mut Vec<crate::sketch::Feature>, &mut Vec<u32>),
     out: &mut Vec<Spot>,
 ) -> u64 {
-    features.clear();
-    sketcher.read_features(seq, features);
-    sketcher.feature_positions(seq, features, positions);
+    sketcher.read_features_and_positions(seq, features, positions);
     let taxa = runs.iter().flat_map(|&(t, n)| std::iter::repeat_n(t, n as usize));
     let found = positions.iter().zip(taxa).filter(|&(_, t)| t != 0);
     out.extend(found.map(|(&pos, taxon)| Spot { mate, pos, taxon }));

@@ -226,11 +226,15 @@ pub struct Sketcher {
     params: SketchParams,
     features: Vec<Feature>,
     sketch: Vec<Feature>,
+    /// `feature_positions`' features with their indices, sorted (kept: a weak call's check took
+    /// two allocations a read).
+    by_value: Vec<(Feature, u32)>,
 }
 
 impl Sketcher {
     pub fn new(params: SketchParams) -> Self {
-        Self { params, features: Vec::new(), sketch: Vec::with_capacity(params.sketch_size as usize) }
+        let sketch = Vec::with_capacity(params.sketch_size as usize);
+        Self { params, features: Vec::new(), sketch, by_value: Vec::new() }
     }
 
     pub fn params(&self) -> &SketchParams {
@@ -286,8 +290,32 @@ impl Sketcher {
     /// k-mers per feature: a long read has thousands of each.
     pub fn feature_positions(&mut self, seq: &[u8], features: &[Feature], out: &mut Vec<u32>) {
         kmer_features(seq, &self.params, &mut self.features);
+        self.positions_in_kmers(features, out);
+    }
+
+    /// [`Sketcher::read_features`] and [`Sketcher::feature_positions`] of `seq` at once: its
+    /// features into `features` (cleared first), each one's position into `positions`. A read
+    /// of one window's sketch lists its k-mers once for both (the GPU's weak calls are sketched
+    /// again on the host, and listing the k-mers twice was half of that).
+    pub fn read_features_and_positions(&mut self, seq: &[u8], features: &mut Vec<Feature>, positions: &mut Vec<u32>) {
+        features.clear();
+        self.read_features(seq, features);
+        let per_window = (self.params.window - self.params.k + 1) as usize;
+        let kmers = (seq.len() + 1).saturating_sub(self.params.k as usize);
+        match kmers > 2 * per_window {
+            // Cut into windows: `self.features` holds the last window group's k-mers only.
+            true => self.feature_positions(seq, features, positions),
+            // `self.features` holds the read's k-mers from `read_features`.
+            false => self.positions_in_kmers(features, positions),
+        }
+    }
+
+    /// Where each of `features` first occurs among the k-mers in `self.features`.
+    fn positions_in_kmers(&mut self, features: &[Feature], out: &mut Vec<u32>) {
         // (feature, its index in `features`): a long read's windows may share a feature.
-        let mut sorted: Vec<(Feature, usize)> = features.iter().copied().zip(0..).collect();
+        let sorted = &mut self.by_value;
+        sorted.clear();
+        sorted.extend(features.iter().copied().zip(0..));
         sorted.sort_unstable();
         let largest = sorted.last().map_or(0, |s| s.0);
         out.clear();
@@ -295,7 +323,7 @@ impl Sketcher {
         for (pos, &h) in self.features.iter().enumerate().filter(|&(_, &h)| h <= largest) {
             let from = sorted.partition_point(|s| s.0 < h);
             for &(_, i) in sorted[from..].iter().take_while(|s| s.0 == h) {
-                out[i] = out[i].min(pos as u32);
+                out[i as usize] = out[i as usize].min(pos as u32);
             }
         }
     }
@@ -328,6 +356,30 @@ mod tests {
         kmer_features(&seq, &p, &mut kmers);
         let want: Vec<u32> = features.iter().map(|f| kmers.iter().position(|k| k == f).unwrap() as u32).collect();
         assert_eq!(positions, want);
+    }
+
+    /// Both at once give what each gives alone, for reads of one window's sketch and longer ones
+    /// cut into windows, with an N, and shorter than k; one after another (the k-mers of the one
+    /// before must not leak into the next).
+    #[test]
+    fn features_and_positions_at_once_equal_each_alone() {
+        let p = SketchParams::new(12, 40, None, 8, 3).unwrap();
+        let mut rng = StdRng::seed_from_u64(9);
+        let mut sketcher = Sketcher::new(p);
+        let mut alone = Sketcher::new(p);
+        for len in [0, 5, 11, 12, 30, 57, 58, 80, 150, 400] {
+            let mut seq: Vec<u8> = (0..len).map(|_| b"ACGT"[rng.random_range(0..4)]).collect();
+            if len > 20 {
+                seq[len / 2] = b'N';
+            }
+            let (mut features, mut positions) = (vec![7], Vec::new());
+            sketcher.read_features_and_positions(&seq, &mut features, &mut positions);
+            let (mut want_features, mut want_positions) = (Vec::new(), Vec::new());
+            alone.read_features(&seq, &mut want_features);
+            alone.feature_positions(&seq, &want_features, &mut want_positions);
+            assert_eq!((&features, &positions), (&want_features, &want_positions), "{len} bases");
+            assert!(len < 40 || !features.is_empty(), "{len} bases: some features");
+        }
     }
 
     /// The specification, written the slow and obvious way: string k-mers, explicit reverse
