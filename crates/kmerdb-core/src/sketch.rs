@@ -189,9 +189,9 @@ pub fn kmer_features(seq: &[u8], params: &SketchParams, out: &mut Vec<Feature>) 
 /// Hashes are uniform, so the `s`-th smallest of `n` lies near `s / n` of the range: values below
 /// a threshold that admits about `1.5s + 8` of them are gathered, sorted and deduplicated, and only
 /// when fewer than `s` distinct values get through (about one window in a thousand for s = 16)
-/// is everything taken. (`2s + 8` sorted a third more values: 1-2% of a CPU classification.) The result is exactly the
-/// bounded insertion the GPU kernel does (`cuda/sketch.cuh`); this is faster on the CPU because
-/// the filter's branch is predictable.
+/// is everything taken (`2s + 8` sorted a third more values: 1-2% of a CPU classification). The
+/// result is exactly the bounded insertion the GPU kernel does (`cuda/sketch.cuh`); this is faster
+/// on the CPU because the filter's branch is predictable.
 pub(crate) fn smallest_distinct(features: &[Feature], s: usize, sketch: &mut Vec<Feature>) {
     sketch.clear();
     if s == 0 {
@@ -272,16 +272,24 @@ impl Sketcher {
     /// about as many of them as cutting the read into reference-sized windows, with fewer
     /// lookups. Longer reads are cut into windows like references.
     pub fn read_features(&mut self, seq: &[u8], out: &mut Vec<Feature>) {
+        self.sketch_read(seq, out);
+    }
+
+    /// [`Sketcher::read_features`]; true when the read was one window, so that `self.features`
+    /// holds all its k-mers afterwards.
+    fn sketch_read(&mut self, seq: &[u8], out: &mut Vec<Feature>) -> bool {
         let p = self.params;
         let per_window = (p.window - p.k + 1) as usize;
         let kmers = (seq.len() + 1).saturating_sub(p.k as usize);
         if kmers > 2 * per_window {
-            return self.sketch_all(seq, |_, sketch| out.extend_from_slice(sketch));
+            self.sketch_all(seq, |_, sketch| out.extend_from_slice(sketch));
+            return false;
         }
         let s = ((p.sketch_size as usize * kmers + per_window / 2) / per_window).max(1);
         kmer_features(seq, &p, &mut self.features);
         smallest_distinct(&self.features, s, &mut self.sketch);
         out.extend_from_slice(&self.sketch);
+        true
     }
 
     /// Where each of `features` (some of `seq`'s, as [`Sketcher::read_features`] gave them) first
@@ -300,14 +308,10 @@ impl Sketcher {
     /// again on the host, and listing the k-mers twice was half of that).
     pub fn read_features_and_positions(&mut self, seq: &[u8], features: &mut Vec<Feature>, positions: &mut Vec<u32>) {
         features.clear();
-        self.read_features(seq, features);
-        let per_window = (self.params.window - self.params.k + 1) as usize;
-        let kmers = (seq.len() + 1).saturating_sub(self.params.k as usize);
-        match kmers > 2 * per_window {
-            // Cut into windows: `self.features` holds the last window group's k-mers only.
-            true => self.feature_positions(seq, features, positions),
-            // `self.features` holds the read's k-mers from `read_features`.
-            false => self.positions_in_kmers(features, positions),
+        match self.sketch_read(seq, features) {
+            true => self.positions_in_kmers(features, positions),
+            // Cut into windows: its k-mers are listed again, whole.
+            false => self.feature_positions(seq, features, positions),
         }
     }
 
