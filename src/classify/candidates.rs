@@ -402,6 +402,11 @@ impl<'a> Classifier<'a> {
     /// `self.features[read_start]` and whose first mate is `self.mate_ends[first_mate]`'s, with
     /// their taxa in `self.feature_taxa`.
     fn with_evidence(&mut self, call: TaxId, mates: &[&[u8]], read_start: usize, first_mate: usize) -> TaxId {
+        let end = self.mate_ends[first_mate + mates.len() - 1];
+        let taxa = self.feature_taxa[..end - read_start].iter().map(|&t| (t, 1));
+        if !self.evidence().may_stand(call, taxa, (end - read_start) as u64) {
+            return 0;
+        }
         self.spots.clear();
         let mut start = read_start;
         for (m, seq) in mates.iter().enumerate() {
@@ -421,21 +426,31 @@ impl<'a> Classifier<'a> {
     /// to the CPU's whole classification before: a tenth of the reads' host time against a 50
     /// Gbp index, where chance gives most random reads a few hits).
     pub(crate) fn with_evidence_of_runs(&mut self, call: TaxId, mates: &[&[u8]], runs: [&[(TaxId, u32)]; 2]) -> TaxId {
+        let runs = &runs[..mates.len()];
+        let listed: u64 = runs.iter().flat_map(|r| r.iter()).map(|&(_, n)| u64::from(n)).sum();
+        if !self.evidence().may_stand(call, runs.iter().flat_map(|r| r.iter().copied()), listed) {
+            return 0;
+        }
         self.spots.clear();
         let mut features = 0;
         for (m, (seq, runs)) in mates.iter().zip(runs).enumerate() {
             let scratch = (&mut self.mate_features, &mut self.positions);
             features += evidence::sketched_spots(&mut self.sketcher, (m as u8, seq), runs, scratch, &mut self.spots);
         }
+        debug_assert_eq!(features, listed, "a hit list of another sketch than the read's");
         self.check_spots(call, features)
+    }
+
+    /// What the evidence rule reads of the index and the settings.
+    fn evidence(&self) -> Evidence<'a> {
+        let (index, targets) = (self.index, self.targets);
+        let k = index.header().sketch.k;
+        Evidence { tree: index.taxonomy(), bases: targets.clade_bases(), hitmin: self.params.hitmin, k }
     }
 
     /// [`Evidence::check`] of `call` with the spots in `self.spots`, of a read of `features`.
     fn check_spots(&mut self, call: TaxId, features: u64) -> TaxId {
-        let k = self.index.header().sketch.k;
-        let tree = self.index.taxonomy();
-        let bases = self.targets.clade_bases();
-        let evidence = Evidence { tree, bases, hitmin: self.params.hitmin, k };
+        let evidence = self.evidence();
         crate::cpu_time::charge(crate::cpu_time::Work::Evidence, || evidence.check(call, &mut self.spots, features))
     }
 
