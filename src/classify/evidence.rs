@@ -128,11 +128,11 @@ impl Evidence<'_> {
 
     /// Whether a weak `call` could pass [`check`](Self::check) wherever its features lie, from
     /// the taxa of the read's features alone (`taxa`: runs of (taxon, features), 0 for those not
-    /// found, in any order) and its `features`. False means `check` gives 0 for every placing of them, so a read whose
-    /// features' positions are not at hand (the GPU's hit lists; the CPU's features, which carry
-    /// no position) need not be sketched again for them: against a 50 Gbp index chance gives 3%
-    /// of reads a weak call of a few features, and sketching them again was most of the rule's
-    /// time (bench/results/HISTORY.md, "Twenty-fourth session").
+    /// found, in any order) and its `features`. False means `check` gives 0 for every placing of
+    /// them, so a read whose features' positions are not at hand (the GPU's hit lists; the CPU's
+    /// features, which carry no position) need not be sketched again for them: against a 50 Gbp
+    /// index chance gives 3% of reads a weak call of a few features, and sketching them again
+    /// was most of the rule's time (bench/results/HISTORY.md, "Twenty-fourth session").
     ///
     /// The bound: whatever the positions, each spot adds at least `log10 q` of its clade to
     /// [`chance_log10`] (a stretch's first spot adds that and its share of the ways, a later one
