@@ -443,9 +443,8 @@ impl<'a> Classifier<'a> {
 
     /// What the evidence rule reads of the index and the settings.
     fn evidence(&self) -> Evidence<'a> {
-        let (index, targets) = (self.index, self.targets);
-        let k = index.header().sketch.k;
-        Evidence { tree: index.taxonomy(), bases: targets.clade_bases(), hitmin: self.params.hitmin, k }
+        let k = self.index.header().sketch.k;
+        Evidence { tree: self.index.taxonomy(), bases: self.targets.clade_bases(), hitmin: self.params.hitmin, k }
     }
 
     /// [`Evidence::check`] of `call` with the spots in `self.spots`, of a read of `features`.
