@@ -9,7 +9,7 @@
 use crate::gpu::address::DevAddr;
 use crate::gpu::build::SketchArgs;
 use crate::gpu::mates::DeviceMates;
-use crate::gpu::pinned::HostBuffer;
+use crate::gpu::pinned::{HostBuffer, Landing, copy_async};
 use crate::gpu::table::launch_config;
 use crate::gpu::{Gpu, GpuError};
 use crate::hits::Candidate;
@@ -78,7 +78,7 @@ const _: () = assert!(std::mem::size_of::<TreeArgs>() == 32);
 
 /// Must match `struct Candidate` in `cuda/classify.cuh`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
 struct DeviceCandidate {
     target: u32,
     hits: u32,
@@ -122,31 +122,32 @@ unsafe impl DeviceRepr for HitListArgs<'_> {}
 const _: () = assert!(std::mem::size_of::<HitListArgs>() == 48);
 
 /// What the GPU found for a batch of reads, in flat arrays (one allocation each, not one per read:
-/// the host's threads read it side by side).
+/// the host's threads read it side by side). What the kernels wrote is copied into pinned memory
+/// ([`Landing`]), which a finished batch keeps for the next (`GpuClassifier::recycle`).
 #[derive(Debug, Default)]
 pub struct GpuBatch {
     max: usize,
     /// Per read: candidates found, or `u32::MAX` when the read is left to the CPU.
-    cand_count: Vec<u32>,
-    cands: Vec<DeviceCandidate>,
+    cand_count: Landing<u32>,
+    cands: Landing<DeviceCandidate>,
     /// Per read: its clades (`read_clades`), or `u32::MAX` when it has more than [`MAX_CLADES`];
     /// read `r`'s are `clades[r * MAX_CLADES..]`, each `count << 32 | node`.
-    clade_count: Vec<u32>,
-    clades: Vec<u64>,
+    clade_count: Landing<u32>,
+    clades: Landing<u64>,
     /// Per mate: features, and where its room starts in `taxa`.
-    feature_count: Vec<u32>,
+    feature_count: Landing<u32>,
     feature_first: Vec<u64>,
     /// With `HitLists::Taxa`: each feature's taxon node plus 1 (0: not in the index).
-    taxa: Vec<u32>,
+    taxa: Landing<u32>,
     /// With `HitLists::Text`: read `r`'s hit-list column is `text[text_first[r]..text_first[r + 1]]`.
-    text_first: Vec<u64>,
-    text: Vec<u8>,
+    text_first: Landing<u64>,
+    text: Landing<u8>,
     /// First mate of each read.
     read_mates: Vec<usize>,
     /// With the amino-acid stage: mate `m`'s amino-acid k-mers are
     /// `amino_codes[amino_first[m]..amino_first[m + 1]]` (`protein::mate_kmers`).
-    amino_first: Vec<u64>,
-    amino_codes: Vec<u32>,
+    amino_first: Landing<u64>,
+    amino_codes: Landing<u32>,
 }
 
 impl StageTimes {
@@ -349,17 +350,49 @@ pub fn run_on(classifiers: &[GpuClassifier], packed: PackedBatch, hit_lists: Hit
 /// where each mate starts, its length and the room for its features.
 pub struct Packed {
     staging: HostBuffer<u8>,
+    /// Where the tables lie in `staging`, after the bases.
+    tables: StagedTables,
     bases: usize,
-    offset: Vec<u64>,
-    len: Vec<u32>,
+    mates: usize,
+    /// The host's copies of two of the tables, which the batch's results keep.
     feature_first: Vec<u64>,
     read_mates: Vec<usize>,
-    /// Per read: the windows of its candidate range.
-    range: Vec<u32>,
     /// How long packing this share took. Each GPU's share is timed on its own: the stage times
     /// are summed over GPUs, and adding the whole batch's packing to each share counted it once
     /// per GPU (on 2 GPUs, 10.1 s of "packing and upload" against 5.1 s on one).
     packing: Duration,
+}
+
+/// Where a packed share's tables lie in its staging memory, after the bases, each from an 8-byte
+/// boundary: per mate where its bases start (u64), where its features start (u64, one more: the
+/// total), per read where its features start and its first mate (u64, one more each), per mate
+/// its length (u32), per read its candidate range (u32). All are copied from pinned memory:
+/// copies from the heap are staged by the driver, which waits for the stream first.
+#[derive(Debug, Clone, Copy)]
+struct StagedTables {
+    offset: usize,
+    feature_first: usize,
+    first_feature: usize,
+    first_mate: usize,
+    len: usize,
+    range: usize,
+    /// The bytes the staging memory needs.
+    end: usize,
+}
+
+impl StagedTables {
+    fn new(bases: usize, mates: usize, reads: usize) -> Self {
+        let mut at = bases.next_multiple_of(8);
+        let mut take = |bytes: usize| {
+            let start = at;
+            at = (at + bytes).next_multiple_of(8);
+            start
+        };
+        let (offset, feature_first) = (take(mates * 8), take((mates + 1) * 8));
+        let (first_feature, first_mate) = (take((reads + 1) * 8), take((reads + 1) * 8));
+        let (len, range) = (take(mates * 4), take(reads * 4));
+        Self { offset, feature_first, first_feature, first_mate, len, range, end: at }
+    }
 }
 
 /// How many features a mate of `len` bases has room for: every window's sketch for long mates,
@@ -565,17 +598,6 @@ struct Lookups {
 /// after the GPU's stage (queued, finishing, queued), plus one.
 const RECYCLED_BATCHES: usize = 4;
 
-/// Copies `src` into `into`, resized to fit.
-fn download<T: DeviceRepr + Default + Clone>(
-    s: &std::sync::Arc<cudarc::driver::CudaStream>,
-    src: &CudaSlice<T>,
-    into: &mut Vec<T>,
-) -> Result<(), GpuError> {
-    into.resize(src.len(), T::default());
-    s.memcpy_dtoh(src, &mut into[..])?;
-    Ok(())
-}
-
 /// A GPU's memory pool keeping what a batch frees for the next batch, while the classifiers
 /// last. Every batch allocates its arrays (stream-ordered, `cuMemAllocAsync`, from the device's
 /// default pool) and frees them; at the pool's default release threshold (0) each synchronize
@@ -639,36 +661,35 @@ impl Drop for KeptFreedMemory {
 pub struct StageTimes {
     pub batches: u64,
     pub reads: u64,
-    /// Packing mates on the host and copying them over.
+    /// Packing mates on the host and queuing their copy to the device.
     pub upload: Duration,
-    /// The kernels, with the scan's total read back.
+    /// The copies to the device and the kernels, with the totals read back.
     pub kernels: Duration,
     /// Candidates and hit-list taxa back to the host.
     pub download: Duration,
 }
 
 /// What `hit_list_text` reads, on the device: each feature's taxon node + 1, each mate's feature
-/// count and where its features start, each node's taxid.
+/// count and where its features start, each read's first mate (one more item than reads), each
+/// node's taxid.
 struct HitSources<'a> {
     taxa: &'a CudaSlice<u32>,
     counts: &'a CudaSlice<u32>,
     feature_first: &'a CudaSlice<u64>,
+    read_mates: &'a CudaSlice<u64>,
     node_taxids: &'a CudaSlice<u32>,
 }
 
-/// Each read's hit-list column as text (`hit_list_text`, twice around a scan); `read_mates[r]` is
-/// read r's first mate (one more item than reads). Returns where each read's text starts (one
-/// more item than reads: the total), and the text.
-fn hit_text(gpu: &Gpu, src: HitSources, read_mates: &[usize]) -> Result<(CudaSlice<u64>, CudaSlice<u8>), GpuError> {
+/// Each read's hit-list column as text (`hit_list_text`, twice around a scan). Returns where each
+/// read's text starts (one more item than reads: the total), and the text.
+fn hit_text(gpu: &Gpu, src: HitSources) -> Result<(CudaSlice<u64>, CudaSlice<u8>), GpuError> {
     let s = &gpu.stream;
-    let n = read_mates.len() as u64 - 1;
-    let read_mates: Vec<u64> = read_mates.iter().map(|&m| m as u64).collect();
-    let read_mates = s.clone_htod(&read_mates)?;
+    let n = src.read_mates.len() as u64 - 1;
     let args = HitListArgs {
         taxa: DevAddr::of(gpu, src.taxa),
         feature_count: DevAddr::of(gpu, src.counts),
         feature_first: DevAddr::of(gpu, src.feature_first),
-        read_mates: DevAddr::of(gpu, &read_mates),
+        read_mates: DevAddr::of(gpu, src.read_mates),
         node_taxids: DevAddr::of(gpu, src.node_taxids),
         reads: n,
     };
@@ -728,8 +749,15 @@ pub mod twins {
         let upload = |v: &[u32]| if v.is_empty() { s.alloc_zeros::<u32>(1) } else { s.clone_htod(v) };
         let (taxa, counts, nodes) = (upload(&mate_taxa.concat())?, upload(&counts)?, upload(node_taxids)?);
         let feature_first = s.clone_htod(&feature_first)?;
-        let src = HitSources { taxa: &taxa, counts: &counts, feature_first: &feature_first, node_taxids: &nodes };
-        let (first, text) = super::hit_text(gpu, src, read_mates)?;
+        let read_mates = s.clone_htod(&read_mates.iter().map(|&m| m as u64).collect::<Vec<_>>())?;
+        let src = HitSources {
+            taxa: &taxa,
+            counts: &counts,
+            feature_first: &feature_first,
+            read_mates: &read_mates,
+            node_taxids: &nodes,
+        };
+        let (first, text) = super::hit_text(gpu, src)?;
         let (first, text) = (s.clone_dtoh(&first)?, s.clone_dtoh(&text)?);
         Ok(first.windows(2).map(|w| text[w[0] as usize..w[1] as usize].to_vec()).collect())
     }
@@ -1103,16 +1131,17 @@ impl<'g> GpuClassifier<'g> {
             groups.push((group, start));
         }
         let bases = total.bases;
+        let tables = StagedTables::new(bases, total.mates, range.len());
         let spare = {
             let mut pool = self.staging.lock().expect("no batch panicked");
-            let fits = pool.iter().position(|st| st.len() >= bases);
+            let fits = pool.iter().position(|st| st.len() >= tables.end);
             fits.map(|i| pool.swap_remove(i))
         };
         let mut staging = match spare {
             Some(st) => st,
             // Cached, not write-combined (as `HostBuffer`s are): mates are copied in at odd
             // offsets, which write-combined memory turns into partial-line flushes.
-            _ => HostBuffer::new(self.gpu, (bases + bases / 4).max(1 << 20))?,
+            _ => HostBuffer::new(self.gpu, (tables.end + tables.end / 4).max(1 << 20))?,
         };
         let (mut offset, mut len) = (vec![0u64; total.mates], vec![0u32; total.mates]);
         let mut feature_first = vec![0u64; total.mates + 1];
@@ -1165,35 +1194,40 @@ impl<'g> GpuClassifier<'g> {
                 }
             });
         }
-        Ok(Packed {
-            staging,
-            bases,
-            offset,
-            len,
-            feature_first,
-            read_mates,
-            range: read_range,
-            packing: started.elapsed(),
-        })
+        {
+            // SAFETY: as above: no copy from the buffer is in flight.
+            let staged = unsafe { staging.as_mut_slice() };
+            let first_feature: Vec<u64> = read_mates.iter().map(|&m| feature_first[m]).collect();
+            let first_mate: Vec<u64> = read_mates.iter().map(|&m| m as u64).collect();
+            let mut put = |at: usize, bytes: &[u8]| staged[at..at + bytes.len()].copy_from_slice(bytes);
+            put(tables.offset, bytemuck::cast_slice(&offset));
+            put(tables.feature_first, bytemuck::cast_slice(&feature_first));
+            put(tables.first_feature, bytemuck::cast_slice(&first_feature));
+            put(tables.first_mate, bytemuck::cast_slice(&first_mate));
+            put(tables.len, bytemuck::cast_slice(&len));
+            put(tables.range, bytemuck::cast_slice(&read_range));
+        }
+        Ok(Packed { staging, tables, bases, mates: total.mates, feature_first, read_mates, packing: started.elapsed() })
     }
 
     /// Uploads a packed share, runs the kernels and downloads the results.
     pub fn run(&self, packed: Packed, hit_lists: HitLists) -> Result<GpuBatch, GpuError> {
         let s = &self.gpu.stream;
-        let Packed { staging, bases, offset, len, feature_first, read_mates, range, packing } = packed;
+        let Packed { staging, tables, bases, mates, feature_first, read_mates, packing } = packed;
         let n_reads = read_mates.len() as u64 - 1;
         if n_reads == 0 {
             self.staging.lock().expect("no batch panicked").push(staging);
             return Ok(GpuBatch::default());
         }
         let clock = Instant::now();
-        let mates = self.upload(staging, bases, &offset, &len, &feature_first)?;
+        let staging = Staged { buffer: Some(staging), pool: &self.staging, stream: s };
+        let (mates, per_read) = self.upload(staging.buffer(), &tables, bases, mates, read_mates.len() - 1)?;
         let uploaded = clock.elapsed() + packing;
         let clock = Instant::now();
         let n_features = *feature_first.last().unwrap();
         let hit_list = hit_lists != HitLists::Off;
         let lookups = self.look_up(&mates, n_features)?;
-        let found = self.candidates(&lookups, n_features, &feature_first, &read_mates, &range, hit_list)?;
+        let found = self.candidates(&lookups, &per_read, n_features, hit_list)?;
         let amino = self.protein.map(|p| crate::gpu::protein::amino_kmers(self.gpu, &mates, &p)).transpose()?;
         let text = match hit_lists {
             HitLists::Text => Some(hit_text(
@@ -1202,47 +1236,29 @@ impl<'g> GpuClassifier<'g> {
                     taxa: &found.taxa,
                     counts: &lookups.counts,
                     feature_first: &mates.feature_first,
+                    read_mates: &per_read.first_mate,
                     node_taxids: &self.tree.node_taxids,
                 },
-                &read_mates,
             )?),
             _ => None,
         };
         s.synchronize()?;
+        // The copies from it are done: the next batch may be packed into it.
+        drop(staging);
         let computed = clock.elapsed();
         let clock = Instant::now();
-        // Into the vectors of a finished batch when there is one: memory already mapped.
+        // Into the pinned memory of a finished batch when there is one.
         let mut out = self.recycled.lock().expect("no batch panicked").pop().unwrap_or_default();
-        download(s, &found.cands, &mut out.cands)?;
-        download(s, &found.cand_count, &mut out.cand_count)?;
-        download(s, &found.clades, &mut out.clades)?;
-        download(s, &found.clade_count, &mut out.clade_count)?;
-        download(s, &lookups.counts, &mut out.feature_count)?;
-        if hit_lists == HitLists::Taxa {
-            download(s, &found.taxa, &mut out.taxa)?;
-        } else {
-            out.taxa.clear();
+        let results = Results { found: &found, counts: &lookups.counts, text: text.as_ref(), amino: amino.as_ref() };
+        // SAFETY: `out` is read once the stream is synchronized below, and everything copied
+        // lives until this function returns.
+        let queued = unsafe { results.queue_into(self.gpu, &mut out, hit_lists) };
+        if let Err(e) = s.synchronize() {
+            // Copies may still be in flight into `out`'s memory: it is never freed.
+            std::mem::forget(out);
+            return Err(e.into());
         }
-        match text {
-            Some((first, text)) => {
-                download(s, &first, &mut out.text_first)?;
-                download(s, &text, &mut out.text)?;
-            }
-            None => {
-                out.text_first.clear();
-                out.text.clear();
-            }
-        }
-        match amino {
-            Some(a) => {
-                download(s, &a.first, &mut out.amino_first)?;
-                download(s, &a.codes, &mut out.amino_codes)?;
-            }
-            None => {
-                out.amino_first.clear();
-                out.amino_codes.clear();
-            }
-        }
+        queued?;
         {
             let mut t = self.times.lock().expect("no batch panicked");
             t.batches += 1;
@@ -1257,26 +1273,31 @@ impl<'g> GpuClassifier<'g> {
         Ok(out)
     }
 
-    /// Copies a batch's bases and mate table to the device and gives the staging memory back
-    /// once the copy is done.
+    /// Queues the copies of a batch's bases and tables (`StagedTables`) from its staging memory
+    /// to the device, `mates` mates of `reads` reads. Waits for none of them: the staging memory
+    /// is the caller's until the stream has passed the copies.
     fn upload(
         &self,
-        staging: HostBuffer<u8>,
+        staging: &HostBuffer<u8>,
+        tables: &StagedTables,
         bases: usize,
-        offset: &[u64],
-        len: &[u32],
-        feature_first: &[u64],
-    ) -> Result<DeviceMates, GpuError> {
-        let s = &self.gpu.stream;
-        let mut seq = s.alloc_zeros::<u8>(bases.max(1))?;
-        if bases > 0 {
-            // SAFETY: no copy into it is in flight (it was packed on the host).
-            s.memcpy_htod(&unsafe { staging.as_slice() }[..bases], &mut seq.slice_mut(..bases))?;
-        }
-        let (offset_dev, len_dev, ff_dev) = (s.clone_htod(offset)?, s.clone_htod(len)?, s.clone_htod(feature_first)?);
-        s.synchronize()?;
-        self.staging.lock().expect("no batch panicked").push(staging);
-        Ok(DeviceMates { seq, offset: offset_dev, len: len_dev, feature_first: ff_dev, count: offset.len() as u64 })
+        mates: usize,
+        reads: usize,
+    ) -> Result<(DeviceMates, PerRead), GpuError> {
+        let gpu = self.gpu;
+        let per_read = PerRead {
+            first_feature: staged_copy(gpu, staging, tables.first_feature, reads + 1)?,
+            first_mate: staged_copy(gpu, staging, tables.first_mate, reads + 1)?,
+            range: staged_copy(gpu, staging, tables.range, reads)?,
+        };
+        let mates = DeviceMates {
+            seq: staged_copy(gpu, staging, 0, bases)?,
+            offset: staged_copy(gpu, staging, tables.offset, mates)?,
+            len: staged_copy(gpu, staging, tables.len, mates)?,
+            feature_first: staged_copy(gpu, staging, tables.feature_first, mates + 1)?,
+            count: mates as u64,
+        };
+        Ok((mates, per_read))
     }
 
     /// The `read_lookups` kernel: every mate's features sketched and looked up in the index.
@@ -1306,31 +1327,27 @@ impl<'g> GpuClassifier<'g> {
 
     /// Gathers each read's locations and ranks its candidates (`read_candidates`), and counts its
     /// clade features per clade (`read_clades`); with `hit_list`, the features' hit-list taxa
-    /// (`gather_locations`, which decodes every list anyway).
+    /// (`gather_locations`, which decodes every list anyway). Waits only for the locations'
+    /// total, to size their buffer: what the kernels read is freed in the stream's order.
     fn candidates(
         &self,
         l: &Lookups,
+        per_read: &PerRead,
         n_features: u64,
-        feature_first: &[u64],
-        read_mates: &[usize],
-        range: &[u32],
         hit_list: bool,
     ) -> Result<ReadsFound, GpuError> {
         let (gpu, s) = (self.gpu, &self.gpu.stream);
-        let n_reads = read_mates.len() as u64 - 1;
+        let n_reads = per_read.first_feature.len() as u64 - 1;
         let mut first = s.alloc_zeros::<u64>(n_features as usize + 1)?;
         crate::gpu::condense::exclusive_scan(gpu, &l.lengths, n_features + 1, &mut first)?;
-        // Each read's locations run from its first mate's first feature to the next read's; the
-        // last entry is the total.
-        let at: Vec<u64> = read_mates.iter().map(|&m| feature_first[m]).collect();
-        let (at_dev, n_at) = (s.clone_htod(&at)?, at.len() as u64);
-        let mut read_first_dev = s.alloc_zeros::<u64>(at.len())?;
+        let (at_dev, n_at) = (&per_read.first_feature, n_reads + 1);
+        let mut read_first_dev = s.alloc_zeros::<u64>(n_at as usize)?;
         let f = gpu.function("gather_u64")?;
         let mut b = s.launch_builder(&f);
-        b.arg(&first).arg(&at_dev).arg(&n_at).arg(&mut read_first_dev);
+        b.arg(&first).arg(at_dev).arg(&n_at).arg(&mut read_first_dev);
         // SAFETY: reads `first` at the given indexes (each at most n_features), writes n_at items.
         unsafe { b.launch(launch_config(gpu, n_at)) }?;
-        let total = s.clone_dtoh(&read_first_dev.slice(at.len() - 1..))?[0];
+        let total = s.clone_dtoh(&read_first_dev.slice(n_at as usize - 1..))?[0];
         let mut locations = s.alloc_zeros::<u64>(total.max(1) as usize)?;
         let mut taxa = s.alloc_zeros::<u32>(if hit_list { n_features.max(1) as usize } else { 1 })?;
         let (index, tree) = (self.index.args(gpu), self.tree.args(gpu, hit_list));
@@ -1348,7 +1365,6 @@ impl<'g> GpuClassifier<'g> {
         // the tree enabled taxa[f] (`taxa` has a slot a feature then).
         unsafe { b.launch(launch_config(gpu, n_features)) }?;
 
-        let range_dev = s.clone_htod(range)?;
         let max = self.max_candidates as u32;
         let mut cands = s.alloc_zeros::<DeviceCandidate>((n_reads * max as u64).max(1) as usize)?;
         let mut cand_count = s.alloc_zeros::<u32>(n_reads as usize)?;
@@ -1367,7 +1383,7 @@ impl<'g> GpuClassifier<'g> {
         };
         let (capacity, window_bits) = (SHARED_LOCATIONS, self.index.window_bits);
         let mut b = s.launch_builder(&f);
-        b.arg(&locations).arg(&read_first_dev).arg(&range_dev).arg(&n_reads).arg(&capacity).arg(&window_bits);
+        b.arg(&locations).arg(&read_first_dev).arg(&per_read.range).arg(&n_reads).arg(&capacity).arg(&window_bits);
         b.arg(&max).arg(&mut cands).arg(&mut cand_count);
         // SAFETY: read r writes max candidates from r * max and count[r].
         unsafe { b.launch(config) }?;
@@ -1376,15 +1392,119 @@ impl<'g> GpuClassifier<'g> {
         let mut clade_count = s.alloc_zeros::<u32>(n_reads as usize)?;
         let f = gpu.function("read_clades")?;
         let mut b = s.launch_builder(&f);
-        b.arg(&l.clades).arg(&at_dev).arg(&n_reads).arg(&mut clades).arg(&mut clade_count);
+        b.arg(&l.clades).arg(at_dev).arg(&n_reads).arg(&mut clades).arg(&mut clade_count);
         // SAFETY: read r reads its features' clades [at[r], at[r + 1]) and writes at most
         // MAX_CLADES pairs from r * MAX_CLADES, and clade_count[r].
         unsafe { b.launch(launch_config(gpu, n_reads)) }?;
-        // The kernels read these until they finish: wait before they are freed.
-        s.synchronize()?;
-        drop((first, at_dev, read_first_dev, locations, range_dev));
+        // No wait here: `first`, `read_first_dev` and `locations` are freed on this stream (the
+        // pool's stream-ordered frees, or cudarc's synchronizing ones without it), after the
+        // kernels that read them.
         Ok(ReadsFound { cands, cand_count, clades, clade_count, taxa })
     }
+}
+
+/// A batch's staging memory while the copy from it may be in flight: dropped (done, or on an
+/// error), it waits for the stream, then goes back to the classifier's pool.
+struct Staged<'a> {
+    buffer: Option<HostBuffer<u8>>,
+    pool: &'a std::sync::Mutex<Vec<HostBuffer<u8>>>,
+    stream: &'a cudarc::driver::CudaStream,
+}
+
+impl Staged<'_> {
+    fn buffer(&self) -> &HostBuffer<u8> {
+        self.buffer.as_ref().expect("held until dropped")
+    }
+}
+
+impl Drop for Staged<'_> {
+    fn drop(&mut self) {
+        // A stream that fails to synchronize is broken: the buffer is then not reused (nor
+        // freed, which could free memory a copy still reads).
+        match self.stream.synchronize() {
+            Ok(()) => self.pool.lock().unwrap_or_else(|p| p.into_inner()).extend(self.buffer.take()),
+            Err(_) => std::mem::forget(self.buffer.take()),
+        }
+    }
+}
+
+/// A batch's results on the device, which `run` copies back.
+struct Results<'a> {
+    found: &'a ReadsFound,
+    /// Per mate: its features.
+    counts: &'a CudaSlice<u32>,
+    text: Option<&'a (CudaSlice<u64>, CudaSlice<u8>)>,
+    amino: Option<&'a crate::gpu::protein::DeviceAminoKmers>,
+}
+
+impl Results<'_> {
+    /// Queues the copies into `out`'s pinned memory; empties what `hit_lists` and the amino-acid
+    /// stage do not give.
+    ///
+    /// # Safety
+    /// `out` is not read, and these buffers not freed, until the stream has passed the copies.
+    unsafe fn queue_into(&self, gpu: &Gpu, out: &mut GpuBatch, hit_lists: HitLists) -> Result<(), GpuError> {
+        let f = self.found;
+        // SAFETY: each copy is under the caller's contract.
+        unsafe {
+            out.cands.queue_copy(gpu, &f.cands)?;
+            out.cand_count.queue_copy(gpu, &f.cand_count)?;
+            out.clades.queue_copy(gpu, &f.clades)?;
+            out.clade_count.queue_copy(gpu, &f.clade_count)?;
+            out.feature_count.queue_copy(gpu, self.counts)?;
+            match hit_lists {
+                HitLists::Taxa => out.taxa.queue_copy(gpu, &f.taxa)?,
+                _ => out.taxa.clear(),
+            }
+            match self.text {
+                Some((first, text)) => {
+                    out.text_first.queue_copy(gpu, first)?;
+                    out.text.queue_copy(gpu, text)?;
+                }
+                None => {
+                    out.text_first.clear();
+                    out.text.clear();
+                }
+            }
+            match self.amino {
+                Some(a) => {
+                    out.amino_first.queue_copy(gpu, &a.first)?;
+                    out.amino_codes.queue_copy(gpu, &a.codes)?;
+                }
+                None => {
+                    out.amino_first.clear();
+                    out.amino_codes.clear();
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `n` items of `T` from byte `at` of `staging`, in a new device buffer (at least one item): the
+/// copy is queued on `gpu`'s stream, not waited for.
+fn staged_copy<T: DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+    gpu: &Gpu,
+    staging: &HostBuffer<u8>,
+    at: usize,
+    n: usize,
+) -> Result<CudaSlice<T>, GpuError> {
+    let dst = gpu.stream.alloc_zeros::<T>(n.max(1))?;
+    let bytes = n * std::mem::size_of::<T>();
+    assert!(at + bytes <= staging.len(), "a staged table past its buffer");
+    // SAFETY: `bytes` fit both; `run` keeps the staging memory from the pool, and the device
+    // buffer lives, until the stream has passed the copy.
+    unsafe { copy_async(DevAddr::of(gpu, &dst), staging.addr(at), bytes, &gpu.stream) }?;
+    Ok(dst)
+}
+
+/// What the kernels after the lookups read per read, on the device: where its features start
+/// (one more item than reads: the total), its first mate (one more item: the total), the windows
+/// of its candidate range.
+struct PerRead {
+    first_feature: CudaSlice<u64>,
+    first_mate: CudaSlice<u64>,
+    range: CudaSlice<u32>,
 }
 
 /// Must match `MAX_CLADES` in `cuda/classify.cuh`: the most clades a read's counts hold on the

@@ -151,6 +151,64 @@ impl<T> Drop for HostBuffer<T> {
     }
 }
 
+/// Pinned host memory a device array is copied into, grown as needed and kept for the next copy:
+/// a batch's results. A copy into pinned memory runs at the bus's rate and waits for nothing on
+/// the host, where one into the heap is staged by the driver through pinned memory of its own,
+/// waiting for the stream first. Read as a slice once the stream has passed the copy.
+pub(crate) struct Landing<T> {
+    buffer: Option<HostBuffer<T>>,
+    len: usize,
+}
+
+impl<T> Default for Landing<T> {
+    fn default() -> Self {
+        Self { buffer: None, len: 0 }
+    }
+}
+
+impl<T: bytemuck::Pod + cudarc::driver::DeviceRepr> Landing<T> {
+    /// Queues the copy of all of `src` into this memory on `gpu`'s stream, growing it (by a
+    /// quarter more than needed) where it is too small.
+    ///
+    /// # Safety
+    /// Nothing may read this memory, and no copy into it be in flight, until the stream has passed
+    /// this copy; `src` stays allocated until then (a stream-ordered free after it is enough).
+    pub(crate) unsafe fn queue_copy(&mut self, gpu: &Gpu, src: &cudarc::driver::CudaSlice<T>) -> Result<(), GpuError> {
+        let n = src.len();
+        if self.buffer.as_ref().is_none_or(|b| b.len() < n) {
+            self.buffer = None;
+            self.buffer = Some(HostBuffer::new(gpu, n + n / 4)?);
+        }
+        self.len = n;
+        let buffer = self.buffer.as_ref().expect("allocated above");
+        // SAFETY: `n` items fit the buffer; the caller's contract covers the rest.
+        unsafe { copy_async(buffer.addr(0), DevAddr::of(gpu, src), n * std::mem::size_of::<T>(), &gpu.stream) }
+    }
+
+    /// Empty, keeping the memory.
+    pub(crate) fn clear(&mut self) {
+        self.len = 0;
+    }
+}
+
+impl<T: bytemuck::Pod> std::ops::Deref for Landing<T> {
+    type Target = [T];
+
+    fn deref(&self) -> &[T] {
+        match &self.buffer {
+            // SAFETY: `queue_copy`'s contract: read only once the stream has passed the copy.
+            Some(b) => unsafe { &b.as_slice()[..self.len] },
+            None => &[],
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for Landing<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Landing({} items)", self.len)
+    }
+}
+
 /// Queues a copy of `bytes` from `src` to `dst` on `stream`; either address may be host pinned
 /// memory, this GPU's or another GPU's (the driver infers which from the address).
 ///
