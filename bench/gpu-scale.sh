@@ -25,6 +25,9 @@
 # also times every binary with the reads read from the disk: before each such run the reads are
 # dropped from the page cache (posix_fadvise DONTNEED, bench/lib.sh's `uncache`), and `cat` of the
 # same files from the disk (both at once, as classify reads them) is that case's limit.
+# UTIL=1 (AB runs) samples each GPU's utilization (nvidia-smi, every 100 ms: the share of the
+# driver's last sample period in which a kernel ran) while each classify runs, and prints its
+# median over the samples between the first and last nonzero one (the pipeline, roughly).
 # (carry/ from scripts/prepare-gpu-carry.sh)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -89,9 +92,29 @@ if [[ -n ${AB:-} ]]; then
                     elif [[ ${COLD:-0} == 1 ]]; then
                         cat "$T/r1.fq" "$T/r2.fq" >/dev/null
                     fi
+                    [[ ${UTIL:-0} == 1 ]] && { nvidia-smi --query-gpu=index,utilization.gpu --format=csv,noheader,nounits -lms 100 >"$T/util.csv" & util=$!; }
                     timed_line "classify --gpus $gpus, $name ($PAIRS_M M pairs, reads $cache, run $run)" /usr/bin/time -f "  user %U s, system %S s" \
                         "$bin" classify -vv --gpus "$gpus" -d "$T/gpu.db" -1 "$T/r1.fq" -2 "$T/r2.fq" \
                         -o "$T/ab.$name.$gpus.kraken" -r "$T/ab.$name.$gpus.kreport" 2>"$T/ab.log"
+                    if [[ ${UTIL:-0} == 1 ]]; then
+                        kill "$util" 2>/dev/null; wait "$util" 2>/dev/null
+                        python3 - "$T/util.csv" "$gpus" <<'PY'
+import statistics, sys
+samples = {}
+for line in open(sys.argv[1]):
+    parts = [p.strip() for p in line.split(",")]
+    if len(parts) == 2 and parts[1].isdigit():
+        samples.setdefault(parts[0], []).append(int(parts[1]))
+used = sys.argv[2].split(",")
+out = []
+for gpu in used:
+    s = samples.get(gpu, [])
+    busy = [i for i, v in enumerate(s) if v > 0]
+    mid = s[busy[0]:busy[-1] + 1] if busy else []
+    out.append(f"GPU {gpu} median {statistics.median(mid) if mid else 0}% over {len(mid)} samples")
+print("  utilization (nvidia-smi, 100 ms):", "; ".join(out))
+PY
+                    fi
                     grep -E "index opened|GPU\(s\) started|index verified|index ready|index loaded|GPU stages|each stage|host CPU time|left to the CPU|outputs completed|summary made|freed in|closed in|user .* system" "$T/ab.log" \
                         | sed 's/^/  /'
                 done
