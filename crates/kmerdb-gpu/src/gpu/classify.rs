@@ -123,7 +123,7 @@ const _: () = assert!(std::mem::size_of::<HitListArgs>() == 48);
 
 /// What the GPU found for a batch of reads, in flat arrays (one allocation each, not one per read:
 /// the host's threads read it side by side). What the kernels wrote is copied into pinned memory
-/// ([`Landing`]), which a finished batch keeps for the next (`GpuClassifier::recycle`).
+/// (`pinned::Landing`), which a finished batch keeps for the next (`GpuClassifier::recycle`).
 #[derive(Debug, Default)]
 pub struct GpuBatch {
     max: usize,
