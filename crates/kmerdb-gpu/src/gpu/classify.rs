@@ -1521,3 +1521,35 @@ struct ReadsFound {
     /// With hit lists: each feature's taxon node + 1 (0: not in the index).
     taxa: CudaSlice<u32>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The staged tables follow the bases, each from an 8-byte boundary, in the order listed,
+    /// with room for its items and no overlap, and `end` covers the last: whatever the bases'
+    /// length and the mates and reads (one mate a read, two, none).
+    #[test]
+    fn staged_tables_follow_the_bases_without_overlap() {
+        for bases in [0, 1, 7, 8, 150, 1 << 20] {
+            for (mates, reads) in [(0, 0), (1, 1), (2, 1), (3, 3), (524_288, 262_144)] {
+                let t = StagedTables::new(bases, mates, reads);
+                let regions = [
+                    (t.offset, mates * 8),
+                    (t.feature_first, (mates + 1) * 8),
+                    (t.first_feature, (reads + 1) * 8),
+                    (t.first_mate, (reads + 1) * 8),
+                    (t.len, mates * 4),
+                    (t.range, reads * 4),
+                ];
+                let mut at = bases;
+                for (start, bytes) in regions {
+                    assert_eq!(start % 8, 0, "{bases} bases, {mates} mates, {reads} reads");
+                    assert!(start >= at, "{bases} bases, {mates} mates, {reads} reads: overlap");
+                    at = start + bytes;
+                }
+                assert!(t.end >= at && t.end < at + 8, "{bases} bases, {mates} mates, {reads} reads: end");
+            }
+        }
+    }
+}
