@@ -176,6 +176,7 @@ impl<T: bytemuck::Pod + cudarc::driver::DeviceRepr> Landing<T> {
     pub(crate) unsafe fn queue_copy(&mut self, gpu: &Gpu, src: &cudarc::driver::CudaSlice<T>) -> Result<(), GpuError> {
         let n = src.len();
         if self.buffer.as_ref().is_none_or(|b| b.len() < n) {
+            // The old buffer is unpinned before the new one is pinned, not held alongside it.
             self.buffer = None;
             self.buffer = Some(HostBuffer::new(gpu, n + n / 4)?);
         }
