@@ -134,7 +134,8 @@ pub struct GpuBatch {
     /// read `r`'s are `clades[r * MAX_CLADES..]`, each `count << 32 | node`.
     clade_count: Landing<u32>,
     clades: Landing<u64>,
-    /// Per mate: features, and where its room starts in `taxa`.
+    /// Per mate: features, and (with `HitLists::Taxa` or the amino-acid stage, else empty)
+    /// where its room starts in `taxa`.
     feature_count: Landing<u32>,
     feature_first: Vec<u64>,
     /// With `HitLists::Taxa`: each feature's taxon node plus 1 (0: not in the index).
@@ -142,7 +143,7 @@ pub struct GpuBatch {
     /// With `HitLists::Text`: read `r`'s hit-list column is `text[text_first[r]..text_first[r + 1]]`.
     text_first: Landing<u64>,
     text: Landing<u8>,
-    /// First mate of each read.
+    /// First mate of each read (one more: the total), where `feature_first` is kept.
     read_mates: Vec<usize>,
     /// With the amino-acid stage: mate `m`'s amino-acid k-mers are
     /// `amino_codes[amino_first[m]..amino_first[m + 1]]` (`protein::mate_kmers`).
@@ -354,9 +355,9 @@ pub struct Packed {
     tables: StagedTables,
     bases: usize,
     mates: usize,
-    /// The host's copies of two of the tables, which the batch's results keep.
-    feature_first: Vec<u64>,
-    read_mates: Vec<usize>,
+    reads: usize,
+    /// The mates' room for features, summed (the last of `feature_first`).
+    features: u64,
     /// How long packing this share took. Each GPU's share is timed on its own: the stage times
     /// are summed over GPUs, and adding the whole batch's packing to each share counted it once
     /// per GPU (on 2 GPUs, 10.1 s of "packing and upload" against 5.1 s on one).
@@ -393,6 +394,41 @@ impl StagedTables {
         let (len, range) = (take(mates * 4), take(reads * 4));
         Self { offset, feature_first, first_feature, first_mate, len, range, end: at }
     }
+
+    /// The bases and each table as slices of `staged` (at least `end` bytes, from an 8-byte
+    /// boundary), for `mates` mates of `reads` reads: packing writes them in place.
+    fn slices<'a>(&self, staged: &'a mut [u8], mates: usize, reads: usize) -> TableSlices<'a> {
+        // Cuts `bytes` at `start` off the front of `rest`, which begins at `at`.
+        fn cut<'a>(rest: &mut &'a mut [u8], at: &mut usize, start: usize, bytes: usize) -> &'a mut [u8] {
+            let (_, from) = std::mem::take(rest).split_at_mut(start - *at);
+            let (mine, after) = from.split_at_mut(bytes);
+            (*rest, *at) = (after, start + bytes);
+            mine
+        }
+        let (mut rest, mut at) = (&mut staged[..self.end], 0);
+        let bases = self.offset.min(self.end);
+        let bases = &mut cut(&mut rest, &mut at, 0, bases)[..];
+        let mut words =
+            |start, n: usize| -> &'a mut [u64] { bytemuck::cast_slice_mut(cut(&mut rest, &mut at, start, n * 8)) };
+        let offset = words(self.offset, mates);
+        let feature_first = words(self.feature_first, mates + 1);
+        let first_feature = words(self.first_feature, reads + 1);
+        let first_mate = words(self.first_mate, reads + 1);
+        let len = bytemuck::cast_slice_mut(cut(&mut rest, &mut at, self.len, mates * 4));
+        let range = bytemuck::cast_slice_mut(cut(&mut rest, &mut at, self.range, reads * 4));
+        TableSlices { bases, offset, feature_first, first_feature, first_mate, len, range }
+    }
+}
+
+/// A share's bases and tables in its staging memory (`StagedTables::slices`).
+struct TableSlices<'a> {
+    bases: &'a mut [u8],
+    offset: &'a mut [u64],
+    feature_first: &'a mut [u64],
+    first_feature: &'a mut [u64],
+    first_mate: &'a mut [u64],
+    len: &'a mut [u32],
+    range: &'a mut [u32],
 }
 
 /// How many features a mate of `len` bases has room for: every window's sketch for long mates,
@@ -1143,37 +1179,38 @@ impl<'g> GpuClassifier<'g> {
             // offsets, which write-combined memory turns into partial-line flushes.
             _ => HostBuffer::new(self.gpu, (tables.end + tables.end / 4).max(1 << 20))?,
         };
-        let (mut offset, mut len) = (vec![0u64; total.mates], vec![0u32; total.mates]);
-        let mut feature_first = vec![0u64; total.mates + 1];
-        let mut read_mates = vec![0usize; range.len() + 1];
-        let mut read_range = vec![0u32; range.len()];
         {
-            // Each group's stretch of every array (feature_first and read_mates hold the ends,
-            // after their leading 0).
+            // SAFETY: no copy from it is in flight: the buffer is new, or `upload` gave it back
+            // after its stream was synchronized.
+            let all = tables.slices(unsafe { staging.as_mut_slice() }, total.mates, range.len());
+            // The tables' leading 0s; each group fills its stretch of every table after them
+            // (`feature_first`, `first_feature` and `first_mate` hold ends).
+            (all.feature_first[0], all.first_feature[0], all.first_mate[0]) = (0, 0, 0);
             let mut rest = (
-                // SAFETY: no copy from it is in flight: the buffer is new, or `upload` gave it
-                // back after its stream was synchronized.
-                &mut unsafe { staging.as_mut_slice() }[..bases],
-                &mut offset[..],
-                &mut len[..],
-                &mut feature_first[1..],
-                &mut read_mates[1..],
-                &mut read_range[..],
+                all.bases,
+                all.offset,
+                all.len,
+                &mut all.feature_first[1..],
+                &mut all.first_feature[1..],
+                &mut all.first_mate[1..],
+                all.range,
             );
             let mut jobs = Vec::with_capacity(groups.len());
             for (i, (group, start)) in groups.iter().enumerate() {
                 let end = groups.get(i + 1).map_or(total, |g| g.1);
-                let (b, o, l, f, rm, r) = rest;
+                let mates = end.mates - start.mates;
+                let (b, o, l, f, rf, rm, r) = rest;
                 let (b, b_rest) = b.split_at_mut(end.bases - start.bases);
-                let (o, o_rest) = o.split_at_mut(end.mates - start.mates);
-                let (l, l_rest) = l.split_at_mut(end.mates - start.mates);
-                let (f, f_rest) = f.split_at_mut(end.mates - start.mates);
+                let (o, o_rest) = o.split_at_mut(mates);
+                let (l, l_rest) = l.split_at_mut(mates);
+                let (f, f_rest) = f.split_at_mut(mates);
+                let (rf, rf_rest) = rf.split_at_mut(group.len());
                 let (rm, rm_rest) = rm.split_at_mut(group.len());
                 let (r, r_rest) = r.split_at_mut(group.len());
-                rest = (b_rest, o_rest, l_rest, f_rest, rm_rest, r_rest);
-                jobs.push((group.clone(), *start, (b, o, l, f, rm, r)));
+                rest = (b_rest, o_rest, l_rest, f_rest, rf_rest, rm_rest, r_rest);
+                jobs.push((group.clone(), *start, (b, o, l, f, rf, rm, r)));
             }
-            jobs.into_par_iter().for_each(|(group, start, (b, o, l, f, rm, r))| {
+            jobs.into_par_iter().for_each(|(group, start, (b, o, l, f, rf, rm, r))| {
                 // The job's time is the packing's wherever it runs (`cpu_time`, for `-vv`).
                 let _cpu = kmerdb_core::cpu_time::start(kmerdb_core::cpu_time::Work::Pack);
                 let (mut m, mut at, mut features) = (0, 0, start.room);
@@ -1189,42 +1226,30 @@ impl<'g> GpuClassifier<'g> {
                         f[m] = features;
                         m += 1;
                     }
-                    rm[j] = start.mates + m;
+                    rf[j] = features;
+                    rm[j] = (start.mates + m) as u64;
                     r[j] = (2 + read_len.max(self.insert_size) / p.stride as usize) as u32;
                 }
             });
         }
-        {
-            // SAFETY: as above: no copy from the buffer is in flight.
-            let staged = unsafe { staging.as_mut_slice() };
-            let first_feature: Vec<u64> = read_mates.iter().map(|&m| feature_first[m]).collect();
-            let first_mate: Vec<u64> = read_mates.iter().map(|&m| m as u64).collect();
-            let mut put = |at: usize, bytes: &[u8]| staged[at..at + bytes.len()].copy_from_slice(bytes);
-            put(tables.offset, bytemuck::cast_slice(&offset));
-            put(tables.feature_first, bytemuck::cast_slice(&feature_first));
-            put(tables.first_feature, bytemuck::cast_slice(&first_feature));
-            put(tables.first_mate, bytemuck::cast_slice(&first_mate));
-            put(tables.len, bytemuck::cast_slice(&len));
-            put(tables.range, bytemuck::cast_slice(&read_range));
-        }
-        Ok(Packed { staging, tables, bases, mates: total.mates, feature_first, read_mates, packing: started.elapsed() })
+        let (mates, reads, features) = (total.mates, range.len(), total.room);
+        Ok(Packed { staging, tables, bases, mates, reads, features, packing: started.elapsed() })
     }
 
     /// Uploads a packed share, runs the kernels and downloads the results.
     pub fn run(&self, packed: Packed, hit_lists: HitLists) -> Result<GpuBatch, GpuError> {
         let s = &self.gpu.stream;
-        let Packed { staging, tables, bases, mates, feature_first, read_mates, packing } = packed;
-        let n_reads = read_mates.len() as u64 - 1;
+        let Packed { staging, tables, bases, mates, reads, features: n_features, packing } = packed;
+        let n_reads = reads as u64;
         if n_reads == 0 {
             self.staging.lock().expect("no batch panicked").push(staging);
             return Ok(GpuBatch::default());
         }
         let clock = Instant::now();
         let staging = Staged { buffer: Some(staging), pool: &self.staging, stream: s };
-        let (mates, per_read) = self.upload(staging.buffer(), &tables, bases, mates, read_mates.len() - 1)?;
+        let (mates, per_read) = self.upload(staging.buffer(), &tables, bases, mates, reads)?;
         let uploaded = clock.elapsed() + packing;
         let clock = Instant::now();
-        let n_features = *feature_first.last().unwrap();
         let hit_list = hit_lists != HitLists::Off;
         let lookups = self.look_up(&mates, n_features)?;
         let found = self.candidates(&lookups, &per_read, n_features, hit_list)?;
@@ -1243,12 +1268,23 @@ impl<'g> GpuClassifier<'g> {
             _ => None,
         };
         s.synchronize()?;
-        // The copies from it are done: the next batch may be packed into it.
-        drop(staging);
         let computed = clock.elapsed();
         let clock = Instant::now();
         // Into the pinned memory of a finished batch when there is one.
         let mut out = self.recycled.lock().expect("no batch panicked").pop().unwrap_or_default();
+        // The tables the host reads each read's features and amino-acid k-mers by, only where
+        // it reads them.
+        out.feature_first.clear();
+        out.read_mates.clear();
+        if hit_lists == HitLists::Taxa || amino.is_some() {
+            // SAFETY: the stream is synchronized: no copy from the staging memory is in flight.
+            let staged = unsafe { staging.buffer().as_slice() };
+            let table = |at: usize, n: usize| -> &[u64] { bytemuck::cast_slice(&staged[at..at + n * 8]) };
+            out.feature_first.extend_from_slice(table(tables.feature_first, mates.count as usize + 1));
+            out.read_mates.extend(table(tables.first_mate, reads + 1).iter().map(|&m| m as usize));
+        }
+        // The copies from it are done: the next batch may be packed into it.
+        drop(staging);
         let results = Results { found: &found, counts: &lookups.counts, text: text.as_ref(), amino: amino.as_ref() };
         // SAFETY: `out` is read once the stream is synchronized below, and everything copied
         // lives until this function returns.
@@ -1268,8 +1304,6 @@ impl<'g> GpuClassifier<'g> {
             t.download += clock.elapsed();
         }
         out.max = self.max_candidates;
-        out.feature_first = feature_first;
-        out.read_mates = read_mates;
         Ok(out)
     }
 
@@ -1549,6 +1583,37 @@ mod tests {
                     at = start + bytes;
                 }
                 assert!(t.end >= at && t.end < at + 8, "{bases} bases, {mates} mates, {reads} reads: end");
+            }
+        }
+    }
+
+    /// `StagedTables::slices` hands out each table where `StagedTables` puts it, of its length,
+    /// and the bases before the first: what packing writes is what `upload` copies.
+    #[test]
+    fn table_slices_lie_where_the_tables_do() {
+        for bases in [0, 1, 7, 150, 4096] {
+            for (mates, reads) in [(0, 0), (1, 1), (2, 1), (6, 3), (1000, 500)] {
+                let t = StagedTables::new(bases, mates, reads);
+                // u64s, for the 8-byte alignment pinned memory has.
+                let mut memory = vec![0u64; t.end.div_ceil(8)];
+                let staged: &mut [u8] = bytemuck::cast_slice_mut(&mut memory);
+                let base = staged.as_ptr() as usize;
+                let at = |p: *const u8| p as usize - base;
+                let s = t.slices(staged, mates, reads);
+                let case = format!("{bases} bases, {mates} mates, {reads} reads");
+                assert!(s.bases.len() >= bases && s.bases.len() <= t.offset, "{case}: bases");
+                assert_eq!(at(s.bases.as_ptr()), 0, "{case}");
+                let tables = [
+                    (at(s.offset.as_ptr().cast()), s.offset.len(), t.offset, mates),
+                    (at(s.feature_first.as_ptr().cast()), s.feature_first.len(), t.feature_first, mates + 1),
+                    (at(s.first_feature.as_ptr().cast()), s.first_feature.len(), t.first_feature, reads + 1),
+                    (at(s.first_mate.as_ptr().cast()), s.first_mate.len(), t.first_mate, reads + 1),
+                    (at(s.len.as_ptr().cast()), s.len.len(), t.len, mates),
+                    (at(s.range.as_ptr().cast()), s.range.len(), t.range, reads),
+                ];
+                for (i, (start, len, want_start, want_len)) in tables.into_iter().enumerate() {
+                    assert_eq!((start, len), (want_start, want_len), "{case}: table {i}");
+                }
             }
         }
     }
