@@ -16,7 +16,7 @@ const EMPTY: u32 = u32::MAX;
 /// A fast hasher for `u32` keys (folded 64×64→128 multiply). Not DoS-resistant, which does not
 /// matter for taxids read from the user's own files.
 #[derive(Default, Clone, Copy)]
-pub(crate) struct U32Hasher(u64);
+pub struct U32Hasher(u64);
 
 impl Hasher for U32Hasher {
     #[inline]
@@ -38,7 +38,7 @@ impl Hasher for U32Hasher {
 }
 
 /// A `HashMap` keyed by taxid with [`U32Hasher`].
-pub(crate) type TaxidMap<V> = HashMap<TaxId, V, BuildHasherDefault<U32Hasher>>;
+pub type TaxidMap<V> = HashMap<TaxId, V, BuildHasherDefault<U32Hasher>>;
 
 /// Maps a taxid to its row (position) in a table of taxa.
 #[derive(Debug, Clone)]

@@ -23,6 +23,7 @@ mod seqmap;
 mod tree;
 
 pub use error::TaxonomyError;
+pub use index::{TaxidMap, U32Hasher};
 pub use ncbi::NcbiTaxonomy;
 pub use seqmap::{SeqIdMap, taxid_from_header};
 pub use tree::{Taxon, TaxonTree};

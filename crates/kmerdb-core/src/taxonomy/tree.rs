@@ -52,6 +52,12 @@ pub struct TaxonTree {
     /// for it for every call's candidates, and walking up comparing rank names was 4% of a GPU
     /// classify's CPU time on a strain-rich index.
     species: Vec<u32>,
+    /// Each taxon's place in a depth-first walk from the root, and the place after its subtree:
+    /// `a` is `t` or above it exactly when `enter[a] <= enter[t] < exit[a]`. The decision asks
+    /// that of every clade for every candidate; walking up for it, and the lookups of taxids
+    /// on the way, were most of its time on a strain-rich index.
+    enter: Vec<u32>,
+    exit: Vec<u32>,
     /// Children of taxon `i` are `children[child_starts[i]..child_starts[i + 1]]`, by taxid.
     child_starts: Vec<u32>,
     children: Vec<TaxId>,
@@ -162,8 +168,40 @@ impl TaxonTree {
             return Err(TaxonomyError::Cycle { taxid: stray });
         }
 
+        // Subtree sizes from the leaves up (the breadth-first order reversed), then each child's
+        // place after its elder siblings' subtrees.
+        let mut sizes = vec![1u32; taxa.len()];
+        for &c in queue.iter().rev() {
+            let p = parents[c as usize] as usize;
+            if c as usize != p {
+                sizes[p] += sizes[c as usize];
+            }
+        }
+        let mut enter = vec![0u32; taxa.len()];
+        for &p in &queue {
+            let p = p as usize;
+            let mut next = enter[p] + 1;
+            for &c in &child_idx[child_starts[p] as usize..child_starts[p + 1] as usize] {
+                enter[c as usize] = next;
+                next += sizes[c as usize];
+            }
+        }
+        let exit = enter.iter().zip(&sizes).map(|(&e, &n)| e + n).collect();
+
         let children = child_idx.iter().map(|&i| taxa[i as usize].taxid).collect();
-        Ok(TaxonTree { taxa, index, parents, depths, code_letters, code_offsets, species, child_starts, children })
+        Ok(TaxonTree {
+            taxa,
+            index,
+            parents,
+            depths,
+            code_letters,
+            code_offsets,
+            species,
+            enter,
+            exit,
+            child_starts,
+            children,
+        })
     }
 
     /// All taxa, sorted by taxid.
@@ -246,9 +284,8 @@ impl TaxonTree {
         self.taxa[self.lca_index(i as usize, j as usize)].taxid
     }
 
-    /// Whether `ancestor` is `taxon` or above it: `lca(ancestor, taxon) == ancestor`, with one walk
-    /// up from `taxon` to `ancestor`'s depth instead of two (the decision asks it of every clade
-    /// for every candidate).
+    /// Whether `ancestor` is `taxon` or above it: `lca(ancestor, taxon) == ancestor`, without a
+    /// walk (the decision asks it of every clade for every candidate).
     #[inline]
     pub fn is_ancestor(&self, ancestor: TaxId, taxon: TaxId) -> bool {
         if ancestor == UNCLASSIFIED {
@@ -260,13 +297,21 @@ impl TaxonTree {
         let (Some(a), Some(t)) = (self.index.get(ancestor), self.index.get(taxon)) else {
             return ancestor == ROOT;
         };
-        let (a, mut t) = (a as usize, t as usize);
-        let (depth, mut dt) = (self.depths[a], self.depths[t]);
-        while dt > depth {
-            t = self.parents[t] as usize;
-            dt -= 1;
-        }
-        t == a
+        self.is_ancestor_node(a, t)
+    }
+
+    /// [`TaxonTree::is_ancestor`] of two internal node indices.
+    #[inline]
+    pub fn is_ancestor_node(&self, ancestor: u32, node: u32) -> bool {
+        let (a, t) = (ancestor as usize, node as usize);
+        self.enter[a] <= self.enter[t] && self.enter[t] < self.exit[a]
+    }
+
+    /// The node of the nearest species at or above `node` (as `ancestor_at_rank(_, "species")`).
+    #[inline]
+    pub fn species_node(&self, node: u32) -> Option<u32> {
+        let s = self.species[node as usize];
+        (s != NO_SPECIES).then_some(s)
     }
 
     /// The internal node index of `taxid`, for repeated [`TaxonTree::lca_node`] calls without
@@ -296,9 +341,16 @@ impl TaxonTree {
         if a == b { a } else { self.lca_index(a as usize, b as usize) as u32 }
     }
 
-    /// LCA on internal indices: lift the deeper one to the other's depth, then both together.
+    /// LCA on internal indices: one of them when it lies above the other (mostly, in a read's
+    /// decision); else lift the deeper one to the other's depth, then both together.
     #[inline]
     fn lca_index(&self, mut i: usize, mut j: usize) -> usize {
+        if self.is_ancestor_node(i as u32, j as u32) {
+            return i;
+        }
+        if self.is_ancestor_node(j as u32, i as u32) {
+            return j;
+        }
         let (mut di, mut dj) = (self.depths[i], self.depths[j]);
         while di > dj {
             i = self.parents[i] as usize;
@@ -465,6 +517,42 @@ mod tests {
         assert_eq!(tree.lineage(83333), vec![1, 131567, 2, 1224, 1236, 91347, 543, 561, 562, 83333]);
         assert_eq!(tree.lineage(1), vec![1]);
         assert!(tree.lineage(3).is_empty());
+    }
+
+    /// On random trees (taxids shuffled against the shape, so that children are not in taxid
+    /// order), `is_ancestor` and `lca` of every pair are what the lineages say: an ancestor is
+    /// in the other's lineage, the LCA is the last taxon the two lineages share.
+    #[test]
+    fn ancestry_and_lca_agree_with_the_lineages() {
+        let mut state = 0x9e37_79b9_u64;
+        let mut next = |n: u64| {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (state >> 33) % n
+        };
+        for trial in 0..20 {
+            let n = 2 + next(60);
+            // Node i's parent is an earlier node; taxids are a permutation of 1..=n, node 0 the root.
+            let mut ids: Vec<TaxId> = (2..=n as TaxId).collect();
+            for i in (1..ids.len()).rev() {
+                ids.swap(i, next(i as u64 + 1) as usize);
+            }
+            ids.insert(0, 1);
+            let taxa = (0..n as usize)
+                .map(|i| {
+                    let parent = if i == 0 { 0 } else { next(i as u64) as usize };
+                    t(ids[i], ids[parent], if trial % 2 == 0 { "no rank" } else { "species" }, "x")
+                })
+                .collect();
+            let tree = TaxonTree::new(taxa).expect("a valid random tree");
+            for &a in &ids {
+                for &b in &ids {
+                    let (la, lb) = (tree.lineage(a), tree.lineage(b));
+                    assert_eq!(tree.is_ancestor(a, b), lb.contains(&a), "trial {trial}: {a} above {b}");
+                    let shared = la.iter().zip(&lb).take_while(|(x, y)| x == y).last().map(|(x, _)| *x);
+                    assert_eq!(Some(tree.lca(a, b)), shared, "trial {trial}: lca({a}, {b})");
+                }
+            }
+        }
     }
 
     #[test]
