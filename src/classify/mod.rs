@@ -644,8 +644,8 @@ impl Run<'_> {
             candidates: outs.candidates.is_some(),
             confidence: self.params.confidence > 0.0,
         };
-        // Keyed by taxid with a folded-multiply hash (`U32Hasher`): each batch's tasks add their counts here,
-        // one entry for each taxon a task called.
+        // Keyed by taxid with a folded-multiply hash (`U32Hasher`): each batch's tasks add their
+        // counts here, an entry for each taxon a task called.
         let mut direct = TaxidMap::<u64>::default();
         let (mut total, mut unclassified) = (0u64, 0u64);
         let batch_reads = self.batch_reads();
@@ -1016,4 +1016,35 @@ fn gpu_runs(
         }
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A task's counts are each taxid's reads, once, in taxid order, whatever the calls' order.
+    #[test]
+    fn calls_are_counted_by_taxid() {
+        let mut sorted = vec![7]; // a buffer left over from another task
+        assert_eq!(count_sorted(&[], &mut sorted), vec![]);
+        let calls = [562, 0, 562, 1, 0, 562, 83333, 1];
+        assert_eq!(count_sorted(&calls, &mut sorted), vec![(0, 2), (1, 2), (562, 3), (83333, 1)]);
+        let mut rng = 12345u64;
+        let calls: Vec<TaxId> = (0..5000)
+            .map(|_| {
+                rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1);
+                (rng >> 40) as TaxId % 300
+            })
+            .collect();
+        let mut want: Vec<(TaxId, u64)> = calls
+            .iter()
+            .fold(HashMap::<TaxId, u64>::new(), |mut m, &t| {
+                *m.entry(t).or_default() += 1;
+                m
+            })
+            .into_iter()
+            .collect();
+        want.sort_unstable();
+        assert_eq!(count_sorted(&calls, &mut sorted), want);
+    }
 }
