@@ -8,7 +8,7 @@
 //! feature with more than `--max-locations-per-feature` locations in that part, one index drops it
 //! when the sum is over the cap; parts built with a cap no feature reaches give identical output.
 
-use crate::classify::candidates::{Candidate, ClassifyParams, Entry, decide_scored, with_confidence};
+use crate::classify::candidates::{Candidate, ClassifyParams, Entry, decide_scored, target_nodes, with_confidence};
 use crate::classify::evidence::{self, CladeBases, Evidence, is_weak};
 use crate::output::candidates::{CandidatesHeader, CandidatesReader, ReadCandidates};
 use crate::output::{self, ReadResult};
@@ -173,7 +173,8 @@ pub fn merge(config: &MergeConfig) -> Result<MergeSummary, MergeError> {
     check_parts(&parts)?;
     let parts_k = parts[0].header.sketch.k;
     let params = ClassifyParams { confidence: config.confidence, ..shared_params(&parts)? };
-    let (target_taxa, target_nodes, tree) = join_targets(&mut parts)?;
+    let (target_taxa, tree) = join_targets(&mut parts)?;
+    let target_nodes = target_nodes(&target_taxa, &tree);
     let lengths = parts.iter().flat_map(|p| p.header.targets.iter().zip(&p.header.target_lengths));
     let clade_bases = CladeBases::new(&tree, lengths.map(|((_, taxid), &length)| (*taxid, length)));
     let mut kraken = match &config.kraken {
@@ -182,7 +183,7 @@ pub fn merge(config: &MergeConfig) -> Result<MergeSummary, MergeError> {
     };
     let merger = Merger {
         params: &params,
-        targets: (&target_taxa, &target_nodes),
+        target_nodes: &target_nodes,
         tree: &tree,
         clade_bases: &clade_bases,
         k: parts_k,
@@ -349,8 +350,8 @@ fn shared_params(parts: &[Part]) -> Result<ClassifyParams, MergeError> {
 
 /// Numbers the targets of all parts by name, as one index would number them (each part's
 /// `targets` maps its ids to these), and joins the parts' taxonomies into one tree. Returns each
-/// merged target's taxid and tree node, and the tree.
-fn join_targets(parts: &mut [Part]) -> Result<(Vec<TaxId>, Vec<u32>, TaxonTree), MergeError> {
+/// merged target's taxid, and the tree.
+fn join_targets(parts: &mut [Part]) -> Result<(Vec<TaxId>, TaxonTree), MergeError> {
     let mut names: BTreeMap<&str, (TaxId, &str)> = BTreeMap::new();
     for p in parts.iter() {
         for (name, taxid) in &p.header.targets {
@@ -373,15 +374,7 @@ fn join_targets(parts: &mut [Part]) -> Result<(Vec<TaxId>, Vec<u32>, TaxonTree),
         }
     }
     let tree = TaxonTree::new(taxa.into_values().collect()).map_err(|e| MergeError::Taxonomy(e.to_string()))?;
-    // Each target's node, for the decision; an index's taxa hold its targets' lineages.
-    let target_nodes = target_taxa
-        .iter()
-        .map(|&taxid| {
-            tree.node(taxid)
-                .ok_or_else(|| MergeError::Taxonomy(format!("a target's taxid {taxid} is not in the taxonomy")))
-        })
-        .collect::<Result<Vec<u32>, _>>()?;
-    Ok((target_taxa, target_nodes, tree))
+    Ok((target_taxa, tree))
 }
 
 /// Up to [`BATCH_READS`] reads, each as its record in every part: read `r`'s record of part `p`
@@ -466,8 +459,8 @@ impl Reader {
 /// The merging stage's settings.
 struct Merger<'a> {
     params: &'a ClassifyParams,
-    /// Each target's taxid and tree node.
-    targets: (&'a [TaxId], &'a [u32]),
+    /// Each target's tree node (the decision's).
+    target_nodes: &'a [u32],
     tree: &'a TaxonTree,
     /// The bases under each taxon and k, for the evidence rule of weak calls.
     clade_bases: &'a CladeBases,
@@ -540,7 +533,7 @@ impl Merger<'_> {
             same
         });
         let (taxid, top) =
-            decide_scored(&s.candidates, &s.clades, self.params, self.targets, self.tree, &mut s.entries);
+            decide_scored(&s.candidates, &s.clades, self.params, self.target_nodes, self.tree, &mut s.entries);
         let weak = is_weak(taxid, top, self.params.hitmin);
         if self.lines.is_none() && self.params.confidence <= 0.0 && !weak {
             return Ok(taxid);

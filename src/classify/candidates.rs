@@ -115,9 +115,9 @@ pub struct TargetTables<'a> {
 }
 
 impl<'a> TargetTables<'a> {
-    /// Each target's taxid and tree node, as [`decide_scored`] takes them.
-    pub(crate) fn by_target(&self) -> (&[TaxId], &[u32]) {
-        (&self.taxa, &self.nodes)
+    /// Each target's tree node, as [`decide_scored`] takes them.
+    pub(crate) fn nodes(&self) -> &[u32] {
+        &self.nodes
     }
 
     pub fn new(index: &'a Index) -> Self {
@@ -381,7 +381,7 @@ impl<'a> Classifier<'a> {
                 &self.candidates,
                 &self.clades,
                 self.params,
-                self.targets.by_target(),
+                self.targets.nodes(),
                 tree,
                 &mut self.entries,
             );
@@ -646,11 +646,15 @@ pub fn decide(
     target_taxa: &[TaxId],
     tree: &TaxonTree,
 ) -> TaxId {
-    let nodes: Option<Vec<u32>> = target_taxa.iter().map(|&t| tree.node(t)).collect();
-    match nodes {
-        Some(nodes) => decide_scored(candidates, clades, params, (target_taxa, &nodes), tree, &mut Vec::new()).0,
-        None => decide_by_taxid(candidates, clades, params, target_taxa, tree).0,
-    }
+    let nodes = target_nodes(target_taxa, tree);
+    decide_scored(candidates, clades, params, &nodes, tree, &mut Vec::new()).0
+}
+
+/// Each of `taxa`'s tree node, as [`decide_scored`] takes targets'; a taxon outside the tree
+/// stands as the root, where its LCA with anything lies.
+pub(crate) fn target_nodes(taxa: &[TaxId], tree: &TaxonTree) -> Vec<u32> {
+    let root = tree.node(crate::taxonomy::ROOT).expect("a tree holds its root");
+    taxa.iter().map(|&t| tree.node(t).unwrap_or(root)).collect()
 }
 
 /// One entry of [`decide_scored`]: a candidate's or a clade's tree node, its score, and what it
@@ -658,35 +662,36 @@ pub fn decide(
 pub(crate) type Entry = (u32, u32, u32);
 
 /// [`decide`]'s call and the best entry's score (0 when unclassified), which tells whether the
-/// call is weak ([`is_weak`]). `targets` are each target's taxid and tree node; `entries` is the
-/// caller's buffer, so that nothing is allocated per read.
+/// call is weak ([`is_weak`]). `target_nodes` are each target's tree node ([`target_nodes`]);
+/// `entries` is the caller's buffer, so that nothing is allocated per read.
 ///
 /// Worked out on tree nodes: a target's node is known, a clade's is looked up once, and whether
 /// one entry lies under another is then a comparison (`TaxonTree::is_ancestor_node`). By taxid,
 /// each test looked both taxa up (a hash map's lookups where taxids are sparse, as in a pruned
 /// or synthetic taxonomy) and walked up: the decision was 14% of the host's CPU time of a GPU
-/// run against the 50 Gbp index. A clade outside the tree (never, from an index's features) is
-/// decided by taxid.
+/// run against the 50 Gbp index. A clade outside the tree (never, from an index's features)
+/// stands as the root, as its LCAs put it, but holds no entry: only clades of the tree add
+/// their counts to what lies under them.
 pub(crate) fn decide_scored(
     candidates: &[Candidate],
     clades: &[(TaxId, u32)],
     params: &ClassifyParams,
-    (target_taxa, target_nodes): (&[TaxId], &[u32]),
+    target_nodes: &[u32],
     tree: &TaxonTree,
     entries: &mut Vec<Entry>,
 ) -> (TaxId, u32) {
-    // The clades first, as (node, count, 0): what every entry's support is summed from.
+    // The clades first, as (node, count, whether it is in the tree): what every entry's support
+    // is summed from.
+    let root = tree.node(crate::taxonomy::ROOT).expect("a tree holds its root");
     entries.clear();
-    for &(clade, count) in clades {
-        match tree.node(clade) {
-            Some(node) => entries.push((node, count, 0)),
-            None => return decide_by_taxid(candidates, clades, params, target_taxa, tree),
-        }
-    }
+    entries.extend(clades.iter().map(|&(clade, count)| match tree.node(clade) {
+        Some(node) => (node, count, 1),
+        None => (root, count, 0),
+    }));
     let k = entries.len();
     // An entry's support: the counts of the clades that hold it, each entry's once.
     let support = |entries: &[Entry], node: u32| -> u32 {
-        entries[..k].iter().filter(|c| tree.is_ancestor_node(c.0, node)).map(|c| c.1).sum()
+        entries[..k].iter().filter(|c| c.2 == 1 && tree.is_ancestor_node(c.0, node)).map(|c| c.1).sum()
     };
     for c in candidates {
         let node = target_nodes[c.target as usize];
@@ -703,40 +708,13 @@ pub(crate) fn decide_scored(
     let Some(&(top_node, top, _)) = standing.reduce(|best, e| if e.1 > best.1 { e } else { best }) else {
         return (0, 0);
     };
-    (widen_nodes((top_node, top), scored, params, tree), top)
+    (widen((top_node, top), scored, params, tree), top)
 }
 
-/// [`decide_scored`] by taxid, for clades outside the tree.
-fn decide_by_taxid(
-    candidates: &[Candidate],
-    clades: &[(TaxId, u32)],
-    params: &ClassifyParams,
-    target_taxa: &[TaxId],
-    tree: &TaxonTree,
-) -> (TaxId, u32) {
-    let support =
-        |taxon: TaxId| -> u32 { clades.iter().filter(|&&(c, _)| tree.is_ancestor(c, taxon)).map(|&(_, n)| n).sum() };
-    let entries: Vec<(TaxId, u32, u32)> = candidates
-        .iter()
-        .map(|c| {
-            let taxon = target_taxa[c.target as usize];
-            (taxon, c.hits + support(taxon), c.hits)
-        })
-        .chain(clades.iter().map(|&(c, _)| {
-            let score = support(c);
-            (c, score, score)
-        }))
-        .collect();
-    let standing = entries.iter().filter(|e| e.2 >= params.hitmin);
-    let Some(&(top_taxon, top, _)) = standing.reduce(|best, e| if e.1 > best.1 { e } else { best }) else {
-        return (0, 0);
-    };
-    let scored = || entries.iter().map(|&(t, score, _)| (t, score));
-    (widen((top_taxon, top), scored, params, tree), top)
-}
-
-/// [`widen`] on tree nodes: the same rule, with `entries` as (node, score, own).
-fn widen_nodes((top_node, top): (u32, u32), entries: &[Entry], params: &ClassifyParams, tree: &TaxonTree) -> TaxId {
+/// The call from the best entry `(node, score)` and every entry (node, score, own): the LCA of
+/// those within `hitdiff` of the best, widened below species to the species' entries within
+/// `strain_margin`, then cut at `lowest_rank`.
+fn widen((top_node, top): (u32, u32), entries: &[Entry], params: &ClassifyParams, tree: &TaxonTree) -> TaxId {
     let threshold = top as f64 * (1.0 - params.hitdiff) - 1e-9;
     let mut node = top_node;
     for &(n, score, _) in entries {
@@ -755,38 +733,6 @@ fn widen_nodes((top_node, top): (u32, u32), entries: &[Entry], params: &Classify
         }
     }
     let taxon = tree.node_taxid(node);
-    match &params.lowest_rank {
-        Some(rank) => tree.ancestor_at_rank(taxon, rank).unwrap_or(taxon),
-        None => taxon,
-    }
-}
-
-/// The call from the best entry `(taxon, score)` and every entry's `(taxon, score)`: the LCA of
-/// those within `hitdiff` of the best, widened below species to the species' entries within
-/// `strain_margin`, then cut at `lowest_rank`.
-fn widen<I: Iterator<Item = (TaxId, u32)>>(
-    (top_taxon, top): (TaxId, u32),
-    entries: impl Fn() -> I,
-    params: &ClassifyParams,
-    tree: &TaxonTree,
-) -> TaxId {
-    let threshold = top as f64 * (1.0 - params.hitdiff) - 1e-9;
-    let mut taxon = top_taxon;
-    for (t, score) in entries() {
-        if score as f64 >= threshold {
-            taxon = tree.lca(taxon, t);
-        }
-    }
-    if params.strain_margin > 0.0
-        && let Some(species) = tree.ancestor_at_rank(taxon, "species").filter(|&s| s != taxon)
-    {
-        let close = top as f64 * (1.0 - params.strain_margin) - 1e-9;
-        for (t, score) in entries() {
-            if score as f64 >= close && tree.ancestor_at_rank(t, "species") == Some(species) {
-                taxon = tree.lca(taxon, t);
-            }
-        }
-    }
     match &params.lowest_rank {
         Some(rank) => tree.ancestor_at_rank(taxon, rank).unwrap_or(taxon),
         None => taxon,
@@ -822,9 +768,40 @@ pub(super) mod tests {
         let Some((top_taxon, top)) = standing.reduce(|best, e| if e.1 > best.1 { e } else { best }) else {
             return (0, 0);
         };
-        // The widening after the best entry is the rule's own (`widen`): what changed is how the
-        // entries' scores are worked out, which this reference does as before.
-        (widen((top_taxon, top), entries, params, tree), top)
+        (widen_reference((top_taxon, top), entries, params, tree), top)
+    }
+
+    /// The widening as it was worked out by taxid: the call from the best entry `(taxon, score)`
+    /// and every entry's `(taxon, score)`: the LCA of
+    /// those within `hitdiff` of the best, widened below species to the species' entries within
+    /// `strain_margin`, then cut at `lowest_rank`.
+    fn widen_reference<I: Iterator<Item = (TaxId, u32)>>(
+        (top_taxon, top): (TaxId, u32),
+        entries: impl Fn() -> I,
+        params: &ClassifyParams,
+        tree: &TaxonTree,
+    ) -> TaxId {
+        let threshold = top as f64 * (1.0 - params.hitdiff) - 1e-9;
+        let mut taxon = top_taxon;
+        for (t, score) in entries() {
+            if score as f64 >= threshold {
+                taxon = tree.lca(taxon, t);
+            }
+        }
+        if params.strain_margin > 0.0
+            && let Some(species) = tree.ancestor_at_rank(taxon, "species").filter(|&s| s != taxon)
+        {
+            let close = top as f64 * (1.0 - params.strain_margin) - 1e-9;
+            for (t, score) in entries() {
+                if score as f64 >= close && tree.ancestor_at_rank(t, "species") == Some(species) {
+                    taxon = tree.lca(taxon, t);
+                }
+            }
+        }
+        match &params.lowest_rank {
+            Some(rank) => tree.ancestor_at_rank(taxon, rank).unwrap_or(taxon),
+            None => taxon,
+        }
     }
 
     /// root 1 - genus 10 - species 100 (strains 1000 and 1001 below it) and species 101.
@@ -896,14 +873,8 @@ pub(super) mod tests {
                 let mates: [&[u8]; 2] = [&a, &b];
                 let call = classifier.classify(&mates, true);
                 let cands = classifier.candidates().to_vec();
-                let (taxid, top) = decide_scored(
-                    &cands,
-                    &call.clades,
-                    &params,
-                    targets.by_target(),
-                    index.taxonomy(),
-                    &mut Vec::new(),
-                );
+                let (taxid, top) =
+                    decide_scored(&cands, &call.clades, &params, targets.nodes(), index.taxonomy(), &mut Vec::new());
                 if !is_weak(taxid, top, params.hitmin) {
                     continue;
                 }
@@ -948,7 +919,7 @@ pub(super) mod tests {
         let tree = tree();
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
         let clade_taxa = [1, 10, 100, 101, 1000, 1001, 999];
-        let nodes: Vec<u32> = TARGET_TAXA.iter().map(|&t| tree.node(t).unwrap()).collect();
+        let nodes = target_nodes(&TARGET_TAXA, &tree);
         let mut entries = Vec::new();
         for _ in 0..20_000 {
             let mut p = params(rng.random_range(1..5), [0.0, 0.1, 0.3][rng.random_range(0..3)], None);
@@ -961,7 +932,7 @@ pub(super) mod tests {
                 .map(|_| (clade_taxa[rng.random_range(0..clade_taxa.len())], rng.random_range(1..8)))
                 .collect();
             assert_eq!(
-                decide_scored(&cands, &clades, &p, (&TARGET_TAXA, &nodes), &tree, &mut entries),
+                decide_scored(&cands, &clades, &p, &nodes, &tree, &mut entries),
                 decide_reference(&cands, &clades, &p, &TARGET_TAXA, &tree),
                 "{cands:?} {clades:?}"
             );

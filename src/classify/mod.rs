@@ -911,14 +911,7 @@ impl Run<'_> {
                 };
                 let decided = on_gpu.then(|| {
                     let (cands, clades) = (&sc.candidates, &sc.clades);
-                    candidates::decide_scored(
-                        cands,
-                        clades,
-                        self.params,
-                        self.targets.by_target(),
-                        tree,
-                        &mut sc.entries,
-                    )
+                    candidates::decide_scored(cands, clades, self.params, self.targets.nodes(), tree, &mut sc.entries)
                 });
                 // A weak call's evidence rule reads every feature's taxon: from the GPU's hit lists
                 // where it made them.
