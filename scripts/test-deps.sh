@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What the tests need beyond Rust: Snakemake (PyPI) for the workflow tests, Chromium (Debian) to
-# render the HTML report, cargo-bundle-licenses (crates.io) for the bioconda recipe's build script,
+# render the HTML report, Kraken 2 and GNU time (Debian) for the negative controls' comparison
+# (tests/cli/controls.rs, which builds Kraken 2's database with ../shared/tools/kraken2_db.sh), cargo-bundle-licenses (crates.io) for the bioconda recipe's build script,
 # and taxpasta and MultiQC (PyPI) for the test that they read kmerdb's reports (MultiQC also for
 # the Snakemake workflow's last rule). Installs what is missing; run before `cargo test --release`.
 set -euo pipefail
@@ -12,6 +13,11 @@ if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null;
     SUDO=$([[ $(id -u) == 0 ]] && echo "" || echo sudo)
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+fi
+if ! command -v kraken2 >/dev/null || [[ ! -x /usr/bin/time ]]; then
+    SUDO=$([[ $(id -u) == 0 ]] && echo "" || echo sudo)
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends kraken2 time >/dev/null
 fi
 if ! command -v cargo-bundle-licenses >/dev/null; then
     cargo install --quiet --locked cargo-bundle-licenses@5.0.0

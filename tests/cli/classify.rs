@@ -717,7 +717,7 @@ fn one_thread_means_one_busy_thread_with_compressed_input() {
 
 /// The mock's reads with every read's bases shuffled (same lengths and composition; a fixed seed):
 /// reads that should stay unclassified (issue 33's negative control), written under `dir`.
-fn shuffled_mock(dir: &Path) -> [PathBuf; 2] {
+pub(crate) fn shuffled_mock(dir: &Path) -> [PathBuf; 2] {
     use rand::{SeedableRng, seq::SliceRandom};
     use std::io::{BufRead, Write};
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);

@@ -5,6 +5,7 @@ mod bracken;
 mod build;
 mod classify;
 mod clobber;
+mod controls;
 mod download;
 mod faults;
 mod info;
