@@ -101,8 +101,8 @@ def read_nodes(path):
     return _Col(par), _Col(rk, names)
 
 
-def score_calls(parent, rank, truth, calls):
-    """The rule of shared/tools/score.py, in process (truth: read -> taxid, calls: read -> taxid)."""
+def lineage_of(parent):
+    """taxon -> [taxon, its parent, ..., the root] over `parent` (read_nodes'), remembered."""
     memo = {}
     def lineage(t):
         if t not in memo:
@@ -111,6 +111,12 @@ def score_calls(parent, rank, truth, calls):
                 x = parent[x]; out.append(x)
             memo[t] = out
         return memo[t]
+    return lineage
+
+
+def score_calls(parent, rank, truth, calls):
+    """The rule of shared/tools/score.py, in process (truth: read -> taxid, calls: read -> taxid)."""
+    lineage = lineage_of(parent)
     res = {'reads': len(truth), 'called': sum(1 for r, t in calls.items() if t != '0' and r in truth), 'ranks': {}}
     for R in ('species', 'genus', 'family'):
         c = dict(correct=0, vague=0, wrong=0, unclassified=0)

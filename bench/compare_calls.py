@@ -15,7 +15,7 @@ setting changes, and what their hit lists hold.
 import argparse, collections, gzip, os, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import opener, read_nodes  # noqa: E402
+from benchlib import lineage_of, opener, read_nodes  # noqa: E402
 
 
 def read_truth(path):
@@ -64,14 +64,7 @@ def main():
     truth, genome = read_truth(args.truth)
     a, b = read_calls(args.a), read_calls(args.b)
 
-    memo = {}
-    def lineage(t):
-        if t not in memo:
-            out, x = [t], t
-            while x in parent and parent[x] != x:
-                x = parent[x]; out.append(x)
-            memo[t] = out
-        return memo[t]
+    lineage = lineage_of(parent)
 
     def outcome(rid, taxid):
         if taxid == '0':
