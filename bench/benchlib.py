@@ -114,6 +114,29 @@ def lineage_of(parent):
     return lineage
 
 
+def read_truth(path):
+    """A truth table (read_id, genome_id, taxid, ...; a header line): read -> taxid, read -> genome."""
+    truth, genome = {}, {}
+    with opener(path) as f:
+        next(f)
+        for l in f:
+            x = l.rstrip('\n').split('\t'); truth[x[0]] = x[2]; genome[x[0]] = x[1]
+    return truth, genome
+
+
+def kraken_line_call(line):
+    """(read id without /1 or /2, taxid; '0' when unclassified) of a Kraken-format line."""
+    x = line.rstrip('\n').split('\t')
+    rid, tax = x[1], ('0' if x[0] == 'U' else x[2].split('(taxid ')[-1].rstrip(')'))
+    return (rid[:-2] if rid[-2:] in ('/1', '/2') else rid), tax
+
+
+def read_calls(path):
+    """A Kraken-format per-read output: read -> taxid ('0' unclassified)."""
+    with opener(path) as f:
+        return dict(kraken_line_call(l) for l in f)
+
+
 def score_calls(parent, rank, truth, calls):
     """The rule of shared/tools/score.py, in process (truth: read -> taxid, calls: read -> taxid)."""
     lineage = lineage_of(parent)
@@ -284,17 +307,8 @@ def cmd_record(a):
             for l in f:
                 g, grp = l.rstrip('\n').split('\t')[:2]
                 groups[g] = grp
-        truth, genome = {}, {}
-        with open(a.truth) as f:
-            next(f)
-            for l in f:
-                x = l.rstrip('\n').split('\t'); truth[x[0]] = x[2]; genome[x[0]] = x[1]
-        calls = {}
-        with opener(a.calls) as f:
-            for l in f:
-                x = l.rstrip('\n').split('\t')
-                rid, tax = x[1], ('0' if x[0] == 'U' else x[2].split('(taxid ')[-1].rstrip(')'))
-                calls[rid[:-2] if rid[-2:] in ('/1', '/2') else rid] = tax
+        truth, genome = read_truth(a.truth)
+        calls = read_calls(a.calls)
         parent, rank = read_nodes(a.nodes)
         whole = score_calls(parent, rank, truth, calls)
         if whole != res['score']:

@@ -15,29 +15,7 @@ setting changes, and what their hit lists hold.
 import argparse, collections, gzip, os, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import lineage_of, opener, read_nodes  # noqa: E402
-
-
-def read_truth(path):
-    truth, genome = {}, {}
-    with opener(path) as f:
-        next(f)
-        for line in f:
-            x = line.rstrip('\n').split('\t')
-            truth[x[0]], genome[x[0]] = x[2], x[1]
-    return truth, genome
-
-
-def read_calls(path):
-    """read id -> (taxid, the whole line); '0' when unclassified."""
-    calls = {}
-    with opener(path) as f:
-        for line in f:
-            x = line.rstrip('\n').split('\t')
-            rid = x[1][:-2] if x[1].endswith(('/1', '/2')) else x[1]
-            taxid = '0' if x[0] == 'U' else x[2].split('(taxid ')[-1].rstrip(')')
-            calls[rid] = (taxid, line.rstrip('\n'))
-    return calls
+from benchlib import kraken_line_call, lineage_of, opener, read_calls, read_nodes, read_truth  # noqa: E402
 
 
 def read_names(nodes_path):
@@ -78,7 +56,7 @@ def main():
 
     changes, shown, wrong = collections.Counter(), [], {args.a: collections.Counter(), args.b: collections.Counter()}
     for rid in truth:
-        (ta, _), (tb, line) = a.get(rid, ('0', '')), b.get(rid, ('0', ''))
+        ta, tb = a.get(rid, '0'), b.get(rid, '0')
         oa, ob = outcome(rid, ta), outcome(rid, tb)
         for path, taxid, o in ((args.a, ta, oa), (args.b, tb, ob)):
             if o == 'w':
@@ -87,7 +65,7 @@ def main():
             key = f'{genome[rid]}:{oa}>{ob}'
             changes[key] += 1
             if key == args.show and len(shown) < args.examples:
-                shown.append(line)
+                shown.append(rid)
     print(f'# reads whose {args.rank} outcome differs (A {args.a}, B {args.b})')
     for key, n in changes.most_common():
         print(f'{n:6d}  {key}')
@@ -97,7 +75,9 @@ def main():
             print(f'{n:6d}  {g} -> {taxon} ({r})')
     if args.show:
         print(f'\n# {args.show}: B\'s lines')
-        print('\n'.join(shown))
+        wanted = set(shown)
+        with opener(args.b) as f:
+            print(''.join(l for l in f if kraken_line_call(l)[0] in wanted), end='')
 
 
 if __name__ == '__main__':
