@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # What the tests need beyond Rust: Snakemake (PyPI) for the workflow tests, Chromium (Debian) to
 # render the HTML report, Kraken 2 and GNU time (Debian) for the negative controls' comparison
-# (tests/cli/controls.rs, which builds Kraken 2's database with ../shared/tools/kraken2_db.sh), cargo-bundle-licenses (crates.io) for the bioconda recipe's build script,
-# and taxpasta and MultiQC (PyPI) for the test that they read kmerdb's reports (MultiQC also for
-# the Snakemake workflow's last rule). Installs what is missing; run before `cargo test --release`.
+# (tests/cli/controls.rs, which builds Kraken 2's database with ../shared/tools/kraken2_db.sh),
+# cargo-bundle-licenses (crates.io) for the bioconda recipe's build script, and taxpasta and
+# MultiQC (PyPI) for the test that they read kmerdb's reports (MultiQC also for the Snakemake
+# workflow's last rule). Installs what is missing; run before `cargo test --release`.
 set -euo pipefail
 # Pinned: the workflow test lints the Snakefile, and a newer Snakemake may lint differently.
 if ! command -v snakemake >/dev/null; then

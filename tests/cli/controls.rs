@@ -55,24 +55,39 @@ fn refs_without_families(dir: &Path) -> PathBuf {
     out
 }
 
-/// Kraken 2's database of `refs`, built once and kept under the tests' target folder: a build
-/// takes about half a minute, the rest of the test a few seconds.
+/// Kraken 2's database of `refs`, built once and kept under the tests' target folder (a build
+/// takes about half a minute, the rest of the test a few seconds), under a name that changes with
+/// the genomes' names and sizes. Built in a folder of its own and renamed into place, so that a
+/// build cut short or two test runs at once never leave a half-built database there.
 fn kraken2_db(refs: &Path) -> PathBuf {
-    let db = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kraken2-refs-without-families");
+    use std::hash::{Hash, Hasher};
+    let mut inputs: Vec<(String, u64)> = std::fs::read_dir(refs)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::metadata(&p).unwrap().len()))
+        .collect();
+    inputs.sort();
+    let mut hasher = std::hash::DefaultHasher::new();
+    inputs.hash(&mut hasher);
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let db = cache.join(format!("kraken2-refs-{:016x}", hasher.finish()));
     if db.join("hash.k2d").is_file() {
         return db;
     }
-    // A build cut short leaves its library, which a second build would add to again.
-    let _ = std::fs::remove_dir_all(&db);
+    let building = tempfile::tempdir_in(cache).unwrap();
     let out = Command::new("bash")
         .arg(shared().join("../tools/kraken2_db.sh"))
         .arg(refs)
         .arg(shared().join("taxonomy"))
-        .arg(&db)
+        .arg(building.path().join("db"))
         .arg("2")
         .output()
         .expect("bash runs");
     assert!(out.status.success(), "kraken2_db.sh failed: {}", String::from_utf8_lossy(&out.stderr));
+    // Another run may have put its own there first: either is the same database.
+    if std::fs::rename(building.path().join("db"), &db).is_err() {
+        assert!(db.join("hash.k2d").is_file(), "no Kraken 2 database at {}", db.display());
+    }
     db
 }
 
@@ -177,16 +192,7 @@ fn negative_controls_are_called_no_more_than_by_kraken2() {
     let dir = tempfile::tempdir().unwrap();
     let refs = refs_without_families(dir.path());
     let db = dir.path().join("refs.db");
-    kmerdb()
-        .args(["build", "-q", "-t", "2", "-d"])
-        .arg(&db)
-        .arg("--taxonomy")
-        .arg(shared().join("taxonomy"))
-        .arg("--seqid2taxid")
-        .arg(refs.join("seqid2taxid.map"))
-        .arg(&refs)
-        .assert()
-        .success();
+    crate::build_refs_folder(&refs, &db, &["-t", "2"]);
     let kraken = kraken2_db(&refs);
     let taxonomy = NcbiTaxonomy::load_dir_without_names(&shared().join("taxonomy")).unwrap();
 

@@ -82,15 +82,20 @@ pub fn sections_but_provenance(db: &Path) -> Vec<serde_json::Value> {
 /// Builds an index of all of `../shared/data/refs` with its taxonomy at `db`, with `extra` flags;
 /// panics if the build fails.
 pub fn build_refs(db: &Path, extra: &[&str]) {
-    let s = shared();
+    build_refs_folder(&shared().join("refs"), db, extra);
+}
+
+/// [`build_refs`] of a folder laid out as `../shared/data/refs` (genomes and `seqid2taxid.map`),
+/// such as a part of it.
+pub fn build_refs_folder(refs: &Path, db: &Path, extra: &[&str]) {
     kmerdb()
         .args(["build", "-q", "-d"])
         .arg(db)
         .arg("--taxonomy")
-        .arg(s.join("taxonomy"))
+        .arg(shared().join("taxonomy"))
         .arg("--seqid2taxid")
-        .arg(s.join("refs/seqid2taxid.map"))
-        .arg(s.join("refs"))
+        .arg(refs.join("seqid2taxid.map"))
+        .arg(refs)
         .args(extra)
         .assert()
         .success();
