@@ -405,14 +405,7 @@ fn count_sorted(taxids: &[TaxId], sorted: &mut Vec<TaxId>) -> Vec<(TaxId, u64)> 
     sorted.clear();
     sorted.extend_from_slice(taxids);
     sorted.sort_unstable();
-    let mut counts: Vec<(TaxId, u64)> = Vec::new();
-    for &t in sorted.iter() {
-        match counts.last_mut() {
-            Some((last, n)) if *last == t => *n += 1,
-            _ => counts.push((t, 1)),
-        }
-    }
-    counts
+    sorted.chunk_by(|a, b| a == b).map(|run| (run[0], run.len() as u64)).collect()
 }
 
 /// A finished batch: each read's taxid, the reads per taxid (0: unclassified), the Kraken lines
