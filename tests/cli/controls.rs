@@ -74,6 +74,9 @@ fn kraken2_db(refs: &Path) -> PathBuf {
     if db.join("hash.k2d").is_file() {
         return db;
     }
+    // kraken2_db.sh would install Kraken 2 itself (as root); a test should not.
+    let found = Command::new("kraken2-build").arg("--version").output().is_ok_and(|o| o.status.success());
+    assert!(found, "kraken2-build not found: scripts/test-deps.sh installs Kraken 2");
     let building = tempfile::tempdir_in(cache).unwrap();
     let out = Command::new("bash")
         .arg(shared().join("../tools/kraken2_db.sh"))
